@@ -1,0 +1,750 @@
+//! The YAML configuration: typed, defaulted and validated once, at the edge.
+//!
+//! Every key is checked at startup (`deny_unknown_fields`), and every error names the key that
+//! caused it, so a typo never silently falls back to a default.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config: {0}")]
+    Yaml(String),
+    #[error("invalid config: {key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// A duration written as `500ms`, `10s`, `2m`, `1h` or a concatenation such as `1m30s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("empty duration".into());
+        }
+        let mut total = Duration::ZERO;
+        let mut rest = text;
+        while !rest.is_empty() {
+            let digits = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(|| format!("duration {text:?} lacks a unit (ms, s, m, h)"))?;
+            if digits == 0 {
+                return Err(format!("duration {text:?} must start with a number"));
+            }
+            let number: f64 = rest[..digits]
+                .parse()
+                .map_err(|_| format!("bad number in duration {text:?}"))?;
+            rest = &rest[digits..];
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
+            let seconds = match &rest[..unit_len] {
+                "ms" => number / 1000.0,
+                "s" => number,
+                "m" => number * 60.0,
+                "h" => number * 3600.0,
+                other => {
+                    return Err(format!(
+                        "unknown unit {other:?} in duration {text:?} (use ms, s, m, h)"
+                    ))
+                }
+            };
+            rest = &rest[unit_len..];
+            if !seconds.is_finite() || seconds > 1e9 {
+                return Err(format!("duration {text:?} is out of range"));
+            }
+            total += Duration::from_secs_f64(seconds);
+        }
+        Ok(HumanDuration(total))
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms % 1000 != 0 {
+            write!(f, "{ms}ms")
+        } else {
+            write!(f, "{}s", ms / 1000)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        HumanDuration::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    #[serde(default)]
+    pub scrape: ScrapeConfig,
+    #[serde(default)]
+    pub source: Option<SourceConfig>,
+    #[serde(default = "default_metrics")]
+    pub metrics: Vec<MetricSpec>,
+}
+
+/// Alternative sources to direct scraping. Exactly one source is active.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SourceConfig {
+    #[serde(default)]
+    pub prometheus: Option<PrometheusSourceConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrometheusSourceConfig {
+    pub url: String,
+    #[serde(default = "default_prom_timeout")]
+    pub timeout: HumanDuration,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub bearer_token_file: Option<String>,
+    #[serde(default)]
+    pub tls: PrometheusTls,
+    /// How long identical queries share one answer.
+    #[serde(default = "default_cache_ttl")]
+    pub cache_ttl: HumanDuration,
+    /// Without Kubernetes discovery, `max_over_time` over this window stands in for the retained
+    /// floor.
+    #[serde(default = "default_retain_for")]
+    pub retain_for: HumanDuration,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrometheusTls {
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+fn default_prom_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(5))
+}
+fn default_cache_ttl() -> HumanDuration {
+    HumanDuration(Duration::from_secs(5))
+}
+fn default_retain_for() -> HumanDuration {
+    HumanDuration(Duration::from_secs(600))
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScrapeConfig {
+    #[serde(default = "default_interval")]
+    pub interval: HumanDuration,
+    #[serde(default = "default_timeout")]
+    pub timeout: HumanDuration,
+    /// Defaults to three intervals.
+    #[serde(default)]
+    pub stale_after: Option<HumanDuration>,
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u64,
+    #[serde(default, rename = "static")]
+    pub static_targets: Vec<StaticTarget>,
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesDiscoveryConfig>,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        ScrapeConfig {
+            interval: default_interval(),
+            timeout: default_timeout(),
+            stale_after: None,
+            max_body_bytes: default_max_body(),
+            static_targets: Vec::new(),
+            kubernetes: None,
+        }
+    }
+}
+
+impl ScrapeConfig {
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after.map(|d| d.0).unwrap_or(self.interval.0 * 3)
+    }
+}
+
+fn default_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(10))
+}
+fn default_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(3))
+}
+fn default_max_body() -> u64 {
+    16 * 1024 * 1024
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticTarget {
+    pub url: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Pod discovery through the Kubernetes API.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubernetesDiscoveryConfig {
+    /// Namespaces to watch; empty means all.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// A Kubernetes label selector for the pods to scrape.
+    #[serde(default)]
+    pub pod_selector: Option<String>,
+    /// A named container port to scrape instead of the `prometheus.io/*` annotations.
+    #[serde(default)]
+    pub port_name: Option<String>,
+    #[serde(default = "default_metrics_path")]
+    pub path: String,
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Pod labels copied onto every sample of the pod.
+    #[serde(default)]
+    pub copy_labels: Vec<String>,
+}
+
+fn default_metrics_path() -> String {
+    "/metrics".into()
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetricKind {
+    /// An absolute replica recommendation: max over fresh series, never sum.
+    Recommendation,
+    /// The highest retained one-based stateful index across the workload's pods.
+    StatefulFloor,
+    /// max(recommendation, floor), with the safety rules of both.
+    Target,
+    /// Load total divided by per-replica capacity, with separate up and down thresholds.
+    Threshold,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Recommendation => "recommendation",
+            MetricKind::StatefulFloor => "stateful-floor",
+            MetricKind::Target => "target",
+            MetricKind::Threshold => "threshold",
+        }
+    }
+}
+
+/// A gate that must hold for a recommendation to be allowed to lower the target.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ValidWhen {
+    pub series: String,
+    pub equals: f64,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Sustain {
+    #[serde(default)]
+    pub up: Option<HumanDuration>,
+    #[serde(default)]
+    pub down: Option<HumanDuration>,
+    #[serde(default = "default_fraction")]
+    pub fraction: f64,
+}
+
+fn default_fraction() -> f64 {
+    0.5
+}
+
+/// One served external metric.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MetricSpec {
+    pub name: String,
+    pub kind: MetricKind,
+    /// Source series names (any of them counts as the same input).
+    #[serde(default)]
+    pub series: Vec<String>,
+    /// For `target`: the served recommendation metric.
+    #[serde(default)]
+    pub recommendation: Option<String>,
+    /// For `target`: the served stateful-floor metric.
+    #[serde(default)]
+    pub floor: Option<String>,
+    /// For `target`: several recommendation metrics whose valid values are combined by max.
+    #[serde(default)]
+    pub combine: Vec<String>,
+    /// Which label holds the namespace (Prometheus source).
+    #[serde(default = "default_namespace_label")]
+    pub namespace_label: String,
+    #[serde(default)]
+    pub valid_when: Option<ValidWhen>,
+    /// For `threshold`: per-replica capacity above which a replica is added.
+    #[serde(default)]
+    pub up_per_replica: Option<f64>,
+    /// For `threshold`: per-replica load below which a replica is removed.
+    #[serde(default)]
+    pub down_per_replica: Option<f64>,
+    /// For `threshold` and gated recommendations without Kubernetes: the current replica count.
+    #[serde(default)]
+    pub current_series: Option<String>,
+    #[serde(default)]
+    pub sustain: Option<Sustain>,
+    #[serde(default)]
+    pub max_step: Option<u32>,
+    #[serde(default)]
+    pub min: Option<u32>,
+    #[serde(default)]
+    pub max: Option<u32>,
+}
+
+fn default_namespace_label() -> String {
+    "namespace".into()
+}
+
+impl MetricSpec {
+    pub fn new(name: &str, kind: MetricKind, series: &[&str]) -> Self {
+        MetricSpec {
+            name: name.into(),
+            kind,
+            series: series.iter().map(|s| s.to_string()).collect(),
+            recommendation: None,
+            floor: None,
+            combine: Vec::new(),
+            namespace_label: default_namespace_label(),
+            valid_when: None,
+            up_per_replica: None,
+            down_per_replica: None,
+            current_series: None,
+            sustain: None,
+            max_step: None,
+            min: None,
+            max: None,
+        }
+    }
+}
+
+/// The three metrics served when `metrics:` is omitted (REFERENCE.md §4.1 names and aliases).
+pub fn default_metrics() -> Vec<MetricSpec> {
+    let mut target = MetricSpec::new("hpa_target_replicas", MetricKind::Target, &[]);
+    target.recommendation = Some("hpa_expect_replicas".into());
+    target.floor = Some("hpa_stateful_floor".into());
+    vec![
+        MetricSpec::new(
+            "hpa_expect_replicas",
+            MetricKind::Recommendation,
+            &[
+                "hpa_expect_replicas",
+                "hpa_expect_replicas_count",
+                "atframework_hpa_expect_replicas",
+            ],
+        ),
+        MetricSpec::new(
+            "hpa_stateful_floor",
+            MetricKind::StatefulFloor,
+            &[
+                "hpa_stateful_index",
+                "hpa_stateful_index_count",
+                "atframework_hpa_stateful_index",
+            ],
+        ),
+        target,
+    ]
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::from_yaml(&text)
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = if text.trim().is_empty() {
+            serde_yaml::from_str("{}")
+        } else {
+            serde_yaml::from_str(text)
+        }
+        .map_err(|e| ConfigError::Yaml(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
+        self.metrics
+            .iter()
+            .find(|m| m.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Every source series name any served metric reads, for skipping the rest while parsing.
+    pub fn wanted_series(&self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for m in &self.metrics {
+            names.extend(m.series.iter().cloned());
+            if let Some(gate) = &m.valid_when {
+                names.insert(gate.series.clone());
+            }
+            if let Some(current) = &m.current_series {
+                names.insert(current.clone());
+            }
+        }
+        names
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.scrape;
+        if s.interval.0 < Duration::from_millis(100) {
+            return Err(invalid("scrape.interval", "must be at least 100ms"));
+        }
+        if s.timeout.0.is_zero() {
+            return Err(invalid("scrape.timeout", "must be greater than zero"));
+        }
+        if s.timeout.0 > s.interval.0 {
+            return Err(invalid(
+                "scrape.timeout",
+                format!(
+                    "{} is longer than scrape.interval {}",
+                    s.timeout, s.interval
+                ),
+            ));
+        }
+        if let Some(stale) = s.stale_after {
+            if stale.0 < s.interval.0 {
+                return Err(invalid(
+                    "scrape.staleAfter",
+                    format!(
+                        "{stale} is shorter than scrape.interval {}: every sample would go stale between scrapes",
+                        s.interval
+                    ),
+                ));
+            }
+        }
+        if s.max_body_bytes < 1024 {
+            return Err(invalid("scrape.maxBodyBytes", "must be at least 1024"));
+        }
+        for (i, t) in s.static_targets.iter().enumerate() {
+            let key = format!("scrape.static[{i}].url");
+            let uri: http::Uri = t
+                .url
+                .parse()
+                .map_err(|e| invalid(&key, format!("{:?} is not a URL: {e}", t.url)))?;
+            match uri.scheme_str() {
+                Some("http") => {}
+                Some(other) => {
+                    return Err(invalid(
+                        &key,
+                        format!("scheme {other:?} is not supported (use http)"),
+                    ))
+                }
+                None => return Err(invalid(&key, format!("{:?} has no scheme", t.url))),
+            }
+            if uri.host().is_none() {
+                return Err(invalid(&key, format!("{:?} has no host", t.url)));
+            }
+        }
+        if let Some(source) = &self.source {
+            match &source.prometheus {
+                None => {
+                    return Err(invalid(
+                        "source",
+                        "name exactly one source (source.prometheus)",
+                    ))
+                }
+                Some(p) => {
+                    if !s.static_targets.is_empty() {
+                        return Err(invalid(
+                            "source.prometheus",
+                            "exactly one source may be active: remove scrape.static or source.prometheus",
+                        ));
+                    }
+                    let uri: http::Uri = p.url.parse().map_err(|e| {
+                        invalid("source.prometheus.url", format!("{:?}: {e}", p.url))
+                    })?;
+                    if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
+                        return Err(invalid(
+                            "source.prometheus.url",
+                            "must be an http:// or https:// URL",
+                        ));
+                    }
+                    if p.timeout.0.is_zero() {
+                        return Err(invalid(
+                            "source.prometheus.timeout",
+                            "must be greater than zero",
+                        ));
+                    }
+                }
+            }
+        }
+        if self.metrics.is_empty() {
+            return Err(invalid("metrics", "at least one metric must be served"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, m) in self.metrics.iter().enumerate() {
+            let key = format!("metrics[{i}]");
+            if !is_valid_metric_name(&m.name) {
+                return Err(invalid(
+                    format!("{key}.name"),
+                    format!(
+                        "{:?} must be a lower-case path segment ([a-z0-9_.:-]); client-go lower-cases the metric name in the request path",
+                        m.name
+                    ),
+                ));
+            }
+            if !seen.insert(m.name.clone()) {
+                return Err(invalid(
+                    format!("{key}.name"),
+                    format!("duplicate metric name {:?}", m.name),
+                ));
+            }
+            self.validate_metric(&key, m)?;
+        }
+        Ok(())
+    }
+
+    fn validate_metric(&self, key: &str, m: &MetricSpec) -> Result<(), ConfigError> {
+        let refers_to = |field: &str, name: &str, allowed: &[MetricKind]| match self
+            .metrics
+            .iter()
+            .find(|o| o.name == name)
+        {
+            None => Err(invalid(
+                format!("{key}.{field}"),
+                format!("refers to undefined metric {name:?}"),
+            )),
+            Some(o) if !allowed.contains(&o.kind) => Err(invalid(
+                format!("{key}.{field}"),
+                format!(
+                    "metric {name:?} is of kind {}, expected one of {}",
+                    o.kind.as_str(),
+                    allowed
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+            Some(_) => Ok(()),
+        };
+        match m.kind {
+            MetricKind::Recommendation | MetricKind::StatefulFloor | MetricKind::Threshold => {
+                if m.series.is_empty() {
+                    return Err(invalid(
+                        format!("{key}.series"),
+                        "needs at least one source series name",
+                    ));
+                }
+                for s in &m.series {
+                    if !is_valid_series_name(s) {
+                        return Err(invalid(
+                            format!("{key}.series"),
+                            format!("{s:?} is not a valid Prometheus metric name"),
+                        ));
+                    }
+                }
+                if m.recommendation.is_some() || m.floor.is_some() || !m.combine.is_empty() {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "recommendation/floor/combine apply only to kind target, not {}",
+                            m.kind.as_str()
+                        ),
+                    ));
+                }
+            }
+            MetricKind::Target => {
+                if !m.series.is_empty() {
+                    return Err(invalid(
+                        format!("{key}.series"),
+                        "a target reads other served metrics (recommendation, floor), not series",
+                    ));
+                }
+                let recommenders = [MetricKind::Recommendation, MetricKind::Threshold];
+                if let Some(r) = &m.recommendation {
+                    refers_to("recommendation", r, &recommenders)?;
+                }
+                for (j, r) in m.combine.iter().enumerate() {
+                    refers_to(&format!("combine[{j}]"), r, &recommenders)?;
+                }
+                if m.recommendation.is_none() && m.combine.is_empty() {
+                    return Err(invalid(
+                        format!("{key}.recommendation"),
+                        "a target needs a recommendation (or combine)",
+                    ));
+                }
+                if let Some(f) = &m.floor {
+                    refers_to("floor", f, &[MetricKind::StatefulFloor])?;
+                }
+            }
+        }
+        if m.kind == MetricKind::Threshold {
+            let up = m.up_per_replica.ok_or_else(|| {
+                invalid(format!("{key}.upPerReplica"), "required for kind threshold")
+            })?;
+            let down = m.down_per_replica.unwrap_or(up);
+            if !(up.is_finite() && up > 0.0) {
+                return Err(invalid(
+                    format!("{key}.upPerReplica"),
+                    "must be a positive number",
+                ));
+            }
+            if !(down.is_finite() && down > 0.0 && down <= up) {
+                return Err(invalid(
+                    format!("{key}.downPerReplica"),
+                    "must be positive and at most upPerReplica",
+                ));
+            }
+        } else if m.up_per_replica.is_some() || m.down_per_replica.is_some() {
+            return Err(invalid(
+                key,
+                "upPerReplica/downPerReplica apply only to kind threshold",
+            ));
+        }
+        if let Some(s) = &m.sustain {
+            if !(s.fraction > 0.0 && s.fraction <= 1.0) {
+                return Err(invalid(
+                    format!("{key}.sustain.fraction"),
+                    "must be in (0, 1]",
+                ));
+            }
+        }
+        if let (Some(lo), Some(hi)) = (m.min, m.max) {
+            if lo > hi {
+                return Err(invalid(format!("{key}.min"), "is greater than max"));
+            }
+        }
+        if let Some(gate) = &m.valid_when {
+            if !is_valid_series_name(&gate.series) {
+                return Err(invalid(
+                    format!("{key}.validWhen.series"),
+                    format!("{:?} is not a valid Prometheus metric name", gate.series),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_valid_metric_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-' | b':')
+        })
+}
+
+fn is_valid_series_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b':')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            HumanDuration::parse("500ms").unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            HumanDuration::parse("10s").unwrap().0,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            HumanDuration::parse("2m").unwrap().0,
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            HumanDuration::parse("1m30s").unwrap().0,
+            Duration::from_secs(90)
+        );
+        for bad in ["", "10", "s", "10x", "-1s", "1e400s"] {
+            assert!(HumanDuration::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn empty_config_gets_the_three_default_metrics() {
+        let c = Config::from_yaml("").unwrap();
+        let names: Vec<_> = c.metrics.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "hpa_expect_replicas",
+                "hpa_stateful_floor",
+                "hpa_target_replicas"
+            ]
+        );
+        assert_eq!(c.scrape.stale_after(), Duration::from_secs(30));
+        assert!(c.wanted_series().contains("hpa_stateful_index_count"));
+    }
+
+    fn err(yaml: &str) -> String {
+        Config::from_yaml(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err("scrape: {intervall: 10s}").contains("intervall"));
+        assert!(err("scrape: {interval: 10 s}").contains("unknown unit"));
+        assert!(err("scrape: {interval: 1s, timeout: 3s}").contains("scrape.timeout"));
+        assert!(err("scrape: {interval: 10s, staleAfter: 5s}").contains("scrape.staleAfter"));
+        assert!(
+            err("scrape: {static: [{url: 'ftp://x/metrics'}]}").contains("scrape.static[0].url")
+        );
+        let dup = "metrics: [{name: a, kind: recommendation, series: [x]}, {name: a, kind: recommendation, series: [y]}]";
+        assert!(err(dup).contains("duplicate metric name"));
+        let undefined = "metrics: [{name: t, kind: target, recommendation: nope}]";
+        let e = err(undefined);
+        assert!(
+            e.contains("metrics[0].recommendation") && e.contains("nope"),
+            "{e}"
+        );
+        assert!(
+            err("metrics: [{name: Upper, kind: recommendation, series: [x]}]")
+                .contains("lower-case")
+        );
+        assert!(err("metrics: [{name: a, kind: sum, series: [x]}]").contains("unknown variant"));
+        let wrong_kind = "metrics: [{name: f, kind: stateful-floor, series: [x]}, {name: t, kind: target, recommendation: f}]";
+        assert!(err(wrong_kind).contains("kind stateful-floor"));
+        assert!(err("metrics: [{name: t, kind: threshold, series: [x]}]").contains("upPerReplica"));
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 10, downPerReplica: 20}]"
+        )
+        .contains("downPerReplica"));
+        assert!(err(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {static: [{url: 'http://a/m'}]}"
+        )
+        .contains("exactly one source"));
+    }
+}

@@ -1,0 +1,3 @@
+//! The HPA controller as an executable model, and the tools built on it.
+
+pub mod model;

@@ -1,0 +1,1 @@
+//! Placeholder: the pure HPA controller model lands here (issue 5).
