@@ -104,6 +104,35 @@ pub struct Config {
     pub source: Option<SourceConfig>,
     #[serde(default = "default_metrics")]
     pub metrics: Vec<MetricSpec>,
+    /// Start the built-in demo exporter inside `serve` (the local demo; never in production).
+    #[serde(default)]
+    pub demo: Option<DemoConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DemoConfig {
+    #[serde(default = "default_demo_listen")]
+    pub listen: String,
+    #[serde(default = "default_demo_workload")]
+    pub workload: String,
+    #[serde(default = "default_demo_pods")]
+    pub pods: u32,
+    #[serde(default = "default_demo_period")]
+    pub period: HumanDuration,
+}
+
+fn default_demo_listen() -> String {
+    "127.0.0.1:9101".into()
+}
+fn default_demo_workload() -> String {
+    "lobby".into()
+}
+fn default_demo_pods() -> u32 {
+    6
+}
+fn default_demo_period() -> HumanDuration {
+    HumanDuration(Duration::from_secs(120))
 }
 
 /// Alternative sources to direct scraping. Exactly one source is active.
@@ -501,6 +530,20 @@ impl Config {
                         ));
                     }
                 }
+            }
+        }
+        if let Some(demo) = &self.demo {
+            if demo.listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "demo.listen",
+                    format!("{:?} is not host:port", demo.listen),
+                ));
+            }
+            if demo.pods == 0 || demo.pods > 1000 {
+                return Err(invalid("demo.pods", "must be between 1 and 1000"));
+            }
+            if demo.period.0 < Duration::from_secs(1) {
+                return Err(invalid("demo.period", "must be at least 1s"));
             }
         }
         if self.metrics.is_empty() {

@@ -3,7 +3,16 @@
 //! The data path is straight: `source` -> `store` -> `policy` -> `api` (see DESIGN.md).
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
+pub mod adapter;
+pub mod api;
+pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod exposition;
 pub mod hpa;
+pub mod policy;
 pub mod selector;
+pub mod source;
+pub mod store;
+pub mod telemetry;
+pub mod tls;

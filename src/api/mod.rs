@@ -1,0 +1,354 @@
+//! The aggregated API: discovery, the external metrics list endpoint, health, and Kubernetes
+//! `Status` errors. Every response is `application/json`, whatever the request asked for:
+//! answering 406 to a protobuf-first Accept header would break the HPA (REFERENCE.md §2).
+
+pub mod discovery;
+pub mod server;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::json;
+
+use crate::adapter::{Adapter, QueryError};
+use crate::clock::rfc3339;
+use crate::policy::{self, Outcome};
+use crate::selector::LabelSelector;
+
+pub const GROUP: &str = "external.metrics.k8s.io";
+pub const VERSION: &str = "v1beta1";
+pub const GROUP_VERSION: &str = "external.metrics.k8s.io/v1beta1";
+
+pub type ApiResponse = Response<Full<Bytes>>;
+
+/// Reasons and codes used on the wire (REFERENCE.md §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusReason {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    InternalError,
+    ServiceUnavailable,
+}
+
+impl StatusReason {
+    pub fn code(self) -> u16 {
+        match self {
+            StatusReason::BadRequest => 400,
+            StatusReason::Unauthorized => 401,
+            StatusReason::Forbidden => 403,
+            StatusReason::NotFound => 404,
+            StatusReason::MethodNotAllowed => 405,
+            StatusReason::InternalError => 500,
+            StatusReason::ServiceUnavailable => 503,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusReason::BadRequest => "BadRequest",
+            StatusReason::Unauthorized => "Unauthorized",
+            StatusReason::Forbidden => "Forbidden",
+            StatusReason::NotFound => "NotFound",
+            StatusReason::MethodNotAllowed => "MethodNotAllowed",
+            StatusReason::InternalError => "InternalError",
+            StatusReason::ServiceUnavailable => "ServiceUnavailable",
+        }
+    }
+}
+
+pub fn json_response(code: u16, body: &serde_json::Value) -> ApiResponse {
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CACHE_CONTROL, "no-cache, private")
+        .body(Full::new(Bytes::from(bytes)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+/// A Kubernetes `Status` failure; the HTTP status equals `code`.
+pub fn status_response(reason: StatusReason, message: &str) -> ApiResponse {
+    let mut resp = json_response(
+        reason.code(),
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason.as_str(),
+            "code": reason.code(),
+        }),
+    );
+    if reason == StatusReason::Unauthorized {
+        resp.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer realm=\"hpa-bridge\""),
+        );
+    }
+    resp
+}
+
+/// What a request path asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    Health(&'static str),
+    ApiGroupList,
+    ApiGroup,
+    ApiResourceList,
+    /// `namespace`, `metric`
+    ExternalMetric(String, String),
+    NotFound,
+}
+
+pub fn route(path: &str) -> Route {
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    match path {
+        "/healthz" => return Route::Health("healthz"),
+        "/livez" => return Route::Health("livez"),
+        "/readyz" => return Route::Health("readyz"),
+        "/apis" => return Route::ApiGroupList,
+        "/apis/external.metrics.k8s.io" => return Route::ApiGroup,
+        "/apis/external.metrics.k8s.io/v1beta1" => return Route::ApiResourceList,
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/apis/external.metrics.k8s.io/v1beta1/namespaces/") else {
+        return Route::NotFound;
+    };
+    let mut parts = rest.split('/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(ns), Some(metric), None) if !ns.is_empty() && !metric.is_empty() => {
+            Route::ExternalMetric(percent_decode(ns), percent_decode(metric))
+        }
+        _ => Route::NotFound,
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The `labelSelector` query parameter, form-decoded (`+` is a space).
+pub fn label_selector_param(query: Option<&str>) -> Option<String> {
+    let query = query?;
+    let mut found = None;
+    for pair in query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == "labelSelector" {
+            found = Some(percent_decode(&v.replace('+', " ")));
+        }
+    }
+    found
+}
+
+/// A DNS-1123 label, which every namespace name is.
+fn valid_namespace(ns: &str) -> bool {
+    !ns.is_empty()
+        && ns.len() <= 63
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !ns.starts_with('-')
+        && !ns.ends_with('-')
+}
+
+/// Answers authenticated and authorised requests; health is handled before authentication.
+pub struct ApiHandler {
+    pub adapter: Arc<Adapter>,
+}
+
+impl ApiHandler {
+    pub fn health(&self, which: &str) -> ApiResponse {
+        if which == "readyz" && !self.adapter.is_ready() {
+            return plain(503, "not ready: the first scrape round has not completed\n");
+        }
+        plain(200, "ok\n")
+    }
+
+    pub fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
+        let started = Instant::now();
+        let (resp, metric) = self.dispatch(req);
+        self.adapter.metrics.request(
+            resp.status().as_u16(),
+            metric.as_deref().unwrap_or("-"),
+            started.elapsed().as_secs_f64(),
+        );
+        resp
+    }
+
+    fn dispatch<B>(&self, req: &Request<B>) -> (ApiResponse, Option<String>) {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return (
+                status_response(
+                    StatusReason::MethodNotAllowed,
+                    &format!(
+                        "method {} is not supported: external metrics are read-only (get, list)",
+                        req.method()
+                    ),
+                ),
+                None,
+            );
+        }
+        match route(req.uri().path()) {
+            Route::Health(which) => (self.health(which), None),
+            Route::ApiGroupList => (json_response(200, &discovery::api_group_list()), None),
+            Route::ApiGroup => (json_response(200, &discovery::api_group()), None),
+            Route::ApiResourceList => (
+                json_response(
+                    200,
+                    &discovery::api_resource_list(&self.adapter.served_metric_names()),
+                ),
+                None,
+            ),
+            Route::ExternalMetric(ns, metric) => {
+                let resp = self.external_metric(&ns, &metric, req.uri().query());
+                (resp, Some(metric.to_ascii_lowercase()))
+            }
+            Route::NotFound => (
+                status_response(
+                    StatusReason::NotFound,
+                    &format!(
+                        "the server could not find the requested resource {}",
+                        req.uri().path()
+                    ),
+                ),
+                None,
+            ),
+        }
+    }
+
+    fn external_metric(&self, ns: &str, metric: &str, query: Option<&str>) -> ApiResponse {
+        if !valid_namespace(ns) {
+            return status_response(
+                StatusReason::BadRequest,
+                &format!("invalid namespace {ns:?}: must be a DNS-1123 label"),
+            );
+        }
+        let selector_text = label_selector_param(query).unwrap_or_default();
+        let selector = match LabelSelector::parse(&selector_text) {
+            Ok(s) => s,
+            Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
+        };
+        let answer = match self.adapter.answer(metric, ns, &selector) {
+            Ok(a) => a,
+            Err(e @ QueryError::UnknownMetric { .. }) => {
+                return status_response(StatusReason::NotFound, &e.to_string())
+            }
+        };
+        self.adapter.record_query(metric, ns, &selector);
+        tracing::debug!(namespace = ns, selector = %selector, answer = %policy::summary(&answer), "served");
+        match answer.outcome {
+            Outcome::Value {
+                value,
+                timestamp_ms,
+            } => {
+                let window = self.adapter.config.scrape.interval.0.as_secs().max(1);
+                json_response(
+                    200,
+                    &json!({
+                        "kind": "ExternalMetricValueList",
+                        "apiVersion": GROUP_VERSION,
+                        "metadata": {},
+                        // Exactly one item: the HPA sums every item (REFERENCE.md §1.2).
+                        "items": [{
+                            "metricName": answer.metric,
+                            "metricLabels": selector.equality_labels(),
+                            "timestamp": rfc3339(timestamp_ms),
+                            "window": window,
+                            "value": value.to_string(),
+                        }],
+                    }),
+                )
+            }
+            Outcome::Refused { kind, .. } => {
+                let reason = if kind.http_code() == 404 {
+                    StatusReason::NotFound
+                } else {
+                    StatusReason::ServiceUnavailable
+                };
+                status_response(
+                    reason,
+                    &format!(
+                        "{} {}: {}",
+                        answer.metric,
+                        refusal_verb(kind),
+                        answer.reason
+                    ),
+                )
+            }
+        }
+    }
+}
+
+fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
+    use policy::RefusalKind::*;
+    match kind {
+        NoMatch => "has no data",
+        Stale => "is stale",
+        Partial => "is partial",
+        IncompleteFloor => "has an incomplete floor",
+        Invalid => "is invalid",
+    }
+}
+
+pub fn plain(code: u16, text: &'static str) -> ApiResponse {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK))
+        .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from_static(text.as_bytes())))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("/healthz"), Route::Health("healthz"));
+        assert_eq!(route("/apis/"), Route::ApiGroupList);
+        assert_eq!(
+            route("/apis/external.metrics.k8s.io/v1beta1"),
+            Route::ApiResourceList
+        );
+        assert_eq!(
+            route("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas"),
+            Route::ExternalMetric("default".into(), "hpa_expect_replicas".into())
+        );
+        assert_eq!(
+            route("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/a/b"),
+            Route::NotFound
+        );
+        assert_eq!(route("/api/v1/pods"), Route::NotFound);
+    }
+
+    #[test]
+    fn selector_param_is_form_decoded() {
+        assert_eq!(
+            label_selector_param(Some("labelSelector=app%3Dlobby%2Ctier+in+%28a%29")),
+            Some("app=lobby,tier in (a)".into())
+        );
+        assert_eq!(label_selector_param(Some("x=1")), None);
+        assert_eq!(label_selector_param(None), None);
+    }
+
+    #[test]
+    fn namespaces() {
+        assert!(valid_namespace("default"));
+        assert!(valid_namespace("kube-system"));
+        assert!(!valid_namespace("Default"));
+        assert!(!valid_namespace("-a"));
+        assert!(!valid_namespace(&"a".repeat(64)));
+    }
+}

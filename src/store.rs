@@ -1,0 +1,505 @@
+//! The latest samples per target and series, scrape health, and the last valid value of every
+//! series (which is what the stateful floor retains while a target fails).
+//!
+//! The store holds no policy: it answers "which evidence is in scope for this query" and leaves
+//! the decision to `policy`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use crate::clock::Millis;
+use crate::exposition::ExposedSample;
+use crate::selector::{LabelSelector, Labels, Operator};
+
+/// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct TargetId(pub Arc<str>);
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The workload a target's pod belongs to, when discovery knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkloadRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Something to scrape, and the labels attached to every sample it yields.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScrapeTarget {
+    pub id: TargetId,
+    pub url: String,
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadRef>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetHealth {
+    pub last_attempt_ms: Option<Millis>,
+    pub last_success_ms: Option<Millis>,
+    pub last_error: Option<String>,
+    pub last_duration_ms: Option<u64>,
+    pub consecutive_failures: u32,
+}
+
+impl TargetHealth {
+    pub fn ever_succeeded(&self) -> bool {
+        self.last_success_ms.is_some()
+    }
+}
+
+/// Series identity within a target: the metric name plus the merged label set.
+pub type SeriesLabels = Arc<BTreeMap<String, String>>;
+
+#[derive(Clone, Debug)]
+struct SeriesState {
+    name: String,
+    labels: SeriesLabels,
+    latest: f64,
+    latest_at: Millis,
+    last_valid: Option<(u64, Millis)>,
+    /// False once a successful scrape no longer contained the series: the exporter dropped it.
+    present: bool,
+}
+
+#[derive(Debug)]
+struct TargetRecord {
+    target: Arc<ScrapeTarget>,
+    health: TargetHealth,
+    series: HashMap<(String, SeriesLabels), SeriesState>,
+}
+
+/// Why a sample value cannot be used as a replica count.
+pub fn invalid_reason(value: f64) -> Option<&'static str> {
+    if value.is_nan() {
+        Some("NaN")
+    } else if value.is_infinite() {
+        Some("infinite")
+    } else if value < 0.0 {
+        Some("negative")
+    } else if value.fract() != 0.0 {
+        Some("not an integer")
+    } else if value > MAX_REPLICA_VALUE {
+        // Far below the 9.2e15 where a milli-Quantity overflows int64 (REFERENCE.md §2).
+        Some("implausibly large")
+    } else {
+        None
+    }
+}
+
+/// Replica counts above this are treated as garbage rather than served.
+pub const MAX_REPLICA_VALUE: f64 = 1_000_000.0;
+
+/// One input series in scope for a query, as the policy sees it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observation {
+    pub target: TargetId,
+    pub series: String,
+    pub labels: SeriesLabels,
+    /// The newest raw value, which may be invalid.
+    pub value: f64,
+    pub observed_at_ms: Millis,
+    /// The newest valid integer value and when it was seen.
+    pub last_valid: Option<(u64, Millis)>,
+    /// Still exported by its target's last successful scrape.
+    pub present: bool,
+    /// The target's most recent scrape failed.
+    pub target_failing: bool,
+}
+
+/// A target that might hold in-scope series but has never been scraped successfully, so nobody
+/// knows what it exports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnknownTarget {
+    pub target: TargetId,
+    pub last_error: Option<String>,
+}
+
+/// Everything the store knows that is relevant to one query.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evidence {
+    pub observations: Vec<Observation>,
+    pub unknown_targets: Vec<UnknownTarget>,
+    /// The workloads of the targets behind the observations (from discovery).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadRef>,
+}
+
+/// The scope of a query: which series names, in which namespace, matching which selector.
+#[derive(Clone, Debug)]
+pub struct Scope<'a> {
+    pub series: &'a [String],
+    pub namespace_label: &'a str,
+    pub namespace: &'a str,
+    pub selector: &'a LabelSelector,
+}
+
+impl Scope<'_> {
+    fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.series.iter().any(|s| s == name)
+            && labels.get(self.namespace_label).map(String::as_str) == Some(self.namespace)
+            && self.selector.matches(labels)
+    }
+
+    /// Could a target with these labels export in-scope series? Requirements on keys the
+    /// target does not define are unknown until it is scraped, so they count as satisfiable.
+    fn possibly_matches(&self, target_labels: &BTreeMap<String, String>) -> bool {
+        if let Some(ns) = target_labels.get(self.namespace_label) {
+            if ns != self.namespace {
+                return false;
+            }
+        }
+        self.selector.requirements().iter().all(|r| {
+            // Target labels win on conflict, so only keys the target sets can rule it out.
+            let Some(value) = target_labels.get(&r.key) else {
+                return true;
+            };
+            let listed = r.values.iter().any(|v| v == value);
+            match r.operator {
+                Operator::Equals | Operator::In => listed,
+                Operator::NotEquals | Operator::NotIn => !listed,
+                Operator::Exists => true,
+                Operator::DoesNotExist => false,
+            }
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Store {
+    targets: RwLock<BTreeMap<TargetId, TargetRecord>>,
+}
+
+/// Merge sample labels with target labels. On a conflict the target's label wins and the
+/// exporter's value is kept as `exported_<name>`, as Prometheus does with honor_labels off.
+pub fn merge_labels(
+    sample: &[(String, String)],
+    target: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut merged = target.clone();
+    for (k, v) in sample {
+        match target.get(k) {
+            Some(tv) if tv != v => {
+                merged.insert(format!("exported_{k}"), v.clone());
+            }
+            Some(_) => {}
+            None => {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    merged
+}
+
+impl Store {
+    pub fn new() -> Self {
+        Store::default()
+    }
+
+    /// Replace the target set. Targets that are gone take their retained values with them;
+    /// targets that stay keep theirs (REFERENCE.md §4.1: the floor outlives failed scrapes).
+    pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
+        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
+        let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+        map.retain(|id, _| keep.contains(id));
+        for t in targets {
+            match map.get_mut(&t.id) {
+                Some(rec) if *rec.target == t => {}
+                Some(rec) => {
+                    // Labels changed: series identities change with them.
+                    rec.target = Arc::new(t);
+                    rec.series.clear();
+                }
+                None => {
+                    map.insert(
+                        t.id.clone(),
+                        TargetRecord {
+                            target: Arc::new(t),
+                            health: TargetHealth::default(),
+                            series: HashMap::new(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
+        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        map.values().map(|r| r.target.clone()).collect()
+    }
+
+    pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
+        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .map(|r| (r.target.clone(), r.health.clone()))
+            .collect()
+    }
+
+    /// Record a successful scrape: the page replaces the target's series set.
+    pub fn record_success(
+        &self,
+        id: &TargetId,
+        scraped_at: Millis,
+        duration_ms: u64,
+        samples: Vec<ExposedSample>,
+    ) {
+        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
+        let Some(rec) = map.get_mut(id) else { return };
+        rec.health.last_attempt_ms = Some(scraped_at);
+        rec.health.last_success_ms = Some(scraped_at);
+        rec.health.last_error = None;
+        rec.health.last_duration_ms = Some(duration_ms);
+        rec.health.consecutive_failures = 0;
+        for s in rec.series.values_mut() {
+            s.present = false;
+        }
+        for sample in samples {
+            let labels: SeriesLabels = Arc::new(merge_labels(&sample.labels, &rec.target.labels));
+            // An exporter-supplied timestamp says when the value was measured; never trust one
+            // from the future.
+            let at = sample
+                .timestamp_ms
+                .map(|t| t.min(scraped_at))
+                .unwrap_or(scraped_at);
+            let valid = invalid_reason(sample.value)
+                .is_none()
+                .then_some(sample.value as u64);
+            let key = (sample.name.clone(), labels.clone());
+            let state = rec.series.entry(key).or_insert_with(|| SeriesState {
+                name: sample.name,
+                labels,
+                latest: f64::NAN,
+                latest_at: at,
+                last_valid: None,
+                present: true,
+            });
+            state.latest = sample.value;
+            state.latest_at = at;
+            state.present = true;
+            if let Some(v) = valid {
+                state.last_valid = Some((v, at));
+            }
+        }
+    }
+
+    pub fn record_failure(&self, id: &TargetId, at: Millis, duration_ms: u64, error: String) {
+        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
+        let Some(rec) = map.get_mut(id) else { return };
+        rec.health.last_attempt_ms = Some(at);
+        rec.health.last_error = Some(error);
+        rec.health.last_duration_ms = Some(duration_ms);
+        rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
+    }
+
+    /// Counts for self-metrics: (tracked series, stale series).
+    pub fn series_counts(&self, now: Millis, stale_after_ms: Millis) -> (usize, usize) {
+        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        let mut total = 0;
+        let mut stale = 0;
+        for rec in map.values() {
+            for s in rec.series.values().filter(|s| s.present) {
+                total += 1;
+                if now - s.latest_at > stale_after_ms {
+                    stale += 1;
+                }
+            }
+        }
+        (total, stale)
+    }
+
+    /// Distinct values of `label` over the present series named in `series`.
+    pub fn label_values(
+        &self,
+        series: &[String],
+        label: &str,
+    ) -> std::collections::BTreeSet<String> {
+        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .flat_map(|rec| rec.series.values())
+            .filter(|s| s.present && series.contains(&s.name))
+            .filter_map(|s| s.labels.get(label).cloned())
+            .collect()
+    }
+
+    /// The evidence in scope for a query.
+    pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
+        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        let mut ev = Evidence::default();
+        for rec in map.values() {
+            let failing = rec.health.last_error.is_some();
+            let before = ev.observations.len();
+            for s in rec.series.values() {
+                if !scope.matches(&s.name, &s.labels) {
+                    continue;
+                }
+                ev.observations.push(Observation {
+                    target: rec.target.id.clone(),
+                    series: s.name.clone(),
+                    labels: s.labels.clone(),
+                    value: s.latest,
+                    observed_at_ms: s.latest_at,
+                    last_valid: s.last_valid,
+                    present: s.present,
+                    target_failing: failing,
+                });
+            }
+            if ev.observations.len() > before {
+                if let Some(w) = &rec.target.workload {
+                    if !ev.workloads.contains(w) {
+                        ev.workloads.push(w.clone());
+                    }
+                }
+            }
+            if !rec.health.ever_succeeded() && scope.possibly_matches(&rec.target.labels) {
+                ev.unknown_targets.push(UnknownTarget {
+                    target: rec.target.id.clone(),
+                    last_error: rec.health.last_error.clone(),
+                });
+            }
+        }
+        // Deterministic order makes explanations stable and tests exact.
+        ev.observations.sort_by(|a, b| {
+            (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels))
+        });
+        ev
+    }
+}
+
+impl Labels for Arc<BTreeMap<String, String>> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
+        ScrapeTarget {
+            id: TargetId(url.into()),
+            url: url.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            workload: None,
+        }
+    }
+
+    fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
+        ExposedSample {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+            timestamp_ms: None,
+        }
+    }
+
+    #[test]
+    fn target_labels_win_and_conflicts_are_kept_as_exported() {
+        let merged = merge_labels(
+            &[
+                ("namespace".into(), "other".into()),
+                ("app".into(), "x".into()),
+            ],
+            &[("namespace".to_string(), "default".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(merged["namespace"], "default");
+        assert_eq!(merged["exported_namespace"], "other");
+        assert_eq!(merged["app"], "x");
+    }
+
+    #[test]
+    fn failures_keep_the_last_valid_value_and_removal_forgets_it() {
+        let store = Store::new();
+        let t = target("http://a/m", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 3.0)]);
+        store.record_failure(&t.id, 2000, 1, "refused".into());
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &sel,
+        };
+        let ev = store.evidence(&scope);
+        assert_eq!(ev.observations.len(), 1);
+        assert_eq!(ev.observations[0].last_valid, Some((3, 1000)));
+        assert!(ev.observations[0].target_failing);
+        store.set_targets(vec![]);
+        assert!(store.evidence(&scope).observations.is_empty());
+    }
+
+    #[test]
+    fn invalid_values_do_not_replace_the_last_valid_one() {
+        let store = Store::new();
+        let t = target("http://a/m", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 2.0)]);
+        store.record_success(&t.id, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &sel,
+        };
+        let ob = &store.evidence(&scope).observations[0];
+        assert!(ob.value.is_nan());
+        assert_eq!(ob.last_valid, Some((2, 1000)));
+    }
+
+    #[test]
+    fn never_scraped_targets_in_another_namespace_are_not_unknown() {
+        let store = Store::new();
+        store.set_targets(vec![
+            target("http://a/m", &[("namespace", "default")]),
+            target("http://b/m", &[("namespace", "other")]),
+        ]);
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &sel,
+        };
+        let ev = store.evidence(&scope);
+        assert_eq!(ev.unknown_targets.len(), 1);
+        assert_eq!(&*ev.unknown_targets[0].target.0, "http://a/m");
+    }
+
+    #[test]
+    fn invalid_reasons() {
+        assert_eq!(invalid_reason(f64::NAN), Some("NaN"));
+        assert_eq!(invalid_reason(f64::INFINITY), Some("infinite"));
+        assert_eq!(invalid_reason(-1.0), Some("negative"));
+        assert_eq!(invalid_reason(2.5), Some("not an integer"));
+        assert_eq!(invalid_reason(1e12), Some("implausibly large"));
+        assert_eq!(invalid_reason(7.0), None);
+        assert_eq!(invalid_reason(0.0), None);
+    }
+}

@@ -1,0 +1,202 @@
+//! Logging setup and the adapter's own Prometheus metrics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::store::TargetId;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScrapeErrorLabels {
+    target: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    code: String,
+    metric: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MetricLabel {
+    metric: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    metric: String,
+    outcome: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.5, 14))
+}
+
+pub struct SelfMetrics {
+    registry: Registry,
+    pub scrape_duration: Histogram,
+    pub scrape_round_duration: Histogram,
+    scrape_errors: Family<ScrapeErrorLabels, Counter>,
+    pub samples_scraped: Counter,
+    pub series: Gauge,
+    pub stale_series: Gauge,
+    pub targets: Gauge,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: Family<MetricLabel, Histogram, fn() -> Histogram>,
+    answers: Family<AnswerLabels, Counter>,
+}
+
+impl std::fmt::Debug for SelfMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelfMetrics")
+    }
+}
+
+impl Default for SelfMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SelfMetrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("hpa_bridge");
+        let scrape_duration = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let scrape_round_duration = Histogram::new(exponential_buckets(0.01, 2.0, 12));
+        let scrape_errors = Family::<ScrapeErrorLabels, Counter>::default();
+        let samples_scraped = Counter::default();
+        let series = Gauge::default();
+        let stale_series = Gauge::default();
+        let targets = Gauge::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let request_duration =
+            Family::<MetricLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        let answers = Family::<AnswerLabels, Counter>::default();
+        registry.register(
+            "scrape_duration_seconds",
+            "Duration of single target scrapes",
+            scrape_duration.clone(),
+        );
+        registry.register(
+            "scrape_round_duration_seconds",
+            "Duration of a full scrape round over all targets",
+            scrape_round_duration.clone(),
+        );
+        registry.register(
+            "scrape_errors",
+            "Failed scrapes by target and reason",
+            scrape_errors.clone(),
+        );
+        registry.register(
+            "samples_scraped",
+            "Wanted samples parsed from scrapes",
+            samples_scraped.clone(),
+        );
+        registry.register("series", "Tracked input series", series.clone());
+        registry.register(
+            "stale_series",
+            "Tracked input series older than staleAfter",
+            stale_series.clone(),
+        );
+        registry.register(
+            "targets",
+            "Configured or discovered scrape targets",
+            targets.clone(),
+        );
+        registry.register(
+            "requests",
+            "External metrics API requests by HTTP code and metric",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "External metrics API request latency by metric",
+            request_duration.clone(),
+        );
+        registry.register(
+            "answers",
+            "Answers computed by metric and outcome (value or refusal kind)",
+            answers.clone(),
+        );
+        SelfMetrics {
+            registry,
+            scrape_duration,
+            scrape_round_duration,
+            scrape_errors,
+            samples_scraped,
+            series,
+            stale_series,
+            targets,
+            requests,
+            request_duration,
+            answers,
+        }
+    }
+
+    pub fn scrape_error(&self, target: &TargetId, reason: &str) {
+        self.scrape_errors
+            .get_or_create(&ScrapeErrorLabels {
+                target: target.to_string(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn request(&self, code: u16, metric: &str, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                code: code.to_string(),
+                metric: metric.into(),
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&MetricLabel {
+                metric: metric.into(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn answer(&self, metric: &str, outcome: &str) {
+        self.answers
+            .get_or_create(&AnswerLabels {
+                metric: metric.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// The registry in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// One line per event, to stderr; `RUST_LOG` overrides `-v`.
+pub fn init_logging(verbosity: u8, json: bool) {
+    let default = match verbosity {
+        0 => "info",
+        1 => "debug,hyper=info,rustls=info,kube=info,tower=info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    if json {
+        let _ = builder.json().flatten_event(true).try_init();
+    } else {
+        let _ = builder.try_init();
+    }
+}
