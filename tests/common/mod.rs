@@ -1,0 +1,482 @@
+//! Shared test harness: real exporters on loopback, real certificates generated per test,
+//! the real `hpa-bridge` binary as a subprocess, and a real HTTPS client.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What one exporter path does.
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    pub body: String,
+    pub status: u16,
+    pub delay: Duration,
+}
+
+impl Behaviour {
+    pub fn ok(body: impl Into<String>) -> Self {
+        Behaviour {
+            body: body.into(),
+            status: 200,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// A real HTTP exporter on loopback whose pages the test changes while the adapter scrapes.
+#[derive(Clone)]
+pub struct TestExporter {
+    pub addr: SocketAddr,
+    pages: Arc<Mutex<HashMap<String, Behaviour>>>,
+    hits: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl TestExporter {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
+        let hits: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+        let (p, h) = (pages.clone(), hits.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (p, h) = (p.clone(), h.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: http::Request<Incoming>| {
+                        let path = req.uri().path().to_string();
+                        *h.lock().unwrap().entry(path.clone()).or_default() += 1;
+                        let b = p.lock().unwrap().get(&path).cloned();
+                        async move {
+                            let b = b.unwrap_or(Behaviour {
+                                body: "no such page\n".into(),
+                                status: 404,
+                                delay: Duration::ZERO,
+                            });
+                            if !b.delay.is_zero() {
+                                tokio::time::sleep(b.delay).await;
+                            }
+                            Ok::<_, Infallible>(
+                                http::Response::builder()
+                                    .status(b.status)
+                                    .header("content-type", "text/plain; version=0.0.4")
+                                    .body(Full::new(Bytes::from(b.body)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        TestExporter { addr, pages, hits }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn set(&self, path: &str, b: Behaviour) {
+        self.pages.lock().unwrap().insert(path.into(), b);
+    }
+
+    pub fn page(&self, path: &str, body: impl Into<String>) {
+        self.set(path, Behaviour::ok(body));
+    }
+
+    pub fn hits(&self, path: &str) -> u64 {
+        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+/// `hpa_expect_replicas` for workload `lobby`, as one controller instance exports it.
+pub fn expect_page(instance: &str, value: &str) -> String {
+    format!(
+        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",service_instance_id=\"{instance}\"}} {value}\n"
+    )
+}
+
+/// `hpa_stateful_index` for workload `lobby`, as one pod exports it.
+pub fn index_page(pod: &str, value: &str) -> String {
+    format!(
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",service_instance_id=\"{pod}\"}} {value}\n"
+    )
+}
+
+/// A certificate authority and certificates it signs, generated per test.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca_cert: rcgen::Certificate,
+    pub ca_key: rcgen::KeyPair,
+    pub ca_params: rcgen::CertificateParams,
+}
+
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub cert_path: PathBuf,
+    pub key_path: PathBuf,
+}
+
+impl Pki {
+    pub fn new(name: &str) -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.crt"), cert.pem()).unwrap();
+        Pki {
+            dir,
+            ca_cert: cert,
+            ca_key: key,
+            ca_params: params,
+        }
+    }
+
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    pub fn ca_der(&self) -> CertificateDer<'static> {
+        self.ca_cert.der().clone()
+    }
+
+    fn issue(&self, file: &str, mut params: rcgen::CertificateParams) -> Issued {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let issuer = rcgen::Issuer::from_params(&self.ca_params, &self.ca_key);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        params.is_ca = rcgen::IsCa::NoCa;
+        let cert_path = self.dir.path().join(format!("{file}.crt"));
+        let key_path = self.dir.path().join(format!("{file}.key"));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_path,
+            key_path,
+        }
+    }
+
+    /// A serving certificate for 127.0.0.1 and localhost.
+    pub fn server(&self) -> Issued {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+                .unwrap();
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        self.issue("server", params)
+    }
+
+    /// A client certificate with CN and O (groups).
+    pub fn client(&self, file: &str, cn: &str, orgs: &[&str]) -> Issued {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        for o in orgs {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *o);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        self.issue(file, params)
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The real binary, started with a config file and the given extra flags.
+pub struct AdapterProcess {
+    pub child: Child,
+    pub port: u16,
+    pub metrics_port: u16,
+    pub pki: Pki,
+    pub dir: tempfile::TempDir,
+    pub log_path: PathBuf,
+}
+
+impl AdapterProcess {
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.yaml")
+    }
+
+    pub async fn start(config: &str) -> Self {
+        Self::start_with(config, &[]).await
+    }
+
+    pub async fn start_with(config: &str, extra: &[&str]) -> Self {
+        let p = Self::spawn(config, extra);
+        p.wait_ready().await;
+        p
+    }
+
+    pub fn spawn(config: &str, extra: &[&str]) -> Self {
+        let pki = Pki::new("test-serving-ca");
+        let server = pki.server();
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("config.yaml");
+        std::fs::write(&config_path, config).unwrap();
+        let port = free_port();
+        let metrics_port = free_port();
+        let log_path = dir.path().join("adapter.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--secure-port")
+            .arg(port.to_string())
+            .arg("--metrics-bind-address")
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .arg("--tls-cert-file")
+            .arg(&server.cert_path)
+            .arg("--tls-private-key-file")
+            .arg(&server.key_path)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = cmd.spawn().expect("spawn hpa-bridge");
+        AdapterProcess {
+            child,
+            port,
+            metrics_port,
+            pki,
+            dir,
+            log_path,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok((200, _)) = self.get_anonymous("/readyz").await {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "adapter did not become ready; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn client(&self) -> HttpsClient {
+        HttpsClient::new(self.port, &[self.pki.ca_der()], None)
+    }
+
+    pub async fn get_anonymous(&self, path: &str) -> Result<(u16, String), String> {
+        self.client().get(path, &[]).await
+    }
+
+    /// GET on the API, parsed as JSON.
+    pub async fn get_json(&self, path: &str) -> (u16, serde_json::Value) {
+        let (code, body) = self.client().get(path, &[]).await.unwrap();
+        let v = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("non-JSON body for {path} ({code}): {e}: {body}"));
+        (code, v)
+    }
+
+    pub async fn metric(&self, ns: &str, metric: &str, selector: &str) -> (u16, serde_json::Value) {
+        let mut path = format!("/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}");
+        if !selector.is_empty() {
+            path.push_str("?labelSelector=");
+            path.push_str(
+                &percent_encoding::utf8_percent_encode(selector, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            );
+        }
+        self.get_json(&path).await
+    }
+
+    /// Poll until `check` accepts the answer, or fail with the last one.
+    pub async fn eventually<F>(&self, ns: &str, metric: &str, selector: &str, what: &str, check: F) -> serde_json::Value
+    where
+        F: Fn(u16, &serde_json::Value) -> bool,
+    {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (code, v) = self.metric(ns, metric, selector).await;
+            if check(code, &v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: last answer {code} {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn plain_get(&self, path: &str) -> (u16, String) {
+        plain_http_get(SocketAddr::from(([127, 0, 0, 1], self.metrics_port)), path).await
+    }
+
+    pub async fn status(&self) -> serde_json::Value {
+        let (code, body) = self.plain_get("/status").await;
+        assert_eq!(code, 200);
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+impl Drop for AdapterProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The single item's value, if the answer is a one-item list.
+pub fn single_value(v: &serde_json::Value) -> Option<String> {
+    let items = v["items"].as_array()?;
+    assert_eq!(items.len(), 1, "exactly one item expected: {v}");
+    items[0]["value"].as_str().map(String::from)
+}
+
+pub async fn plain_http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(path)
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A real HTTPS client (rustls) with an optional client certificate.
+#[derive(Clone)]
+pub struct HttpsClient {
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl HttpsClient {
+    pub fn new(port: u16, roots: &[CertificateDer<'static>], client: Option<(&Path, &Path)>) -> Self {
+        let mut store = rustls::RootCertStore::empty();
+        for r in roots {
+            store.add(r.clone()).unwrap();
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store);
+        let config = match client {
+            Some((cert, key)) => {
+                let certs: Vec<CertificateDer<'static>> =
+                    rustls_pemfile::certs(&mut std::fs::read(cert).unwrap().as_slice())
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                let key: PrivateKeyDer<'static> =
+                    rustls_pemfile::private_key(&mut std::fs::read(key).unwrap().as_slice())
+                        .unwrap()
+                        .unwrap();
+                builder.with_client_auth_cert(certs, key).unwrap()
+            }
+            None => builder.with_no_client_auth(),
+        };
+        HttpsClient {
+            port,
+            config: Arc::new(config),
+        }
+    }
+
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<(u16, String), String> {
+        let tcp = TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        let tls = connector
+            .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let mut req = http::Request::get(path).header("host", format!("127.0.0.1:{}", self.port));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = sender
+            .send_request(req.body(http_body_util::Empty::<Bytes>::new()).unwrap())
+            .await
+            .map_err(|e| e.to_string())?;
+        let code = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or("").to_string());
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        if path.starts_with("/apis") {
+            assert_eq!(ct.as_deref(), Some("application/json"), "content type for {path}");
+        }
+        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    }
+}
+
+/// Static targets for `config`: (url, namespace, pod).
+pub fn static_targets(targets: &[(String, &str, &str)]) -> String {
+    let mut s = String::from("  static:\n");
+    for (url, ns, pod) in targets {
+        s.push_str(&format!(
+            "    - url: {url}\n      labels: {{namespace: {ns}, pod: {pod}}}\n"
+        ));
+    }
+    s
+}
+
+/// A fast-scraping config over the given targets, with the default metrics.
+pub fn fast_config(targets: &[(String, &str, &str)]) -> String {
+    format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n{}",
+        static_targets(targets)
+    )
+}
