@@ -1,4 +1,41 @@
-//! Prometheus / OpenMetrics text exposition parsing. PLACEHOLDER: the real parser replaces this.
+//! Prometheus text (0.0.4) and OpenMetrics text exposition parsing.
+//!
+//! This is hand-written rather than built on `prometheus-parse` 0.2.5 because that crate
+//! mishandles exactly the inputs we must get right (REFERENCE.md §5), as checked against the
+//! conformance inputs below: it drops every series whose name contains `:` (all recording
+//! rules), splits label sets on `,` and `=` without honouring quotes, drops lines whose label
+//! values contain `}`, never decodes `\"`, `\\` or `\n`, drops `name{} 1` and `name {..} 1`,
+//! ignores OpenMetrics float-second timestamps, and silently skips or half-parses malformed
+//! lines instead of reporting them. It also parses every family in full, while we only ever
+//! want a handful of series out of a page of thousands. The parser below therefore extracts
+//! just the metric name of each line, asks the caller whether the family is wanted and, if
+//! not, jumps to the next newline with `memchr`; wanted lines get a full, strict parse whose
+//! errors carry the 1-based line number, so a malformed wanted sample fails the whole scrape
+//! the way it does in Prometheus.
+//!
+//! Decisions where the formats leave room (Prometheus's scrape parser is
+//! `textparse.PromParser`):
+//! - An unknown escape such as `\x` in a label value is kept verbatim, backslash included:
+//!   Prometheus's lexer accepts any `\.` pair and its unescaper only rewrites `\"`, `\\` and
+//!   `\n`. (client_golang's `expfmt` rejects it instead; we follow the scraper.)
+//! - Values follow Go's `strconv.ParseFloat` minus hex floats and `_` (which Prometheus
+//!   excludes): `NaN`, `Inf`, `+Inf`, `-Inf`, `infinity` in any case, but no sign before `NaN`,
+//!   and a finite literal that overflows to infinity is an error. NaN and infinities are
+//!   returned as values; deciding whether they are usable is the caller's business.
+//! - A timestamp that is a plain integer is milliseconds (Prometheus text). One containing `.`,
+//!   `e` or `E` is float seconds (OpenMetrics) and is rounded to the nearest millisecond. We
+//!   cannot tell the two formats apart up front (`# EOF` only arrives at the end), and no
+//!   Prometheus-format timestamp contains those characters, so the spelling decides.
+//! - Anything after the value or timestamp that starts with `#` is an OpenMetrics exemplar and
+//!   is ignored. `# EOF` ends the page; later bytes are not looked at.
+//! - Whitespace is lenient: leading/trailing blanks, blanks between the name and `{`, around
+//!   `=` and `,`, and none between `}` and the value are all accepted.
+//! - A label with an empty value (`a=""`) is returned as such; Prometheus treats it as absent,
+//!   and dropping it is left to the caller.
+//! - Quoted (UTF-8) metric names from the newer `{"name", ...}` syntax are not supported; such
+//!   a line is an error because its name cannot be extracted.
+
+use memchr::{memchr, memchr2};
 
 /// One sample of a wanted family.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,13 +54,1040 @@ pub struct ExpositionError {
 }
 
 /// Parses the samples whose metric name satisfies `wanted`; other lines are skipped cheaply.
+///
+/// Unwanted lines are only checked for a well-formed metric name, so a malformed line in an
+/// unwanted family does not fail the scrape. `wanted` must be a pure function of the name: its
+/// answer is reused for consecutive lines with the same name instead of asking again, and it is
+/// never called for comment or blank lines.
 pub fn parse(
     body: &[u8],
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<ExposedSample>, ExpositionError> {
-    let _ = (body, wanted);
-    Err(ExpositionError {
-        line: 0,
-        message: "parser not implemented yet".into(),
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut line_no = 0;
+    // Pages group a family's series on consecutive lines, so comparing against the previous
+    // name (a short memcmp) usually replaces both the byte-by-byte name scan and the call into
+    // `wanted`, which is typically a hash lookup. Stored as a range into `body`.
+    let mut last: Option<(usize, usize, bool)> = None;
+
+    while pos < body.len() {
+        line_no += 1;
+        let line_start = pos;
+        let line_end = match memchr(b'\n', &body[pos..]) {
+            Some(i) => {
+                pos += i + 1;
+                line_start + i
+            }
+            None => {
+                pos = body.len();
+                body.len()
+            }
+        };
+        let mut line = &body[line_start..line_end];
+        if let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
+
+        let start = skip_ws(line, 0);
+        match line.get(start) {
+            None => continue,
+            Some(b'#') => {
+                if is_eof_marker(&line[start..]) {
+                    break;
+                }
+                continue;
+            }
+            Some(_) => {}
+        }
+
+        let rest = &line[start..];
+        let cached = last.and_then(|(s, e, w)| {
+            let prev = &body[s..e];
+            (rest.starts_with(prev)
+                && matches!(rest.get(prev.len()), None | Some(b'{' | b' ' | b'\t')))
+            .then_some((prev.len(), w))
+        });
+        let (name_len, is_wanted) = match cached {
+            Some(hit) => hit,
+            None => {
+                let name = extract_name(rest).map_err(|message| ExpositionError {
+                    line: line_no,
+                    message,
+                })?;
+                let w = wanted(name);
+                let abs = line_start + start;
+                last = Some((abs, abs + name.len(), w));
+                (name.len(), w)
+            }
+        };
+        if !is_wanted {
+            continue;
+        }
+        let sample =
+            parse_sample(line, start, start + name_len).map_err(|message| ExpositionError {
+                line: line_no,
+                message,
+            })?;
+        out.push(sample);
+    }
+    Ok(out)
+}
+
+/// Parses every sample on the page: the generic-parser baseline, and handy in tests.
+pub fn parse_all(body: &[u8]) -> Result<Vec<ExposedSample>, ExpositionError> {
+    parse(body, &|_| true)
+}
+
+/// Returns the metric name at the start of a sample line (leading blanks allowed), or `None`
+/// for comments, blank lines and lines whose name is malformed.
+pub fn sample_name(line: &[u8]) -> Option<&str> {
+    let start = skip_ws(line, 0);
+    match line.get(start) {
+        None | Some(b'#') => None,
+        Some(_) => extract_name(&line[start..]).ok(),
+    }
+}
+
+fn is_eof_marker(comment: &[u8]) -> bool {
+    comment
+        .strip_prefix(b"# EOF")
+        .is_some_and(|rest| rest.iter().all(|&c| c == b' ' || c == b'\t'))
+}
+
+fn skip_ws(b: &[u8], mut p: usize) -> usize {
+    while p < b.len() && (b[p] == b' ' || b[p] == b'\t') {
+        p += 1;
+    }
+    p
+}
+
+fn token_end(b: &[u8], mut p: usize) -> usize {
+    while p < b.len() && b[p] != b' ' && b[p] != b'\t' {
+        p += 1;
+    }
+    p
+}
+
+fn is_metric_name_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c == b':'
+}
+
+fn is_metric_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b':'
+}
+
+fn is_label_name_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_label_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Human-readable rendering of the byte at `p` for error messages.
+fn describe_bytes(b: &[u8], p: usize) -> String {
+    match b.get(p) {
+        None => "end of line".to_owned(),
+        Some(&c) if c.is_ascii() => format!("{:?}", c as char),
+        Some(&c) => format!("byte 0x{c:02x}"),
+    }
+}
+
+fn describe(line: &str, p: usize) -> String {
+    match line.get(p..).and_then(|s| s.chars().next()) {
+        Some(c) => format!("{c:?}"),
+        None => "end of line".to_owned(),
+    }
+}
+
+/// `rest` starts at the first non-blank byte of a non-comment line.
+fn extract_name(rest: &[u8]) -> Result<&str, String> {
+    match rest.first() {
+        Some(&c) if is_metric_name_start(c) => {}
+        _ => {
+            return Err(format!(
+                "expected a metric name matching [a-zA-Z_:][a-zA-Z0-9_:]*, found {}",
+                describe_bytes(rest, 0)
+            ))
+        }
+    }
+    let mut end = 1;
+    while end < rest.len() && is_metric_name_char(rest[end]) {
+        end += 1;
+    }
+    // Only ASCII has been accepted so far, so this cannot fail; mapping the error keeps the
+    // parser free of panics all the same.
+    let name = std::str::from_utf8(&rest[..end]).map_err(|e| e.to_string())?;
+    match rest.get(end) {
+        None | Some(b'{' | b' ' | b'\t') => Ok(name),
+        Some(_) => Err(format!(
+            "invalid character {} in metric name {name:?}",
+            describe_bytes(rest, end)
+        )),
+    }
+}
+
+fn parse_sample(line: &[u8], name_start: usize, name_end: usize) -> Result<ExposedSample, String> {
+    let line = std::str::from_utf8(line).map_err(|e| {
+        format!(
+            "sample line is not valid UTF-8 (invalid byte at column {})",
+            e.valid_up_to() + 1
+        )
+    })?;
+    let b = line.as_bytes();
+    let name = &line[name_start..name_end];
+
+    let mut p = skip_ws(b, name_end);
+    let mut labels = Vec::new();
+    if b.get(p) == Some(&b'{') {
+        p = parse_labels(line, p + 1, name, &mut labels)?;
+        p = skip_ws(b, p);
+    }
+
+    let value_end = token_end(b, p);
+    if value_end == p {
+        return Err(format!("missing value for {name:?}"));
+    }
+    let value_text = &line[p..value_end];
+    let value = parse_go_float(value_text)
+        .map_err(|why| format!("invalid value {value_text:?} for {name:?}: {why}"))?;
+
+    p = skip_ws(b, value_end);
+    let mut timestamp_ms = None;
+    if p < b.len() && b[p] != b'#' {
+        let ts_end = token_end(b, p);
+        let ts_text = &line[p..ts_end];
+        timestamp_ms = Some(
+            parse_timestamp(ts_text)
+                .map_err(|why| format!("invalid timestamp {ts_text:?} for {name:?}: {why}"))?,
+        );
+        p = skip_ws(b, ts_end);
+        if p < b.len() && b[p] != b'#' {
+            return Err(format!(
+                "unexpected {:?} after the timestamp of {name:?}",
+                &line[p..]
+            ));
+        }
+    }
+    // Whatever remains starts with `#`: an OpenMetrics exemplar, which we have no use for.
+
+    Ok(ExposedSample {
+        name: name.to_owned(),
+        labels,
+        value,
+        timestamp_ms,
     })
+}
+
+/// Parses the label set after its `{`; returns the position after the closing `}`.
+fn parse_labels(
+    line: &str,
+    mut p: usize,
+    metric: &str,
+    labels: &mut Vec<(String, String)>,
+) -> Result<usize, String> {
+    let b = line.as_bytes();
+    loop {
+        p = skip_ws(b, p);
+        match b.get(p) {
+            None => return Err(format!("label set of {metric:?} is not terminated")),
+            Some(b'}') => return Ok(p + 1),
+            Some(&c) if is_label_name_start(c) => {}
+            Some(_) => {
+                return Err(format!(
+                    "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]* or '}}' in the labels of {metric:?}, found {}",
+                    describe(line, p)
+                ))
+            }
+        }
+        let name_start = p;
+        p += 1;
+        while p < b.len() && is_label_name_char(b[p]) {
+            p += 1;
+        }
+        let label = &line[name_start..p];
+
+        p = skip_ws(b, p);
+        if b.get(p) != Some(&b'=') {
+            return Err(format!(
+                "expected '=' after label name {label:?}, found {}",
+                describe(line, p)
+            ));
+        }
+        p = skip_ws(b, p + 1);
+        if b.get(p) != Some(&b'"') {
+            return Err(format!(
+                "expected '\"' to open the value of label {label:?}, found {}",
+                describe(line, p)
+            ));
+        }
+        let (value, after) = parse_label_value(line, p + 1)
+            .ok_or_else(|| format!("label value for {label:?} is not terminated"))?;
+        if labels.iter().any(|(n, _)| n == label) {
+            return Err(format!("duplicate label {label:?}"));
+        }
+        labels.push((label.to_owned(), value));
+
+        p = skip_ws(b, after);
+        match b.get(p) {
+            Some(b',') => p += 1,
+            Some(b'}') => return Ok(p + 1),
+            _ => {
+                return Err(format!(
+                    "expected ',' or '}}' after the value of label {label:?}, found {}",
+                    describe(line, p)
+                ))
+            }
+        }
+    }
+}
+
+/// Decodes a quoted label value starting just after its opening quote. Returns the value and
+/// the position after the closing quote, or `None` if the line ends first.
+fn parse_label_value(line: &str, start: usize) -> Option<(String, usize)> {
+    let b = line.as_bytes();
+    let mut value = String::new();
+    // Every index used to slice `line` sits on an ASCII `"` or `\` or just after one, so the
+    // slices always fall on char boundaries.
+    let mut copied = start;
+    let mut p = start;
+    loop {
+        let k = p + memchr2(b'"', b'\\', b.get(p..)?)?;
+        value.push_str(&line[copied..k]);
+        if b[k] == b'"' {
+            return Some((value, k + 1));
+        }
+        match b.get(k + 1)? {
+            b'"' => value.push('"'),
+            b'\\' => value.push('\\'),
+            b'n' => value.push('\n'),
+            _ => {
+                // Unknown escape: keep the backslash and let the next char be read normally.
+                value.push('\\');
+                copied = k + 1;
+                p = k + 1;
+                continue;
+            }
+        }
+        copied = k + 2;
+        p = k + 2;
+    }
+}
+
+/// Go's `strconv.ParseFloat(s, 64)` as Prometheus uses it, on top of Rust's parser, which
+/// accepts the same decimal grammar plus a sign before NaN and silently overflows to infinity.
+fn parse_go_float(s: &str) -> Result<f64, &'static str> {
+    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if unsigned.len() != s.len() && unsigned.eq_ignore_ascii_case("nan") {
+        return Err("NaN cannot carry a sign");
+    }
+    let v: f64 = s.parse().map_err(|_| "not a number")?;
+    if v.is_infinite() && !unsigned.starts_with(['i', 'I']) {
+        return Err("out of range for a 64-bit float");
+    }
+    Ok(v)
+}
+
+fn parse_timestamp(s: &str) -> Result<i64, &'static str> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if !body.is_empty() && body.bytes().all(|c| c.is_ascii_digit()) {
+        return Err("out of range");
+    }
+    let looks_like_seconds = s.bytes().any(|c| matches!(c, b'.' | b'e' | b'E'))
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'));
+    if !looks_like_seconds {
+        return Err("expected integer milliseconds or decimal seconds");
+    }
+    let secs: f64 = s.parse().map_err(|_| "not a number")?;
+    let ms = (secs * 1000.0).round();
+    // The bounds are exactly representable and keep the cast lossless instead of saturating.
+    if !(-9_223_372_036_854_774_784.0..=9_223_372_036_854_774_784.0).contains(&ms) {
+        return Err("out of range");
+    }
+    Ok(ms as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::cell::RefCell;
+
+    fn s(name: &str, labels: &[(&str, &str)], value: f64, ts: Option<i64>) -> ExposedSample {
+        ExposedSample {
+            name: name.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            value,
+            timestamp_ms: ts,
+        }
+    }
+
+    fn only<'a>(names: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
+        move |n| names.contains(&n)
+    }
+
+    fn err(body: &str, wanted: &dyn Fn(&str) -> bool) -> String {
+        parse(body.as_bytes(), wanted)
+            .expect_err("expected a parse error")
+            .to_string()
+    }
+
+    /// NaN-aware equality: `ExposedSample`'s derived `PartialEq` says NaN != NaN.
+    fn same(a: &[ExposedSample], b: &[ExposedSample]) -> bool {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.name == y.name
+                    && x.labels == y.labels
+                    && x.timestamp_ms == y.timestamp_ms
+                    && (x.value == y.value || (x.value.is_nan() && y.value.is_nan()))
+                    && x.value.is_sign_negative() == y.value.is_sign_negative()
+            })
+    }
+
+    // ---- conformance -------------------------------------------------------------------
+
+    #[test]
+    fn recording_rule_names_with_colons() {
+        let body = "job:http_requests:rate5m{job=\"api\"} 3.5\n:leading_colon 1\nplain 2\n";
+        let got = parse(
+            body.as_bytes(),
+            &only(&["job:http_requests:rate5m", ":leading_colon"]),
+        );
+        assert_eq!(
+            got.unwrap(),
+            vec![
+                s("job:http_requests:rate5m", &[("job", "api")], 3.5, None),
+                s(":leading_colon", &[], 1.0, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn label_values_with_separators_and_braces() {
+        let body = r##"m{a="x=y",b="1,2",c="}",d="{",e="# not a comment",f="sp ace"} 7"##;
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![s(
+                "m",
+                &[
+                    ("a", "x=y"),
+                    ("b", "1,2"),
+                    ("c", "}"),
+                    ("d", "{"),
+                    ("e", "# not a comment"),
+                    ("f", "sp ace"),
+                ],
+                7.0,
+                None
+            )]
+        );
+    }
+
+    #[test]
+    fn label_value_escapes() {
+        let body = r#"m{q="say \"hi\"",b="back\\slash",n="two\nlines",bn="\\n",x="\x\ü",e=""} 1"#;
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![s(
+                "m",
+                &[
+                    ("q", "say \"hi\""),
+                    ("b", "back\\slash"),
+                    ("n", "two\nlines"),
+                    ("bn", "\\n"),
+                    // Unknown escapes keep their backslash, as Prometheus's scrape parser does.
+                    ("x", "\\x\\ü"),
+                    ("e", ""),
+                ],
+                1.0,
+                None
+            )]
+        );
+    }
+
+    #[test]
+    fn timestamps() {
+        let body = "a 1 1712345678901\nb 2 -5\nc 3 1520879607.789\nd 4 +17\ne 5 1.5e3\n";
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![
+                s("a", &[], 1.0, Some(1_712_345_678_901)),
+                s("b", &[], 2.0, Some(-5)),
+                s("c", &[], 3.0, Some(1_520_879_607_789)),
+                s("d", &[], 4.0, Some(17)),
+                s("e", &[], 5.0, Some(1_500_000)),
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_type_help_unit_and_blank_lines_are_skipped() {
+        let body = "# HELP m A help text with {braces} and \"quotes\" = ,\n\
+                    # TYPE m gauge\n\
+                    # UNIT m seconds\n\
+                    #\n\
+                    # just a comment m 1\n\
+                    \n\
+                    \t  \n\
+                    m 42\n";
+        let seen = RefCell::new(Vec::new());
+        let wanted = |n: &str| {
+            seen.borrow_mut().push(n.to_owned());
+            true
+        };
+        assert_eq!(
+            parse(body.as_bytes(), &wanted).unwrap(),
+            vec![s("m", &[], 42.0, None)]
+        );
+        assert_eq!(*seen.borrow(), vec!["m".to_owned()]);
+    }
+
+    #[test]
+    fn special_float_values() {
+        let body = "a NaN\nb +Inf\nc -Inf\nd Inf\ne inf\nf nan\ng -infinity\nh 1e-3\ni -0\nj .5\nk 5.\nl 1E+2\n";
+        let got = parse_all(body.as_bytes()).unwrap();
+        let values: Vec<f64> = got.iter().map(|x| x.value).collect();
+        assert!(values[0].is_nan() && values[5].is_nan());
+        assert_eq!(values[1], f64::INFINITY);
+        assert_eq!(values[2], f64::NEG_INFINITY);
+        assert_eq!(values[3], f64::INFINITY);
+        assert_eq!(values[4], f64::INFINITY);
+        assert_eq!(values[6], f64::NEG_INFINITY);
+        assert_eq!(values[7], 0.001);
+        assert!(values[8] == 0.0 && values[8].is_sign_negative());
+        assert_eq!(&values[9..], &[0.5, 5.0, 100.0]);
+    }
+
+    #[test]
+    fn openmetrics_page_with_created_exemplars_and_eof() {
+        let body = "# TYPE http_requests counter\n\
+                    # UNIT http_requests requests\n\
+                    # HELP http_requests Requests.\n\
+                    http_requests_total{code=\"200\"} 1027 1520879607.789 # {trace_id=\"KOO5S4vxi0o\"} 0.67\n\
+                    http_requests_created{code=\"200\"} 1520430000.123\n\
+                    # TYPE lat histogram\n\
+                    lat_bucket{le=\"0.1\"} 8 # {trace_id=\"a b\",span=\"}\"} 0.054 1520879607.7\n\
+                    lat_bucket{le=\"+Inf\"} 17\n\
+                    lat_count 17\n\
+                    lat_sum 324789.3\n\
+                    lat_created 1520430000.123\n\
+                    # EOF\n\
+                    http_requests_total{this is not parsed at all\n\
+                    {garbage\n";
+        let got = parse(
+            body.as_bytes(),
+            &only(&[
+                "http_requests_total",
+                "http_requests_created",
+                "lat_bucket",
+                "lat_created",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                s(
+                    "http_requests_total",
+                    &[("code", "200")],
+                    1027.0,
+                    Some(1_520_879_607_789)
+                ),
+                s(
+                    "http_requests_created",
+                    &[("code", "200")],
+                    1_520_430_000.123,
+                    None
+                ),
+                s("lat_bucket", &[("le", "0.1")], 8.0, None),
+                s("lat_bucket", &[("le", "+Inf")], 17.0, None),
+                s("lat_created", &[], 1_520_430_000.123, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn eof_without_trailing_newline_and_with_crlf() {
+        assert_eq!(
+            parse_all(b"a 1\n# EOF").unwrap(),
+            vec![s("a", &[], 1.0, None)]
+        );
+        assert_eq!(
+            parse_all(b"a 1\r\n# EOF\r\n{bad").unwrap(),
+            vec![s("a", &[], 1.0, None)]
+        );
+        // Not the marker: parsing goes on.
+        assert_eq!(
+            parse_all(b"# EOFX\n#EOF\na 1").unwrap(),
+            vec![s("a", &[], 1.0, None)]
+        );
+    }
+
+    #[test]
+    fn trailing_comma_and_empty_label_sets() {
+        let body = "a{x=\"1\",} 1\nb{} 2\nc{ } 3\nd{x=\"1\" , y=\"2\" , } 4\n";
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![
+                s("a", &[("x", "1")], 1.0, None),
+                s("b", &[], 2.0, None),
+                s("c", &[], 3.0, None),
+                s("d", &[("x", "1"), ("y", "2")], 4.0, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn whitespace_variants() {
+        let body = "  a 1\n\
+                    b\t2\t3\n\
+                    c {x = \"1\"}\t 4 \n\
+                    d{\tx=\"1\"\t}5\n\
+                    e   6   7   \n";
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![
+                s("a", &[], 1.0, None),
+                s("b", &[], 2.0, Some(3)),
+                s("c", &[("x", "1")], 4.0, None),
+                s("d", &[("x", "1")], 5.0, None),
+                s("e", &[], 6.0, Some(7)),
+            ]
+        );
+    }
+
+    #[test]
+    fn crlf_line_endings() {
+        let body = "# HELP a x\r\n# TYPE a gauge\r\na{x=\"1\"} 1 5\r\n\r\nb 2\r\n";
+        assert_eq!(
+            parse_all(body.as_bytes()).unwrap(),
+            vec![s("a", &[("x", "1")], 1.0, Some(5)), s("b", &[], 2.0, None)]
+        );
+    }
+
+    #[test]
+    fn last_line_without_newline_and_empty_inputs() {
+        assert_eq!(parse_all(b"a 1").unwrap(), vec![s("a", &[], 1.0, None)]);
+        assert_eq!(parse_all(b"").unwrap(), vec![]);
+        assert_eq!(parse_all(b"\n\n# only comments\n").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn unwanted_malformed_lines_are_skipped() {
+        let body = b"junk{a=\"unterminated 1\n\
+                     junk not_a_number\n\
+                     junk{=} 1\n\
+                     junk{a=\"\xff\xfe\"} 1\n\
+                     junk\n\
+                     junk 1 2 3 4\n\
+                     good 1\n";
+        assert_eq!(
+            parse(body, &only(&["good"])).unwrap(),
+            vec![s("good", &[], 1.0, None)]
+        );
+    }
+
+    #[test]
+    fn cached_name_does_not_swallow_longer_names() {
+        let body = "foo 1\nfoo_bar 2\nfoo{a=\"b\"} 3\nfoo:x 4\nfoo\t5\n";
+        assert_eq!(
+            parse(body.as_bytes(), &only(&["foo"])).unwrap(),
+            vec![
+                s("foo", &[], 1.0, None),
+                s("foo", &[("a", "b")], 3.0, None),
+                s("foo", &[], 5.0, None),
+            ]
+        );
+        assert_eq!(
+            parse(body.as_bytes(), &only(&["foo_bar", "foo:x"])).unwrap(),
+            vec![s("foo_bar", &[], 2.0, None), s("foo:x", &[], 4.0, None)]
+        );
+    }
+
+    #[test]
+    fn sample_name_helper() {
+        assert_eq!(sample_name(b"a:b{x=\"1\"} 1"), Some("a:b"));
+        assert_eq!(sample_name(b"  a 1"), Some("a"));
+        assert_eq!(sample_name(b"a"), Some("a"));
+        assert_eq!(sample_name(b"# TYPE a gauge"), None);
+        assert_eq!(sample_name(b""), None);
+        assert_eq!(sample_name(b"{a=\"b\"} 1"), None);
+        assert_eq!(sample_name(b"a-b 1"), None);
+    }
+
+    // ---- errors: every malformed wanted line reports its 1-based line number ------------
+
+    #[test]
+    fn error_unterminated_label_value() {
+        let body = "# TYPE m gauge\nm{a=\"1\"} 1\nm{pod=\"web-1} 1\n";
+        assert_eq!(
+            err(body, &|_| true),
+            "line 3: label value for \"pod\" is not terminated"
+        );
+        // An escaped quote does not terminate, nor does a trailing backslash.
+        assert_eq!(
+            err("m{pod=\"a\\\"} 1", &|_| true),
+            "line 1: label value for \"pod\" is not terminated"
+        );
+        assert_eq!(
+            err("m{pod=\"a\\", &|_| true),
+            "line 1: label value for \"pod\" is not terminated"
+        );
+    }
+
+    #[test]
+    fn error_label_syntax() {
+        let cases = [
+            ("m{1a=\"x\"} 1", "line 1: expected a label name matching [a-zA-Z_][a-zA-Z0-9_]* or '}' in the labels of \"m\", found '1'"),
+            ("\nm{a:b=\"x\"} 1", "line 2: expected '=' after label name \"a\", found ':'"),
+            ("m{a} 1", "line 1: expected '=' after label name \"a\", found '}'"),
+            ("m{a=x} 1", "line 1: expected '\"' to open the value of label \"a\", found 'x'"),
+            ("m{a=\"x\" b=\"y\"} 1", "line 1: expected ',' or '}' after the value of label \"a\", found 'b'"),
+            ("m{a=\"x\",,} 1", "line 1: expected a label name matching [a-zA-Z_][a-zA-Z0-9_]* or '}' in the labels of \"m\", found ','"),
+            ("m{,} 1", "line 1: expected a label name matching [a-zA-Z_][a-zA-Z0-9_]* or '}' in the labels of \"m\", found ','"),
+            ("m{a=\"x\"", "line 1: expected ',' or '}' after the value of label \"a\", found end of line"),
+            ("m{a=\"x\",", "line 1: label set of \"m\" is not terminated"),
+            ("m{", "line 1: label set of \"m\" is not terminated"),
+            ("m{a=\"1\",b=\"2\",a=\"3\"} 1", "line 1: duplicate label \"a\""),
+        ];
+        for (body, want) in cases {
+            assert_eq!(err(body, &|_| true), want, "input {body:?}");
+        }
+    }
+
+    #[test]
+    fn error_missing_or_bad_value() {
+        let cases = [
+            ("a 1\nm\n", "line 2: missing value for \"m\""),
+            ("m{a=\"b\"}", "line 1: missing value for \"m\""),
+            ("m{a=\"b\"}   \r\n", "line 1: missing value for \"m\""),
+            (
+                "m abc",
+                "line 1: invalid value \"abc\" for \"m\": not a number",
+            ),
+            (
+                "m 1,5",
+                "line 1: invalid value \"1,5\" for \"m\": not a number",
+            ),
+            (
+                "m 0x1p4",
+                "line 1: invalid value \"0x1p4\" for \"m\": not a number",
+            ),
+            (
+                "m 1_000",
+                "line 1: invalid value \"1_000\" for \"m\": not a number",
+            ),
+            (
+                "m +NaN",
+                "line 1: invalid value \"+NaN\" for \"m\": NaN cannot carry a sign",
+            ),
+            (
+                "m 1e400",
+                "line 1: invalid value \"1e400\" for \"m\": out of range for a 64-bit float",
+            ),
+            (
+                "m 1#x",
+                "line 1: invalid value \"1#x\" for \"m\": not a number",
+            ),
+            (
+                "m # {a=\"b\"} 1",
+                "line 1: invalid value \"#\" for \"m\": not a number",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(err(body, &|_| true), want, "input {body:?}");
+        }
+    }
+
+    #[test]
+    fn error_bad_timestamp() {
+        let cases = [
+            ("m 1 abc", "line 1: invalid timestamp \"abc\" for \"m\": expected integer milliseconds or decimal seconds"),
+            ("m 1 99999999999999999999", "line 1: invalid timestamp \"99999999999999999999\" for \"m\": out of range"),
+            ("m 1 1e300", "line 1: invalid timestamp \"1e300\" for \"m\": out of range"),
+            ("m 1 NaN", "line 1: invalid timestamp \"NaN\" for \"m\": expected integer milliseconds or decimal seconds"),
+            ("m 1 1.2.3", "line 1: invalid timestamp \"1.2.3\" for \"m\": not a number"),
+            ("m 1 2 3", "line 1: unexpected \"3\" after the timestamp of \"m\""),
+        ];
+        for (body, want) in cases {
+            assert_eq!(err(body, &|_| true), want, "input {body:?}");
+        }
+    }
+
+    #[test]
+    fn error_non_utf8_in_wanted_line() {
+        let body = b"ok 1\nm{a=\"\xff\"} 1\n";
+        let e = parse(body, &|_| true).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(
+            e.message,
+            "sample line is not valid UTF-8 (invalid byte at column 6)"
+        );
+        // The same line is fine when its family is not wanted.
+        assert_eq!(parse(body, &only(&["ok"])).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn error_unextractable_name_even_when_nothing_is_wanted() {
+        let nothing = |_: &str| false;
+        let cases = [
+            (
+                "a 1\n{a=\"b\"} 1\n",
+                "line 2: expected a metric name matching [a-zA-Z_:][a-zA-Z0-9_:]*, found '{'",
+            ),
+            (
+                "1abc 1",
+                "line 1: expected a metric name matching [a-zA-Z_:][a-zA-Z0-9_:]*, found '1'",
+            ),
+            (
+                "a\n\nfoo-bar 1",
+                "line 3: invalid character '-' in metric name \"foo\"",
+            ),
+            (
+                "foo.bar 1",
+                "line 1: invalid character '.' in metric name \"foo\"",
+            ),
+            (
+                "\u{e9}t\u{e9} 1",
+                "line 1: expected a metric name matching [a-zA-Z_:][a-zA-Z0-9_:]*, found byte 0xc3",
+            ),
+            (
+                "a\rb 1",
+                "line 1: invalid character '\\r' in metric name \"a\"",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(err(body, &nothing), want, "input {body:?}");
+        }
+    }
+
+    #[test]
+    fn error_display_format() {
+        let e = ExpositionError {
+            line: 3,
+            message: "label value for \"pod\" is not terminated".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "line 3: label value for \"pod\" is not terminated"
+        );
+    }
+
+    // ---- property tests ----------------------------------------------------------------
+
+    fn label_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            r#"["\\\n=,{}# an]{0,12}"#,
+            prop::collection::vec(any::<char>(), 0..8).prop_map(String::from_iter),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<f64>(),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            -1e6..1e6f64,
+            (-1000i64..1000).prop_map(|i| i as f64),
+        ]
+    }
+
+    #[derive(Clone, Debug)]
+    struct Style {
+        crlf: bool,
+        blanks: bool,
+        trailing_comma: bool,
+        exemplar: bool,
+    }
+
+    fn sample() -> impl Strategy<Value = (ExposedSample, Style)> {
+        (
+            "[a-zA-Z_:][a-zA-Z0-9_:]{0,20}",
+            prop::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,10}", label_value()), 0..5),
+            value(),
+            prop::option::of(any::<i64>()),
+            any::<(bool, bool, bool, bool)>(),
+        )
+            .prop_map(
+                |(
+                    name,
+                    raw_labels,
+                    value,
+                    timestamp_ms,
+                    (crlf, blanks, trailing_comma, exemplar),
+                )| {
+                    let mut labels: Vec<(String, String)> = Vec::new();
+                    for (k, v) in raw_labels {
+                        if !labels.iter().any(|(n, _)| *n == k) {
+                            labels.push((k, v));
+                        }
+                    }
+                    (
+                        ExposedSample {
+                            name,
+                            labels,
+                            value,
+                            timestamp_ms,
+                        },
+                        Style {
+                            crlf,
+                            blanks,
+                            trailing_comma,
+                            exemplar,
+                        },
+                    )
+                },
+            )
+    }
+
+    fn escape(v: &str) -> String {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+
+    fn render_value(v: f64) -> String {
+        if v.is_nan() {
+            "NaN".into()
+        } else if v == f64::INFINITY {
+            "+Inf".into()
+        } else if v == f64::NEG_INFINITY {
+            "-Inf".into()
+        } else {
+            format!("{v:?}")
+        }
+    }
+
+    fn render(sample: &ExposedSample, style: &Style, out: &mut Vec<u8>) {
+        let sp = if style.blanks { " \t" } else { "" };
+        let mut line = sample.name.clone();
+        if !sample.labels.is_empty() || style.blanks {
+            line.push_str(sp);
+            line.push('{');
+            for (i, (k, v)) in sample.labels.iter().enumerate() {
+                if i > 0 {
+                    line.push_str(sp);
+                    line.push(',');
+                }
+                line.push_str(&format!("{sp}{k}{sp}={sp}\"{}\"", escape(v)));
+            }
+            if style.trailing_comma && !sample.labels.is_empty() {
+                line.push(',');
+            }
+            line.push_str(sp);
+            line.push('}');
+        }
+        line.push(' ');
+        line.push_str(&render_value(sample.value));
+        if let Some(ts) = sample.timestamp_ms {
+            line.push_str(&format!("{sp} {ts}"));
+        }
+        if style.exemplar {
+            line.push_str(" # {trace_id=\"a,b=}\"} 0.5 1520879607.789");
+        }
+        line.push_str(sp);
+        line.push_str(if style.crlf { "\r\n" } else { "\n" });
+        out.extend_from_slice(line.as_bytes());
+    }
+
+    #[derive(Clone, Debug)]
+    enum Item {
+        Wanted(ExposedSample, Style),
+        Unwanted(ExposedSample, Style),
+        Malformed(String, u8),
+        Comment(String),
+    }
+
+    fn item() -> impl Strategy<Value = Item> {
+        prop_oneof![
+            3 => sample().prop_map(|(s, st)| Item::Wanted(s, st)),
+            3 => sample().prop_map(|(s, st)| Item::Unwanted(s, st)),
+            1 => ("[a-zA-Z_:][a-zA-Z0-9_:]{0,20}", 0u8..5).prop_map(|(n, k)| Item::Malformed(n, k)),
+            1 => label_value().prop_map(|t| Item::Comment(t.replace(['\n', '\r'], " "))),
+        ]
+    }
+
+    fn build_page(items: &[Item]) -> (Vec<u8>, Vec<String>, Vec<ExposedSample>) {
+        let wanted_names: Vec<String> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Wanted(s, _) => Some(s.name.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut page = Vec::new();
+        let mut expected = Vec::new();
+        for item in items {
+            match item {
+                Item::Wanted(s, st) => {
+                    render(s, st, &mut page);
+                    expected.push(s.clone());
+                }
+                Item::Unwanted(s, st) if !wanted_names.contains(&s.name) => {
+                    render(s, st, &mut page)
+                }
+                Item::Malformed(n, kind) if !wanted_names.contains(n) => {
+                    let junk: &[u8] = match kind {
+                        0 => b"{a=\"unterminated 1",
+                        1 => b" not_a_number",
+                        2 => b"{=} 1",
+                        3 => b"{a=\"\xff\"} 1",
+                        _ => b"",
+                    };
+                    page.extend_from_slice(n.as_bytes());
+                    page.extend_from_slice(junk);
+                    page.push(b'\n');
+                }
+                Item::Comment(text) => page
+                    .extend_from_slice(format!("# HELP x {text}\n# TYPE x gauge\n\n").as_bytes()),
+                _ => {}
+            }
+        }
+        (page, wanted_names, expected)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse(&bytes, &|_| true);
+            let _ = parse(&bytes, &|n| n.len() % 2 == 0);
+        }
+
+        #[test]
+        fn exposition_like_text_never_panics(text in r#"[a-c:_{}="\\, \t#\r\n0-9.eE+\-InfNa\u{e9}]{0,200}"#) {
+            let all = parse(text.as_bytes(), &|_| true);
+            let some = parse(text.as_bytes(), &|n| n.starts_with('a'));
+            // Skipping lines can only remove errors, never add them.
+            if let Ok(all) = all {
+                let some = some.expect("filtered parse failed where the full parse succeeded");
+                let filtered: Vec<_> = all.into_iter().filter(|s| s.name.starts_with('a')).collect();
+                prop_assert!(same(&some, &filtered));
+            }
+        }
+
+        #[test]
+        fn round_trip_returns_exactly_the_wanted_samples(items in prop::collection::vec(item(), 0..24)) {
+            let (page, wanted_names, expected) = build_page(&items);
+            let got = parse(&page, &|n| wanted_names.iter().any(|w| w == n));
+            let got = match got {
+                Ok(got) => got,
+                Err(e) => return Err(TestCaseError::fail(format!(
+                    "{e}\npage:\n{}", String::from_utf8_lossy(&page)
+                ))),
+            };
+            prop_assert!(same(&got, &expected), "got {got:?}\nexpected {expected:?}");
+        }
+    }
 }
