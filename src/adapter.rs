@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::json;
 
@@ -13,6 +14,7 @@ use crate::clock::{rfc3339, Clock, Millis};
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::{self, Answer, QueryContext};
 use crate::selector::LabelSelector;
+use crate::source::EvidenceSource;
 use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
@@ -46,6 +48,8 @@ pub struct Adapter {
     pub store: Arc<Store>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<SelfMetrics>,
+    /// Where evidence comes from: the scrape store by default.
+    source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
     seen: Mutex<BTreeMap<QueryKey, Millis>>,
     workloads: RwLock<Option<Arc<dyn WorkloadState>>>,
@@ -68,6 +72,7 @@ impl Adapter {
         store.set_targets(targets);
         Adapter {
             config: Arc::new(config),
+            source: store.clone(),
             store,
             clock,
             metrics,
@@ -75,6 +80,12 @@ impl Adapter {
             seen: Mutex::new(BTreeMap::new()),
             workloads: RwLock::new(None),
         }
+    }
+
+    /// Read evidence from another source (e.g. Prometheus) instead of the scrape store.
+    pub fn with_source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
+        self.source = source;
+        self
     }
 
     pub fn set_workload_state(&self, state: Arc<dyn WorkloadState>) {
@@ -108,7 +119,7 @@ impl Adapter {
     }
 
     /// The answer for one external metric query, as the HPA would ask it (REFERENCE.md §1.2).
-    pub fn answer(
+    pub async fn answer(
         &self,
         metric: &str,
         namespace: &str,
@@ -122,7 +133,7 @@ impl Adapter {
                 served: self.served_metric_names().join(", "),
             })?;
         let now = self.clock.now_ms();
-        let answer = self.answer_spec(spec, namespace, selector, now);
+        let answer = self.answer_spec(spec, namespace, selector, now).await;
         self.metrics.answer(
             &spec.name,
             match answer.refusal() {
@@ -134,64 +145,80 @@ impl Adapter {
         Ok(answer)
     }
 
-    fn answer_spec(
-        &self,
-        spec: &MetricSpec,
-        namespace: &str,
-        selector: &LabelSelector,
+    fn answer_spec<'a>(
+        &'a self,
+        spec: &'a MetricSpec,
+        namespace: &'a str,
+        selector: &'a LabelSelector,
         now: Millis,
-    ) -> Answer {
-        let selector_text = selector.to_string();
-        let q = QueryContext {
-            metric: &spec.name,
-            series: &spec.series,
-            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector_text),
-            now,
-            stale_after_ms: self.stale_after_ms(),
-        };
-        let evidence = || {
-            self.store.evidence(&Scope {
+    ) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let selector_text = selector.to_string();
+            let q = QueryContext {
+                metric: &spec.name,
+                series: &spec.series,
+                scope: policy::describe_scope(&spec.namespace_label, namespace, &selector_text),
+                now,
+                stale_after_ms: self.stale_after_ms(),
+            };
+            let scope = Scope {
                 series: &spec.series,
                 namespace_label: &spec.namespace_label,
                 namespace,
                 selector,
-            })
-        };
-        match spec.kind {
-            MetricKind::Recommendation | MetricKind::Threshold => {
-                policy::recommendation(&q, &evidence())
+            };
+            match spec.kind {
+                MetricKind::Recommendation | MetricKind::Threshold => {
+                    match self.source.evidence(&scope, now).await {
+                        Ok(ev) => policy::recommendation(&q, &ev),
+                        Err(e) => policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+                    }
+                }
+                MetricKind::StatefulFloor => {
+                    let ev = match self.source.evidence(&scope, now).await {
+                        Ok(ev) => ev,
+                        Err(e) => {
+                            return policy::source_unavailable(
+                                &spec.name,
+                                spec.kind,
+                                &e.to_string(),
+                            )
+                        }
+                    };
+                    let state = self.workload_state();
+                    let (ordinals_start, warnings) = match (&state, ev.workloads.as_slice()) {
+                        (Some(state), [w]) => (state.ordinals_start(w), floor_warnings(w)),
+                        _ => (0, Vec::new()),
+                    };
+                    let mut answer = policy::stateful_floor(&q, &ev, ordinals_start);
+                    answer.warnings = warnings;
+                    answer
+                }
+                MetricKind::Target => {
+                    let rec_spec = spec
+                        .recommendation
+                        .as_deref()
+                        .and_then(|n| self.config.metric(n));
+                    let floor_spec = spec.floor.as_deref().and_then(|n| self.config.metric(n));
+                    let Some(rec_spec) = rec_spec else {
+                        // Config validation guarantees a recommendation; refuse rather than panic.
+                        return policy::target(
+                            &spec.name,
+                            policy::recommendation(&q, &Default::default()),
+                            None,
+                            None,
+                        );
+                    };
+                    let rec = self.answer_spec(rec_spec, namespace, selector, now).await;
+                    let floor = match floor_spec {
+                        Some(f) => Some(self.answer_spec(f, namespace, selector, now).await),
+                        None => None,
+                    };
+                    let current = self.current_replicas_for(spec, namespace, selector);
+                    policy::target(&spec.name, rec, floor, current)
+                }
             }
-            MetricKind::StatefulFloor => {
-                let ev = evidence();
-                let state = self.workload_state();
-                let (ordinals_start, warnings) = match (&state, ev.workloads.as_slice()) {
-                    (Some(state), [w]) => (state.ordinals_start(w), floor_warnings(w)),
-                    _ => (0, Vec::new()),
-                };
-                let mut answer = policy::stateful_floor(&q, &ev, ordinals_start);
-                answer.warnings = warnings;
-                answer
-            }
-            MetricKind::Target => {
-                let sub = |name: &Option<String>| {
-                    name.as_deref()
-                        .and_then(|n| self.config.metric(n))
-                        .map(|s| self.answer_spec(s, namespace, selector, now))
-                };
-                let Some(rec) = sub(&spec.recommendation) else {
-                    // Config validation guarantees a recommendation; refuse rather than panic.
-                    return policy::target(
-                        &spec.name,
-                        policy::recommendation(&q, &Default::default()),
-                        None,
-                        None,
-                    );
-                };
-                let floor = sub(&spec.floor);
-                let current = self.current_replicas_for(spec, namespace, selector);
-                policy::target(&spec.name, rec, floor, current)
-            }
-        }
+        })
     }
 
     /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it.
@@ -248,7 +275,7 @@ impl Adapter {
     /// The `/status` document: every workload seen in requests or found in the data, with its
     /// current answer and inputs, and every target with its health. Enough to answer "why did
     /// the HPA get 7?" without anything else.
-    pub fn status(&self) -> serde_json::Value {
+    pub async fn status(&self) -> serde_json::Value {
         let now = self.clock.now_ms();
         let mut workloads = Vec::new();
         let seen: Vec<(QueryKey, Millis)> = self
@@ -263,7 +290,7 @@ impl Adapter {
             let Ok(selector) = LabelSelector::parse(&key.selector) else {
                 continue;
             };
-            if let Ok(answer) = self.answer(&key.metric, &key.namespace, &selector) {
+            if let Ok(answer) = self.answer(&key.metric, &key.namespace, &selector).await {
                 workloads.push(WorkloadStatus {
                     namespace: key.namespace.clone(),
                     selector: key.selector.clone(),
@@ -294,7 +321,7 @@ impl Adapter {
                     metric: spec.name.clone(),
                     source: "discovered",
                     last_requested: None,
-                    answer: self.answer_spec(spec, &namespace, &selector, now),
+                    answer: self.answer_spec(spec, &namespace, &selector, now).await,
                 });
             }
         }

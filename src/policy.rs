@@ -27,6 +27,8 @@ pub enum RefusalKind {
     IncompleteFloor,
     /// Every fresh input is invalid (NaN, negative, fractional, ...).
     Invalid,
+    /// The source itself could not be read (for example Prometheus is down).
+    SourceUnavailable,
 }
 
 impl RefusalKind {
@@ -157,6 +159,18 @@ impl Answer {
     }
 }
 
+/// The source could not be read at all: refuse with its error.
+pub fn source_unavailable(metric: &str, kind: MetricKind, error: &str) -> Answer {
+    Answer::refused(
+        metric,
+        kind,
+        RefusalKind::SourceUnavailable,
+        None,
+        "source must answer",
+        error.to_string(),
+    )
+}
+
 /// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
 #[derive(Clone, Debug)]
 pub struct QueryContext<'a> {
@@ -175,6 +189,15 @@ impl QueryContext<'_> {
 
 fn age_s(now: Millis, at: Millis) -> f64 {
     ((now - at).max(0) as f64) / 1000.0
+}
+
+/// `45s`, or `1.5s` when the limit is not whole seconds.
+fn fmt_limit(ms: Millis) -> String {
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
 }
 
 fn fmt_value(v: f64) -> String {
@@ -248,9 +271,9 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
         let age_ms = q.now - o.observed_at_ms;
         let status = if age_ms > q.stale_after_ms {
             format!(
-                "stale: {:.0}s old (staleAfter {:.0}s){}",
+                "stale: {:.0}s old (staleAfter {}){}",
                 age_ms as f64 / 1000.0,
-                q.stale_after_ms as f64 / 1000.0,
+                fmt_limit(q.stale_after_ms),
                 if o.target_failing {
                     ", target failing"
                 } else {
@@ -305,11 +328,11 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             }
             for o in &blockers_stale {
                 why.push(format!(
-                    "{} from {} is {:.0}s old (staleAfter {:.0}s) with last value {}",
+                    "{} from {} is {:.0}s old (staleAfter {}) with last value {}",
                     o.series,
                     o.target,
                     age_s(q.now, o.observed_at_ms),
-                    q.stale_after_ms as f64 / 1000.0,
+                    fmt_limit(q.stale_after_ms),
                     o.last_valid
                         .map(|(v, _)| v.to_string())
                         .unwrap_or_else(|| "unknown".into())
@@ -360,12 +383,12 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             .max()
             .unwrap_or(q.now);
         let reason = format!(
-            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {:.0}s){}",
+            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}",
             stale.len(),
             q.series_names(),
             q.scope,
             age_s(q.now, newest),
-            q.stale_after_ms as f64 / 1000.0,
+            fmt_limit(q.stale_after_ms),
             if invalid.is_empty() {
                 String::new()
             } else {

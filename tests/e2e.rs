@@ -23,9 +23,13 @@ async fn duplicate_controllers_give_the_max_never_the_sum() {
     ]))
     .await;
     let v = adapter
-        .eventually("default", "hpa_expect_replicas", LOBBY, "max of 3 and 7", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("7")
-        })
+        .eventually(
+            "default",
+            "hpa_expect_replicas",
+            LOBBY,
+            "max of 3 and 7",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("7"),
+        )
         .await;
     let item = &v["items"][0];
     assert_eq!(v["kind"], "ExternalMetricValueList");
@@ -54,7 +58,10 @@ async fn duplicate_controllers_give_the_max_never_the_sum() {
     assert_eq!(w["answer"]["outcome"]["value"], 12);
     assert!(w["answer"]["rule"].as_str().unwrap().contains("never sum"));
     assert_eq!(w["answer"]["inputs"].as_array().unwrap().len(), 2);
-    assert!(w["answer"]["reason"].as_str().unwrap().contains("max of 2 fresh series"));
+    assert!(w["answer"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("max of 2 fresh series"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,23 +84,35 @@ async fn floor_counts_ready_pods_and_target_is_the_max() {
         })
         .await;
     adapter
-        .eventually("default", "hpa_target_replicas", LOBBY, "target 2", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("2")
-        })
+        .eventually(
+            "default",
+            "hpa_target_replicas",
+            LOBBY,
+            "target 2",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("2"),
+        )
         .await;
     // Pod 2 takes state: floor and target follow.
     ex.page("/p2", index_page("lobby-2", "3"));
     adapter
-        .eventually("default", "hpa_target_replicas", LOBBY, "target 3", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("3")
-        })
+        .eventually(
+            "default",
+            "hpa_target_replicas",
+            LOBBY,
+            "target 3",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("3"),
+        )
         .await;
     // The recommendation rises above the floor.
     ex.page("/ctl", expect_page("ctl-0", "5"));
     adapter
-        .eventually("default", "hpa_target_replicas", LOBBY, "target 5", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("5")
-        })
+        .eventually(
+            "default",
+            "hpa_target_replicas",
+            LOBBY,
+            "target 5",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("5"),
+        )
         .await;
 }
 
@@ -101,7 +120,8 @@ async fn floor_counts_ready_pods_and_target_is_the_max() {
 async fn stale_data_is_an_error_never_zero() {
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "4"));
-    let adapter = AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
+    let adapter =
+        AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
     adapter
         .eventually("default", "hpa_expect_replicas", LOBBY, "4", |c, v| {
             c == 200 && single_value(v).as_deref() == Some("4")
@@ -116,22 +136,33 @@ async fn stale_data_is_an_error_never_zero() {
         },
     );
     let v = adapter
-        .eventually("default", "hpa_expect_replicas", LOBBY, "stale error", |c, _| c == 503)
+        .eventually(
+            "default",
+            "hpa_expect_replicas",
+            LOBBY,
+            "stale error",
+            |c, _| c == 503,
+        )
         .await;
     assert_eq!(v["kind"], "Status");
     assert_eq!(v["reason"], "ServiceUnavailable");
     assert_eq!(code_of(&v), 503);
     let msg = v["message"].as_str().unwrap();
     assert!(
-        msg.contains("1 series of hpa_expect_replicas") && msg.contains("staleAfter 2s"),
+        msg.contains("1 series of hpa_expect_replicas") && msg.contains("staleAfter 1.5s"),
         "{msg}"
     );
     // The target refuses too: no 0, no guess.
-    let (code, v) = adapter.metric("default", "hpa_target_replicas", LOBBY).await;
+    let (code, v) = adapter
+        .metric("default", "hpa_target_replicas", LOBBY)
+        .await;
     assert_eq!(code, 503, "{v}");
     // The failure is visible in /metrics.
     let (_, metrics) = adapter.plain_get("/metrics").await;
-    assert!(metrics.contains("hpa_bridge_scrape_errors_total{"), "{metrics}");
+    assert!(
+        metrics.contains("hpa_bridge_scrape_errors_total{"),
+        "{metrics}"
+    );
     assert!(metrics.contains("reason=\"status\""), "{metrics}");
 }
 
@@ -151,12 +182,20 @@ async fn a_failing_pod_keeps_its_index_and_a_never_scraped_one_makes_the_floor_i
     .await;
     // lobby-2 was never scraped: the floor is incomplete, and so is the target.
     let v = adapter
-        .eventually("default", "hpa_stateful_floor", LOBBY, "incomplete", |c, _| c == 503)
+        .eventually(
+            "default",
+            "hpa_stateful_floor",
+            LOBBY,
+            "incomplete",
+            |c, _| c == 503,
+        )
         .await;
     let msg = v["message"].as_str().unwrap();
     assert!(msg.contains("incomplete") && msg.contains(&dead), "{msg}");
     assert!(msg.contains("at least 2"), "{msg}");
-    let (code, v) = adapter.metric("default", "hpa_target_replicas", LOBBY).await;
+    let (code, v) = adapter
+        .metric("default", "hpa_target_replicas", LOBBY)
+        .await;
     assert_eq!(code, 503, "{v}");
     drop(adapter);
 
@@ -192,17 +231,26 @@ async fn a_failing_pod_keeps_its_index_and_a_never_scraped_one_makes_the_floor_i
 async fn request_errors_are_precise_statuses() {
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "6"));
-    let adapter = AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
+    let adapter =
+        AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
 
-    let (code, v) = adapter.metric("default", "hpa_expect_replicas", "a in b").await;
+    let (code, v) = adapter
+        .metric("default", "hpa_expect_replicas", "a in b")
+        .await;
     assert_eq!(code, 400);
     assert_eq!(v["reason"], "BadRequest");
-    assert!(v["message"].as_str().unwrap().contains("invalid label selector"));
+    assert!(v["message"]
+        .as_str()
+        .unwrap()
+        .contains("invalid label selector"));
 
     let (code, v) = adapter.metric("default", "no_such_metric", LOBBY).await;
     assert_eq!(code, 404);
     assert_eq!(v["reason"], "NotFound");
-    assert!(v["message"].as_str().unwrap().contains("hpa_target_replicas"));
+    assert!(v["message"]
+        .as_str()
+        .unwrap()
+        .contains("hpa_target_replicas"));
 
     // client-go lower-cases the path, but other clients may not: match case-insensitively.
     adapter
@@ -231,7 +279,9 @@ async fn request_errors_are_precise_statuses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_and_health() {
     let adapter = AdapterProcess::start("scrape: {interval: 200ms, timeout: 100ms}\n").await;
-    let (code, v) = adapter.get_json("/apis/external.metrics.k8s.io/v1beta1").await;
+    let (code, v) = adapter
+        .get_json("/apis/external.metrics.k8s.io/v1beta1")
+        .await;
     assert_eq!(code, 200);
     assert_eq!(v["kind"], "APIResourceList");
     let names: Vec<&str> = v["resources"]
@@ -242,7 +292,11 @@ async fn discovery_and_health() {
         .collect();
     assert_eq!(
         names,
-        ["hpa_expect_replicas", "hpa_stateful_floor", "hpa_target_replicas"]
+        [
+            "hpa_expect_replicas",
+            "hpa_stateful_floor",
+            "hpa_target_replicas"
+        ]
     );
     let (code, v) = adapter.get_json("/apis").await;
     assert_eq!((code, v["kind"].as_str()), (200, Some("APIGroupList")));
@@ -266,7 +320,10 @@ async fn slow_huge_and_garbage_targets_fail_alone() {
         },
     );
     ex.page("/huge", format!("# {}\n", "x".repeat(200_000)));
-    ex.page("/garbage", "hpa_expect_replicas{hpa_target_name=\"lobby\" 3\n");
+    ex.page(
+        "/garbage",
+        "hpa_expect_replicas{hpa_target_name=\"lobby\" 3\n",
+    );
     let adapter = AdapterProcess::start(&fast_config(&[
         (ex.url("/ctl"), "default", "ctl-0"),
         (ex.url("/slow"), "other", "slow"),
@@ -298,7 +355,10 @@ async fn slow_huge_and_garbage_targets_fail_alone() {
     assert_eq!(errors["ctl-0"], "");
     let (_, metrics) = adapter.plain_get("/metrics").await;
     for reason in ["timeout", "too_large", "parse"] {
-        assert!(metrics.contains(&format!("reason=\"{reason}\"")), "{reason}: {metrics}");
+        assert!(
+            metrics.contains(&format!("reason=\"{reason}\"")),
+            "{reason}: {metrics}"
+        );
     }
 }
 
@@ -306,8 +366,14 @@ async fn slow_huge_and_garbage_targets_fail_alone() {
 async fn invalid_values_are_refused_and_named() {
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "NaN"));
-    let adapter = AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
-    for (raw, why) in [("NaN", "NaN"), ("+Inf", "infinite"), ("-2", "negative"), ("2.5", "not an integer")] {
+    let adapter =
+        AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
+    for (raw, why) in [
+        ("NaN", "NaN"),
+        ("+Inf", "infinite"),
+        ("-2", "negative"),
+        ("2.5", "not an integer"),
+    ] {
         ex.page("/ctl", expect_page("ctl-0", raw));
         let v = adapter
             .eventually("default", "hpa_expect_replicas", LOBBY, why, |c, v| {
@@ -326,7 +392,10 @@ fn refuses_non_loopback_without_authentication() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("without authentication") && err.contains("loopback"), "{err}");
+    assert!(
+        err.contains("without authentication") && err.contains("loopback"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -361,6 +430,9 @@ fn help_describes_every_flag() {
         "--metrics-bind-address",
         "--verbose",
     ] {
-        assert!(text.contains(flag), "{flag} missing from serve --help:\n{text}");
+        assert!(
+            text.contains(flag),
+            "{flag} missing from serve --help:\n{text}"
+        );
     }
 }

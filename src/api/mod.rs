@@ -176,9 +176,9 @@ impl ApiHandler {
         plain(200, "ok\n")
     }
 
-    pub fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
+    pub async fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
         let started = Instant::now();
-        let (resp, metric) = self.dispatch(req);
+        let (resp, metric) = self.dispatch(req).await;
         self.adapter.metrics.request(
             resp.status().as_u16(),
             metric.as_deref().unwrap_or("-"),
@@ -187,7 +187,7 @@ impl ApiHandler {
         resp
     }
 
-    fn dispatch<B>(&self, req: &Request<B>) -> (ApiResponse, Option<String>) {
+    async fn dispatch<B>(&self, req: &Request<B>) -> (ApiResponse, Option<String>) {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return (
                 status_response(
@@ -212,7 +212,7 @@ impl ApiHandler {
                 None,
             ),
             Route::ExternalMetric(ns, metric) => {
-                let resp = self.external_metric(&ns, &metric, req.uri().query());
+                let resp = self.external_metric(&ns, &metric, req.uri().query()).await;
                 (resp, Some(metric.to_ascii_lowercase()))
             }
             Route::NotFound => (
@@ -228,7 +228,7 @@ impl ApiHandler {
         }
     }
 
-    fn external_metric(&self, ns: &str, metric: &str, query: Option<&str>) -> ApiResponse {
+    async fn external_metric(&self, ns: &str, metric: &str, query: Option<&str>) -> ApiResponse {
         if !valid_namespace(ns) {
             return status_response(
                 StatusReason::BadRequest,
@@ -240,7 +240,7 @@ impl ApiHandler {
             Ok(s) => s,
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
-        let answer = match self.adapter.answer(metric, ns, &selector) {
+        let answer = match self.adapter.answer(metric, ns, &selector).await {
             Ok(a) => a,
             Err(e @ QueryError::UnknownMetric { .. }) => {
                 return status_response(StatusReason::NotFound, &e.to_string())
@@ -299,6 +299,7 @@ fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
         Partial => "is partial",
         IncompleteFloor => "has an incomplete floor",
         Invalid => "is invalid",
+        SourceUnavailable => "is unavailable",
     }
 }
 

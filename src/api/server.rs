@@ -121,7 +121,7 @@ async fn respond(
             return denied;
         }
     }
-    handler.handle(&req)
+    handler.handle(&req).await
 }
 
 /// Serve `/metrics` and `/status` over plain HTTP.
@@ -139,7 +139,7 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
                 let adapter = adapter.clone();
-                async move { Ok::<_, Infallible>(metrics_response(&adapter, req.uri().path())) }
+                async move { Ok::<_, Infallible>(metrics_response(&adapter, req.uri().path()).await) }
             });
             let _ = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(tcp), service)
@@ -148,7 +148,7 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
     }
 }
 
-fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
+async fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
     match path {
         "/metrics" => {
             adapter.refresh_gauges();
@@ -160,7 +160,7 @@ fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
                 .body(Full::new(Bytes::from(adapter.metrics.render())))
                 .unwrap_or_else(|_| plain(500, "encoding failed\n"))
         }
-        "/status" => json_response(200, &adapter.status()),
+        "/status" => json_response(200, &adapter.status().await),
         "/healthz" => plain(200, "ok\n"),
         _ => plain(404, "not found: try /metrics or /status\n"),
     }

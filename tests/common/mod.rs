@@ -196,7 +196,9 @@ impl Pki {
     /// A client certificate with CN and O (groups).
     pub fn client(&self, file: &str, cn: &str, orgs: &[&str]) -> Issued {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
         for o in orgs {
             params
                 .distinguished_name
@@ -317,15 +319,25 @@ impl AdapterProcess {
         if !selector.is_empty() {
             path.push_str("?labelSelector=");
             path.push_str(
-                &percent_encoding::utf8_percent_encode(selector, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string(),
+                &percent_encoding::utf8_percent_encode(
+                    selector,
+                    percent_encoding::NON_ALPHANUMERIC,
+                )
+                .to_string(),
             );
         }
         self.get_json(&path).await
     }
 
     /// Poll until `check` accepts the answer, or fail with the last one.
-    pub async fn eventually<F>(&self, ns: &str, metric: &str, selector: &str, what: &str, check: F) -> serde_json::Value
+    pub async fn eventually<F>(
+        &self,
+        ns: &str,
+        metric: &str,
+        selector: &str,
+        what: &str,
+        check: F,
+    ) -> serde_json::Value
     where
         F: Fn(u16, &serde_json::Value) -> bool,
     {
@@ -392,7 +404,11 @@ pub struct HttpsClient {
 }
 
 impl HttpsClient {
-    pub fn new(port: u16, roots: &[CertificateDer<'static>], client: Option<(&Path, &Path)>) -> Self {
+    pub fn new(
+        port: u16,
+        roots: &[CertificateDer<'static>],
+        client: Option<(&Path, &Path)>,
+    ) -> Self {
         let mut store = rustls::RootCertStore::empty();
         for r in roots {
             store.add(r.clone()).unwrap();
@@ -456,7 +472,11 @@ impl HttpsClient {
             .map_err(|e| e.to_string())?
             .to_bytes();
         if path.starts_with("/apis") {
-            assert_eq!(ct.as_deref(), Some("application/json"), "content type for {path}");
+            assert_eq!(
+                ct.as_deref(),
+                Some("application/json"),
+                "content type for {path}"
+            );
         }
         Ok((code, String::from_utf8_lossy(&body).into_owned()))
     }
