@@ -1,3 +1,4 @@
 //! The HPA controller as an executable model, and the tools built on it.
 
 pub mod model;
+pub mod quantity;
