@@ -413,6 +413,15 @@ mod tests {
         }
     }
 
+    fn default_scope<'a>(series: &'a [String], sel: &'a LabelSelector) -> Scope<'a> {
+        Scope {
+            series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: sel,
+        }
+    }
+
     #[test]
     fn target_labels_win_and_conflicts_are_kept_as_exported() {
         let merged = merge_labels(
@@ -436,14 +445,8 @@ mod tests {
         store.set_targets(vec![t.clone()]);
         store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 3.0)]);
         store.record_failure(&t.id, 2000, 1, "refused".into());
-        let series = vec!["idx".to_string()];
-        let sel = LabelSelector::everything();
-        let scope = Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &sel,
-        };
+        let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+        let scope = default_scope(&series, &sel);
         let ev = store.evidence(&scope);
         assert_eq!(ev.observations.len(), 1);
         assert_eq!(ev.observations[0].last_valid, Some((3, 1000)));
@@ -459,14 +462,8 @@ mod tests {
         store.set_targets(vec![t.clone()]);
         store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 2.0)]);
         store.record_success(&t.id, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
-        let series = vec!["idx".to_string()];
-        let sel = LabelSelector::everything();
-        let scope = Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &sel,
-        };
+        let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+        let scope = default_scope(&series, &sel);
         let ob = &store.evidence(&scope).observations[0];
         assert!(ob.value.is_nan());
         assert_eq!(ob.last_valid, Some((2, 1000)));
@@ -479,14 +476,8 @@ mod tests {
             target("http://a/m", &[("namespace", "default")]),
             target("http://b/m", &[("namespace", "other")]),
         ]);
-        let series = vec!["idx".to_string()];
-        let sel = LabelSelector::everything();
-        let scope = Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &sel,
-        };
+        let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+        let scope = default_scope(&series, &sel);
         let ev = store.evidence(&scope);
         assert_eq!(ev.unknown_targets.len(), 1);
         assert_eq!(&*ev.unknown_targets[0].target.0, "http://a/m");

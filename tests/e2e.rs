@@ -42,9 +42,7 @@ async fn duplicate_controllers_give_the_max_never_the_sum() {
     // The former controller raises its value: still one item, the new max.
     ex.page("/a", expect_page("ctl-0", "12"));
     adapter
-        .eventually("default", "hpa_expect_replicas", LOBBY, "12", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("12")
-        })
+        .eventually_value("default", "hpa_expect_replicas", LOBBY, "12")
         .await;
 
     // `/status` explains it: the rule, both inputs, and the reason.
@@ -79,9 +77,7 @@ async fn floor_counts_ready_pods_and_target_is_the_max() {
     ]))
     .await;
     adapter
-        .eventually("default", "hpa_stateful_floor", LOBBY, "floor 2", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("2")
-        })
+        .eventually_value("default", "hpa_stateful_floor", LOBBY, "2")
         .await;
     adapter
         .eventually(
@@ -123,9 +119,7 @@ async fn stale_data_is_an_error_never_zero() {
     let adapter =
         AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
     adapter
-        .eventually("default", "hpa_expect_replicas", LOBBY, "4", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("4")
-        })
+        .eventually_value("default", "hpa_expect_replicas", LOBBY, "4")
         .await;
     ex.set(
         "/ctl",
@@ -207,9 +201,7 @@ async fn a_failing_pod_keeps_its_index_and_a_never_scraped_one_makes_the_floor_i
     ]))
     .await;
     adapter
-        .eventually("default", "hpa_stateful_floor", LOBBY, "floor 2", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("2")
-        })
+        .eventually_value("default", "hpa_stateful_floor", LOBBY, "2")
         .await;
     ex.set(
         "/p1",
@@ -254,9 +246,7 @@ async fn request_errors_are_precise_statuses() {
 
     // client-go lower-cases the path, but other clients may not: match case-insensitively.
     adapter
-        .eventually("default", "HPA_Expect_Replicas", LOBBY, "6", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("6")
-        })
+        .eventually_value("default", "HPA_Expect_Replicas", LOBBY, "6")
         .await;
 
     // Nothing matches in another namespace or for another workload: 404, not 0.
@@ -333,9 +323,7 @@ async fn slow_huge_and_garbage_targets_fail_alone() {
     .await;
     // The healthy target is served while the others fail.
     adapter
-        .eventually("default", "hpa_expect_replicas", LOBBY, "5", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("5")
-        })
+        .eventually_value("default", "hpa_expect_replicas", LOBBY, "5")
         .await;
     let status = adapter.status().await;
     let errors: std::collections::BTreeMap<String, String> = status["targets"]
@@ -452,9 +440,7 @@ async fn kubectl_get_raw_reads_the_target() {
     ]))
     .await;
     adapter
-        .eventually("default", "hpa_target_replicas", LOBBY, "6", |c, v| {
-            c == 200 && single_value(v).as_deref() == Some("6")
-        })
+        .eventually_value("default", "hpa_target_replicas", LOBBY, "6")
         .await;
     // A generated kubeconfig that verifies the serving certificate against the test CA.
     // Loopback mode authenticates nobody, but kubectl insists on some credential (it would

@@ -355,6 +355,20 @@ impl AdapterProcess {
         }
     }
 
+    /// Poll until the metric is served as exactly one item with `value`.
+    pub async fn eventually_value(
+        &self,
+        ns: &str,
+        metric: &str,
+        selector: &str,
+        value: &str,
+    ) -> serde_json::Value {
+        self.eventually(ns, metric, selector, value, |c, v| {
+            c == 200 && single_value(v).as_deref() == Some(value)
+        })
+        .await
+    }
+
     pub async fn plain_get(&self, path: &str) -> (u16, String) {
         plain_http_get(SocketAddr::from(([127, 0, 0, 1], self.metrics_port)), path).await
     }
