@@ -582,6 +582,47 @@ async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
     assert!(w.api.count(AUTH_CONFIGMAP) >= 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_configmap_stops_startup_unless_tolerated() {
+    let api = FakeApiServer::start().await;
+    api.set(|b| b.configmap_forbidden = true);
+    let kubeconfig = api.kubeconfig();
+    let mut p = AdapterProcess::spawn(
+        &fast_config(&[]),
+        &["--authentication-kubeconfig", kubeconfig.to_str().unwrap()],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "adapter kept running without its trust"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success());
+    let log = p.log();
+    assert!(
+        log.contains("kube-system/extension-apiserver-authentication") && log.contains("Forbidden"),
+        "{log}"
+    );
+
+    // Tolerated: it starts, serves health, and refuses certificates it has no CA for.
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &[
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--authentication-tolerate-lookup-failure",
+        ],
+    )
+    .await;
+    let (code, v) = get(&adapter.client(), "/apis", &[]).await;
+    assert_eq!(code, 401, "{v}");
+}
+
 fn adapter_kubeconfig(adapter: &AdapterProcess, user: &Issued, dir: &Path) -> PathBuf {
     let path = dir.join(format!(
         "kubeconfig-{}.yaml",

@@ -52,6 +52,8 @@ pub struct Behaviour {
     pub access_review_error: Option<u16>,
     /// The ConfigMap's data; `None` answers 404 NotFound.
     pub configmap: Option<BTreeMap<String, String>>,
+    /// Answer the ConfigMap GET with 403 Forbidden (the adapter lacks its RoleBinding).
+    pub configmap_forbidden: bool,
 }
 
 #[derive(Clone)]
@@ -183,6 +185,11 @@ impl FakeApiServer {
                 };
                 (201, body)
             }
+            ("GET", AUTH_CONFIGMAP) if b.configmap_forbidden => status(
+                403,
+                "Forbidden",
+                "configmaps \"extension-apiserver-authentication\" is forbidden: User \"system:serviceaccount:hpa-bridge:hpa-bridge\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"kube-system\"",
+            ),
             ("GET", AUTH_CONFIGMAP) => match &b.configmap {
                 Some(data) => (
                     200,
