@@ -2,6 +2,8 @@
 //! the real `hpa-bridge` binary as a subprocess, and a real HTTPS client.
 #![allow(dead_code)]
 
+pub mod fake_apiserver;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,0 +1,799 @@
+//! Aggregated-API security end to end (REFERENCE.md §3.2–3.3): the real binary, real TLS with
+//! CAs and certificates generated here, and a loopback HTTPS stand-in for the Kubernetes API
+//! (tests/common/fake_apiserver.rs) that the adapter's kube client reaches through a generated
+//! kubeconfig. No kube-apiserver exists here, so that server answers TokenReview,
+//! SubjectAccessReview and the extension-apiserver-authentication ConfigMap in their real JSON
+//! forms and records what the adapter sent.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::fake_apiserver::*;
+use common::*;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value};
+
+const METRIC: &str =
+    "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
+const FRONT_PROXY_CN: &str = "front-proxy-client";
+
+/// An exporter with one recommendation (7), the fake API server, a front-proxy CA, a client CA,
+/// and the adapter trusting them.
+struct World {
+    _exporter: TestExporter,
+    api: FakeApiServer,
+    front: Pki,
+    clients: Pki,
+    adapter: AdapterProcess,
+}
+
+async fn world(extra: &[&str]) -> World {
+    world_with(extra, true).await
+}
+
+async fn world_with(extra: &[&str], ca_flags: bool) -> World {
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let api = FakeApiServer::start().await;
+    let front = Pki::new("front-proxy-ca");
+    let clients = Pki::new("client-ca");
+    let kubeconfig = api.kubeconfig();
+    let mut flags: Vec<String> = vec![
+        "--authentication-kubeconfig".into(),
+        kubeconfig.display().to_string(),
+    ];
+    if ca_flags {
+        flags.extend([
+            "--requestheader-client-ca-file".into(),
+            front.ca_path().display().to_string(),
+            "--requestheader-allowed-names".into(),
+            FRONT_PROXY_CN.into(),
+            "--client-ca-file".into(),
+            clients.ca_path().display().to_string(),
+            "--authentication-skip-lookup".into(),
+        ]);
+    }
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
+        &flags,
+    )
+    .await;
+    World {
+        _exporter: exporter,
+        api,
+        front,
+        clients,
+        adapter,
+    }
+}
+
+impl World {
+    fn with_cert(&self, issued: &Issued) -> HttpsClient {
+        HttpsClient::new(
+            self.adapter.port,
+            &[self.adapter.pki.ca_der()],
+            Some((&issued.cert_path, &issued.key_path)),
+        )
+    }
+
+    fn anonymous(&self) -> HttpsClient {
+        self.adapter.client()
+    }
+
+    fn allow(&self, user: &str) {
+        self.api.set(|b| b.allowed_users.push(user.to_string()));
+    }
+
+    fn sar_count(&self) -> usize {
+        self.api.count(SUBJECT_ACCESS_REVIEWS)
+    }
+
+    fn last_sar_spec(&self) -> Value {
+        self.api.last_review(SUBJECT_ACCESS_REVIEWS)["spec"].clone()
+    }
+}
+
+async fn get(client: &HttpsClient, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let (code, body) = client
+        .get(path, headers)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} failed: {e}"));
+    let v = serde_json::from_str(&body)
+        .unwrap_or_else(|e| panic!("non-JSON body for {path} ({code}): {e}: {body}"));
+    (code, v)
+}
+
+fn assert_status(v: &Value, code: u16, reason: &str) {
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["apiVersion"], "v1", "{v}");
+    assert_eq!(v["status"], "Failure", "{v}");
+    assert_eq!(v["code"], code, "{v}");
+    assert_eq!(v["reason"], reason, "{v}");
+}
+
+fn assert_value_7(code: u16, v: &Value) {
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(single_value(v).as_deref(), Some("7"), "{v}");
+}
+
+fn metric_attributes() -> Value {
+    json!({
+        "verb": "list",
+        "group": "external.metrics.k8s.io",
+        "version": "v1beta1",
+        "resource": "hpa_expect_replicas",
+        "namespace": "default",
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificate() {
+    let w = world(&[]).await;
+    w.allow("alice");
+    let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
+    let headers = [
+        ("X-Remote-User", "alice"),
+        ("X-Remote-Group", "team-a"),
+        ("X-Remote-Group", "team-b"),
+        ("X-Remote-Extra-Acme.io%2fTicket", "T-1"),
+    ];
+
+    // The aggregator's path: proxy certificate with the allowed CN, identity in headers.
+    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    assert_value_7(code, &v);
+    let spec = w.last_sar_spec();
+    assert_eq!(spec["user"], "alice");
+    assert_eq!(
+        spec["groups"],
+        json!(["team-a", "team-b", "system:authenticated"])
+    );
+    assert_eq!(spec["extra"], json!({"acme.io/ticket": ["T-1"]}));
+    assert_eq!(spec["resourceAttributes"], metric_attributes());
+    let reviews_so_far = w.sar_count();
+
+    // Same CA, CN not in --requestheader-allowed-names: the headers are not believed.
+    let rogue = w.front.client("rogue", "not-the-proxy", &[]);
+    let (code, v) = get(&w.with_cert(&rogue), METRIC, &headers).await;
+    assert_eq!(code, 401, "{v}");
+    assert_status(&v, 401, "Unauthorized");
+
+    // No certificate at all: forged headers are ignored, so the caller is anonymous.
+    let (code, v) = get(&w.anonymous(), METRIC, &headers).await;
+    assert_eq!(code, 401, "{v}");
+    assert_status(&v, 401, "Unauthorized");
+    assert_eq!(w.sar_count(), reviews_so_far, "no review may name alice");
+
+    // A proxy certificate without a user header vouches for nobody.
+    let (code, _) = get(&w.with_cert(&proxy), METRIC, &[]).await;
+    assert_eq!(code, 401);
+
+    // A client-CA certificate is its own user: bob, whatever the headers claim.
+    let bob = w.clients.client("bob", "bob", &["team-b"]);
+    let (code, v) = get(&w.with_cert(&bob), METRIC, &headers).await;
+    assert_eq!(code, 403, "{v}");
+    assert_status(&v, 403, "Forbidden");
+    assert!(
+        v["message"].as_str().unwrap().contains("User \"bob\""),
+        "{v}"
+    );
+    let spec = w.last_sar_spec();
+    assert_eq!(spec["user"], "bob");
+    assert_eq!(spec["groups"], json!(["team-b", "system:authenticated"]));
+    assert!(spec.get("extra").is_none(), "{spec}");
+
+    // A certificate from a CA the adapter does not trust fails the TLS handshake, as
+    // kube-apiserver's VerifyClientCertIfGiven does: a presented certificate must verify.
+    let evil = Pki::new("evil-ca");
+    let forged = evil.client("forged", FRONT_PROXY_CN, &[]);
+    assert!(w.with_cert(&forged).get(METRIC, &headers).await.is_err());
+    let err = raw_tls_get(w.adapter.port, &w.adapter.pki, &forged)
+        .await
+        .expect_err("a certificate from an unknown CA must not get an answer");
+    assert!(
+        err.contains("UnknownCA") || err.contains("BadCertificate"),
+        "{err}"
+    );
+    assert_eq!(w.sar_count(), reviews_so_far + 1, "only bob was reviewed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificate_is_user_cn_with_groups_o_and_masters_skip_review() {
+    let w = world(&["--authorization-webhook-cache-unauthorized-ttl", "0s"]).await;
+    let carol = w.clients.client("carol", "carol", &["metrics-team"]);
+    let client = w.with_cert(&carol);
+
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_eq!(code, 403, "{v}");
+    assert_status(&v, 403, "Forbidden");
+    assert_eq!(
+        v["message"],
+        "hpa_expect_replicas.external.metrics.k8s.io is forbidden: User \"carol\" cannot list resource \
+         \"hpa_expect_replicas\" in API group \"external.metrics.k8s.io\" in the namespace \"default\""
+    );
+    let review = w.api.last_review(SUBJECT_ACCESS_REVIEWS);
+    assert_eq!(review["apiVersion"], "authorization.k8s.io/v1");
+    assert_eq!(review["kind"], "SubjectAccessReview");
+    assert_eq!(
+        review["spec"],
+        json!({
+            "user": "carol",
+            "groups": ["metrics-team", "system:authenticated"],
+            "resourceAttributes": metric_attributes(),
+        })
+    );
+
+    // Granted: the deny was not cached (TTL 0), so the next request is reviewed again.
+    w.allow("carol");
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_value_7(code, &v);
+
+    // Discovery is a non-resource request (k8s's request-info rules).
+    let (code, v) = get(&client, "/apis/external.metrics.k8s.io/v1beta1", &[]).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        w.last_sar_spec()["nonResourceAttributes"],
+        json!({"path": "/apis/external.metrics.k8s.io/v1beta1", "verb": "get"})
+    );
+
+    // system:masters (--authorization-always-allow-groups default) is allowed without a review.
+    let before = w.sar_count();
+    let admin = w
+        .clients
+        .client("admin", "cluster-admin", &["system:masters"]);
+    let (code, v) = get(&w.with_cert(&admin), METRIC, &[]).await;
+    assert_value_7(code, &v);
+    assert_eq!(w.sar_count(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_reaches_only_health() {
+    let w = world(&[]).await;
+    let anon = w.anonymous();
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let (code, _) = anon.get(path, &[]).await.unwrap();
+        assert_eq!(code, 200, "{path}");
+    }
+    for path in [METRIC, "/apis", "/apis/external.metrics.k8s.io/v1beta1"] {
+        let (code, v) = get(&anon, path, &[]).await;
+        assert_eq!(code, 401, "{path}: {v}");
+        assert_status(&v, 401, "Unauthorized");
+    }
+    assert_eq!(w.sar_count(), 0);
+    assert_eq!(w.api.count(TOKEN_REVIEWS), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_review_allow_deny_and_error_never_allows() {
+    let w = world(&[
+        "--authorization-webhook-cache-authorized-ttl",
+        "0s",
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "0s",
+    ])
+    .await;
+    let dave = w.clients.client("dave", "dave", &[]);
+    let client = w.with_cert(&dave);
+    w.allow("dave");
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_value_7(code, &v);
+
+    w.api.set(|b| b.allowed_users.clear());
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_eq!(code, 403, "{v}");
+    let msg = v["message"].as_str().unwrap();
+    for part in [
+        "User \"dave\"",
+        "cannot list",
+        "resource \"hpa_expect_replicas\"",
+        "namespace \"default\"",
+    ] {
+        assert!(msg.contains(part), "{part} missing from {msg}");
+    }
+
+    // The authorizer fails: an error, never the metric.
+    w.allow("dave");
+    w.api.set(|b| b.access_review_error = Some(500));
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_eq!(code, 500, "{v}");
+    assert_status(&v, 500, "InternalError");
+    assert!(v.get("items").is_none());
+
+    // The API server recovers: allowed again.
+    w.api.set(|b| b.access_review_error = None);
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_value_7(code, &v);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_api_server_fails_closed() {
+    // A kubeconfig that points at a port nobody listens on.
+    let api = FakeApiServer::start().await;
+    let dead_port = free_port();
+    let kubeconfig = api.pki.dir.path().join("dead.yaml");
+    std::fs::write(
+        &kubeconfig,
+        std::fs::read_to_string(api.kubeconfig())
+            .unwrap()
+            .replace(&format!(":{}", api.addr.port()), &format!(":{dead_port}")),
+    )
+    .unwrap();
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let clients = Pki::new("client-ca");
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
+        &[
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--client-ca-file",
+            clients.ca_path().to_str().unwrap(),
+            "--authentication-skip-lookup",
+        ],
+    )
+    .await;
+    let erin = clients.client("erin", "erin", &[]);
+    let client = HttpsClient::new(
+        adapter.port,
+        &[adapter.pki.ca_der()],
+        Some((&erin.cert_path, &erin.key_path)),
+    );
+    let (code, v) = get(&client, METRIC, &[]).await;
+    assert_eq!(code, 500, "{v}");
+    assert_status(&v, 500, "InternalError");
+
+    let (code, v) = get(
+        &adapter.client(),
+        METRIC,
+        &[("Authorization", "Bearer some-token")],
+    )
+    .await;
+    assert_eq!(code, 503, "{v}");
+    assert_status(&v, 503, "ServiceUnavailable");
+}
+
+const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
+
+fn hpa_token(api: &FakeApiServer, token: &str) {
+    let token = token.to_string();
+    api.set(move |b| {
+        b.tokens.insert(
+            token,
+            json!({
+                "username": HPA_USER,
+                "uid": "0d4a3b6e-5f0c-4c47-9a43-3d5f8b1e2a77",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"],
+            }),
+        );
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_review_valid_invalid_and_error() {
+    let w = world(&[]).await;
+    hpa_token(&w.api, "hpa-token-1");
+    w.allow(HPA_USER);
+    let anon = w.anonymous();
+
+    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer hpa-token-1")]).await;
+    assert_value_7(code, &v);
+    let review = w.api.last_review(TOKEN_REVIEWS);
+    assert_eq!(review["apiVersion"], "authentication.k8s.io/v1");
+    assert_eq!(review["kind"], "TokenReview");
+    assert_eq!(review["spec"], json!({"token": "hpa-token-1"}));
+    let sent = w.api.recorded(TOKEN_REVIEWS);
+    assert_eq!(
+        sent[0].authorization.as_deref(),
+        Some(&*format!("Bearer {ADAPTER_TOKEN}")),
+        "the adapter authenticates itself to the API server"
+    );
+    assert_eq!(
+        w.last_sar_spec(),
+        json!({
+            "user": HPA_USER,
+            "uid": "0d4a3b6e-5f0c-4c47-9a43-3d5f8b1e2a77",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+            "resourceAttributes": metric_attributes(),
+        })
+    );
+
+    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer forged-token")]).await;
+    assert_eq!(code, 401, "{v}");
+    assert_status(&v, 401, "Unauthorized");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid bearer token"),
+        "{v}"
+    );
+
+    w.api.set(|b| b.token_review_error = Some(500));
+    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer another-token")]).await;
+    assert_eq!(code, 503, "{v}");
+    assert_status(&v, 503, "ServiceUnavailable");
+
+    // Tokens never reach the logs or /status.
+    let status = w.adapter.status().await.to_string();
+    let log = w.adapter.log();
+    for secret in [
+        "hpa-token-1",
+        "forged-token",
+        "another-token",
+        ADAPTER_TOKEN,
+    ] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+        assert!(!status.contains(secret), "{secret} in /status");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_caches_hit_and_expire() {
+    // Long TTLs: repeated questions are answered from the caches.
+    let w = world(&[
+        "--authentication-token-webhook-cache-ttl",
+        "1h",
+        "--authorization-webhook-cache-authorized-ttl",
+        "1h",
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "1h",
+    ])
+    .await;
+    hpa_token(&w.api, "cached-token");
+    w.allow(HPA_USER);
+    let anon = w.anonymous();
+    let bearer = [("Authorization", "Bearer cached-token")];
+    let henry = w.clients.client("henry", "henry", &[]);
+    for _ in 0..3 {
+        let (code, v) = get(&anon, METRIC, &bearer).await;
+        assert_value_7(code, &v);
+        let (code, _) = get(&anon, METRIC, &[("Authorization", "Bearer nope")]).await;
+        assert_eq!(code, 401);
+        let (code, _) = get(&w.with_cert(&henry), METRIC, &[]).await;
+        assert_eq!(code, 403);
+    }
+    assert_eq!(
+        w.api.count(TOKEN_REVIEWS),
+        2,
+        "one review per distinct token"
+    );
+    assert_eq!(w.sar_count(), 2, "one allow and one deny review");
+
+    // Short TTLs: after they pass, the same question is asked again.
+    let w = world(&[
+        "--authentication-token-webhook-cache-ttl",
+        "300ms",
+        "--authorization-webhook-cache-authorized-ttl",
+        "300ms",
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "300ms",
+    ])
+    .await;
+    hpa_token(&w.api, "cached-token");
+    w.allow(HPA_USER);
+    let anon = w.anonymous();
+    let henry = w.clients.client("henry", "henry", &[]);
+    for round in 1..=2 {
+        let (code, v) = get(&anon, METRIC, &bearer).await;
+        assert_value_7(code, &v);
+        let (code, _) = get(&w.with_cert(&henry), METRIC, &[]).await;
+        assert_eq!(code, 403);
+        assert_eq!(w.api.count(TOKEN_REVIEWS), round);
+        assert_eq!(w.sar_count(), 2 * round);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+}
+
+fn pem(pki: &Pki) -> String {
+    std::fs::read_to_string(pki.ca_path()).unwrap()
+}
+
+fn configmap(front: &Pki, clients: &Pki) -> BTreeMap<String, String> {
+    [
+        ("client-ca-file", pem(clients)),
+        ("requestheader-client-ca-file", pem(front)),
+        (
+            "requestheader-allowed-names",
+            format!("[\"{FRONT_PROXY_CN}\"]"),
+        ),
+        (
+            "requestheader-username-headers",
+            "[\"X-Proxy-User\"]".into(),
+        ),
+        ("requestheader-group-headers", "[\"X-Proxy-Group\"]".into()),
+        (
+            "requestheader-extra-headers-prefix",
+            "[\"X-Proxy-Extra-\"]".into(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
+    // The ConfigMap must be there before the adapter starts; the world's own CAs go into it.
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let api = FakeApiServer::start().await;
+    let front = Pki::new("front-proxy-ca");
+    let clients = Pki::new("client-ca");
+    api.set(|b| b.configmap = Some(configmap(&front, &clients)));
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
+        &[
+            "--authentication-kubeconfig",
+            api.kubeconfig().to_str().unwrap(),
+            "--authentication-reload-interval",
+            "200ms",
+        ],
+    )
+    .await;
+    let w = World {
+        _exporter: exporter,
+        api,
+        front,
+        clients,
+        adapter,
+    };
+    w.allow("ivy");
+    w.allow("jack");
+
+    let ivy = w.clients.client("ivy", "ivy", &[]);
+    let (code, v) = get(&w.with_cert(&ivy), METRIC, &[]).await;
+    assert_value_7(code, &v);
+
+    // The front proxy uses the header names from the ConfigMap, not the defaults.
+    let proxy = w.with_cert(&w.front.client("proxy", FRONT_PROXY_CN, &[]));
+    let (code, v) = get(&proxy, METRIC, &[("X-Proxy-User", "jack")]).await;
+    assert_value_7(code, &v);
+    assert_eq!(w.last_sar_spec()["user"], "jack");
+    let (code, _) = get(&proxy, METRIC, &[("X-Remote-User", "jack")]).await;
+    assert_eq!(code, 401, "X-Remote-User is not a configured header here");
+
+    // Rotate the client CA in the ConfigMap: the new CA's certificates work, the old ones stop.
+    let rotated = Pki::new("client-ca-2");
+    let new_ivy = rotated.client("ivy2", "ivy", &[]);
+    let front = &w.front;
+    w.api
+        .set(|b| b.configmap = Some(configmap(front, &rotated)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((200, _)) = w.with_cert(&new_ivy).get(METRIC, &[]).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rotated client CA not picked up; log:\n{}",
+            w.adapter.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        w.with_cert(&ivy).get(METRIC, &[]).await.is_err(),
+        "the old CA's certificate must fail the handshake after rotation"
+    );
+    assert!(w.api.count(AUTH_CONFIGMAP) >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_configmap_stops_startup_unless_tolerated() {
+    let api = FakeApiServer::start().await;
+    api.set(|b| b.configmap_forbidden = true);
+    let kubeconfig = api.kubeconfig();
+    let mut p = AdapterProcess::spawn(
+        &fast_config(&[]),
+        &["--authentication-kubeconfig", kubeconfig.to_str().unwrap()],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "adapter kept running without its trust"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success());
+    let log = p.log();
+    assert!(
+        log.contains("kube-system/extension-apiserver-authentication") && log.contains("Forbidden"),
+        "{log}"
+    );
+
+    // Tolerated: it starts, serves health, and refuses certificates it has no CA for.
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &[
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--authentication-tolerate-lookup-failure",
+        ],
+    )
+    .await;
+    let (code, v) = get(&adapter.client(), "/apis", &[]).await;
+    assert_eq!(code, 401, "{v}");
+}
+
+fn adapter_kubeconfig(adapter: &AdapterProcess, user: &Issued, dir: &Path) -> PathBuf {
+    let path = dir.join(format!(
+        "kubeconfig-{}.yaml",
+        user.cert_path.file_stem().unwrap().to_string_lossy()
+    ));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hpa-bridge\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context:\n    cluster: hpa-bridge\n    user: u\ncurrent-context: c\n",
+            adapter.port,
+            adapter.pki.ca_path().display(),
+            user.cert_path.display(),
+            user.key_path.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn kubectl_get_raw(kubeconfig: PathBuf, home: PathBuf) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new("/usr/bin/kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", "--raw", METRIC])
+            .env("HOME", &home)
+            .env("KUBECACHEDIR", home.join("cache"))
+            .output()
+            .expect("run kubectl")
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_a_metric_with_a_client_certificate_and_is_forbidden_without_permission() {
+    if !Path::new("/usr/bin/kubectl").exists() {
+        eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
+        return;
+    }
+    let w = world(&[]).await;
+    w.allow("frank");
+    let home = tempfile::tempdir().unwrap();
+    let frank = w.clients.client("frank", "frank", &["readers"]);
+    let out = kubectl_get_raw(
+        adapter_kubeconfig(&w.adapter, &frank, home.path()),
+        home.path().into(),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(single_value(&v).as_deref(), Some("7"), "{v}");
+    assert_eq!(w.last_sar_spec()["user"], "frank");
+
+    let grace = w.clients.client("grace", "grace", &[]);
+    let out = kubectl_get_raw(
+        adapter_kubeconfig(&w.adapter, &grace, home.path()),
+        home.path().into(),
+    )
+    .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Forbidden"), "{stderr}");
+    assert!(
+        stderr.contains("User \"grace\" cannot list resource \"hpa_expect_replicas\""),
+        "{stderr}"
+    );
+}
+
+/// The certificate the server presents, trusting any of `roots`.
+async fn presented_certificate(
+    port: u16,
+    roots: &[CertificateDer<'static>],
+) -> CertificateDer<'static> {
+    let mut store = rustls::RootCertStore::empty();
+    for r in roots {
+        store.add(r.clone()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .clone()
+        .into_owned()
+}
+
+/// A raw HTTP/1.1 GET /healthz over TLS with a client certificate: the TLS error, if any.
+async fn raw_tls_get(port: u16, serving: &Pki, client: &Issued) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut store = rustls::RootCertStore::empty();
+    store.add(serving.ca_der()).unwrap();
+    let certs = vec![der_of(&client.cert_pem)];
+    let key = rustls_pemfile::private_key(&mut client.key_pem.as_bytes())
+        .unwrap()
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_client_auth_cert(certs, key)
+    .unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    tls.read_to_end(&mut out).await.map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn der_of(pem_text: &str) -> CertificateDer<'static> {
+    rustls_pemfile::certs(&mut pem_text.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_certificate_files_are_reloaded_without_restart() {
+    let adapter =
+        AdapterProcess::start_with(&fast_config(&[]), &["--tls-reload-interval", "200ms"]).await;
+    let old = der_of(&std::fs::read_to_string(adapter.pki.dir.path().join("server.crt")).unwrap());
+    let rotated_ca = Pki::new("rotated-serving-ca");
+    let roots = [adapter.pki.ca_der(), rotated_ca.ca_der()];
+    assert_eq!(presented_certificate(adapter.port, &roots).await, old);
+
+    let new = rotated_ca.server();
+    // Replace key and certificate by rename, as a kubelet secret volume update does.
+    let dir = adapter.pki.dir.path();
+    std::fs::copy(&new.key_path, dir.join("server.key.new")).unwrap();
+    std::fs::copy(&new.cert_path, dir.join("server.crt.new")).unwrap();
+    std::fs::rename(dir.join("server.key.new"), dir.join("server.key")).unwrap();
+    std::fs::rename(dir.join("server.crt.new"), dir.join("server.crt")).unwrap();
+    let want = der_of(&new.cert_pem);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while presented_certificate(adapter.port, &roots).await != want {
+        assert!(
+            Instant::now() < deadline,
+            "the new serving certificate was not picked up; log:\n{}",
+            adapter.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Only the new CA is needed now.
+    let (code, _) = HttpsClient::new(adapter.port, &[rotated_ca.ca_der()], None)
+        .get("/healthz", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    assert!(!adapter.log().contains("PRIVATE KEY"));
+}
