@@ -260,6 +260,65 @@ pub struct KubernetesDiscoveryConfig {
     pub copy_labels: Vec<String>,
 }
 
+fn validate_kubernetes(k: &KubernetesDiscoveryConfig) -> Result<(), ConfigError> {
+    for (i, ns) in k.namespaces.iter().enumerate() {
+        let dns_label = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !dns_label {
+            return Err(invalid(
+                format!("scrape.kubernetes.namespaces[{i}]"),
+                format!("{ns:?} is not a namespace name (RFC 1123 label)"),
+            ));
+        }
+    }
+    if let Some(sel) = &k.pod_selector {
+        crate::selector::LabelSelector::parse(sel)
+            .map_err(|e| invalid("scrape.kubernetes.podSelector", format!("{sel:?}: {e}")))?;
+    }
+    if let Some(port) = &k.port_name {
+        if port.is_empty() || port.len() > 15 {
+            return Err(invalid(
+                "scrape.kubernetes.portName",
+                format!("{port:?} is not a container port name (1-15 characters)"),
+            ));
+        }
+    }
+    if !k.path.starts_with('/') {
+        return Err(invalid(
+            "scrape.kubernetes.path",
+            format!("{:?} must start with /", k.path),
+        ));
+    }
+    if let Some(scheme) = &k.scheme {
+        if scheme != "http" {
+            return Err(invalid(
+                "scrape.kubernetes.scheme",
+                format!("{scheme:?} is not supported (use http)"),
+            ));
+        }
+    }
+    for (i, l) in k.copy_labels.iter().enumerate() {
+        if crate::source::discovery::RESERVED_LABELS.contains(&l.as_str()) {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                format!("{l:?} is set by discovery itself and cannot be copied from pod labels"),
+            ));
+        }
+        if l.is_empty() {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn default_metrics_path() -> String {
     "/metrics".into()
 }
@@ -497,6 +556,15 @@ impl Config {
             }
             if uri.host().is_none() {
                 return Err(invalid(&key, format!("{:?} has no host", t.url)));
+            }
+        }
+        if let Some(k) = &s.kubernetes {
+            validate_kubernetes(k)?;
+            if self.source.is_some() {
+                return Err(invalid(
+                    "scrape.kubernetes",
+                    "exactly one source may be active: remove scrape.kubernetes or source.prometheus",
+                ));
             }
         }
         if let Some(source) = &self.source {
