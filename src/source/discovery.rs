@@ -7,7 +7,6 @@
 //! gone and keeps it for a pod that merely fails its scrape (REFERENCE.md §4.1).
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -450,39 +449,32 @@ where
     reader
 }
 
-fn drive<K, S>(
-    stream: S,
-    kind: String,
-    namespace: Option<String>,
-    changed: Arc<Notify>,
-) -> impl Future<Output = ()> + Send
+async fn drive<K, S>(stream: S, kind: String, namespace: Option<String>, changed: Arc<Notify>)
 where
     K: Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    async move {
-        let ns = namespace.as_deref().unwrap_or("*").to_string();
-        let mut stream = std::pin::pin!(stream);
-        let mut failing = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::InitDone)
-                | Ok(watcher::Event::Apply(_))
-                | Ok(watcher::Event::Delete(_)) => {
-                    if failing {
-                        tracing::info!(%kind, namespace = %ns, "watch recovered");
-                        failing = false;
-                    }
-                    changed.notify_one();
+    let ns = namespace.as_deref().unwrap_or("*").to_string();
+    let mut stream = std::pin::pin!(stream);
+    let mut failing = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone)
+            | Ok(watcher::Event::Apply(_))
+            | Ok(watcher::Event::Delete(_)) => {
+                if failing {
+                    tracing::info!(%kind, namespace = %ns, "watch recovered");
+                    failing = false;
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    // The backoff retries; log the first failure of a run, not every retry.
-                    if !failing {
-                        tracing::warn!(%kind, namespace = %ns, error = %e, "watch failed; retrying with backoff");
-                    }
-                    failing = true;
+                changed.notify_one();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // The backoff retries; log the first failure of a run, not every retry.
+                if !failing {
+                    tracing::warn!(%kind, namespace = %ns, error = %e, "watch failed; retrying with backoff");
                 }
+                failing = true;
             }
         }
     }
