@@ -6,7 +6,7 @@
 //! set and hands it to `Store::set_targets`, which retires the retained index of a pod that is
 //! gone and keeps it for a pod that merely fails its scrape (REFERENCE.md §4.1).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -297,10 +297,21 @@ impl Discovery {
             d.replicasets.wait_until_ready().await;
             d.statefulsets.wait_until_ready().await;
             tracing::info!("kubernetes discovery synced");
+            let mut previous: BTreeSet<TargetId> = BTreeSet::new();
             loop {
                 let mut targets = fixed.clone();
                 targets.extend(d.targets());
                 let count = targets.len();
+                let ids: BTreeSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+                if *synced_tx.borrow() && ids != previous {
+                    tracing::info!(
+                        targets = count,
+                        added = ids.difference(&previous).count(),
+                        removed = previous.difference(&ids).count(),
+                        "discovered targets changed"
+                    );
+                }
+                previous = ids;
                 store.set_targets(targets);
                 if !*synced_tx.borrow() {
                     tracing::info!(targets = count, "first discovered target set published");
