@@ -825,6 +825,25 @@ mod tests {
     }
 
     #[test]
+    fn kubernetes_discovery_errors_name_the_key() {
+        let k = |body: &str| err(&format!("scrape: {{kubernetes: {{{body}}}}}"));
+        assert!(k("namespaces: [Games]").contains("scrape.kubernetes.namespaces[0]"));
+        assert!(k("podSelector: 'a in (x'").contains("scrape.kubernetes.podSelector"));
+        assert!(k("scheme: https").contains("scrape.kubernetes.scheme"));
+        assert!(k("path: metrics").contains("scrape.kubernetes.path"));
+        assert!(k("portName: ''").contains("scrape.kubernetes.portName"));
+        assert!(k("copyLabels: [app, pod]").contains("scrape.kubernetes.copyLabels[1]"));
+        assert!(k("namespace: [x]").contains("namespace"));
+        let ok = Config::from_yaml(
+            "scrape: {kubernetes: {namespaces: [games], podSelector: 'app in (lobby)', copyLabels: [app.kubernetes.io/name]}}",
+        )
+        .unwrap();
+        let kube = ok.scrape.kubernetes.unwrap();
+        assert_eq!(kube.path, "/metrics");
+        assert_eq!(kube.namespaces, ["games"]);
+    }
+
+    #[test]
     fn errors_name_the_key() {
         assert!(err("scrape: {intervall: 10s}").contains("intervall"));
         assert!(err("scrape: {interval: 10 s}").contains("unknown unit"));
