@@ -24,6 +24,14 @@ pub trait WorkloadState: Send + Sync {
     fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64>;
     /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
+    /// `spec.replicas`, read from the API when no fresh cached value exists. The default
+    /// only consults `current_replicas`.
+    fn fetch_current_replicas<'a>(
+        &'a self,
+        workload: &'a WorkloadRef,
+    ) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(std::future::ready(self.current_replicas(workload)))
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -53,23 +61,14 @@ pub struct Adapter {
     ready: AtomicBool,
     seen: Mutex<BTreeMap<QueryKey, Millis>>,
     workloads: RwLock<Option<Arc<dyn WorkloadState>>>,
+    /// Deployments whose floor warning was already logged: log once, show always.
+    warned: Mutex<BTreeSet<(String, String)>>,
 }
 
 impl Adapter {
     pub fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
         let store = Arc::new(Store::new());
-        let targets: Vec<ScrapeTarget> = config
-            .scrape
-            .static_targets
-            .iter()
-            .map(|t| ScrapeTarget {
-                id: TargetId(t.url.as_str().into()),
-                url: t.url.clone(),
-                labels: t.labels.clone(),
-                workload: None,
-            })
-            .collect();
-        store.set_targets(targets);
+        store.set_targets(static_targets(&config));
         Adapter {
             config: Arc::new(config),
             source: store.clone(),
@@ -79,6 +78,7 @@ impl Adapter {
             ready: AtomicBool::new(false),
             seen: Mutex::new(BTreeMap::new()),
             workloads: RwLock::new(None),
+            warned: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -191,6 +191,9 @@ impl Adapter {
                         _ => (0, Vec::new()),
                     };
                     let mut answer = policy::stateful_floor(&q, &ev, ordinals_start);
+                    if let ([w], Some(first)) = (ev.workloads.as_slice(), warnings.first()) {
+                        self.warn_once(w, first);
+                    }
                     answer.warnings = warnings;
                     answer
                 }
@@ -214,7 +217,7 @@ impl Adapter {
                         Some(f) => Some(self.answer_spec(f, namespace, selector, now).await),
                         None => None,
                     };
-                    let current = self.current_replicas_for(spec, namespace, selector);
+                    let current = self.current_replicas_for(spec, namespace, selector).await;
                     policy::target(&spec.name, rec, floor, current)
                 }
             }
@@ -222,7 +225,7 @@ impl Adapter {
     }
 
     /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it.
-    fn current_replicas_for(
+    async fn current_replicas_for(
         &self,
         spec: &MetricSpec,
         namespace: &str,
@@ -237,8 +240,20 @@ impl Adapter {
             selector,
         });
         match ev.workloads.as_slice() {
-            [w] => state.current_replicas(w),
+            [w] => state.fetch_current_replicas(w).await,
             _ => None,
+        }
+    }
+
+    fn warn_once(&self, w: &WorkloadRef, warning: &str) {
+        let key = (w.namespace.clone(), w.name.clone());
+        if self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            tracing::warn!(kind = %w.kind, namespace = %w.namespace, name = %w.name, "{warning}");
         }
     }
 
@@ -385,6 +400,21 @@ impl Adapter {
         }
         sets
     }
+}
+
+/// The `scrape.static` targets, which carry no workload.
+pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
+    config
+        .scrape
+        .static_targets
+        .iter()
+        .map(|t| ScrapeTarget {
+            id: TargetId(t.url.as_str().into()),
+            url: t.url.clone(),
+            labels: t.labels.clone(),
+            workload: None,
+        })
+        .collect()
 }
 
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {

@@ -80,7 +80,7 @@ impl HumanDuration {
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 {
+        if !ms.is_multiple_of(1000) {
             write!(f, "{ms}ms")
         } else {
             write!(f, "{}s", ms / 1000)
@@ -258,6 +258,65 @@ pub struct KubernetesDiscoveryConfig {
     /// Pod labels copied onto every sample of the pod.
     #[serde(default)]
     pub copy_labels: Vec<String>,
+}
+
+fn validate_kubernetes(k: &KubernetesDiscoveryConfig) -> Result<(), ConfigError> {
+    for (i, ns) in k.namespaces.iter().enumerate() {
+        let dns_label = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !dns_label {
+            return Err(invalid(
+                format!("scrape.kubernetes.namespaces[{i}]"),
+                format!("{ns:?} is not a namespace name (RFC 1123 label)"),
+            ));
+        }
+    }
+    if let Some(sel) = &k.pod_selector {
+        crate::selector::LabelSelector::parse(sel)
+            .map_err(|e| invalid("scrape.kubernetes.podSelector", format!("{sel:?}: {e}")))?;
+    }
+    if let Some(port) = &k.port_name {
+        if port.is_empty() || port.len() > 15 {
+            return Err(invalid(
+                "scrape.kubernetes.portName",
+                format!("{port:?} is not a container port name (1-15 characters)"),
+            ));
+        }
+    }
+    if !k.path.starts_with('/') {
+        return Err(invalid(
+            "scrape.kubernetes.path",
+            format!("{:?} must start with /", k.path),
+        ));
+    }
+    if let Some(scheme) = &k.scheme {
+        if scheme != "http" {
+            return Err(invalid(
+                "scrape.kubernetes.scheme",
+                format!("{scheme:?} is not supported (use http)"),
+            ));
+        }
+    }
+    for (i, l) in k.copy_labels.iter().enumerate() {
+        if crate::source::discovery::RESERVED_LABELS.contains(&l.as_str()) {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                format!("{l:?} is set by discovery itself and cannot be copied from pod labels"),
+            ));
+        }
+        if l.is_empty() {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn default_metrics_path() -> String {
@@ -497,6 +556,15 @@ impl Config {
             }
             if uri.host().is_none() {
                 return Err(invalid(&key, format!("{:?} has no host", t.url)));
+            }
+        }
+        if let Some(k) = &s.kubernetes {
+            validate_kubernetes(k)?;
+            if self.source.is_some() {
+                return Err(invalid(
+                    "scrape.kubernetes",
+                    "exactly one source may be active: remove scrape.kubernetes or source.prometheus",
+                ));
             }
         }
         if let Some(source) = &self.source {
@@ -754,6 +822,25 @@ mod tests {
 
     fn err(yaml: &str) -> String {
         Config::from_yaml(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn kubernetes_discovery_errors_name_the_key() {
+        let k = |body: &str| err(&format!("scrape: {{kubernetes: {{{body}}}}}"));
+        assert!(k("namespaces: [Games]").contains("scrape.kubernetes.namespaces[0]"));
+        assert!(k("podSelector: 'a in (x'").contains("scrape.kubernetes.podSelector"));
+        assert!(k("scheme: https").contains("scrape.kubernetes.scheme"));
+        assert!(k("path: metrics").contains("scrape.kubernetes.path"));
+        assert!(k("portName: ''").contains("scrape.kubernetes.portName"));
+        assert!(k("copyLabels: [app, pod]").contains("scrape.kubernetes.copyLabels[1]"));
+        assert!(k("namespace: [x]").contains("namespace"));
+        let ok = Config::from_yaml(
+            "scrape: {kubernetes: {namespaces: [games], podSelector: 'app in (lobby)', copyLabels: [app.kubernetes.io/name]}}",
+        )
+        .unwrap();
+        let kube = ok.scrape.kubernetes.unwrap();
+        assert_eq!(kube.path, "/metrics");
+        assert_eq!(kube.namespaces, ["games"]);
     }
 
     #[test]

@@ -8,10 +8,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge::adapter::Adapter;
+use hpa_bridge::adapter::{static_targets, Adapter};
 use hpa_bridge::api::{server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
+use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
@@ -73,6 +74,10 @@ struct ServeArgs {
     /// Empty disables it.
     #[arg(long, default_value = "127.0.0.1:9100")]
     metrics_bind_address: String,
+    /// Kubeconfig for pod discovery (scrape.kubernetes). Without it, KUBECONFIG, ~/.kube/config or the
+    /// in-cluster service account are used, in that order.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     auth: Box<AuthArgs>,
 }
@@ -171,15 +176,18 @@ impl AuthArgs {
     }
 }
 
+/// A client configuration from an explicit kubeconfig file; errors name the flag.
+async fn kubeconfig_file(path: &std::path::Path, what: &str) -> Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("{what}: {}", path.display()))
+}
+
 async fn kube_client(kubeconfig: Option<&PathBuf>, what: &str) -> Result<Option<kube::Client>> {
     let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("{what}: reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("{what}: {}", path.display()))?
-        }
+        Some(path) => kubeconfig_file(path, what).await?,
         None if AuthArgs::running_in_cluster() => kube::Config::incluster()
             .with_context(|| format!("{what}: in-cluster configuration"))?,
         None => return Ok(None),
@@ -367,6 +375,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
 
     let adapter = Arc::new(Adapter::new(config, clock.clone(), metrics.clone()));
+    let discovery = match &adapter.config.scrape.kubernetes {
+        Some(k) => {
+            let client = discovery_client(args.kubeconfig.as_deref()).await?;
+            let discovery = Discovery::start(
+                client,
+                k.clone(),
+                adapter.store.clone(),
+                static_targets(&adapter.config),
+            );
+            adapter.set_workload_state(discovery.clone());
+            Some(discovery)
+        }
+        None => None,
+    };
     let cert = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => tls::ServingCert::from_files(c, k)?,
         _ => {
@@ -416,6 +438,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let interval = scrape.interval.0;
     let scrape_adapter = adapter.clone();
     tokio::spawn(async move {
+        // Ready only once the pods are known: a first round without them would serve a floor
+        // that misses every pod (REFERENCE.md §1.6: never serve a guess).
+        if let Some(d) = &discovery {
+            d.wait_synced().await;
+        }
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -439,4 +466,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
     }
     Ok(())
+}
+
+/// The Kubernetes client for discovery: an explicit kubeconfig, or whatever `Config::infer`
+/// finds (KUBECONFIG, ~/.kube/config, then the in-cluster service account).
+async fn discovery_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => kubeconfig_file(path, "--kubeconfig").await?,
+        None => kube::Config::infer()
+            .await
+            .context("scrape.kubernetes: no Kubernetes configuration found (in-cluster, KUBECONFIG or --kubeconfig)")?,
+    };
+    tracing::info!(server = %config.cluster_url, "kubernetes discovery enabled");
+    kube::Client::try_from(config).context("building the Kubernetes client")
 }

@@ -219,9 +219,12 @@ impl Store {
             match map.get_mut(&t.id) {
                 Some(rec) if *rec.target == t => {}
                 Some(rec) => {
-                    // Labels changed: series identities change with them.
+                    // Labels or URL changed (e.g. a StatefulSet pod recreated under the same
+                    // name): series identities change with them, and until the new endpoint
+                    // is scraped nobody knows what it exports, so it starts over as unknown.
                     rec.target = Arc::new(t);
                     rec.series.clear();
+                    rec.health = TargetHealth::default();
                 }
                 None => {
                     map.insert(
@@ -339,6 +342,7 @@ impl Store {
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
         let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
         let mut ev = Evidence::default();
+        let mut unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = Vec::new();
         for rec in map.values() {
             let failing = rec.health.last_error.is_some();
             let before = ev.observations.len();
@@ -365,11 +369,28 @@ impl Store {
                 }
             }
             if !rec.health.ever_succeeded() && scope.possibly_matches(&rec.target.labels) {
-                ev.unknown_targets.push(UnknownTarget {
-                    target: rec.target.id.clone(),
-                    last_error: rec.health.last_error.clone(),
-                });
+                unknown.push((
+                    UnknownTarget {
+                        target: rec.target.id.clone(),
+                        last_error: rec.health.last_error.clone(),
+                    },
+                    rec.target.workload.as_ref(),
+                ));
             }
+        }
+        // With workloads known, a never-scraped pod matters only if it belongs to a workload
+        // whose pods are in scope: a new pod of another workload in the same namespace cannot
+        // hold this workload's state. Without in-scope workloads, every candidate counts.
+        let observed = ev.workloads.len();
+        for (u, workload) in unknown {
+            match workload {
+                Some(w) if observed > 0 && !ev.workloads[..observed].contains(w) => continue,
+                Some(w) if observed == 0 && !ev.workloads.contains(w) => {
+                    ev.workloads.push(w.clone())
+                }
+                _ => {}
+            }
+            ev.unknown_targets.push(u);
         }
         // Deterministic order makes explanations stable and tests exact.
         ev.observations.sort_by(|a, b| {
@@ -481,6 +502,72 @@ mod tests {
         let ev = store.evidence(&scope);
         assert_eq!(ev.unknown_targets.len(), 1);
         assert_eq!(&*ev.unknown_targets[0].target.0, "http://a/m");
+    }
+
+    #[test]
+    fn never_scraped_pods_of_other_workloads_do_not_make_the_scope_unknown() {
+        let store = Store::new();
+        let pod = |name: &str, workload: &str| ScrapeTarget {
+            workload: Some(WorkloadRef {
+                kind: "StatefulSet".into(),
+                namespace: "default".into(),
+                name: workload.into(),
+            }),
+            ..target(name, &[("namespace", "default")])
+        };
+        let lobby_0 = pod("lobby-0", "lobby");
+        store.set_targets(vec![
+            lobby_0.clone(),
+            pod("lobby-1", "lobby"),
+            pod("chat-0", "chat"),
+        ]);
+        store.record_success(
+            &lobby_0.id,
+            1000,
+            1,
+            vec![sample("idx", &[("app", "lobby")], 1.0)],
+        );
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::parse("app=lobby").unwrap();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &sel,
+        };
+        let ev = store.evidence(&scope);
+        let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
+        assert_eq!(unknown, ["lobby-1"]);
+        assert_eq!(ev.workloads.len(), 1);
+        // Nothing observed yet: every never-scraped candidate counts, and so do their workloads.
+        store.set_targets(vec![pod("lobby-1", "lobby"), pod("chat-0", "chat")]);
+        let ev = store.evidence(&scope);
+        assert_eq!(ev.unknown_targets.len(), 2);
+        assert_eq!(ev.workloads.len(), 2);
+    }
+
+    #[test]
+    fn a_changed_target_starts_over_as_never_scraped() {
+        let store = Store::new();
+        let t = target("p", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 2.0)]);
+        let moved = ScrapeTarget {
+            url: "http://other/m".into(),
+            ..t.clone()
+        };
+        store.set_targets(vec![moved]);
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &sel,
+        };
+        let ev = store.evidence(&scope);
+        assert!(ev.observations.is_empty());
+        assert_eq!(ev.unknown_targets.len(), 1);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! a Prometheus-compatible query source. Every source hands the policy the same `Evidence`,
 //! so the rules are identical whichever source is active.
 
+pub mod discovery;
 pub mod scrape;
 
 use futures::future::BoxFuture;

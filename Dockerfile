@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1.7
+# hpa-bridge: build with the Rust toolchain, run on distroless (no shell, no package manager)
+# as the non-root user 65532.
+#   docker build -t registry.example/hpa-bridge:0.1.0 .
+
+# kube-runtime 5 needs Rust 1.89 or newer.
+FROM rust:1.89-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin hpa-bridge \
+    && install -D -m 0755 target/release/hpa-bridge /out/hpa-bridge
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/hpa-bridge /hpa-bridge
+# The nonroot image's user; manifests/base/deployment.yaml runs with the same uid and
+# runAsNonRoot needs it numeric.
+USER 65532:65532
+# HTTPS: external.metrics.k8s.io and /livez, /readyz (REFERENCE.md §3.4).
+EXPOSE 6443
+ENTRYPOINT ["/hpa-bridge"]
+CMD ["serve", "--bind-address=0.0.0.0", "--secure-port=6443"]

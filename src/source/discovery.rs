@@ -1,0 +1,624 @@
+//! Pod discovery through the Kubernetes API: which pods to scrape, which labels their samples
+//! carry, and which workload owns them.
+//!
+//! Pods, ReplicaSets and StatefulSets are mirrored by kube-runtime reflectors (list, then
+//! watch with bookmarks, with the watcher's own backoff); every change recomputes the target
+//! set and hands it to `Store::set_targets`, which retires the retained index of a pod that is
+//! gone and keeps it for a pod that merely fails its scrape (REFERENCE.md §4.1).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::{watch, Notify};
+
+use crate::adapter::WorkloadState;
+use crate::config::KubernetesDiscoveryConfig;
+use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
+
+/// Target labels set by discovery; `copyLabels` may not reuse them.
+pub const RESERVED_LABELS: [&str; 4] = ["namespace", "pod", "workload_kind", "workload_name"];
+
+const ANNOTATION_SCRAPE: &str = "prometheus.io/scrape";
+const ANNOTATION_PORT: &str = "prometheus.io/port";
+const ANNOTATION_PATH: &str = "prometheus.io/path";
+const ANNOTATION_SCHEME: &str = "prometheus.io/scheme";
+
+/// How long a `spec.replicas` read from a scale subresource is reused. The HPA asks once per
+/// 15 s sync (REFERENCE.md §1.7), so this keeps the API load at one GET per workload per
+/// few seconds while `/status` and several HPAs ask too.
+pub const SCALE_CACHE_TTL: Duration = Duration::from_secs(5);
+
+/// Why a pod is not scraped; only for debug logs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Skip {
+    NotRunning,
+    NoIp,
+    NotAnnotated,
+    NoPort,
+    UnsupportedScheme(String),
+}
+
+/// The owning workload of a pod: its controller owner reference, followed through a
+/// ReplicaSet to the Deployment that controls it.
+pub fn owner_workload(
+    pod: &Pod,
+    replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
+) -> Option<WorkloadRef> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let owner = controller_of(pod.owner_references())?;
+    if owner.kind == "ReplicaSet" {
+        if let Some(rs) = replicaset(&namespace, &owner.name) {
+            if let Some(deploy) = controller_of(rs.owner_references()) {
+                if deploy.kind == "Deployment" {
+                    return Some(WorkloadRef {
+                        kind: "Deployment".into(),
+                        namespace,
+                        name: deploy.name.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Some(WorkloadRef {
+        kind: owner.kind.clone(),
+        namespace,
+        name: owner.name.clone(),
+    })
+}
+
+fn controller_of(owners: &[OwnerReference]) -> Option<&OwnerReference> {
+    owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| owners.first())
+}
+
+/// The scrape target for one pod, or why it has none. Pure: the caller supplies the
+/// ReplicaSet lookup.
+pub fn pod_target(
+    pod: &Pod,
+    config: &KubernetesDiscoveryConfig,
+    replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
+) -> Result<ScrapeTarget, Skip> {
+    let status = pod.status.as_ref();
+    // Only Running pods are scraped: a Pending pod has no exporter yet and a finished one has
+    // no state to protect.
+    if status.and_then(|s| s.phase.as_deref()) != Some("Running") {
+        return Err(Skip::NotRunning);
+    }
+    let ip = status
+        .and_then(|s| s.pod_ip.as_deref())
+        .filter(|ip| !ip.is_empty())
+        .ok_or(Skip::NoIp)?;
+    let annotations = pod.annotations();
+    let port = match &config.port_name {
+        Some(name) => named_port(pod, name).ok_or(Skip::NoPort)?,
+        None => {
+            if annotations.get(ANNOTATION_SCRAPE).map(String::as_str) != Some("true") {
+                return Err(Skip::NotAnnotated);
+            }
+            match annotations.get(ANNOTATION_PORT) {
+                Some(p) => p.trim().parse::<u16>().map_err(|_| Skip::NoPort)?,
+                None => single_port(pod).ok_or(Skip::NoPort)?,
+            }
+        }
+    };
+    let path = annotations
+        .get(ANNOTATION_PATH)
+        .filter(|p| p.starts_with('/'))
+        .cloned()
+        .unwrap_or_else(|| config.path.clone());
+    let scheme = annotations
+        .get(ANNOTATION_SCHEME)
+        .cloned()
+        .or_else(|| config.scheme.clone())
+        .unwrap_or_else(|| "http".into());
+    if scheme != "http" {
+        return Err(Skip::UnsupportedScheme(scheme));
+    }
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    };
+    let namespace = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let mut labels = BTreeMap::new();
+    let pod_labels = pod.labels();
+    for key in &config.copy_labels {
+        if let Some(v) = pod_labels.get(key) {
+            labels.insert(key.clone(), v.clone());
+        }
+    }
+    labels.insert("namespace".into(), namespace.clone());
+    labels.insert("pod".into(), name.clone());
+    let workload = owner_workload(pod, replicaset);
+    if let Some(w) = &workload {
+        labels.insert("workload_kind".into(), w.kind.clone());
+        labels.insert("workload_name".into(), w.name.clone());
+    }
+    Ok(ScrapeTarget {
+        id: TargetId(format!("{namespace}/{name}").into()),
+        url: format!("http://{host}:{port}{path}"),
+        labels,
+        workload,
+    })
+}
+
+fn named_port(pod: &Pod, name: &str) -> Option<u16> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some(name))
+        .and_then(|p| u16::try_from(p.container_port).ok())
+}
+
+/// Without a port annotation, a pod that declares exactly one TCP port is scraped on it.
+fn single_port(pod: &Pod) -> Option<u16> {
+    let spec = pod.spec.as_ref()?;
+    let ports: Vec<i32> = spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP")
+        .map(|p| p.container_port)
+        .collect();
+    match ports.as_slice() {
+        [p] => u16::try_from(*p).ok(),
+        _ => None,
+    }
+}
+
+/// `spec.ordinals.start` of a StatefulSet; 0 when unset (REFERENCE.md §4.1).
+pub fn ordinals_start_of(sts: &StatefulSet) -> u64 {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.ordinals.as_ref())
+        .and_then(|o| o.start)
+        .and_then(|s| u64::try_from(s).ok())
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct WorkloadKey {
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+impl From<&WorkloadRef> for WorkloadKey {
+    fn from(w: &WorkloadRef) -> Self {
+        WorkloadKey {
+            kind: w.kind.clone(),
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+        }
+    }
+}
+
+/// The reflector stores of one resource, one per watched namespace (or one for all).
+struct Mirrors<K: Resource<DynamicType = ()> + Clone + 'static> {
+    stores: Vec<reflector::Store<K>>,
+}
+
+impl<K> Mirrors<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let key = ObjectRef::new(name).within(namespace);
+        self.stores.iter().find_map(|s| s.get(&key))
+    }
+
+    fn all(&self) -> Vec<Arc<K>> {
+        self.stores.iter().flat_map(|s| s.state()).collect()
+    }
+
+    async fn wait_until_ready(&self) {
+        for s in &self.stores {
+            // Only fails when the writer is dropped, i.e. the runtime is shutting down.
+            let _ = s.wait_until_ready().await;
+        }
+    }
+}
+
+/// Running discovery: the mirrored objects, the scale cache, and the sync signal.
+pub struct Discovery {
+    client: Client,
+    config: KubernetesDiscoveryConfig,
+    pods: Mirrors<Pod>,
+    replicasets: Mirrors<ReplicaSet>,
+    statefulsets: Mirrors<StatefulSet>,
+    scale_cache: Mutex<HashMap<WorkloadKey, (Instant, Option<u64>)>>,
+    synced: watch::Receiver<bool>,
+}
+
+impl Discovery {
+    /// Start the reflectors and the task that publishes targets to `store`. `fixed` targets
+    /// (from `scrape.static`) are kept beside the discovered ones.
+    pub fn start(
+        client: Client,
+        config: KubernetesDiscoveryConfig,
+        store: Arc<Store>,
+        fixed: Vec<ScrapeTarget>,
+    ) -> Arc<Discovery> {
+        let changed = Arc::new(Notify::new());
+        let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
+            vec![None]
+        } else {
+            config.namespaces.iter().cloned().map(Some).collect()
+        };
+        let mut pod_config = watcher::Config::default();
+        if let Some(sel) = &config.pod_selector {
+            pod_config = pod_config.labels(sel);
+        }
+        let pods = Mirrors {
+            stores: scopes
+                .iter()
+                .map(|ns| mirror::<Pod>(&client, ns, pod_config.clone(), &changed))
+                .collect(),
+        };
+        let replicasets = Mirrors {
+            stores: scopes
+                .iter()
+                .map(|ns| mirror::<ReplicaSet>(&client, ns, watcher::Config::default(), &changed))
+                .collect(),
+        };
+        let statefulsets = Mirrors {
+            stores: scopes
+                .iter()
+                .map(|ns| mirror::<StatefulSet>(&client, ns, watcher::Config::default(), &changed))
+                .collect(),
+        };
+        let (synced_tx, synced) = watch::channel(false);
+        let discovery = Arc::new(Discovery {
+            client,
+            config,
+            pods,
+            replicasets,
+            statefulsets,
+            scale_cache: Mutex::new(HashMap::new()),
+            synced,
+        });
+        let d = discovery.clone();
+        tokio::spawn(async move {
+            d.pods.wait_until_ready().await;
+            d.replicasets.wait_until_ready().await;
+            d.statefulsets.wait_until_ready().await;
+            tracing::info!("kubernetes discovery synced");
+            let mut previous: BTreeSet<TargetId> = BTreeSet::new();
+            loop {
+                let mut targets = fixed.clone();
+                targets.extend(d.targets());
+                let count = targets.len();
+                let ids: BTreeSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+                if *synced_tx.borrow() && ids != previous {
+                    tracing::info!(
+                        targets = count,
+                        added = ids.difference(&previous).count(),
+                        removed = previous.difference(&ids).count(),
+                        "discovered targets changed"
+                    );
+                }
+                previous = ids;
+                store.set_targets(targets);
+                if !*synced_tx.borrow() {
+                    tracing::info!(targets = count, "first discovered target set published");
+                    let _ = synced_tx.send(true);
+                }
+                // Notify keeps one permit, so changes during the recomputation are not lost and
+                // a burst of events coalesces into one recomputation.
+                changed.notified().await;
+            }
+        });
+        discovery
+    }
+
+    /// Resolves once the first complete target set is in the store.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.clone();
+        // Only fails when the publisher task is gone (runtime shutdown).
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// The current discovered targets, sorted by id.
+    pub fn targets(&self) -> Vec<ScrapeTarget> {
+        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
+        let mut targets: Vec<ScrapeTarget> = self
+            .pods
+            .all()
+            .iter()
+            .filter_map(|pod| match pod_target(pod, &self.config, &lookup) {
+                Ok(t) => Some(t),
+                Err(why) => {
+                    tracing::trace!(pod = %pod.name_any(), reason = ?why, "pod not scraped");
+                    None
+                }
+            })
+            .collect();
+        targets.sort_by(|a, b| a.id.cmp(&b.id));
+        targets.dedup_by(|a, b| a.id == b.id);
+        targets
+    }
+
+    fn cached_scale(&self, key: &WorkloadKey, fresh_only: bool) -> Option<Option<u64>> {
+        let cache = self.scale_cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(key)
+            .filter(|(at, _)| !fresh_only || at.elapsed() < SCALE_CACHE_TTL)
+            .map(|(_, v)| *v)
+    }
+
+    async fn read_scale(&self, w: &WorkloadRef) -> Option<u64> {
+        let key = WorkloadKey::from(w);
+        if let Some(v) = self.cached_scale(&key, true) {
+            return v;
+        }
+        let result = match w.kind.as_str() {
+            "StatefulSet" => get_scale::<StatefulSet>(&self.client, w).await,
+            "Deployment" => get_scale::<Deployment>(&self.client, w).await,
+            "ReplicaSet" => get_scale::<ReplicaSet>(&self.client, w).await,
+            other => Err(format!(
+                "{other} has no scale subresource known to hpa-bridge"
+            )),
+        };
+        let value = match result {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(kind = %w.kind, namespace = %w.namespace, name = %w.name, error = %e, "cannot read spec.replicas from the scale subresource");
+                None
+            }
+        };
+        self.scale_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (Instant::now(), value));
+        value
+    }
+}
+
+async fn get_scale<K>(client: &Client, w: &WorkloadRef) -> Result<Option<u64>, String>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &w.namespace);
+    let scale = api.get_scale(&w.name).await.map_err(|e| e.to_string())?;
+    Ok(scale
+        .spec
+        .and_then(|s| s.replicas)
+        .and_then(|r| u64::try_from(r).ok()))
+}
+
+impl WorkloadState for Discovery {
+    fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64> {
+        self.cached_scale(&WorkloadKey::from(workload), true)
+            .flatten()
+    }
+
+    fn fetch_current_replicas<'a>(
+        &'a self,
+        workload: &'a WorkloadRef,
+    ) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(self.read_scale(workload))
+    }
+
+    fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
+        if workload.kind != "StatefulSet" {
+            return 0;
+        }
+        self.statefulsets
+            .get(&workload.namespace, &workload.name)
+            .map(|s| ordinals_start_of(&s))
+            .unwrap_or(0)
+    }
+}
+
+/// A reflector for `K` in one namespace (or all), driven by its own task; every change to the
+/// mirror wakes the publisher.
+fn mirror<K>(
+    client: &Client,
+    namespace: &Option<String>,
+    config: watcher::Config,
+    changed: &Arc<Notify>,
+) -> reflector::Store<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (reader, writer) = reflector::store();
+    let kind = K::kind(&()).into_owned();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, config)
+            .modify(|o| o.meta_mut().managed_fields = None)
+            .default_backoff(),
+    );
+    tokio::spawn(drive(stream, kind, namespace.clone(), changed.clone()));
+    reader
+}
+
+async fn drive<K, S>(stream: S, kind: String, namespace: Option<String>, changed: Arc<Notify>)
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let ns = namespace.as_deref().unwrap_or("*").to_string();
+    let mut stream = std::pin::pin!(stream);
+    let mut failing = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone)
+            | Ok(watcher::Event::Apply(_))
+            | Ok(watcher::Event::Delete(_)) => {
+                if failing {
+                    tracing::info!(%kind, namespace = %ns, "watch recovered");
+                    failing = false;
+                }
+                changed.notify_one();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // The backoff retries; log the first failure of a run, not every retry.
+                if !failing {
+                    tracing::warn!(%kind, namespace = %ns, error = %e, "watch failed; retrying with backoff");
+                }
+                failing = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config() -> KubernetesDiscoveryConfig {
+        serde_yaml::from_str("copyLabels: [app]").unwrap()
+    }
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn running(annotations: serde_json::Value, owner: serde_json::Value) -> Pod {
+        pod(json!({
+            "metadata": {"name": "lobby-1", "namespace": "games", "labels": {"app": "lobby", "other": "x"},
+                          "annotations": annotations, "ownerReferences": owner},
+            "spec": {"containers": [{"name": "c", "ports": [{"name": "metrics", "containerPort": 9100}, {"name": "game", "containerPort": 7000}]}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.7"}
+        }))
+    }
+
+    fn none(_: &str, _: &str) -> Option<Arc<ReplicaSet>> {
+        None
+    }
+
+    #[test]
+    fn annotations_choose_port_and_path_and_labels_are_copied() {
+        let p = running(
+            json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9100", "prometheus.io/path": "/m"}),
+            json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby", "uid": "u", "controller": true}]),
+        );
+        let t = pod_target(&p, &config(), &none).unwrap();
+        assert_eq!(t.url, "http://10.0.0.7:9100/m");
+        assert_eq!(&*t.id.0, "games/lobby-1");
+        let want: BTreeMap<String, String> = [
+            ("app", "lobby"),
+            ("namespace", "games"),
+            ("pod", "lobby-1"),
+            ("workload_kind", "StatefulSet"),
+            ("workload_name", "lobby"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(t.labels, want);
+        assert_eq!(t.workload.unwrap().name, "lobby");
+    }
+
+    #[test]
+    fn unannotated_pods_are_skipped_unless_a_port_name_is_configured() {
+        let p = running(json!({}), json!([]));
+        assert_eq!(pod_target(&p, &config(), &none), Err(Skip::NotAnnotated));
+        let mut c = config();
+        c.port_name = Some("metrics".into());
+        let t = pod_target(&p, &c, &none).unwrap();
+        assert_eq!(t.url, "http://10.0.0.7:9100/metrics");
+        assert_eq!(t.workload, None);
+        c.port_name = Some("nope".into());
+        assert_eq!(pod_target(&p, &c, &none), Err(Skip::NoPort));
+    }
+
+    #[test]
+    fn pods_that_are_not_running_or_have_no_ip_are_skipped() {
+        let mut p = running(
+            json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9100"}),
+            json!([]),
+        );
+        p.status.as_mut().unwrap().pod_ip = None;
+        assert_eq!(pod_target(&p, &config(), &none), Err(Skip::NoIp));
+        p.status.as_mut().unwrap().phase = Some("Pending".into());
+        assert_eq!(pod_target(&p, &config(), &none), Err(Skip::NotRunning));
+    }
+
+    #[test]
+    fn a_replicaset_owner_resolves_to_its_deployment() {
+        let p = running(
+            json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9100"}),
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f", "uid": "u", "controller": true}]),
+        );
+        let rs: Arc<ReplicaSet> = Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "web-5d4f", "namespace": "games",
+                  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d", "controller": true}]}
+            }))
+            .unwrap(),
+        );
+        let lookup =
+            |ns: &str, name: &str| (ns == "games" && name == "web-5d4f").then(|| rs.clone());
+        let t = pod_target(&p, &config(), &lookup).unwrap();
+        assert_eq!(t.labels["workload_kind"], "Deployment");
+        assert_eq!(t.labels["workload_name"], "web");
+        // Before the ReplicaSet is known, the pod is attributed to the ReplicaSet itself.
+        let t = pod_target(&p, &config(), &none).unwrap();
+        assert_eq!(t.labels["workload_kind"], "ReplicaSet");
+        assert_eq!(t.labels["workload_name"], "web-5d4f");
+    }
+
+    #[test]
+    fn ipv6_addresses_are_bracketed_and_other_schemes_are_refused() {
+        let mut p = running(
+            json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9100"}),
+            json!([]),
+        );
+        p.status.as_mut().unwrap().pod_ip = Some("fd00::7".into());
+        assert_eq!(
+            pod_target(&p, &config(), &none).unwrap().url,
+            "http://[fd00::7]:9100/metrics"
+        );
+        p.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_SCHEME.into(), "https".into());
+        assert_eq!(
+            pod_target(&p, &config(), &none),
+            Err(Skip::UnsupportedScheme("https".into()))
+        );
+    }
+
+    #[test]
+    fn ordinals_start_defaults_to_zero() {
+        let sts: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "lobby"},
+            "spec": {"selector": {}, "serviceName": "", "template": {}, "ordinals": {"start": 3}}
+        }))
+        .unwrap();
+        assert_eq!(ordinals_start_of(&sts), 3);
+        assert_eq!(ordinals_start_of(&StatefulSet::default()), 0);
+    }
+}

@@ -1,0 +1,477 @@
+//! A small Kubernetes API server on loopback HTTPS, for discovery tests. There is no
+//! kube-apiserver on this machine, so this serves the parts kube-runtime's watcher and the
+//! scale subresource use, over real TLS and real HTTP:
+//!
+//! - LIST `/api/v1/[namespaces/{ns}/]pods` and `/apis/apps/v1/[namespaces/{ns}/]{statefulsets,
+//!   replicasets,deployments}` with `labelSelector`, `limit` and `continue` (paged);
+//! - WATCH the same paths with `watch=true&resourceVersion=N`: the events after N, then live
+//!   ones, as newline-delimited `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK","object":...}`;
+//! - GET `/apis/apps/v1/namespaces/{ns}/{statefulsets,deployments}/{name}/scale`
+//!   (autoscaling/v1 Scale from the object's `spec.replicas`).
+//!
+//! Every object is built from k8s-openapi types and serialized, so the JSON is schema-valid;
+//! the server stamps `resourceVersion`, `uid` and `creationTimestamp` as the API server does.
+//! Requests without the kubeconfig's bearer token get 401.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec, ScaleStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+
+use hpa_bridge::selector::LabelSelector;
+
+const TOKEN: &str = "discovery-test-token";
+
+/// The resources served: plural name, API prefix, list kind.
+const RESOURCES: [(&str, &str, &str); 4] = [
+    ("pods", "/api/v1", "PodList"),
+    ("statefulsets", "/apis/apps/v1", "StatefulSetList"),
+    ("replicasets", "/apis/apps/v1", "ReplicaSetList"),
+    ("deployments", "/apis/apps/v1", "DeploymentList"),
+];
+
+#[derive(Clone, Debug)]
+struct Event {
+    rv: u64,
+    resource: &'static str,
+    namespace: String,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    objects: BTreeMap<(&'static str, String, String), Value>,
+    log: Vec<Event>,
+    requests: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct KubeApi {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    events: broadcast::Sender<Event>,
+    pub dir: Arc<tempfile::TempDir>,
+}
+
+fn resource_of(plural: &str) -> Option<&'static str> {
+    RESOURCES.iter().find(|r| r.0 == plural).map(|r| r.0)
+}
+
+impl KubeApi {
+    /// Start the server with a fresh CA, and write a kubeconfig that trusts it.
+    pub async fn start() -> Self {
+        let pki = crate::common::Pki::new("test-kube-apiserver-ca");
+        let server = pki.server();
+        let certs = rustls_pemfile::certs(&mut server.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = rustls_pemfile::private_key(&mut server.key_pem.as_bytes())
+            .unwrap()
+            .unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_path = dir.path().join("ca.crt");
+        std::fs::copy(pki.ca_path(), &ca_path).unwrap();
+        std::fs::write(
+            dir.path().join("kubeconfig"),
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://{addr}\n    certificate-authority: {}\n\
+                 users:\n- name: hpa-bridge\n  user:\n    token: {TOKEN}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: hpa-bridge\n\
+                 current-context: test\n",
+                ca_path.display()
+            ),
+        )
+        .unwrap();
+        let (events, _) = broadcast::channel(1024);
+        let api = KubeApi {
+            addr,
+            state: Arc::default(),
+            events,
+            dir: Arc::new(dir),
+        };
+        let a = api.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (a, acceptor) = (a.clone(), acceptor.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let svc = service_fn(move |req: http::Request<Incoming>| {
+                        let a = a.clone();
+                        async move { Ok::<_, Infallible>(a.handle(req)) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        api
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Requests seen, as `METHOD path?query`.
+    pub fn requests(&self) -> Vec<String> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// Create or replace an object (ADDED or MODIFIED), as a typed k8s-openapi value.
+    pub fn apply<K: serde::Serialize + serde::de::DeserializeOwned + k8s_openapi::Resource>(
+        &self,
+        object: &K,
+    ) {
+        let plural = K::URL_PATH_SEGMENT;
+        let resource = resource_of(plural).unwrap_or_else(|| panic!("{plural} not served"));
+        let mut value = serde_json::to_value(object).unwrap();
+        let mut st = self.state.lock().unwrap();
+        st.rv += 1;
+        let rv = st.rv;
+        let meta = value["metadata"].as_object_mut().unwrap();
+        let ns = meta["namespace"].as_str().expect("namespace").to_string();
+        let name = meta["name"].as_str().expect("name").to_string();
+        let key = (resource, ns.clone(), name.clone());
+        let existing = st.objects.get(&key).cloned();
+        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        match &existing {
+            Some(old) => {
+                meta.insert("uid".into(), old["metadata"]["uid"].clone());
+                meta.insert(
+                    "creationTimestamp".into(),
+                    old["metadata"]["creationTimestamp"].clone(),
+                );
+            }
+            None => {
+                meta.insert(
+                    "uid".into(),
+                    json!(format!("uid-{resource}-{ns}-{name}-{rv}")),
+                );
+                meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
+            }
+        }
+        // The stamped object must still be a valid k8s-openapi object.
+        let _: K = serde_json::from_value(value.clone()).unwrap();
+        st.objects.insert(key, value.clone());
+        let event = Event {
+            rv,
+            resource,
+            namespace: ns,
+            kind: if existing.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            },
+            object: value,
+        };
+        st.log.push(event.clone());
+        let _ = self.events.send(event);
+    }
+
+    /// Delete an object (DELETED, carrying the object at a new resourceVersion).
+    pub fn delete<K: k8s_openapi::Resource>(&self, namespace: &str, name: &str) {
+        let resource = resource_of(K::URL_PATH_SEGMENT).unwrap();
+        let mut st = self.state.lock().unwrap();
+        let mut object = st
+            .objects
+            .remove(&(resource, namespace.to_string(), name.to_string()))
+            .unwrap_or_else(|| panic!("no {resource} {namespace}/{name}"));
+        st.rv += 1;
+        let rv = st.rv;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let event = Event {
+            rv,
+            resource,
+            namespace: namespace.into(),
+            kind: "DELETED",
+            object,
+        };
+        st.log.push(event.clone());
+        let _ = self.events.send(event);
+    }
+
+    fn handle(&self, req: http::Request<Incoming>) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let path = req.uri().path().to_string();
+        let query: HashMap<String, String> = req
+            .uri()
+            .query()
+            .map(|q| {
+                q.split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| {
+                        (
+                            k.to_string(),
+                            percent_encoding::percent_decode_str(&v.replace('+', " "))
+                                .decode_utf8_lossy()
+                                .into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.state
+            .lock()
+            .unwrap()
+            .requests
+            .push(format!("{} {}", req.method(), req.uri()));
+        let authorized = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            == Some(&format!("Bearer {TOKEN}"));
+        if !authorized {
+            return status(401, "Unauthorized", "no valid bearer token");
+        }
+        if req.method() != http::Method::GET {
+            return status(405, "MethodNotAllowed", "read-only test server");
+        }
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let (rest, prefix) = match segments.as_slice() {
+            ["api", "v1", rest @ ..] => (rest, "/api/v1"),
+            ["apis", "apps", "v1", rest @ ..] => (rest, "/apis/apps/v1"),
+            _ => return status(404, "NotFound", &format!("{path} is not served")),
+        };
+        let served = |plural: &str| {
+            RESOURCES
+                .iter()
+                .find(|r| r.0 == plural && r.1 == prefix)
+                .copied()
+        };
+        match rest {
+            [plural] => match served(plural) {
+                Some(r) => self.collection(r, None, &query),
+                None => status(404, "NotFound", &format!("{path} is not served")),
+            },
+            ["namespaces", ns, plural] => match served(plural) {
+                Some(r) => self.collection(r, Some(ns), &query),
+                None => status(404, "NotFound", &format!("{path} is not served")),
+            },
+            ["namespaces", ns, plural, name, "scale"]
+                if matches!(*plural, "statefulsets" | "deployments" | "replicasets") =>
+            {
+                self.scale(plural, ns, name)
+            }
+            _ => status(404, "NotFound", &format!("{path} is not served")),
+        }
+    }
+
+    fn scale(
+        &self,
+        plural: &str,
+        ns: &str,
+        name: &str,
+    ) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let resource = resource_of(plural).unwrap();
+        let st = self.state.lock().unwrap();
+        let Some(obj) = st
+            .objects
+            .get(&(resource, ns.to_string(), name.to_string()))
+        else {
+            return status(
+                404,
+                "NotFound",
+                &format!("{plural}.apps \"{name}\" not found"),
+            );
+        };
+        let replicas = obj["spec"]["replicas"].as_i64().unwrap_or(1) as i32;
+        let scale = Scale {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                resource_version: obj["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(String::from),
+                uid: obj["metadata"]["uid"].as_str().map(String::from),
+                ..Default::default()
+            },
+            spec: Some(ScaleSpec {
+                replicas: Some(replicas),
+            }),
+            status: Some(ScaleStatus {
+                replicas: obj["status"]["replicas"].as_i64().unwrap_or(0) as i32,
+                selector: None,
+            }),
+        };
+        let mut v = serde_json::to_value(&scale).unwrap();
+        v["kind"] = json!("Scale");
+        v["apiVersion"] = json!("autoscaling/v1");
+        json_response(200, &v)
+    }
+
+    fn collection(
+        &self,
+        (resource, _, list_kind): (&'static str, &str, &str),
+        ns: Option<&str>,
+        query: &HashMap<String, String>,
+    ) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let selector = match query.get("labelSelector") {
+            Some(s) => match LabelSelector::parse(s) {
+                Ok(sel) => sel,
+                Err(e) => return status(400, "BadRequest", &format!("labelSelector: {e}")),
+            },
+            None => LabelSelector::everything(),
+        };
+        let ns: Option<String> = ns.map(String::from);
+        let matches = move |resource_: &str, namespace: &str, object: &Value| {
+            resource_ == resource
+                && ns.as_deref().is_none_or(|n| n == namespace)
+                && selector.matches(&labels_of(object))
+        };
+        if query.get("watch").map(String::as_str) == Some("true") {
+            let since: u64 = query
+                .get("resourceVersion")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let mut live = self.events.subscribe();
+            let st = self.state.lock().unwrap();
+            let backlog: VecDeque<Event> = st
+                .log
+                .iter()
+                .filter(|e| e.rv > since && matches(e.resource, &e.namespace, &e.object))
+                .cloned()
+                .collect();
+            let bookmark_rv = st.rv;
+            drop(st);
+            let kind = list_kind.trim_end_matches("List").to_string();
+            let api_version = if resource == "pods" { "v1" } else { "apps/v1" };
+            // Start with the backlog, then a BOOKMARK at the current version, then live events.
+            let bookmark = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
+                                  "metadata": {"resourceVersion": bookmark_rv.to_string()}}});
+            let stream = async_stream(move |tx| async move {
+                let mut last = since;
+                let mut backlog = backlog;
+                while let Some(e) = backlog.pop_front() {
+                    last = e.rv;
+                    if tx.send(line(&e)).is_err() {
+                        return;
+                    }
+                }
+                if tx.send(format!("{bookmark}\n")).is_err() {
+                    return;
+                }
+                last = last.max(bookmark_rv);
+                loop {
+                    match live.recv().await {
+                        Ok(e) if e.rv > last && matches(e.resource, &e.namespace, &e.object) => {
+                            last = e.rv;
+                            if tx.send(line(&e)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => return,
+                    }
+                }
+            });
+            return http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(stream)
+                .unwrap();
+        }
+        let st = self.state.lock().unwrap();
+        let items: Vec<Value> = st
+            .objects
+            .iter()
+            .filter(|((r, n, _), o)| matches(r, n, o))
+            .map(|(_, o)| o.clone())
+            .collect();
+        let offset: usize = query
+            .get("continue")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let limit: usize = query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let end = offset.saturating_add(limit).min(items.len());
+        let page = items.get(offset..end).unwrap_or_default().to_vec();
+        let mut metadata = json!({"resourceVersion": st.rv.to_string()});
+        if end < items.len() {
+            metadata["continue"] = json!(end.to_string());
+        }
+        let api_version = if resource == "pods" { "v1" } else { "apps/v1" };
+        json_response(
+            200,
+            &json!({"kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": page}),
+        )
+    }
+}
+
+fn line(e: &Event) -> String {
+    format!("{}\n", json!({"type": e.kind, "object": e.object}))
+}
+
+fn labels_of(object: &Value) -> BTreeMap<String, String> {
+    object["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A streaming body fed by a task through a channel; the task ends when the client goes away.
+fn async_stream<F, Fut>(task: F) -> BoxBody<Bytes, Infallible>
+where
+    F: FnOnce(tokio::sync::mpsc::UnboundedSender<String>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(task(tx));
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|s| (Ok::<_, Infallible>(Frame::data(Bytes::from(s))), rx))
+    });
+    BodyExt::boxed(StreamBody::new(stream))
+}
+
+fn json_response(code: u16, v: &Value) -> http::Response<BoxBody<Bytes, Infallible>> {
+    http::Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(v.to_string())).boxed())
+        .unwrap()
+}
+
+fn status(code: u16, reason: &str, message: &str) -> http::Response<BoxBody<Bytes, Infallible>> {
+    json_response(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "reason": reason, "message": message, "code": code}),
+    )
+}

@@ -1,0 +1,517 @@
+//! Pod discovery end to end: the real binary discovers pods through a Kubernetes API and
+//! scrapes their real exporters on loopback.
+//!
+//! No kube-apiserver exists here, so `kubeapi` serves list+watch for pods, statefulsets,
+//! replicasets and deployments and the scale subresource from schema-valid k8s-openapi
+//! objects, over real HTTPS with a bearer token from a generated kubeconfig. The adapter's
+//! kube-runtime watchers talk to it over real HTTP; pods come and go while the test runs.
+
+mod common;
+mod kubeapi;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetOrdinals,
+    StatefulSetSpec,
+};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Pod, PodSpec, PodStatus, PodTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+
+use common::*;
+use kubeapi::KubeApi;
+
+const NS: &str = "games";
+
+fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn template(app: &str) -> (LabelSelector, PodTemplateSpec) {
+    (
+        LabelSelector {
+            match_labels: labels(&[("app", app)]),
+            ..Default::default()
+        },
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: labels(&[("app", app)]),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("registry.example/app:1".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        },
+    )
+}
+
+fn statefulset(name: &str, replicas: i32, ordinals_start: Option<i32>) -> StatefulSet {
+    let (selector, template) = template(name);
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            selector,
+            service_name: Some(name.into()),
+            template,
+            ordinals: ordinals_start.map(|s| StatefulSetOrdinals { start: Some(s) }),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn owner(kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{kind}-{name}"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A Running pod at 127.0.0.1 whose annotations point at `path` on the exporter.
+fn pod(name: &str, app: &str, owner_ref: OwnerReference, ex: &TestExporter, path: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            labels: labels(&[("app", app), ("tier", "game")]),
+            annotations: labels(&[
+                ("prometheus.io/scrape", "true"),
+                ("prometheus.io/port", &ex.addr.port().to_string()),
+                ("prometheus.io/path", path),
+            ]),
+            owner_references: Some(vec![owner_ref]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.example/app:1".into()),
+                ports: Some(vec![ContainerPort {
+                    name: Some("metrics".into()),
+                    container_port: ex.addr.port() as i32,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            pod_ip: Some("127.0.0.1".into()),
+            ..Default::default()
+        }),
+    }
+}
+
+fn index_of(workload: &str, pod: &str, value: u64) -> String {
+    format!(
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
+    )
+}
+
+fn expect_of(workload: &str, value: u64) -> String {
+    format!(
+        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_name=\"{workload}\"}} {value}\n"
+    )
+}
+
+fn config(namespaces: &str) -> String {
+    format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  kubernetes:\n    namespaces: {namespaces}\n    podSelector: \"tier=game\"\n    copyLabels: [app]\n"
+    )
+}
+
+async fn start_adapter(api: &KubeApi, namespaces: &str) -> AdapterProcess {
+    let kubeconfig = api.kubeconfig();
+    AdapterProcess::start_with(
+        &config(namespaces),
+        &["--kubeconfig", kubeconfig.to_str().unwrap()],
+    )
+    .await
+}
+
+fn value_is(expected: &str) -> impl Fn(u16, &serde_json::Value) -> bool + '_ {
+    move |c, v| c == 200 && single_value(v).as_deref() == Some(expected)
+}
+
+async fn status_until<F>(adapter: &AdapterProcess, what: &str, check: F) -> serde_json::Value
+where
+    F: Fn(&serde_json::Value) -> bool,
+{
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = adapter.status().await;
+        if check(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; /status: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn target<'a>(status: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    status["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_come_and_go_and_the_floor_follows() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    api.apply(&statefulset("lobby", 3, None));
+    api.apply(&statefulset("chat", 1, None));
+    for i in 0..3u64 {
+        let name = format!("lobby-{i}");
+        let path = format!("/pods/{name}");
+        ex.page(&path, index_of("lobby", &name, i + 1));
+        api.apply(&pod(
+            &name,
+            "lobby",
+            owner("StatefulSet", "lobby"),
+            &ex,
+            &path,
+        ));
+    }
+    ex.page("/ctl", expect_of("lobby", 2));
+    let mut ctl = pod(
+        "lobby-ctl",
+        "lobby",
+        owner("StatefulSet", "lobby"),
+        &ex,
+        "/ctl",
+    );
+    // The controller's pod belongs to another workload in real life; here it only exports the
+    // recommendation, so it has no index and must not be mistaken for a state owner.
+    ctl.metadata.owner_references = None;
+    api.apply(&ctl);
+    // A never-scraped pod of another workload must not make lobby's floor unknown.
+    api.apply(&pod(
+        "chat-0",
+        "chat",
+        owner("StatefulSet", "chat"),
+        &ex,
+        "/missing",
+    ));
+    // Not Running: never a target.
+    let mut pending = pod(
+        "lobby-9",
+        "lobby",
+        owner("StatefulSet", "lobby"),
+        &ex,
+        "/missing",
+    );
+    pending.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        ..Default::default()
+    });
+    api.apply(&pending);
+
+    let adapter = start_adapter(&api, "[games]").await;
+    let lobby = "hpa_target_name=lobby";
+    adapter
+        .eventually(NS, "hpa_stateful_floor", lobby, "floor 3", value_is("3"))
+        .await;
+    adapter
+        .eventually(NS, "hpa_target_replicas", lobby, "target 3", value_is("3"))
+        .await;
+    // Samples carry the pod's labels: a selector on them scopes the same workload.
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            "workload_kind=StatefulSet,workload_name=lobby,app=lobby",
+            "floor 3 via pod labels",
+            value_is("3"),
+        )
+        .await;
+    let status = adapter.status().await;
+    let t = target(&status, "games/lobby-1").unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(t["labels"]["namespace"], NS);
+    assert_eq!(t["labels"]["pod"], "lobby-1");
+    assert_eq!(t["labels"]["app"], "lobby");
+    assert_eq!(t["labels"]["workload_kind"], "StatefulSet");
+    assert_eq!(t["labels"]["workload_name"], "lobby");
+    assert!(
+        t["labels"].get("tier").is_none(),
+        "only copyLabels are copied"
+    );
+    assert_eq!(t["workload"]["kind"], "StatefulSet");
+    assert_eq!(t["url"], ex.url("/pods/lobby-1"));
+    assert!(
+        target(&status, "games/lobby-9").is_none(),
+        "Pending pod scraped"
+    );
+
+    // lobby-2 fails its scrapes: its pod still exists, so its index is kept.
+    ex.set(
+        "/pods/lobby-2",
+        Behaviour {
+            body: "boom".into(),
+            status: 500,
+            delay: Duration::ZERO,
+        },
+    );
+    status_until(&adapter, "lobby-2 failing", |s| {
+        target(s, "games/lobby-2").is_some_and(|t| t["consecutiveFailures"].as_u64() >= Some(2))
+    })
+    .await;
+    let (code, v) = adapter.metric(NS, "hpa_stateful_floor", lobby).await;
+    assert_eq!((code, single_value(&v).as_deref()), (200, Some("3")));
+
+    // lobby-2 is deleted: its index is retired and the floor drops.
+    api.delete::<Pod>(NS, "lobby-2");
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            lobby,
+            "floor 2 after delete",
+            value_is("2"),
+        )
+        .await;
+    let status = adapter.status().await;
+    assert!(target(&status, "games/lobby-2").is_none());
+
+    // Scale-out: spec.replicas 5 and a new pod that has not been scraped yet. The floor is
+    // unknown (503), and the target holds at the workload's spec.replicas, read from the scale
+    // subresource, so the HPA neither shrinks it nor loses its scale-out.
+    api.apply(&statefulset("lobby", 5, None));
+    ex.set(
+        "/pods/lobby-3",
+        Behaviour {
+            body: "starting".into(),
+            status: 503,
+            delay: Duration::ZERO,
+        },
+    );
+    api.apply(&pod(
+        "lobby-3",
+        "lobby",
+        owner("StatefulSet", "lobby"),
+        &ex,
+        "/pods/lobby-3",
+    ));
+    let floor = adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            lobby,
+            "floor incomplete",
+            |c, _| c == 503,
+        )
+        .await;
+    assert!(
+        floor["message"].as_str().unwrap().contains("games/lobby-3"),
+        "{floor}"
+    );
+    adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            lobby,
+            "target at spec.replicas 5",
+            value_is("5"),
+        )
+        .await;
+    let scale_reads = api
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /apis/apps/v1/namespaces/games/statefulsets/lobby/scale"))
+        .count();
+    assert!(scale_reads >= 1, "scale subresource never read");
+    let status = adapter.status().await;
+    let explained = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "hpa_target_replicas" && w["selector"] == lobby)
+        .unwrap_or_else(|| panic!("{status}"));
+    let reason = explained["answer"]["reason"].as_str().unwrap();
+    assert!(reason.contains("current spec.replicas 5"), "{reason}");
+
+    // The new pod reports: the floor is complete again.
+    ex.page("/pods/lobby-3", index_of("lobby", "lobby-3", 4));
+    adapter
+        .eventually(NS, "hpa_stateful_floor", lobby, "floor 4", value_is("4"))
+        .await;
+    adapter
+        .eventually(NS, "hpa_target_replicas", lobby, "target 4", value_is("4"))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_ordinals_start_offsets_the_floor() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    api.apply(&statefulset("shard", 2, Some(3)));
+    // Pod names carry ordinals 3 and 4, so the exported one-based indices are 4 and 5.
+    for (name, index) in [("shard-3", 4), ("shard-4", 5)] {
+        let path = format!("/pods/{name}");
+        ex.page(&path, index_of("shard", name, index));
+        api.apply(&pod(
+            name,
+            "shard",
+            owner("StatefulSet", "shard"),
+            &ex,
+            &path,
+        ));
+    }
+    // All namespaces (`namespaces: []`) exercises the cluster-wide watches.
+    let adapter = start_adapter(&api, "[]").await;
+    let v = adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            "hpa_target_name=shard",
+            "floor 5-3",
+            value_is("2"),
+        )
+        .await;
+    assert_eq!(v["items"][0]["metricName"], "hpa_stateful_floor");
+    let requests = api.requests();
+    assert!(
+        requests.iter().any(|r| r.starts_with("GET /api/v1/pods?")),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().any(|r| r.contains("watch=true")),
+        "{requests:?}"
+    );
+    let status = adapter.status().await;
+    let floor = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "hpa_stateful_floor")
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        floor["answer"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("minus ordinals start 3"),
+        "{floor}"
+    );
+
+    // Ordinals start 0 (the default): the same pods give the raw index.
+    api.apply(&statefulset("shard", 2, None));
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            "hpa_target_name=shard",
+            "floor 5",
+            value_is("5"),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    let (selector, template) = template("web");
+    api.apply(&Deployment {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(2),
+            selector: selector.clone(),
+            template: template.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    });
+    api.apply(&ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some("web-7c9d".into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(vec![owner("Deployment", "web")]),
+            ..Default::default()
+        },
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(2),
+            selector,
+            template: Some(template),
+            ..Default::default()
+        }),
+        status: None,
+    });
+    for (name, index) in [("web-7c9d-aaaaa", 1), ("web-7c9d-bbbbb", 2)] {
+        let path = format!("/pods/{name}");
+        ex.page(&path, index_of("web", name, index));
+        api.apply(&pod(
+            name,
+            "web",
+            owner("ReplicaSet", "web-7c9d"),
+            &ex,
+            &path,
+        ));
+    }
+    let adapter = start_adapter(&api, "[games]").await;
+    let web = "hpa_target_name=web";
+    adapter
+        .eventually(NS, "hpa_stateful_floor", web, "floor 2", value_is("2"))
+        .await;
+    for _ in 0..3 {
+        let (code, _) = adapter.metric(NS, "hpa_stateful_floor", web).await;
+        assert_eq!(code, 200);
+    }
+    let status = adapter.status().await;
+    let t = target(&status, "games/web-7c9d-aaaaa").unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(t["labels"]["workload_kind"], "Deployment");
+    assert_eq!(t["labels"]["workload_name"], "web");
+    let floor = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "hpa_stateful_floor" && w["selector"] == web)
+        .unwrap_or_else(|| panic!("{status}"));
+    let warnings = floor["answer"]["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{floor}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("Deployment games/web"),
+        "{floor}"
+    );
+    // /status asked again (it re-evaluates every answer): still one log line.
+    let _ = adapter.status().await;
+    let log = adapter.log();
+    assert_eq!(
+        log.matches("promises no deletion order").count(),
+        1,
+        "the Deployment warning must be logged exactly once:\n{log}"
+    );
+}

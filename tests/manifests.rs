@@ -1,0 +1,544 @@
+//! The deployment artefacts: every manifest validates against the official Kubernetes JSON
+//! schemas (PyPI `kubernetes-validate`, which ships them offline), the pieces point at each
+//! other (APIService -> Service 443 -> container 6443), the example HPA uses the only safe
+//! target type, and the Dockerfile runs the real binary as non-root on 6443.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The Kubernetes versions validated against: 1.33 is the first whose schema has the per-HPA
+/// `tolerance`, 1.35 the first where its gate is on by default (REFERENCE.md §1.5).
+const VERSIONS: [&str; 2] = ["1.33.0", "1.35.0"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn manifests() -> PathBuf {
+    root().join("manifests")
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| {
+            let v: Value = serde::Deserialize::deserialize(d).expect("valid YAML");
+            v
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+fn kustomize(dir: &Path) -> String {
+    let out = Command::new("/usr/bin/kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("run /usr/bin/kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Objects no Kubernetes schema describes: kustomize's own config and cert-manager's CRDs.
+/// cert-manager objects are checked structurally in `cert_manager_overlay_*` instead.
+fn has_no_builtin_schema(doc: &Value) -> bool {
+    let api = doc["apiVersion"].as_str().unwrap_or_default();
+    api.starts_with("kustomize.config.k8s.io/") || api.starts_with("cert-manager.io/")
+}
+
+fn validator() -> Vec<String> {
+    for candidate in [
+        vec!["kubernetes-validate".to_string()],
+        vec![
+            "python3".to_string(),
+            "-m".to_string(),
+            "kubernetes_validate".to_string(),
+        ],
+    ] {
+        let ok = Command::new(&candidate[0])
+            .args(&candidate[1..])
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return candidate;
+        }
+    }
+    panic!(
+        "kubernetes-validate is not installed: pip install kubernetes-validate==1.37.0 \
+         (it ships the Kubernetes JSON schemas and needs no network)"
+    );
+}
+
+/// Write the documents that have a built-in schema to `dir/label.yaml`; returns the file and
+/// how many documents it holds.
+fn stage(label: &str, documents: &[Value], dir: &Path) -> Option<(PathBuf, usize)> {
+    let docs: Vec<&Value> = documents
+        .iter()
+        .filter(|d| !has_no_builtin_schema(d))
+        .collect();
+    if docs.is_empty() {
+        return None;
+    }
+    let file = dir.join(format!(
+        "{}.yaml",
+        label.trim_end_matches(".yaml").replace(['/', ' '], "_")
+    ));
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_yaml::to_string(d).unwrap())
+        .collect();
+    std::fs::write(&file, text.join("---\n")).unwrap();
+    Some((file, docs.len()))
+}
+
+/// Validate (strict: unknown fields are errors) every staged file in one run per version.
+fn validate(files: &[(PathBuf, usize)]) {
+    let cmd = validator();
+    let expected: usize = files.iter().map(|(_, n)| n).sum();
+    for version in VERSIONS {
+        let out = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .args(["--strict", "-k", version])
+            .args(files.iter().map(|(f, _)| f))
+            .output()
+            .unwrap();
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "manifests do not validate against Kubernetes {version}:\n{report}"
+        );
+        // A missing schema is only a warning to the tool; here it is a failure.
+        assert!(
+            !report.contains("Couldn't find schema"),
+            "no schema for a resource (Kubernetes {version}):\n{report}"
+        );
+        assert_eq!(
+            report.matches("passed for resource").count(),
+            expected,
+            "every resource must pass (Kubernetes {version}):\n{report}"
+        );
+    }
+}
+
+#[test]
+fn every_manifest_validates_against_the_kubernetes_schemas() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    yaml_files(&manifests(), &mut files);
+    assert!(files.len() >= 10, "{files:?}");
+    let mut staged = Vec::new();
+    for f in &files {
+        let label = f.strip_prefix(manifests()).unwrap().display().to_string();
+        staged.extend(stage(
+            &label,
+            &docs(&std::fs::read_to_string(f).unwrap()),
+            tmp.path(),
+        ));
+    }
+    for (label, dir) in [
+        ("kustomize base", manifests()),
+        (
+            "kustomize cert-manager",
+            manifests().join("overlays/cert-manager"),
+        ),
+    ] {
+        let rendered = stage(label, &docs(&kustomize(&dir)), tmp.path()).unwrap();
+        assert!(rendered.1 >= 11, "{label}: {rendered:?}");
+        staged.push(rendered);
+    }
+    let total: usize = staged.iter().map(|(_, n)| n).sum();
+    assert!(total >= 35, "only {total} resources staged: {staged:?}");
+    validate(&staged);
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found = find(docs, kind);
+    assert_eq!(found.len(), 1, "exactly one {kind} expected");
+    found[0]
+}
+
+fn base() -> Vec<Value> {
+    docs(&kustomize(&manifests()))
+}
+
+fn container(deployment: &Value) -> &Value {
+    &deployment["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn args(deployment: &Value) -> Vec<String> {
+    container(deployment)["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A Service targetPort (number or name) resolved against the container's ports.
+fn resolve_port(target: &Value, container: &Value) -> i64 {
+    match target {
+        Value::Number(n) => n.as_i64().unwrap(),
+        Value::String(name) => container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no container port named {name}"))["containerPort"]
+            .as_i64()
+            .unwrap(),
+        other => panic!("bad targetPort {other}"),
+    }
+}
+
+#[test]
+fn apiservice_points_at_the_service_on_443_which_reaches_the_container_on_6443() {
+    let docs = base();
+    let apiservice = one(&docs, "APIService");
+    let service = one(&docs, "Service");
+    let deployment = one(&docs, "Deployment");
+    // REFERENCE.md §3.4.
+    assert_eq!(
+        apiservice["metadata"]["name"],
+        "v1beta1.external.metrics.k8s.io"
+    );
+    assert_eq!(apiservice["spec"]["group"], "external.metrics.k8s.io");
+    assert_eq!(apiservice["spec"]["version"], "v1beta1");
+    assert_eq!(
+        apiservice["spec"]["service"]["name"],
+        service["metadata"]["name"]
+    );
+    assert_eq!(
+        apiservice["spec"]["service"]["namespace"],
+        service["metadata"]["namespace"]
+    );
+    assert_eq!(apiservice["spec"]["service"]["port"], 443);
+    assert_eq!(apiservice["spec"]["insecureSkipTLSVerify"], true);
+    assert!(apiservice["spec"].get("caBundle").is_none());
+
+    let port = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == 443)
+        .expect("Service port 443");
+    let c = container(deployment);
+    assert_eq!(resolve_port(&port["targetPort"], c), 6443);
+    // The Service selects the Deployment's pods.
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&pod_labels[k], v, "Service selector {k}");
+    }
+    assert!(args(deployment).contains(&"--secure-port=6443".to_string()));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["scheme"], "HTTPS", "{probe}");
+        assert_eq!(resolve_port(&get["port"], c), 6443, "{probe}");
+    }
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+}
+
+#[test]
+fn the_deployment_is_locked_down_and_highly_available() {
+    let docs = base();
+    let deployment = one(&docs, "Deployment");
+    let spec = &deployment["spec"]["template"]["spec"];
+    let c = container(deployment);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+    for kind in ["requests", "limits"] {
+        assert!(c["resources"][kind]["memory"].is_string(), "{kind}");
+        assert!(c["resources"][kind]["cpu"].is_string(), "{kind}");
+    }
+    let pdb = one(&docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    // The ServiceAccount has the bindings REFERENCE.md §3.3 names.
+    let sa = &spec["serviceAccountName"];
+    let bound_roles: Vec<(&str, &str)> =
+        docs.iter()
+            .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+            .filter(|d| {
+                d["subjects"].as_array().unwrap().iter().any(|s| {
+                    s["name"] == *sa && s["namespace"] == deployment["metadata"]["namespace"]
+                })
+            })
+            .map(|d| {
+                (
+                    d["metadata"]["namespace"].as_str().unwrap_or(""),
+                    d["roleRef"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+    assert!(
+        bound_roles.contains(&("", "system:auth-delegator")),
+        "{bound_roles:?}"
+    );
+    assert!(
+        bound_roles.contains(&("kube-system", "extension-apiserver-authentication-reader")),
+        "{bound_roles:?}"
+    );
+    let role = find(&docs, "ClusterRole")
+        .into_iter()
+        .find(|r| bound_roles.iter().any(|(_, n)| r["metadata"]["name"] == *n))
+        .expect("the discovery ClusterRole is bound");
+    let allows = |group: &str, resource: &str, verb: &str| {
+        role["rules"].as_array().unwrap().iter().any(|r| {
+            let has = |key: &str, want: &str| {
+                r[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == want || v == "*")
+            };
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+    };
+    for verb in ["list", "watch"] {
+        assert!(allows("", "pods", verb));
+        for r in ["statefulsets", "replicasets", "deployments"] {
+            assert!(allows("apps", r, verb), "{r} {verb}");
+        }
+    }
+    for r in ["statefulsets/scale", "deployments/scale"] {
+        assert!(allows("apps", r, "get"), "{r}");
+    }
+}
+
+#[test]
+fn the_shipped_config_is_accepted_by_the_adapter_and_mounted_where_args_point() {
+    let docs = base();
+    let cm = one(&docs, "ConfigMap");
+    let deployment = one(&docs, "Deployment");
+    let text = cm["data"]["config.yaml"].as_str().unwrap();
+    let config = hpa_bridge::config::Config::from_yaml(text)
+        .unwrap_or_else(|e| panic!("shipped config rejected: {e}"));
+    assert!(config.scrape.kubernetes.is_some());
+    let mount = container(deployment)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .unwrap()["mountPath"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        args(deployment).contains(&format!("--config={mount}/config.yaml")),
+        "{:?}",
+        args(deployment)
+    );
+    let volume = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .unwrap();
+    assert_eq!(volume["configMap"]["name"], cm["metadata"]["name"]);
+}
+
+#[test]
+fn the_example_hpa_reads_absolute_numbers_with_average_value_one() {
+    let text = std::fs::read_to_string(manifests().join("examples/statefulset-hpa.yaml")).unwrap();
+    let docs = docs(&text);
+    let hpa = one(&docs, "HorizontalPodAutoscaler");
+    assert_eq!(hpa["apiVersion"], "autoscaling/v2");
+    let metrics = hpa["spec"]["metrics"].as_array().unwrap();
+    let names: Vec<&str> = metrics
+        .iter()
+        .map(|m| m["external"]["metric"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hpa_expect_replicas", "hpa_stateful_floor"]);
+    for m in metrics {
+        assert_eq!(m["type"], "External");
+        let target = &m["external"]["target"];
+        // REFERENCE.md §1.1, §1.4: the HPA runs the Value path whenever `value` is set.
+        assert_eq!(target["type"], "AverageValue", "{m}");
+        assert_eq!(target["averageValue"], Value::String("1".into()), "{m}");
+        assert!(target.get("value").is_none(), "{m}");
+    }
+    // The recommender's own stabilisation is 60 s each way (REFERENCE.md §4.1).
+    for direction in ["scaleUp", "scaleDown"] {
+        let b = &hpa["spec"]["behavior"][direction];
+        assert_eq!(b["stabilizationWindowSeconds"], 60, "{direction}");
+        assert_eq!(b["tolerance"], Value::String("0".into()), "{direction}");
+    }
+    assert!(text.contains("HPAConfigurableTolerance"));
+    assert!(text.contains("--horizontal-pod-autoscaler-tolerance"));
+    let sts = one(&docs, "StatefulSet");
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["kind"], "StatefulSet");
+    assert_eq!(
+        hpa["spec"]["scaleTargetRef"]["name"],
+        sts["metadata"]["name"]
+    );
+}
+
+#[test]
+fn cert_manager_overlay_injects_the_ca_of_the_mounted_certificate() {
+    let docs = docs(&kustomize(&manifests().join("overlays/cert-manager")));
+    let apiservice = one(&docs, "APIService");
+    let service = one(&docs, "Service");
+    let deployment = one(&docs, "Deployment");
+    // caBundle (injected) and insecureSkipTLSVerify never both (REFERENCE.md §3.4).
+    assert!(apiservice["spec"].get("insecureSkipTLSVerify").is_none());
+    let inject = apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .expect("inject-ca-from annotation");
+    let (ns, name) = inject.split_once('/').unwrap();
+    let certs = find(&docs, "Certificate");
+    let serving = certs
+        .iter()
+        .find(|c| c["metadata"]["namespace"] == ns && c["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no Certificate {inject}"));
+    assert_eq!(serving["apiVersion"], "cert-manager.io/v1");
+    let san = format!(
+        "{}.{}.svc",
+        service["metadata"]["name"].as_str().unwrap(),
+        service["metadata"]["namespace"].as_str().unwrap()
+    );
+    assert!(
+        serving["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == san.as_str()),
+        "serving certificate lacks SAN {san}"
+    );
+    // Every issuerRef names an Issuer of the overlay, and the CA issuer uses the CA's secret.
+    let issuers = find(&docs, "Issuer");
+    for c in &certs {
+        let issuer = &c["spec"]["issuerRef"];
+        assert_eq!(issuer["kind"], "Issuer");
+        assert!(
+            issuers
+                .iter()
+                .any(|i| i["metadata"]["name"] == issuer["name"]
+                    && i["metadata"]["namespace"] == c["metadata"]["namespace"]),
+            "{c}"
+        );
+        assert!(c["spec"]["secretName"].is_string());
+    }
+    // The mounted secret is the serving certificate's, and the flags name its files.
+    let secret = serving["spec"]["secretName"].as_str().unwrap();
+    let volume = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("the serving secret is mounted");
+    let mount = container(deployment)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap()["mountPath"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = args(deployment);
+    assert!(
+        a.contains(&format!("--tls-cert-file={mount}/tls.crt")),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(&format!("--tls-private-key-file={mount}/tls.key")),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn dockerfile_runs_the_binary_as_non_root_on_6443() {
+    let text = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    let stages: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert!(stages.len() >= 2, "multi-stage build expected");
+    let runtime = stages.last().unwrap();
+    assert!(
+        runtime.contains("distroless") && runtime.contains("nonroot"),
+        "{runtime}"
+    );
+    let last = |directive: &str| {
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with(directive))
+            .unwrap_or_else(|| panic!("no {directive}"))
+            .trim_start_matches(directive)
+            .trim()
+            .to_string()
+    };
+    let user = last("USER ");
+    let uid = user.split(':').next().unwrap();
+    assert!(uid.parse::<u32>().is_ok_and(|u| u != 0), "USER {user}");
+    assert!(lines.contains(&"EXPOSE 6443"));
+    let entrypoint: Vec<String> = serde_json::from_str(&last("ENTRYPOINT ")).unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        Path::new(&entrypoint[0]).file_name().unwrap().to_str(),
+        Some(binary.as_str())
+    );
+    assert!(
+        text.contains(&format!("--bin {binary}")),
+        "the build stage builds {binary}"
+    );
+    // The manifests run the image's user with the same container port.
+    let docs = base();
+    let deployment = one(&docs, "Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+            .as_i64()
+            .map(|u| u.to_string())
+            .as_deref(),
+        Some(uid)
+    );
+    assert_eq!(container(deployment)["ports"][0]["containerPort"], 6443);
+}
