@@ -33,16 +33,18 @@
 //! - **One-step scale-down.** A drop in load goes straight to `ceil(V/T_down)`.
 //!
 //! Cadence's matching scaler (REFERENCE.md §4.2) uses one per-partition figure `R` plus a
-//! factor: up to `ceil(qps/R)`, and down only when `qps < R × (P−1) × factor`. That down
-//! condition is written against `P−1`, one partition fewer, while the up target is a different
-//! function of `qps`. The two bands are not derived from one another, so a large drop in load
-//! is walked down one partition per sustained window (a multi-step scale-down), and for some
-//! `P` the partitions can sit in a state where the load is above what they should carry at the
-//! down band and below the up trigger, with no branch that moves them. Here both bands are the
-//! same function, `ceil(V/T)`, with two values of `T`, which keeps them consistent for every
-//! `c`: with `T_down = factor × R` the down condition `down < c` is exactly
-//! `V ≤ (c−1) × T_down`, Cadence's own condition, but the answer is the fixed point rather
-//! than `c−1`.
+//! factor: up to `ceil(qps/R)`, and down only when `qps < R × (P−1) × factor`. The reference
+//! records that design's flaw: one threshold pair can force multi-step downscales, or leave a
+//! state that is always under load yet never changes. Both come from the up trigger, the down
+//! trigger and the down step being separate formulas rather than one function of the load: a
+//! down condition written against `P−1` that then steps by one partition walks a large drop
+//! down one sustained window at a time, and a pair of bands not derived from each other can,
+//! for some `P`, leave no branch that fires although each partition is above its capacity.
+//! Here both bands are the same function, `ceil(V/T)`, at two values of `T`, which keeps them
+//! consistent for every `c` by construction (the property tests check the three guarantees
+//! above over arbitrary `V`, `T` and `c`). With `T_down = factor × R` the down condition
+//! `down < c` is `V ≤ (c−1) × T_down`, Cadence's own trigger (with `≤` for `<`), but the answer
+//! is the fixed point `ceil(V/T_down)` rather than `c−1`.
 //!
 //! # Sustain
 //!
@@ -52,7 +54,10 @@
 //! the k-th largest `up` in the up window and the sustained lower the k-th smallest `down` in the
 //! down window, with `k = ceil(fraction × n)`: "at least `fraction` of evaluations wanted at
 //! least (at most) this many". A direction whose window is not yet covered by history (after a
-//! restart, or after a gap longer than the window) does not move.
+//! restart, or after a gap longer than the window) does not move. A sustained lower is never
+//! below this evaluation's `up` nor the sustained raise, so it cannot set up the next raise; for
+//! a fixed history the answer is still a fixed point (property-tested). `maxStep` only shortens
+//! a step, never reverses one, and `min`/`max` clamp last.
 
 use std::fmt::Write as _;
 
@@ -617,9 +622,10 @@ pub fn threshold(
             match rule.decide(*lower, c.value, None, q.now) {
                 Err(e) => Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, e),
                 Ok(d) => {
-                    let (value, effect) = if d.branch == Branch::Up && raise_allowed {
+                    let (value, verdict, effect) = if d.branch == Branch::Up && raise_allowed {
                         (
                             d.value,
+                            "scale up",
                             format!(
                                 "the known part alone needs up = ceil({}/{}) = {} > current {}: scale up to {}",
                                 fmt_value(*lower),
@@ -635,6 +641,7 @@ pub fn threshold(
                             .clamp(rule.min, rule.max.unwrap_or(u64::MAX).max(rule.min));
                         (
                             held,
+                            "hold",
                             format!("holding at current {} (scale-in blocked)", c.value),
                         )
                     };
@@ -645,7 +652,7 @@ pub fn threshold(
                         load.newest_ms,
                         RULE,
                         format!(
-                            "hold: the load total of {} for {} is unknown ({}); the known part is {}, current {} from {}; {effect}",
+                            "{verdict}: the load total of {} for {} is unknown ({}); the known part is {}, current {} from {}; {effect}",
                             q.series_names(),
                             q.scope,
                             why.join("; "),

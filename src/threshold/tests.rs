@@ -487,6 +487,24 @@ fn an_unknown_share_of_the_load_blocks_a_decrease_but_not_an_increase() {
     );
     let a = threshold(&ctx(&s), &r, big, cur(2), vec![], None);
     assert_eq!(a.value(), Some(5));
+    assert!(
+        a.reason.starts_with("scale up: the load total"),
+        "{}",
+        a.reason
+    );
+    // ...unless sustain.up asks for a sustained overload, which unknown load cannot show.
+    let mut sustained = r;
+    sustained.sustain = Some(SustainRule {
+        up_ms: Some(60_000),
+        down_ms: None,
+        fraction: 0.5,
+    });
+    let big = load_total(
+        &ctx(&s),
+        &ev(vec![obs("a", 1000.0, 0), obs("b", f64::NAN, 0)]),
+    );
+    let a = threshold(&ctx(&s), &sustained, big, cur(2), vec![], None);
+    assert_eq!(a.value(), Some(2));
     // Without a current count, refused.
     let a = threshold(&ctx(&s), &r, partial(), Err("unknown".into()), vec![], None);
     assert_eq!(a.refusal(), Some(RefusalKind::Partial));
