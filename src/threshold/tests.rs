@@ -264,6 +264,8 @@ proptest! {
         r.min = min;
         r.max = max;
         let Ok(first) = r.decide(v, c, None, NOW) else { return Ok(()) };
+        // Without sustain the rule is exactly the issue's: up if up > c, down if down < c.
+        prop_assert_eq!((first.raw, first.branch), hysteresis(first.up, first.down, c));
         let second = r.decide(v, first.value, None, NOW).unwrap();
         prop_assert_eq!(second.value, first.value, "{:?} then {:?}", first, second);
         // Where the bounds did not intervene, the rule itself says hold the second time.
