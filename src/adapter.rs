@@ -12,11 +12,13 @@ use serde_json::json;
 
 use crate::clock::{rfc3339, Clock, Millis};
 use crate::config::{Config, MetricKind, MetricSpec};
-use crate::policy::{self, Answer, QueryContext};
+use crate::gate::{self, CurrentReplicas};
+use crate::policy::{self, Answer, InputNote, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::EvidenceSource;
 use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
+use crate::threshold::{self, EvaluationLog, LoadState, ThresholdRule};
 
 /// What discovery knows about workloads; absent without Kubernetes.
 pub trait WorkloadState: Send + Sync {
@@ -63,6 +65,9 @@ pub struct Adapter {
     workloads: RwLock<Option<Arc<dyn WorkloadState>>>,
     /// Deployments whose floor warning was already logged: log once, show always.
     warned: Mutex<BTreeSet<(String, String)>>,
+    /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
+    /// `seen`.
+    evaluations: Mutex<BTreeMap<QueryKey, EvaluationLog>>,
 }
 
 impl Adapter {
@@ -79,6 +84,7 @@ impl Adapter {
             seen: Mutex::new(BTreeMap::new()),
             workloads: RwLock::new(None),
             warned: Mutex::new(BTreeSet::new()),
+            evaluations: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -168,11 +174,17 @@ impl Adapter {
                 selector,
             };
             match spec.kind {
-                MetricKind::Recommendation | MetricKind::Threshold => {
-                    match self.source.evidence(&scope, now).await {
-                        Ok(ev) => policy::recommendation(&q, &ev),
-                        Err(e) => policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+                MetricKind::Recommendation => match self.source.evidence(&scope, now).await {
+                    Ok(ev) => {
+                        let answer = policy::recommendation(&q, &ev);
+                        self.gated(spec, answer, namespace, selector, now, &ev.workloads, None)
+                            .await
                     }
+                    Err(e) => policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+                },
+                MetricKind::Threshold => {
+                    self.threshold_answer(spec, &q, &scope, namespace, selector, now)
+                        .await
                 }
                 MetricKind::StatefulFloor => {
                     let ev = match self.source.evidence(&scope, now).await {
@@ -198,12 +210,17 @@ impl Adapter {
                     answer
                 }
                 MetricKind::Target => {
-                    let rec_spec = spec
-                        .recommendation
-                        .as_deref()
-                        .and_then(|n| self.config.metric(n));
+                    // `recommendation` and `combine` are all inputs of one max.
+                    let mut inputs: Vec<&MetricSpec> = Vec::new();
+                    for name in spec.recommendation.iter().chain(spec.combine.iter()) {
+                        if let Some(s) = self.config.metric(name) {
+                            if !inputs.iter().any(|i| i.name == s.name) {
+                                inputs.push(s);
+                            }
+                        }
+                    }
                     let floor_spec = spec.floor.as_deref().and_then(|n| self.config.metric(n));
-                    let Some(rec_spec) = rec_spec else {
+                    let Some(&rec_spec) = inputs.first() else {
                         // Config validation guarantees a recommendation; refuse rather than panic.
                         return policy::target(
                             &spec.name,
@@ -212,16 +229,262 @@ impl Adapter {
                             None,
                         );
                     };
-                    let rec = self.answer_spec(rec_spec, namespace, selector, now).await;
+                    let rec = if inputs.len() == 1 {
+                        self.answer_spec(rec_spec, namespace, selector, now).await
+                    } else {
+                        let mut parts = Vec::with_capacity(inputs.len());
+                        for input in &inputs {
+                            parts.push(self.answer_spec(input, namespace, selector, now).await);
+                        }
+                        let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+                        let current = if parts.iter().all(|p| p.value().is_some()) {
+                            // Not needed: nothing blocks a decrease.
+                            Err("not needed".to_string())
+                        } else {
+                            self.current_for_target(spec, &inputs, namespace, selector, now)
+                                .await
+                        };
+                        gate::combine(
+                            &gate::combined_name(&names),
+                            MetricKind::Recommendation,
+                            parts,
+                            current.as_ref().map_err(String::as_str),
+                        )
+                    };
                     let floor = match floor_spec {
                         Some(f) => Some(self.answer_spec(f, namespace, selector, now).await),
                         None => None,
                     };
-                    let current = self.current_replicas_for(spec, namespace, selector).await;
+                    let current = self
+                        .current_replicas_for(spec, namespace, selector, now)
+                        .await;
                     policy::target(&spec.name, rec, floor, current)
                 }
             }
         })
+    }
+
+    /// A threshold metric: the load total, the current count, the evaluation history, then the
+    /// validity gate.
+    async fn threshold_answer(
+        &self,
+        spec: &MetricSpec,
+        q: &QueryContext<'_>,
+        scope: &Scope<'_>,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+    ) -> Answer {
+        let ev = match self.source.evidence(scope, now).await {
+            Ok(ev) => ev,
+            Err(e) => return policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+        };
+        let rule = ThresholdRule::from_spec(spec);
+        let load = threshold::load_total(q, &ev);
+        let (mut current, current_inputs) = self
+            .current_replicas(spec, namespace, selector, now, &ev.workloads)
+            .await;
+        if current.is_err() && spec.current_series.is_none() {
+            current = threshold::current_from_live_targets(&load);
+        }
+        let answer = if rule.sustained() {
+            let key = QueryKey {
+                metric: spec.name.clone(),
+                namespace: namespace.into(),
+                selector: selector.to_string(),
+            };
+            let mut logs = self.evaluations.lock().unwrap_or_else(|e| e.into_inner());
+            if logs.len() >= MAX_SEEN_QUERIES && !logs.contains_key(&key) {
+                if let Some(oldest) = logs
+                    .iter()
+                    .min_by_key(|(_, l)| l.last_at())
+                    .map(|(k, _)| k.clone())
+                {
+                    logs.remove(&oldest);
+                }
+            }
+            let log = logs.entry(key).or_default();
+            // Only a known total is an evaluation of the sustain condition.
+            if let LoadState::Known(v) = load.state {
+                log.record(now, load.newest_ms, v, rule.retain_ms());
+            }
+            let history = log.history(now);
+            threshold::threshold(
+                q,
+                &rule,
+                load,
+                current.clone(),
+                current_inputs,
+                Some(&history),
+            )
+        } else {
+            threshold::threshold(q, &rule, load, current.clone(), current_inputs, None)
+        };
+        self.gated(
+            spec,
+            answer,
+            namespace,
+            selector,
+            now,
+            &ev.workloads,
+            Some(current),
+        )
+        .await
+    }
+
+    /// Apply the metric's `validWhen` gate, read from the same scope (namespace + selector).
+    #[allow(clippy::too_many_arguments)]
+    async fn gated(
+        &self,
+        spec: &MetricSpec,
+        answer: Answer,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+        workloads: &[WorkloadRef],
+        current: Option<Result<CurrentReplicas, String>>,
+    ) -> Answer {
+        let Some(valid_when) = &spec.valid_when else {
+            return answer;
+        };
+        let series = vec![valid_when.series.clone()];
+        let q = QueryContext {
+            metric: &spec.name,
+            series: &series,
+            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            now,
+            stale_after_ms: self.stale_after_ms(),
+        };
+        let scope = Scope {
+            series: &series,
+            namespace_label: &spec.namespace_label,
+            namespace,
+            selector,
+        };
+        let check = match self.source.evidence(&scope, now).await {
+            Ok(ev) => gate::check_gate(valid_when, &q, &ev),
+            Err(e) => gate::GateCheck {
+                open: false,
+                reason: format!("validWhen {} is unknown: {e}", valid_when.series),
+                inputs: Vec::new(),
+            },
+        };
+        if check.open {
+            return gate::apply_gate(answer, spec.kind, check, Err("not needed"));
+        }
+        let current = match current {
+            Some(c) => c,
+            None => {
+                self.current_replicas(spec, namespace, selector, now, workloads)
+                    .await
+                    .0
+            }
+        };
+        gate::apply_gate(
+            answer,
+            spec.kind,
+            check,
+            current.as_ref().map_err(String::as_str),
+        )
+    }
+
+    /// The current replica count for a recommender: `spec.replicas` from Kubernetes when the
+    /// evidence belongs to one known workload, else the configured `currentSeries`.
+    async fn current_replicas(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+        workloads: &[WorkloadRef],
+    ) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
+        if let (Some(state), [w]) = (self.workload_state(), workloads) {
+            if let Some(v) = state.fetch_current_replicas(w).await {
+                return (
+                    Ok(CurrentReplicas {
+                        value: v,
+                        source: format!("spec.replicas of {} {}/{}", w.kind, w.namespace, w.name),
+                    }),
+                    Vec::new(),
+                );
+            }
+        }
+        let Some(current_series) = &spec.current_series else {
+            return (
+                Err(format!(
+                    "{}: no Kubernetes workload state and no currentSeries configured",
+                    spec.name
+                )),
+                Vec::new(),
+            );
+        };
+        let series = vec![current_series.clone()];
+        let q = QueryContext {
+            metric: &spec.name,
+            series: &series,
+            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            now,
+            stale_after_ms: self.stale_after_ms(),
+        };
+        let scope = Scope {
+            series: &series,
+            namespace_label: &spec.namespace_label,
+            namespace,
+            selector,
+        };
+        match self.source.evidence(&scope, now).await {
+            Ok(ev) => gate::current_from_series(&q, &ev),
+            Err(e) => (Err(e.to_string()), Vec::new()),
+        }
+    }
+
+    /// The current count for a target whose combined inputs disagree in validity: from the
+    /// floor's workload, else from any input that knows it.
+    async fn current_for_target(
+        &self,
+        spec: &MetricSpec,
+        inputs: &[&MetricSpec],
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+    ) -> Result<CurrentReplicas, String> {
+        if let Some(v) = self
+            .current_replicas_for(spec, namespace, selector, now)
+            .await
+        {
+            return Ok(CurrentReplicas {
+                value: v,
+                source: "spec.replicas of the floor's workload".into(),
+            });
+        }
+        let mut why = Vec::new();
+        for input in inputs {
+            let workloads = match self
+                .source
+                .evidence(
+                    &Scope {
+                        series: &input.series,
+                        namespace_label: &input.namespace_label,
+                        namespace,
+                        selector,
+                    },
+                    now,
+                )
+                .await
+            {
+                Ok(ev) => ev.workloads,
+                Err(_) => Vec::new(),
+            };
+            match self
+                .current_replicas(input, namespace, selector, now, &workloads)
+                .await
+                .0
+            {
+                Ok(c) => return Ok(c),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(why.join("; "))
     }
 
     /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it.
@@ -230,15 +493,17 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
+        now: Millis,
     ) -> Option<u64> {
         let state = self.workload_state()?;
         let floor = self.config.metric(spec.floor.as_deref()?)?;
-        let ev = self.store.evidence(&Scope {
+        let scope = Scope {
             series: &floor.series,
             namespace_label: &floor.namespace_label,
             namespace,
             selector,
-        });
+        };
+        let ev = self.source.evidence(&scope, now).await.ok()?;
         match ev.workloads.as_slice() {
             [w] => state.fetch_current_replicas(w).await,
             _ => None,

@@ -751,6 +751,50 @@ impl Config {
                 return Err(invalid(format!("{key}.min"), "is greater than max"));
             }
         }
+        if m.kind != MetricKind::Threshold
+            && (m.sustain.is_some() || m.max_step.is_some() || m.min.is_some() || m.max.is_some())
+        {
+            return Err(invalid(
+                key,
+                "sustain/maxStep/min/max apply only to kind threshold",
+            ));
+        }
+        if let Some(s) = &m.sustain {
+            if s.up.is_none() && s.down.is_none() {
+                return Err(invalid(
+                    format!("{key}.sustain"),
+                    "set up, down or both (e.g. {up: 1m, down: 2m})",
+                ));
+            }
+        }
+        if m.max_step == Some(0) {
+            return Err(invalid(
+                format!("{key}.maxStep"),
+                "must be at least 1 (0 would freeze the answer)",
+            ));
+        }
+        if let Some(current) = &m.current_series {
+            if matches!(m.kind, MetricKind::StatefulFloor | MetricKind::Target) {
+                return Err(invalid(
+                    format!("{key}.currentSeries"),
+                    "applies only to kinds recommendation and threshold",
+                ));
+            }
+            if !is_valid_series_name(current) {
+                return Err(invalid(
+                    format!("{key}.currentSeries"),
+                    format!("{current:?} is not a valid Prometheus metric name"),
+                ));
+            }
+        }
+        if m.valid_when.is_some()
+            && matches!(m.kind, MetricKind::StatefulFloor | MetricKind::Target)
+        {
+            return Err(invalid(
+                format!("{key}.validWhen"),
+                "applies to recommenders (kinds recommendation and threshold); gate the recommendation the target reads",
+            ));
+        }
         if let Some(gate) = &m.valid_when {
             if !is_valid_series_name(&gate.series) {
                 return Err(invalid(
@@ -872,6 +916,22 @@ mod tests {
             "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 10, downPerReplica: 20}]"
         )
         .contains("downPerReplica"));
+        assert!(
+            err("metrics: [{name: r, kind: recommendation, series: [x], maxStep: 2}]")
+                .contains("apply only to kind threshold")
+        );
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 1, maxStep: 0}]"
+        )
+        .contains("metrics[0].maxStep"));
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 1, sustain: {fraction: 0.5}}]"
+        )
+        .contains("metrics[0].sustain"));
+        assert!(err(
+            "metrics: [{name: f, kind: stateful-floor, series: [x], validWhen: {series: v, equals: 1}}]"
+        )
+        .contains("metrics[0].validWhen"));
         assert!(err(
             "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {static: [{url: 'http://a/m'}]}"
         )

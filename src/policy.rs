@@ -29,6 +29,9 @@ pub enum RefusalKind {
     Invalid,
     /// The source itself could not be read (for example Prometheus is down).
     SourceUnavailable,
+    /// A `validWhen` gate is false, stale or missing and the current replica count is unknown,
+    /// so a value could lower the workload on input its own recommender calls invalid.
+    GateClosed,
 }
 
 impl RefusalKind {
@@ -112,7 +115,7 @@ impl Answer {
         }
     }
 
-    fn refused(
+    pub(crate) fn refused(
         metric: &str,
         kind: MetricKind,
         refusal: RefusalKind,
@@ -135,7 +138,7 @@ impl Answer {
         }
     }
 
-    fn valued(
+    pub(crate) fn valued(
         metric: &str,
         kind: MetricKind,
         value: u64,
@@ -182,17 +185,17 @@ pub struct QueryContext<'a> {
 }
 
 impl QueryContext<'_> {
-    fn series_names(&self) -> String {
+    pub(crate) fn series_names(&self) -> String {
         self.series.join("|")
     }
 }
 
-fn age_s(now: Millis, at: Millis) -> f64 {
+pub(crate) fn age_s(now: Millis, at: Millis) -> f64 {
     ((now - at).max(0) as f64) / 1000.0
 }
 
 /// `45s`, or `1.5s` when the limit is not whole seconds.
-fn fmt_limit(ms: Millis) -> String {
+pub(crate) fn fmt_limit(ms: Millis) -> String {
     if ms % 1000 == 0 {
         format!("{}s", ms / 1000)
     } else {
@@ -200,7 +203,7 @@ fn fmt_limit(ms: Millis) -> String {
     }
 }
 
-fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
@@ -210,7 +213,7 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
-fn note(q: &QueryContext<'_>, o: &Observation, status: String, used: bool) -> InputNote {
+pub(crate) fn note(q: &QueryContext<'_>, o: &Observation, status: String, used: bool) -> InputNote {
     InputNote {
         target: o.target.to_string(),
         series: o.series.clone(),

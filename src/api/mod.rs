@@ -300,6 +300,7 @@ fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
         IncompleteFloor => "has an incomplete floor",
         Invalid => "is invalid",
         SourceUnavailable => "is unavailable",
+        GateClosed => "is held by its validity gate",
     }
 }
 

@@ -1,0 +1,500 @@
+//! Rules that let a recommendation raise the target but never lower it on input that is not
+//! known to be good: the `validWhen` gate, `combine` over several recommenders, and the
+//! current replica count both fall back to. Pure: evidence in, `Answer` out.
+//!
+//! Both follow the HPA's own rule for invalid metrics (REFERENCE.md §1.6): an unknown input
+//! freezes scale-in but still allows scale-out. Here that becomes `max(known values, current
+//! spec.replicas)` when the current count is known, and a refusal (which the HPA turns into
+//! exactly that freeze) when it is not.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::config::{MetricKind, ValidWhen};
+use crate::policy::{
+    age_s, fmt_limit, fmt_value, note, Answer, InputNote, QueryContext, RefusalKind,
+};
+use crate::store::{invalid_reason, Evidence};
+
+/// The workload's current replica count and where it came from, for explanations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrentReplicas {
+    pub value: u64,
+    /// e.g. `spec.replicas of StatefulSet default/lobby`.
+    pub source: String,
+}
+
+/// The current count from a configured `currentSeries` (e.g. SeaTunnel's
+/// `seatunnel_autoscaler_current_workers`, REFERENCE.md §4.2): the max over fresh valid series,
+/// since a former master may keep exporting an older, smaller count (as in §4.1).
+pub fn current_from_series(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
+    let mut best: Option<u64> = None;
+    let mut notes = Vec::new();
+    let mut problems = Vec::new();
+    for o in ev.observations.iter().filter(|o| o.present) {
+        let age_ms = q.now - o.observed_at_ms;
+        let status = if age_ms > q.stale_after_ms {
+            problems.push(format!(
+                "{} from {} is {:.0}s old",
+                o.series,
+                o.target,
+                age_s(q.now, o.observed_at_ms)
+            ));
+            format!(
+                "current: stale, {:.0}s old (staleAfter {})",
+                age_ms as f64 / 1000.0,
+                fmt_limit(q.stale_after_ms)
+            )
+        } else if let Some(why) = invalid_reason(o.value) {
+            problems.push(format!(
+                "{} from {} is {} ({why})",
+                o.series,
+                o.target,
+                fmt_value(o.value)
+            ));
+            format!("current: invalid, {why}")
+        } else {
+            let v = o.value as u64;
+            best = Some(best.map_or(v, |b| b.max(v)));
+            "current: fresh".into()
+        };
+        let used = status == "current: fresh";
+        notes.push(note(q, o, status, used));
+    }
+    let result = match best {
+        Some(v) => Ok(CurrentReplicas {
+            value: v,
+            source: format!("{} (max over fresh series)", q.series_names()),
+        }),
+        None if problems.is_empty() => Err(format!(
+            "no series of {} match {}",
+            q.series_names(),
+            q.scope
+        )),
+        None => Err(format!(
+            "no fresh valid series of {} match {}: {}",
+            q.series_names(),
+            q.scope,
+            problems.join("; ")
+        )),
+    };
+    (result, notes)
+}
+
+/// Whether a `validWhen` gate holds, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateCheck {
+    pub open: bool,
+    /// `validWhen seatunnel_autoscaler_metrics_valid == 1 holds (1 fresh series)` or why not.
+    pub reason: String,
+    pub inputs: Vec<InputNote>,
+}
+
+/// The gate holds only when every gate series in scope is fresh and equals the configured
+/// value, and at least one exists. Stale, missing, unknown (a target never scraped) or any
+/// series with another value closes it: a recommender that cannot vouch for its inputs must not
+/// shrink the workload (REFERENCE.md §4.2: SeaTunnel's `metrics_valid = 0` blocks scale-in).
+pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> GateCheck {
+    let condition = format!("validWhen {} == {}", gate.series, fmt_value(gate.equals));
+    let mut inputs = Vec::new();
+    let mut failures = Vec::new();
+    let mut holding = 0usize;
+    for o in ev.observations.iter().filter(|o| o.present) {
+        let age_ms = q.now - o.observed_at_ms;
+        let status = if age_ms > q.stale_after_ms {
+            failures.push(format!(
+                "{} from {} is {:.0}s old (staleAfter {})",
+                o.series,
+                o.target,
+                age_s(q.now, o.observed_at_ms),
+                fmt_limit(q.stale_after_ms)
+            ));
+            "gate: stale".to_string()
+        } else if o.value != gate.equals {
+            failures.push(format!(
+                "{} from {} is {}",
+                o.series,
+                o.target,
+                fmt_value(o.value)
+            ));
+            "gate: false".to_string()
+        } else {
+            holding += 1;
+            "gate: true".to_string()
+        };
+        let used = status == "gate: true";
+        inputs.push(note(q, o, status, used));
+    }
+    for t in &ev.unknown_targets {
+        failures.push(format!("{} has never been scraped successfully", t.target));
+    }
+    let (open, reason) = if !failures.is_empty() {
+        (
+            false,
+            format!("{condition} does not hold: {}", failures.join("; ")),
+        )
+    } else if holding == 0 {
+        (
+            false,
+            format!(
+                "{condition} does not hold: no such series matches {}",
+                q.scope
+            ),
+        )
+    } else {
+        (true, format!("{condition} holds ({holding} fresh series)"))
+    };
+    GateCheck {
+        open,
+        reason,
+        inputs,
+    }
+}
+
+/// Apply a gate to a recommender's answer: while it is closed the answer may raise the target
+/// but never lower it, `max(answer, current)`; without a known current count, refuse.
+pub fn apply_gate(
+    mut answer: Answer,
+    kind: MetricKind,
+    gate: GateCheck,
+    current: Result<&CurrentReplicas, &str>,
+) -> Answer {
+    if gate.open {
+        let _ = write!(answer.reason, "; {}", gate.reason);
+        answer.inputs.extend(gate.inputs);
+        return answer;
+    }
+    let Some(value) = answer.value() else {
+        // Already a refusal: the HPA freezes scale-in either way (REFERENCE.md §1.6).
+        let _ = write!(answer.reason, "; also {}", gate.reason);
+        answer.inputs.extend(gate.inputs);
+        return answer;
+    };
+    let timestamp = answer.timestamp_ms().unwrap_or_default();
+    let metric = answer.metric.clone();
+    let mut gated = match current {
+        Ok(c) => {
+            let v = value.max(c.value);
+            let effect = if c.value > value {
+                format!("holding at current {} (scale-in blocked)", c.value)
+            } else {
+                format!("serving the recommendation {value} (scale-out allowed)")
+            };
+            Answer::valued(
+                &metric,
+                kind,
+                v,
+                timestamp,
+                "max(recommendation, current replicas) while validWhen does not hold",
+                format!(
+                    "{}; recommendation {value}, current {} from {}: {effect}",
+                    gate.reason, c.value, c.source
+                ),
+            )
+        }
+        Err(why) => Answer::refused(
+            &metric,
+            kind,
+            RefusalKind::GateClosed,
+            Some(value),
+            "max(recommendation, current replicas) while validWhen does not hold",
+            format!(
+                "{}; recommendation {value} could lower the workload and the current replica count is unknown ({why})",
+                gate.reason
+            ),
+        ),
+    };
+    gated.inputs = gate.inputs;
+    gated.parts.push(answer);
+    gated
+}
+
+/// The name a combined recommendation goes by in explanations: `combine(cpu, queue)`.
+pub fn combined_name(names: &[&str]) -> String {
+    format!("combine({})", names.join(", "))
+}
+
+/// Several recommenders for one target: the max of the valid ones. An input without a value
+/// might be the one that wants more, so it blocks a decrease: `max(valid values, current)` when
+/// the current count is known, a refusal otherwise. With no valid input at all there is nothing
+/// to serve, and the refusal lets the HPA hold on its own (REFERENCE.md §1.6).
+pub fn combine(
+    name: &str,
+    kind: MetricKind,
+    parts: Vec<Answer>,
+    current: Result<&CurrentReplicas, &str>,
+) -> Answer {
+    const RULE: &str = "max over combined recommenders; an invalid one blocks a decrease";
+    let valued: Vec<(&str, u64)> = parts
+        .iter()
+        .filter_map(|p| p.value().map(|v| (p.metric.as_str(), v)))
+        .collect();
+    let refused: Vec<&Answer> = parts.iter().filter(|p| p.value().is_none()).collect();
+    let timestamp = parts
+        .iter()
+        .filter_map(Answer::timestamp_ms)
+        .max()
+        .unwrap_or_default();
+    let best = valued.iter().max_by_key(|(_, v)| *v).copied();
+    let listed = valued
+        .iter()
+        .map(|(m, v)| format!("{m} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut answer = match (best, refused.is_empty()) {
+        (Some((winner, v)), true) => Answer::valued(
+            name,
+            kind,
+            v,
+            timestamp,
+            RULE,
+            format!("max({listed}) = {v} ({winner})"),
+        ),
+        (None, _) => Answer::refused(
+            name,
+            kind,
+            refused
+                .first()
+                .and_then(|p| p.refusal())
+                .unwrap_or(RefusalKind::NoMatch),
+            None,
+            RULE,
+            format!(
+                "no combined recommender has a value: {}",
+                refused
+                    .iter()
+                    .map(|p| format!("{}: {}", p.metric, p.reason))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ),
+        (Some((winner, v)), false) => {
+            let blockers = refused
+                .iter()
+                .map(|p| format!("{}: {}", p.metric, p.reason))
+                .collect::<Vec<_>>()
+                .join("; ");
+            match current {
+                Ok(c) => {
+                    let served = v.max(c.value);
+                    let effect = if c.value > v {
+                        format!("holding at current {} (scale-in blocked)", c.value)
+                    } else {
+                        format!("{winner} raises to {v} (scale-out allowed)")
+                    };
+                    Answer::valued(
+                        name,
+                        kind,
+                        served,
+                        timestamp,
+                        RULE,
+                        format!(
+                            "max of valid inputs ({listed}) = {v}, but {} input(s) have no value ({blockers}); current {} from {}: {effect}",
+                            refused.len(),
+                            c.value,
+                            c.source
+                        ),
+                    )
+                }
+                Err(why) => Answer::refused(
+                    name,
+                    kind,
+                    refused[0].refusal().unwrap_or(RefusalKind::Partial),
+                    Some(v),
+                    RULE,
+                    format!(
+                        "max of valid inputs ({listed}) = {v}, but {} input(s) have no value ({blockers}) and the current replica count is unknown ({why}): serving {v} could shrink the workload",
+                        refused.len()
+                    ),
+                ),
+            }
+        }
+    };
+    answer.parts = parts;
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Millis;
+    use crate::store::{Observation, TargetId, UnknownTarget};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    const NOW: Millis = 1_000_000;
+
+    fn ctx(series: &[String]) -> QueryContext<'_> {
+        QueryContext {
+            metric: "m",
+            series,
+            scope: "namespace=default,cluster=a".into(),
+            now: NOW,
+            stale_after_ms: 30_000,
+        }
+    }
+
+    fn obs(target: &str, series: &str, value: f64, age_ms: Millis) -> Observation {
+        Observation {
+            target: TargetId(target.into()),
+            series: series.into(),
+            labels: Arc::new(BTreeMap::new()),
+            value,
+            observed_at_ms: NOW - age_ms,
+            last_valid: None,
+            present: true,
+            target_failing: false,
+        }
+    }
+
+    fn ev(o: Vec<Observation>) -> Evidence {
+        Evidence {
+            observations: o,
+            ..Evidence::default()
+        }
+    }
+
+    fn gate() -> ValidWhen {
+        ValidWhen {
+            series: "valid".into(),
+            equals: 1.0,
+        }
+    }
+
+    fn rec(metric: &str, v: u64) -> Answer {
+        Answer::valued(metric, MetricKind::Recommendation, v, NOW, "r", "r".into())
+    }
+
+    fn refused(metric: &str) -> Answer {
+        Answer::refused(
+            metric,
+            MetricKind::Recommendation,
+            RefusalKind::Stale,
+            None,
+            "r",
+            "stale".into(),
+        )
+    }
+
+    fn cur(v: u64) -> CurrentReplicas {
+        CurrentReplicas {
+            value: v,
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn gate_opens_only_when_every_series_is_fresh_and_equal() {
+        let s = vec!["valid".to_string()];
+        assert!(check_gate(&gate(), &ctx(&s), &ev(vec![obs("a", "valid", 1.0, 0)])).open);
+        let zero = check_gate(&gate(), &ctx(&s), &ev(vec![obs("a", "valid", 0.0, 0)]));
+        assert!(!zero.open);
+        assert!(zero.reason.contains("valid from a is 0"), "{}", zero.reason);
+        let stale = check_gate(&gate(), &ctx(&s), &ev(vec![obs("a", "valid", 1.0, 31_000)]));
+        assert!(
+            !stale.open && stale.reason.contains("31s old"),
+            "{}",
+            stale.reason
+        );
+        let missing = check_gate(&gate(), &ctx(&s), &ev(vec![]));
+        assert!(!missing.open && missing.reason.contains("no such series"));
+        let mixed = check_gate(
+            &gate(),
+            &ctx(&s),
+            &ev(vec![
+                obs("a", "valid", 1.0, 0),
+                obs("b", "valid", f64::NAN, 0),
+            ]),
+        );
+        assert!(!mixed.open, "{}", mixed.reason);
+        let mut unknown = ev(vec![obs("a", "valid", 1.0, 0)]);
+        unknown.unknown_targets.push(UnknownTarget {
+            target: TargetId("b".into()),
+            last_error: None,
+        });
+        assert!(!check_gate(&gate(), &ctx(&s), &unknown).open);
+    }
+
+    #[test]
+    fn a_closed_gate_raises_but_never_lowers() {
+        let s = vec!["valid".to_string()];
+        let closed = || check_gate(&gate(), &ctx(&s), &ev(vec![obs("a", "valid", 0.0, 0)]));
+        let k = MetricKind::Recommendation;
+        // Lower than current: held.
+        let a = apply_gate(rec("r", 3), k, closed(), Ok(&cur(5)));
+        assert_eq!(a.value(), Some(5));
+        assert!(a.reason.contains("scale-in blocked"), "{}", a.reason);
+        assert_eq!(a.parts[0].value(), Some(3));
+        // Higher than current: served.
+        let a = apply_gate(rec("r", 8), k, closed(), Ok(&cur(5)));
+        assert_eq!(a.value(), Some(8));
+        // Unknown current: refused, with the recommendation as the known lower bound.
+        let a = apply_gate(rec("r", 3), k, closed(), Err("no currentSeries configured"));
+        assert_eq!(
+            a.outcome,
+            crate::policy::Outcome::Refused {
+                kind: RefusalKind::GateClosed,
+                known_lower_bound: Some(3)
+            }
+        );
+        // An open gate changes nothing but the explanation.
+        let open = check_gate(&gate(), &ctx(&s), &ev(vec![obs("a", "valid", 1.0, 0)]));
+        let a = apply_gate(rec("r", 3), k, open, Ok(&cur(5)));
+        assert_eq!(a.value(), Some(3));
+        assert!(a.reason.contains("holds"), "{}", a.reason);
+        // A refusal stays a refusal.
+        let a = apply_gate(refused("r"), k, closed(), Ok(&cur(5)));
+        assert_eq!(a.refusal(), Some(RefusalKind::Stale));
+    }
+
+    #[test]
+    fn combine_is_the_max_and_an_invalid_input_blocks_a_decrease() {
+        let k = MetricKind::Target;
+        let a = combine("c", k, vec![rec("a", 3), rec("b", 7)], Err("x"));
+        assert_eq!(a.value(), Some(7));
+        assert_eq!(a.parts.len(), 2);
+        assert!(a.reason.contains("(b)"), "{}", a.reason);
+        // One invalid: max(valid, current).
+        let a = combine("c", k, vec![rec("a", 3), refused("b")], Ok(&cur(6)));
+        assert_eq!(a.value(), Some(6));
+        assert!(a.reason.contains("scale-in blocked"), "{}", a.reason);
+        let a = combine("c", k, vec![rec("a", 9), refused("b")], Ok(&cur(6)));
+        assert_eq!(a.value(), Some(9));
+        // One invalid and no current: refused, the valid max is a lower bound.
+        let a = combine("c", k, vec![rec("a", 3), refused("b")], Err("unknown"));
+        assert_eq!(
+            a.outcome,
+            crate::policy::Outcome::Refused {
+                kind: RefusalKind::Stale,
+                known_lower_bound: Some(3)
+            }
+        );
+        // None valid: refused even with a current count.
+        let a = combine("c", k, vec![refused("a"), refused("b")], Ok(&cur(6)));
+        assert_eq!(a.refusal(), Some(RefusalKind::Stale));
+    }
+
+    #[test]
+    fn current_series_is_the_max_over_fresh_valid_series() {
+        let s = vec!["current".to_string()];
+        let (c, notes) = current_from_series(
+            &ctx(&s),
+            &ev(vec![
+                obs("a", "current", 4.0, 0),
+                obs("b", "current", 6.0, 0),
+                obs("c", "current", 9.0, 60_000),
+            ]),
+        );
+        assert_eq!(c.unwrap().value, 6);
+        assert_eq!(notes.len(), 3);
+        let (c, _) = current_from_series(&ctx(&s), &ev(vec![obs("c", "current", 9.0, 60_000)]));
+        assert!(c.unwrap_err().contains("60s old"));
+        let (c, _) = current_from_series(&ctx(&s), &ev(vec![]));
+        assert!(c.unwrap_err().starts_with("no series"));
+    }
+}
