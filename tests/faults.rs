@@ -175,7 +175,9 @@ fn a_bad_scenario_is_a_precise_error() {
     let file = dir.path().join("bad.yaml");
     std::fs::write(
         &file,
-        "name: x\nduration: 1m\nworkload: {name: lobby, initialReplicas: 2}\nhpa: {maxReplicas: 4}\nfaults: [{target: lobby-x, from: 0s, to: 1m, mode: down}]\n",
+        "name: x\nduration: 1m\nworkload: {name: lobby, initialReplicas: 2}\n\
+         hpa: {maxReplicas: 4, metrics: [{type: External, external: {metric: {name: hpa_target_replicas}, target: {type: AverageValue, averageValue: '1'}}}]}\n\
+         faults: [{target: lobby-x, from: 0s, to: 1m, mode: down}]\n",
     )
     .unwrap();
     let run = simulate(&file, None);
