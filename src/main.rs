@@ -45,6 +45,22 @@ enum Command {
     Serve(ServeArgs),
     /// Run the demo exporter on its own (the local demo also starts it from `demo:` in the config).
     DemoExporter(DemoArgs),
+    /// Run a fault scenario: the real adapter against loopback exporters, polled over HTTPS by a
+    /// model of the HPA on a fast clock. Exits non-zero when an invariant or expectation fails.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args, Debug)]
+struct SimulateArgs {
+    /// Scenario file (see tests/faults/*.yaml).
+    #[arg(value_name = "SCENARIO.yaml")]
+    scenario: PathBuf,
+    /// Write an SVG plot of replicas, recommendation and floor, with fault periods shaded.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Print only the outcome lines, not the per-sync table.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -301,7 +317,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() {
     let cli = Cli::parse();
-    telemetry::init_logging(cli.verbose, cli.log_format == "json");
+    if matches!(cli.command, Command::Simulate(_)) && cli.verbose == 0 {
+        // The table is simulate's output; every failed scrape it provokes on purpose would
+        // otherwise log a warning. -v brings the adapter's logs back.
+        telemetry::init_logging_with_default("error", cli.log_format == "json");
+    } else {
+        telemetry::init_logging(cli.verbose, cli.log_format == "json");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -316,6 +338,7 @@ fn main() {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
+            Command::Simulate(args) => simulate(args).await,
         }
     });
     if let Err(e) = result {
@@ -323,6 +346,30 @@ fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+async fn simulate(args: SimulateArgs) -> Result<()> {
+    use hpa_bridge::hpa::{plot, simulate};
+    let scenario = simulate::Scenario::load(&args.scenario)?;
+    let report = simulate::run(scenario).await?;
+    if !args.quiet {
+        print!("{}", report.table());
+        println!();
+    }
+    print!("{}", report.summary());
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot::render(&report))
+            .with_context(|| format!("writing --plot {}", path.display()))?;
+    }
+    if !report.passed() {
+        bail!(
+            "scenario {} failed: {} invariant violation(s), {} failed expectation(s)",
+            report.name,
+            report.violations.len(),
+            report.expectations.iter().filter(|e| !e.ok).count()
+        );
+    }
+    Ok(())
 }
 
 async fn demo_exporter(args: DemoArgs) -> Result<()> {

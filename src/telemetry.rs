@@ -188,6 +188,11 @@ pub fn init_logging(verbosity: u8, json: bool) {
         1 => "debug,hyper=info,rustls=info,kube=info,tower=info",
         _ => "trace",
     };
+    init_logging_with_default(default, json);
+}
+
+/// Logging with `default` as the filter unless RUST_LOG is set.
+pub fn init_logging_with_default(default: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()

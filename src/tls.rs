@@ -130,6 +130,13 @@ impl ServingCert {
         }))
     }
 
+    /// The certificates currently served, leaf first: what a client pins to trust a
+    /// self-signed instance (`simulate` does).
+    pub fn certificate_chain(&self) -> Vec<CertificateDer<'static>> {
+        let ck = self.current.read().unwrap_or_else(|e| e.into_inner());
+        ck.cert.clone()
+    }
+
     pub fn leaf_fingerprint(&self) -> String {
         let ck = self.current.read().unwrap_or_else(|e| e.into_inner());
         ck.cert.first().map(fingerprint).unwrap_or_default()

@@ -1,0 +1,186 @@
+//! Fault scripts: every `tests/faults/*.yaml` runs through the real `hpa-bridge simulate`
+//! binary (real adapter, real loopback exporters, real HTTPS, simulated clock) and must pass
+//! every invariant and every expectation it states. The scenarios in `tests/faults/unsafe/`
+//! are deliberately unsafe HPA setups: the invariant checker must fail them, which proves it
+//! can fail at all.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn faults_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faults")
+}
+
+struct Run {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn simulate(file: &Path, plot: Option<&Path>) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"));
+    cmd.arg("simulate").arg(file);
+    if let Some(p) = plot {
+        cmd.arg("--plot").arg(p);
+    }
+    let out = cmd.output().expect("run hpa-bridge simulate");
+    Run {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs one safe scenario and checks its outcome lines: one `expect ...: ok` line per entry of
+/// the file's `expect:` block, every invariant ok, `RESULT: PASS`, a table row per sync and a
+/// plot.
+fn passes(name: &str) {
+    let file = faults_dir().join(name);
+    let scenario: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let expectations = scenario["expect"].as_sequence().map(Vec::len).unwrap_or(0);
+    assert!(expectations > 0, "{name} states no expected outcome");
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("plot.svg");
+    let run = simulate(&file, Some(&plot));
+    let context = format!("{name}\nstdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert!(run.success, "simulate failed for {context}");
+    assert!(run.stdout.contains("RESULT: PASS"), "{context}");
+    let ok_lines = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("expect ") && l.contains(": ok ("))
+        .count();
+    assert_eq!(ok_lines, expectations, "{context}");
+    for inv in [
+        "below-floor",
+        "decrease-on-unknown",
+        "inflation",
+        "convergence",
+    ] {
+        assert!(
+            run.stdout.contains(&format!("invariant {inv}: ok")),
+            "{inv} in {context}"
+        );
+    }
+    // One table row per 15 s sync, each with the adapter's answer over HTTPS.
+    let syncs = run
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once(": ")?
+                .1
+                .split(" syncs")
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .expect("summary line");
+    assert!(syncs > 0, "{context}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+}
+
+macro_rules! fault_scripts {
+    ($($test:ident => $file:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                passes($file);
+            }
+        )*
+
+        /// Every script in the directory has a test above, so none is silently skipped.
+        #[test]
+        fn every_fault_script_is_run() {
+            let mut listed = vec![$($file),*];
+            listed.sort();
+            let mut found: Vec<String> = std::fs::read_dir(faults_dir())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".yaml"))
+                .collect();
+            found.sort();
+            assert_eq!(found, listed);
+        }
+    };
+}
+
+fault_scripts! {
+    stale_controller => "01-stale-controller.yaml",
+    all_exporters_unreachable => "02-all-unreachable.yaml",
+    stateful_pod_unreachable_with_highest_index => "03-stateful-pod-unreachable.yaml",
+    former_controller_exports_old_high_value => "04-former-controller.yaml",
+    adapter_restarts_during_scale_in => "05-adapter-restart.yaml",
+    garbage_nan_negative_huge_values => "06-garbage-values.yaml",
+    slow_exporters_beyond_timeout => "07-slow-exporters.yaml",
+    flapping_every_20s => "08-flapping.yaml",
+    plus_one_held_at_tolerance_0_1 => "09a-tolerance-held.yaml",
+    plus_one_reached_at_tolerance_0 => "09b-tolerance-zero.yaml",
+    scale_out_while_floor_incomplete => "10-scale-out-incomplete-floor.yaml",
+}
+
+#[test]
+fn tolerance_scenarios_differ_only_in_the_outcome() {
+    // 09a and 09b feed the same +1 recommendation; the held one never leaves 10, the other
+    // reaches 11 (REFERENCE.md §1.5).
+    let held = simulate(&faults_dir().join("09a-tolerance-held.yaml"), None);
+    let zero = simulate(&faults_dir().join("09b-tolerance-zero.yaml"), None);
+    assert!(
+        held.stdout.contains("held within tolerance"),
+        "{}",
+        held.stdout
+    );
+    assert!(held
+        .stdout
+        .contains("replicas: initial 10 min 10 max 10 final 10"));
+    assert!(zero
+        .stdout
+        .contains("replicas: initial 10 min 10 max 11 final 11"));
+}
+
+fn fails_with(name: &str, invariant: &str) {
+    let run = simulate(&faults_dir().join("unsafe").join(name), None);
+    let context = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert!(!run.success, "an unsafe scenario passed: {context}");
+    assert!(run.stdout.contains("RESULT: FAIL"), "{context}");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("VIOLATION {invariant} at "))),
+        "{context}"
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("invariant {invariant}: VIOLATED")),
+        "{context}"
+    );
+}
+
+#[test]
+fn value_target_inflation_is_caught() {
+    // The Value formula multiplies the absolute count by the ready pods (REFERENCE.md §1.3).
+    fails_with("value-target.yaml", "inflation");
+}
+
+#[test]
+fn hpa_without_the_floor_is_caught_scaling_below_it() {
+    fails_with("floorless-hpa.yaml", "below-floor");
+}
+
+#[test]
+fn a_bad_scenario_is_a_precise_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "name: x\nduration: 1m\nworkload: {name: lobby, initialReplicas: 2}\n\
+         hpa: {maxReplicas: 4, metrics: [{type: External, external: {metric: {name: hpa_target_replicas}, target: {type: AverageValue, averageValue: '1'}}}]}\n\
+         faults: [{target: lobby-x, from: 0s, to: 1m, mode: down}]\n",
+    )
+    .unwrap();
+    let run = simulate(&file, None);
+    assert!(!run.success);
+    assert!(run.stderr.contains("faults[0].target"), "{}", run.stderr);
+}
