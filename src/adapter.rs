@@ -354,6 +354,7 @@ impl Adapter {
             },
             "workloads": workloads,
             "targets": targets,
+            "source": self.source.status(),
         })
     }
 

@@ -2,6 +2,7 @@
 //! a Prometheus-compatible query source. Every source hands the policy the same `Evidence`,
 //! so the rules are identical whichever source is active.
 
+pub mod prometheus;
 pub mod scrape;
 
 use futures::future::BoxFuture;
@@ -25,6 +26,12 @@ pub trait EvidenceSource: Send + Sync + 'static {
         scope: &'a Scope<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
+
+    /// The source's own health for `/status` (e.g. the last Prometheus error); `None` for the
+    /// scrape store, whose targets are listed separately.
+    fn status(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 impl EvidenceSource for Store {
