@@ -48,6 +48,8 @@ struct PrometheusProcess {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// Serve HTTPS with this certificate (Prometheus `--web.config.file`), trusting this CA.
+    tls: Option<(PathBuf, PathBuf, rustls::pki_types::CertificateDer<'static>)>,
 }
 
 /// One scrape target: an exporter URL path and the pod name it stands for.
@@ -59,6 +61,14 @@ struct Target<'a> {
 
 impl PrometheusProcess {
     async fn start(binary: PathBuf, targets: &[Target<'_>]) -> Self {
+        Self::start_with_tls(binary, targets, None).await
+    }
+
+    async fn start_with_tls(
+        binary: PathBuf,
+        targets: &[Target<'_>],
+        tls: Option<(PathBuf, PathBuf, rustls::pki_types::CertificateDer<'static>)>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = String::from(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: exporters\n    static_configs:\n",
@@ -71,18 +81,47 @@ impl PrometheusProcess {
             ));
         }
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        if let Some((cert, key, _)) = &tls {
+            std::fs::write(
+                dir.path().join("web.yml"),
+                format!(
+                    "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+                    cert.display(),
+                    key.display()
+                ),
+            )
+            .unwrap();
+        }
         let mut p = PrometheusProcess {
             binary,
             child: None,
             port: free_port(),
             dir,
+            tls,
         };
         p.spawn().await;
         p
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    async fn ready(&self) -> bool {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            return false;
+        }
+        match &self.tls {
+            Some((_, _, ca)) => matches!(
+                HttpsClient::new(self.port, std::slice::from_ref(ca), None)
+                    .get("/-/ready", &[])
+                    .await,
+                Ok((200, _))
+            ),
+            None => plain_http_get(addr, "/-/ready").await.0 == 200,
+        }
     }
 
     fn log(&self) -> String {
@@ -96,7 +135,14 @@ impl PrometheusProcess {
             .append(true)
             .open(self.dir.path().join("prometheus.log"))
             .unwrap();
-        let child = Command::new(&self.binary)
+        let mut cmd = Command::new(&self.binary);
+        if self.tls.is_some() {
+            cmd.arg(format!(
+                "--web.config.file={}",
+                self.dir.path().join("web.yml").display()
+            ));
+        }
+        let child = cmd
             .arg(format!(
                 "--config.file={}",
                 self.dir.path().join("prometheus.yml").display()
@@ -112,11 +158,8 @@ impl PrometheusProcess {
             .expect("spawn prometheus");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
         loop {
-            if tokio::net::TcpStream::connect(addr).await.is_ok()
-                && plain_http_get(addr, "/-/ready").await.0 == 200
-            {
+            if self.ready().await {
                 return;
             }
             assert!(
@@ -576,5 +619,52 @@ async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
     assert_eq!(
         hits, 99,
         "every request but the first shares the first one's queries"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn https_prometheus_needs_its_ca_or_an_explicit_skip() {
+    let Some(binary) = require_prometheus() else {
+        return;
+    };
+    let exp = TestExporter::start().await;
+    exp.page("/c1", expect_series("lobby", "c1", "4"));
+    let pki = Pki::new("prometheus-ca");
+    let cert = pki.server();
+    let targets = [Target {
+        exporter: &exp,
+        path: "/c1",
+        pod: "lobby-c1",
+    }];
+    let prom = PrometheusProcess::start_with_tls(
+        binary,
+        &targets,
+        Some((cert.cert_path.clone(), cert.key_path.clone(), pki.ca_der())),
+    )
+    .await;
+    let rec = "hpa_expect_replicas";
+    let sel = "hpa_target_name=lobby";
+    let base = prom_config(&prom.url(), "200ms");
+    let with_ca = AdapterProcess::start(&format!(
+        "{base}    tls:\n      caFile: {}\n",
+        pki.ca_path().display()
+    ))
+    .await;
+    let skip =
+        AdapterProcess::start(&format!("{base}    tls:\n      insecureSkipVerify: true\n")).await;
+    let system_roots = AdapterProcess::start(&base).await;
+    for a in [&with_ca, &skip] {
+        a.eventually("default", rec, sel, "value 4 over https", |code, v| {
+            code == 200 && single_value(v).as_deref() == Some("4")
+        })
+        .await;
+    }
+    // The system roots do not know the test CA: a certificate error, never a value.
+    let (code, v) = system_roots.metric("default", rec, sel).await;
+    assert_eq!(code, 503, "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("Prometheus source unavailable") && message.contains("certificate"),
+        "{message}"
     );
 }
