@@ -634,6 +634,7 @@ impl Adapter {
             },
             "workloads": workloads,
             "targets": targets,
+            "source": self.source.status(),
         })
     }
 

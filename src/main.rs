@@ -13,6 +13,7 @@ use hpa_bridge::api::{server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
 use hpa_bridge::source::discovery::Discovery;
+use hpa_bridge::source::prometheus::PrometheusSource;
 use hpa_bridge::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
@@ -421,7 +422,22 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ));
     }
 
-    let adapter = Arc::new(Adapter::new(config, clock.clone(), metrics.clone()));
+    let prometheus = match config.source.as_ref().and_then(|s| s.prometheus.as_ref()) {
+        Some(p) => Some(Arc::new(PrometheusSource::new(
+            p,
+            config.scrape.stale_after(),
+            config.scrape.max_body_bytes,
+            clock.clone(),
+            metrics.clone(),
+        )?)),
+        None => None,
+    };
+    let mut adapter = Adapter::new(config, clock.clone(), metrics.clone());
+    if let Some(p) = &prometheus {
+        adapter = adapter.with_source(p.clone());
+    }
+    let adapter = Arc::new(adapter);
+    // Config validation keeps scrape.kubernetes and source.prometheus apart.
     let discovery = match &adapter.config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
@@ -470,34 +486,53 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tokio::spawn(server::serve_metrics(listener, adapter.clone()));
     }
 
-    let scrape = &adapter.config.scrape;
-    let scraper = Scraper::new(
-        adapter.store.clone(),
-        ScrapeSettings {
-            timeout: scrape.timeout.0,
-            max_body_bytes: scrape.max_body_bytes,
-            wanted: Arc::new(adapter.config.wanted_series()),
-            concurrency: 512,
-        },
-        clock,
-        metrics,
-    );
-    let interval = scrape.interval.0;
-    let scrape_adapter = adapter.clone();
-    tokio::spawn(async move {
-        // Ready only once the pods are known: a first round without them would serve a floor
-        // that misses every pod (REFERENCE.md §1.6: never serve a guess).
-        if let Some(d) = &discovery {
-            d.wait_synced().await;
-        }
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            scraper.scrape_round().await;
-            scrape_adapter.mark_ready();
-        }
-    });
+    if let Some(p) = prometheus {
+        // Ready at once: readiness is the adapter's own health. Gating it on Prometheus would
+        // take every replica out of the Service during a Prometheus outage, turning precise
+        // per-request 503s into an unavailable APIService, which also breaks discovery and
+        // namespace deletion (REFERENCE.md §3.1). The probe only reports the version.
+        adapter.mark_ready();
+        tracing::info!(url = %p.url(), "reading evidence from Prometheus; not scraping");
+        tokio::spawn(async move {
+            match p.probe().await {
+                Ok(version) => {
+                    tracing::info!(url = %p.url(), %version, "prometheus source reachable")
+                }
+                Err(e) => {
+                    tracing::warn!(url = %p.url(), error = %e, "prometheus source not reachable yet")
+                }
+            }
+        });
+    } else {
+        let scrape = &adapter.config.scrape;
+        let scraper = Scraper::new(
+            adapter.store.clone(),
+            ScrapeSettings {
+                timeout: scrape.timeout.0,
+                max_body_bytes: scrape.max_body_bytes,
+                wanted: Arc::new(adapter.config.wanted_series()),
+                concurrency: 512,
+            },
+            clock,
+            metrics,
+        );
+        let interval = scrape.interval.0;
+        let scrape_adapter = adapter.clone();
+        tokio::spawn(async move {
+            // Ready only once the pods are known: a first round without them would serve a
+            // floor that misses every pod (REFERENCE.md §1.6: never serve a guess).
+            if let Some(d) = &discovery {
+                d.wait_synced().await;
+            }
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                scraper.scrape_round().await;
+                scrape_adapter.mark_ready();
+            }
+        });
+    }
 
     tracing::info!(
         addr = %api_addr,

@@ -653,7 +653,7 @@ fn validate_value(key: &str, value: &str) -> Result<(), String> {
 
 /// Prometheus label names are `[a-zA-Z_][a-zA-Z0-9_]*`; names starting with `__` are
 /// reserved for Prometheus internals (`__name__` would let a selector replace the metric).
-fn is_prometheus_label_name(s: &str) -> bool {
+pub(crate) fn is_prometheus_label_name(s: &str) -> bool {
     let b = s.as_bytes();
     match b.first() {
         Some(f) if f.is_ascii_alphabetic() || *f == b'_' => {
@@ -665,7 +665,7 @@ fn is_prometheus_label_name(s: &str) -> bool {
 
 /// Escapes every RE2 metacharacter (the set Go's `regexp.QuoteMeta` escapes), so the result
 /// matches `s` literally. RE2 allows a backslash before any ASCII punctuation.
-fn re2_escape(s: &str) -> String {
+pub(crate) fn re2_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(
@@ -682,7 +682,7 @@ fn re2_escape(s: &str) -> String {
 /// Renders a PromQL double-quoted string literal. The PromQL lexer rejects a raw newline
 /// and ends the string at an unescaped `"`; it decodes Go escapes, so every control
 /// character is written as an escape and nothing else needs to be.
-fn promql_quote(s: &str) -> String {
+pub(crate) fn promql_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

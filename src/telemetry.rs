@@ -32,6 +32,11 @@ struct AnswerLabels {
     outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.5, 14))
 }
@@ -48,6 +53,11 @@ pub struct SelfMetrics {
     requests: Family<RequestLabels, Counter>,
     request_duration: Family<MetricLabel, Histogram, fn() -> Histogram>,
     answers: Family<AnswerLabels, Counter>,
+    prometheus_queries: Family<OutcomeLabel, Counter>,
+    pub prometheus_query_duration: Histogram,
+    /// 1 while the newest Prometheus query succeeded, 0 after a failure.
+    pub prometheus_up: Gauge,
+    pub prometheus_cache_hits: Counter,
 }
 
 impl std::fmt::Debug for SelfMetrics {
@@ -78,6 +88,30 @@ impl SelfMetrics {
                 latency_histogram,
             );
         let answers = Family::<AnswerLabels, Counter>::default();
+        let prometheus_queries = Family::<OutcomeLabel, Counter>::default();
+        let prometheus_query_duration = latency_histogram();
+        let prometheus_up = Gauge::default();
+        let prometheus_cache_hits = Counter::default();
+        registry.register(
+            "prometheus_queries",
+            "PromQL queries actually sent to the Prometheus source, by outcome",
+            prometheus_queries.clone(),
+        );
+        registry.register(
+            "prometheus_query_duration_seconds",
+            "Latency of PromQL queries sent to the Prometheus source",
+            prometheus_query_duration.clone(),
+        );
+        registry.register(
+            "prometheus_up",
+            "1 while the newest query to the Prometheus source succeeded, 0 after a failure",
+            prometheus_up.clone(),
+        );
+        registry.register(
+            "prometheus_query_cache_hits",
+            "PromQL queries answered from the cache or by joining an identical query in flight",
+            prometheus_cache_hits.clone(),
+        );
         registry.register(
             "scrape_duration_seconds",
             "Duration of single target scrapes",
@@ -136,7 +170,23 @@ impl SelfMetrics {
             requests,
             request_duration,
             answers,
+            prometheus_queries,
+            prometheus_query_duration,
+            prometheus_up,
+            prometheus_cache_hits,
         }
+    }
+
+    /// One PromQL query sent to the Prometheus source and how it ended.
+    pub fn prometheus_query(&self, outcome: &str, seconds: f64) {
+        self.prometheus_queries
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+        self.prometheus_query_duration.observe(seconds);
+        self.prometheus_up
+            .set(if outcome == "success" { 1 } else { 0 });
     }
 
     pub fn scrape_error(&self, target: &TargetId, reason: &str) {

@@ -3,6 +3,7 @@
 //! so the rules are identical whichever source is active.
 
 pub mod discovery;
+pub mod prometheus;
 pub mod scrape;
 
 use futures::future::BoxFuture;
@@ -26,6 +27,12 @@ pub trait EvidenceSource: Send + Sync + 'static {
         scope: &'a Scope<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
+
+    /// The source's own health for `/status` (e.g. the last Prometheus error); `None` for the
+    /// scrape store, whose targets are listed separately.
+    fn status(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 impl EvidenceSource for Store {

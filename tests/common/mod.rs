@@ -44,6 +44,7 @@ pub struct TestExporter {
     pub addr: SocketAddr,
     pages: Arc<Mutex<HashMap<String, Behaviour>>>,
     hits: Arc<Mutex<HashMap<String, u64>>>,
+    stopped: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl TestExporter {
@@ -53,12 +54,19 @@ impl TestExporter {
         let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
         let hits: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let (p, h) = (pages.clone(), hits.clone());
+        let (stopped, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
+            let mut accept_stop = stop_rx.clone();
             loop {
-                let Ok((tcp, _)) = listener.accept().await else {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = accept_stop.wait_for(|s| *s) => return,
+                };
+                let Ok((tcp, _)) = accepted else {
                     continue;
                 };
                 let (p, h) = (p.clone(), h.clone());
+                let mut conn_stop = stop_rx.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<Incoming>| {
                         let path = req.uri().path().to_string();
@@ -82,13 +90,28 @@ impl TestExporter {
                             )
                         }
                     });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tcp), svc)
-                        .await;
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = conn_stop.wait_for(|s| *s) => {}
+                    }
                 });
             }
         });
-        TestExporter { addr, pages, hits }
+        TestExporter {
+            addr,
+            pages,
+            hits,
+            stopped: Arc::new(stopped),
+        }
+    }
+
+    /// The exporter disappears: the listener closes and open (keep-alive) connections drop, so
+    /// scrapers see connection refused.
+    pub fn stop(&self) {
+        let _ = self.stopped.send(true);
     }
 
     pub fn url(&self, path: &str) -> String {
