@@ -49,6 +49,9 @@ enum Command {
     /// Run a fault scenario: the real adapter against loopback exporters, polled over HTTPS by a
     /// model of the HPA on a fast clock. Exits non-zero when an invariant or expectation fails.
     Simulate(SimulateArgs),
+    /// Find HPA specs that silently defeat absolute targets, in manifests (-f) or a live cluster
+    /// (--cluster). Exit code 1 when an error-level finding exists, 2 for unusable input.
+    Check(CheckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -62,6 +65,51 @@ struct SimulateArgs {
     /// Print only the outcome lines, not the per-sync table.
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["files", "cluster"])))]
+struct CheckArgs {
+    /// Manifest files or directories (YAML or JSON, multi-document, List objects); `-` is stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE_OR_DIR", num_args = 1..)]
+    files: Vec<PathBuf>,
+    /// Read the live HPAs, their scale targets, the APIService and the adapter's answers
+    /// through the kubeconfig.
+    #[arg(long)]
+    cluster: bool,
+    /// Kubeconfig file for --cluster (default: KUBECONFIG, ~/.kube/config or in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for --cluster.
+    #[arg(long)]
+    context: Option<String>,
+    /// Only HPAs in this namespace (--cluster); all namespaces by default.
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// The adapter's configuration: which metric names are served. Default: the built-in metrics.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_parser = ["table", "json"], default_value = "table")]
+    output: String,
+    /// The cluster's --horizontal-pod-autoscaler-tolerance.
+    #[arg(long, default_value_t = 0.1)]
+    cluster_tolerance: f64,
+    /// Kubernetes version of the control plane (decides the tolerance rule and field support).
+    #[arg(long, default_value = "1.33")]
+    kube_version: String,
+    /// The recommender's own stabilisation window; shorter HPA scale-down windows are flagged.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    recommender_window: Duration,
+    /// Flag scale-up policies that need longer than this to go from minReplicas to maxReplicas.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    max_scale_up_time: Duration,
+    /// The HPAScaleToZero feature gate is enabled (minReplicas 0 is allowed).
+    #[arg(long)]
+    scale_to_zero: bool,
+    /// The Service that should own the external metrics APIService, as namespace/name.
+    #[arg(long, default_value = "hpa-bridge/hpa-bridge")]
+    adapter_service: String,
 }
 
 #[derive(Args, Debug)]
@@ -325,6 +373,10 @@ fn main() {
     } else {
         telemetry::init_logging(cli.verbose, cli.log_format == "json");
     }
+    let command = match cli.command {
+        Command::Check(args) => std::process::exit(check_main(args)),
+        other => other,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -336,10 +388,11 @@ fn main() {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Serve(args) => serve(args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
+            Command::Check(_) => unreachable!("handled above"),
         }
     });
     if let Err(e) = result {
@@ -371,6 +424,79 @@ async fn simulate(args: SimulateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Run `check`; the exit code: 0 clean or warnings only, 1 error findings, 2 unusable input.
+fn check_main(args: CheckArgs) -> i32 {
+    match run_check(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}
+
+fn run_check(args: CheckArgs) -> Result<i32> {
+    use hpa_bridge::check;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::from_yaml("")?,
+    };
+    let (svc_ns, svc_name) = args
+        .adapter_service
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .with_context(|| {
+            format!(
+                "--adapter-service {:?} must be namespace/name",
+                args.adapter_service
+            )
+        })?;
+    if !(args.cluster_tolerance.is_finite() && args.cluster_tolerance >= 0.0) {
+        bail!("--cluster-tolerance must be a number >= 0");
+    }
+    let settings = check::CheckSettings {
+        cluster_tolerance: args.cluster_tolerance,
+        kube_version: check::KubeVersion::parse(&args.kube_version)
+            .map_err(|e| anyhow::anyhow!("--kube-version: {e}"))?,
+        recommender_window_s: args.recommender_window.as_secs() as i64,
+        max_scale_up_s: args.max_scale_up_time.as_secs() as i64,
+        scale_to_zero: args.scale_to_zero,
+        adapter_service: (svc_ns.to_string(), svc_name.to_string()),
+    };
+    let mut inputs = if args.files.is_empty() {
+        check::Inputs::default()
+    } else {
+        check::manifest::load_paths(&args.files)?
+    };
+    if args.cluster {
+        let opts = check::cluster::ClusterOptions {
+            kubeconfig: args.kubeconfig.clone(),
+            context: args.context.clone(),
+            namespace: args.namespace.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let live = runtime.block_on(async {
+            let client = check::cluster::client(&opts).await?;
+            check::cluster::read(client, &opts, &config, &settings).await
+        })?;
+        inputs.hpas.extend(live.hpas);
+        inputs.workloads.extend(live.workloads);
+        inputs.answers.extend(live.answers);
+        inputs.api_service = live.api_service.or(inputs.api_service);
+        inputs.live = true;
+    }
+    let report = check::check(&inputs, &config, &settings);
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(report.exit_code())
 }
 
 async fn demo_exporter(args: DemoArgs) -> Result<()> {

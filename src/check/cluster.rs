@@ -1,0 +1,202 @@
+//! `check --cluster`: read the live objects through the kubeconfig, and ask the adapter for
+//! every metric the HPAs use, the way the HPA does: through the API server's aggregation
+//! layer (REFERENCE.md §1.2).
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+
+use super::manifest::api_service_from_json;
+use super::{
+    queries_for, AdapterAnswer, AdapterReply, CheckSettings, HpaInput, Inputs, WorkloadInput,
+    EXTERNAL_METRICS_APISERVICE,
+};
+use crate::config::Config;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("kubeconfig: {0}")]
+    Config(String),
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ClusterOptions {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    /// Only HPAs in this namespace; all namespaces when None.
+    pub namespace: Option<String>,
+}
+
+pub async fn client(opts: &ClusterOptions) -> Result<Client, ClusterError> {
+    let options = KubeConfigOptions {
+        context: opts.context.clone(),
+        ..Default::default()
+    };
+    let config = match &opts.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| ClusterError::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| ClusterError::Config(format!("{}: {e}", path.display())))?
+        }
+        None if opts.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| ClusterError::Config(e.to_string()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ClusterError::Config(e.to_string()))?,
+    };
+    // The HPA makes one GET per metric per sync and does not retry (REFERENCE.md §1.7.5): a
+    // 503 refusal is the answer to report, not a transient to retry away.
+    let mut config = config;
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| ClusterError::Config(e.to_string()))
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ClusterError {
+    let what = what.into();
+    move |source| ClusterError::Api { what, source }
+}
+
+/// Read HPAs, their scale targets, the APIService and the adapter's answers.
+pub async fn read(
+    client: Client,
+    opts: &ClusterOptions,
+    config: &Config,
+    settings: &CheckSettings,
+) -> Result<Inputs, ClusterError> {
+    let hpa_api: Api<HorizontalPodAutoscaler> = match &opts.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let hpas = hpa_api
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err("listing autoscaling/v2 HorizontalPodAutoscalers"))?
+        .items;
+    let mut inputs = Inputs {
+        live: true,
+        ..Default::default()
+    };
+    for hpa in &hpas {
+        let ns = hpa.metadata.namespace.clone().unwrap_or_default();
+        let Some(spec) = &hpa.spec else { continue };
+        let target = &spec.scale_target_ref;
+        if inputs
+            .workloads
+            .iter()
+            .any(|w| w.kind == target.kind && w.namespace == ns && w.name == target.name)
+        {
+            continue;
+        }
+        let what = format!("reading {} {}/{}", target.kind, ns, target.name);
+        let ordinals_start = match target.kind.as_str() {
+            "StatefulSet" => Api::<StatefulSet>::namespaced(client.clone(), &ns)
+                .get_opt(&target.name)
+                .await
+                .map_err(api_err(what))?
+                .map(|s| {
+                    s.spec
+                        .and_then(|s| s.ordinals)
+                        .and_then(|o| o.start)
+                        .unwrap_or(0) as i64
+                }),
+            "Deployment" => Api::<Deployment>::namespaced(client.clone(), &ns)
+                .get_opt(&target.name)
+                .await
+                .map_err(api_err(what))?
+                .map(|_| 0),
+            _ => None,
+        };
+        if let Some(start) = ordinals_start {
+            inputs.workloads.push(WorkloadInput {
+                kind: target.kind.clone(),
+                namespace: ns,
+                name: target.name.clone(),
+                ordinals_start: start,
+                source: None,
+            });
+        }
+    }
+    let api_service = Api::<APIService>::all(client.clone())
+        .get_opt(EXTERNAL_METRICS_APISERVICE)
+        .await
+        .map_err(api_err(format!(
+            "reading APIService {EXTERNAL_METRICS_APISERVICE}"
+        )))?;
+    if let Some(a) = &api_service {
+        let v = serde_json::to_value(a).unwrap_or_default();
+        inputs.api_service = Some(api_service_from_json(&v, None));
+    }
+    // Ask only when the requests reach hpa-bridge: another owner's answers, or the
+    // aggregator's 503 while unavailable, say nothing about hpa-bridge.
+    let ours = inputs.api_service.as_ref().is_some_and(|a| {
+        a.service.as_ref() == Some(&settings.adapter_service)
+            && a.available.as_ref().is_none_or(|(ok, _)| *ok)
+    });
+    if ours {
+        for hpa in &hpas {
+            for query in queries_for(hpa, config) {
+                let reply = fetch(&client, &query.path()).await;
+                tracing::debug!(path = %query.path(), ?reply, "adapter answer");
+                inputs.answers.push(AdapterAnswer { query, reply });
+            }
+        }
+    }
+    inputs.hpas = hpas
+        .into_iter()
+        .map(|hpa| HpaInput { hpa, source: None })
+        .collect();
+    Ok(inputs)
+}
+
+async fn fetch(client: &Client, path: &str) -> AdapterReply {
+    let request = match http::Request::get(path).body(Vec::new()) {
+        Ok(r) => r,
+        Err(e) => {
+            return AdapterReply::Error {
+                code: 0,
+                reason: "BadRequest".into(),
+                message: e.to_string(),
+            }
+        }
+    };
+    match client.request_text(request).await {
+        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(v) => {
+                let items = v["items"].as_array().map(Vec::len).unwrap_or(0);
+                AdapterReply::Values {
+                    items,
+                    value: v["items"][0]["value"].as_str().map(String::from),
+                }
+            }
+            Err(e) => AdapterReply::Error {
+                code: 200,
+                reason: "InvalidResponse".into(),
+                message: format!("not JSON: {e}"),
+            },
+        },
+        Err(kube::Error::Api(status)) => AdapterReply::Error {
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+        },
+        Err(e) => AdapterReply::Error {
+            code: 0,
+            reason: "RequestFailed".into(),
+            message: e.to_string(),
+        },
+    }
+}

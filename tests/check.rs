@@ -1,0 +1,720 @@
+//! `hpa-bridge check`: the real binary on manifest fixtures (tests/fixtures/check/), and
+//! `--cluster` against a loopback HTTPS server that plays the kube-apiserver.
+//!
+//! No kube-apiserver exists here. The fake API server serves recorded, schema-valid JSON
+//! (tests/fixtures/check/cluster/) over real TLS to the real kube client inside the binary,
+//! and proxies `/apis/external.metrics.k8s.io/...` over HTTPS to the real adapter binary,
+//! the way the aggregator does, so the answers `check` reports are the adapter's own.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/check")
+        .join(name)
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+
+    fn codes(&self) -> BTreeSet<String> {
+        self.json()["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn findings(&self, code: &str) -> Vec<Value> {
+        self.json()["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == code)
+            .cloned()
+            .collect()
+    }
+}
+
+fn check(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .arg("check")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run hpa-bridge check");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn check_file(name: &str, extra: &[&str]) -> Run {
+    let path = fixture(name);
+    let mut args = vec!["-o", "json", "-f", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    check(&args)
+}
+
+fn set(codes: &[&str]) -> BTreeSet<String> {
+    codes.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_correct_hpa_has_no_findings() {
+    let r = check_file("good.yaml", &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.codes(), set(&[]), "{}", r.stdout);
+    assert_eq!(r.json()["summary"]["hpasChecked"], 1);
+    // The table says so too.
+    let t = check(&["-f", fixture("good.yaml").to_str().unwrap()]);
+    assert_eq!(t.code, 0);
+    assert!(
+        t.stdout.starts_with("no findings (1 HPA checked)"),
+        "{}",
+        t.stdout
+    );
+}
+
+#[test]
+fn each_fixture_gives_exactly_its_findings() {
+    let cases: &[(&str, &[&str], &[&str], i32)] = &[
+        ("value-path.yaml", &[], &["HB001", "HB003"], 1),
+        ("average-value.yaml", &[], &["HB002"], 1),
+        ("type-mismatch.yaml", &[], &["HB003"], 0),
+        ("names.yaml", &[], &["HB004", "HB005"], 1),
+        ("selector.yaml", &[], &["HB006"], 0),
+        ("tolerance.yaml", &[], &["HB008"], 0),
+        ("tolerance-set.yaml", &[], &[], 0),
+        (
+            "tolerance-set.yaml",
+            &["--kube-version", "1.32"],
+            &["HB008", "HB009"],
+            0,
+        ),
+        ("windows.yaml", &[], &["HB010", "HB011"], 0),
+        (
+            "windows.yaml",
+            &["--max-scale-up-time", "15m"],
+            &["HB010"],
+            0,
+        ),
+        (
+            "windows.yaml",
+            &["--recommender-window", "30s", "--max-scale-up-time", "15m"],
+            &[],
+            0,
+        ),
+        ("min-zero.yaml", &[], &["HB012"], 1),
+        ("min-zero.yaml", &["--scale-to-zero"], &[], 0),
+        ("deployment-floor.yaml", &[], &["HB013"], 0),
+        ("ordinals.yaml", &[], &["HB014"], 1),
+        ("no-floor.yaml", &[], &["HB015"], 0),
+        ("apiservice.yaml", &[], &["HB016", "HB017"], 1),
+        (
+            "apiservice.yaml",
+            &["--adapter-service", "keda/keda-operator-metrics-apiserver"],
+            &["HB017"],
+            1,
+        ),
+    ];
+    for (file, extra, want, code) in cases {
+        let r = check_file(file, extra);
+        assert_eq!(
+            r.codes(),
+            set(want),
+            "{file} {extra:?}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_eq!(r.code, *code, "{file} {extra:?} exit code: {}", r.stdout);
+    }
+}
+
+#[test]
+fn findings_name_the_object_and_field_and_link_the_docs() {
+    let r = check_file("value-path.yaml", &[]);
+    let f = &r.findings("HB001")[0];
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["object"]["kind"], "HorizontalPodAutoscaler");
+    assert_eq!(f["object"]["namespace"], "games");
+    assert_eq!(f["object"]["name"], "lobby");
+    assert_eq!(f["field"], "spec.metrics[0].external.target.value");
+    assert_eq!(
+        f["docs"],
+        "docs/check.md#hb001-absolute-metric-through-the-value-path"
+    );
+    assert!(f["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("value-path.yaml (document 1)"));
+    assert!(!f["why"].as_str().unwrap().is_empty() && !f["fix"].as_str().unwrap().is_empty());
+    assert_eq!(
+        r.findings("HB003")[0]["field"],
+        "spec.metrics[0].external.target.type"
+    );
+
+    // Every docs link in every fixture's findings points at a heading that exists.
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/check.md"))
+        .unwrap();
+    let dir = fixture("");
+    let r = check(&["-o", "json", "-f", dir.to_str().unwrap()]);
+    // The directory also holds invalid.yaml: unusable input wins, with a precise message.
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    for name in [
+        "value-path.yaml",
+        "names.yaml",
+        "selector.yaml",
+        "windows.yaml",
+        "ordinals.yaml",
+        "apiservice.yaml",
+        "deployment-floor.yaml",
+        "no-floor.yaml",
+        "min-zero.yaml",
+        "tolerance.yaml",
+        "average-value.yaml",
+    ] {
+        for f in check_file(name, &["--kube-version", "1.32"]).json()["findings"]
+            .as_array()
+            .unwrap()
+        {
+            let anchor = f["docs"].as_str().unwrap().split('#').nth(1).unwrap();
+            let heading = format!(
+                "## {}: {}",
+                f["code"].as_str().unwrap(),
+                f["title"].as_str().unwrap()
+            );
+            assert!(docs.contains(&heading), "{heading} missing for #{anchor}");
+        }
+    }
+}
+
+#[test]
+fn tolerance_reports_the_exact_replica_counts_per_version() {
+    // From 1.33 the band is inclusive: at 10 replicas, 11 (ratio 1.1) is inside.
+    let new = check_file("tolerance.yaml", &[]);
+    let m = new.findings("HB008")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("above the current count is ignored from 10 replicas"),
+        "{m}"
+    );
+    assert!(m.contains("below is ignored from 10 replicas"), "{m}");
+    assert!(
+        m.contains("at maxReplicas 50, recommendations up to 5 replica(s) lower"),
+        "{m}"
+    );
+    // Before 1.33, |1 - 1.1| is 0.10000000000000009 > 0.1: steps up are acted on at 10.
+    let old = check_file("tolerance.yaml", &["--kube-version", "1.32"]);
+    let m = old.findings("HB008")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("above the current count is ignored from 11 replicas"),
+        "{m}"
+    );
+    assert!(m.contains("below is ignored from 10 replicas"), "{m}");
+    // A tighter cluster tolerance moves the threshold: 1/r <= 0.05 from 20 replicas.
+    let tight = check_file("tolerance.yaml", &["--cluster-tolerance", "0.05"]);
+    let m = tight.findings("HB008")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(m.contains("ignored from 20 replicas"), "{m}");
+    // A dropped per-HPA tolerance falls back to the cluster default.
+    let dropped = check_file("tolerance-set.yaml", &["--kube-version", "1.32"]);
+    assert_eq!(dropped.findings("HB009").len(), 2);
+    let fields: BTreeSet<String> = dropped
+        .findings("HB009")
+        .iter()
+        .map(|f| f["field"].as_str().unwrap().to_string())
+        .collect();
+    assert!(fields.contains("spec.behavior.scaleUp.tolerance"));
+    assert!(fields.contains("spec.behavior.scaleDown.tolerance"));
+}
+
+#[test]
+fn ordinals_offset_is_fine_with_kubernetes_discovery() {
+    let r = check_file("ordinals.yaml", &[]);
+    let f = &r.findings("HB014")[0];
+    assert_eq!(f["object"]["kind"], "StatefulSet");
+    assert_eq!(f["field"], "spec.ordinals.start");
+    // Two HPAs on the same StatefulSet: the workload's finding is reported once.
+    let both = check(&[
+        "-o",
+        "json",
+        "-f",
+        fixture("ordinals.yaml").to_str().unwrap(),
+        fixture("tolerance.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(both.findings("HB014").len(), 1, "{}", both.stdout);
+    let config = fixture("discovery-config.yaml");
+    let r = check_file("ordinals.yaml", &["--config", config.to_str().unwrap()]);
+    assert_eq!(r.codes(), set(&[]), "{}", r.stdout);
+    assert_eq!(r.code, 0);
+}
+
+#[test]
+fn scale_up_finding_states_the_simulated_time() {
+    let r = check_file("windows.yaml", &[]);
+    let m = r.findings("HB011")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Pods 1 per 120 s from 2 to 9: seven additions at 0, 120, ..., 720 s.
+    assert!(m.contains("from 2 to maxReplicas 9 takes 720s"), "{m}");
+    let w = &r.findings("HB010")[0];
+    assert_eq!(
+        w["field"],
+        "spec.behavior.scaleDown.stabilizationWindowSeconds"
+    );
+}
+
+#[test]
+fn lists_json_and_stdin_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // kubectl get hpa -o json: a typed List whose items omit kind and apiVersion.
+    let good: Vec<Value> =
+        serde_yaml::Deserializer::from_str(&std::fs::read_to_string(fixture("good.yaml")).unwrap())
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+    let mut hpa = good[1].clone();
+    hpa.as_object_mut().unwrap().remove("kind");
+    hpa.as_object_mut().unwrap().remove("apiVersion");
+    let mut bad = hpa.clone();
+    bad["spec"]["metrics"][0]["external"]["target"] =
+        serde_json::json!({"type": "Value", "value": "1"});
+    bad["metadata"]["name"] = "arena".into();
+    let list = serde_json::json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscalerList",
+        "metadata": {}, "items": [hpa, bad]
+    });
+    let path = dir.path().join("hpas.json");
+    std::fs::write(&path, list.to_string()).unwrap();
+    let sts = dir.path().join("sts.yaml");
+    std::fs::write(&sts, serde_yaml::to_string(&good[0]).unwrap()).unwrap();
+    let r = check(&[
+        "-o",
+        "json",
+        "-f",
+        path.to_str().unwrap(),
+        sts.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.codes(), set(&["HB001"]));
+    let f = &r.findings("HB001")[0];
+    assert_eq!(f["object"]["name"], "arena");
+    assert!(f["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("(document 1, items[1])"));
+
+    // The same objects through stdin, as a kind: List.
+    let v1list =
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [good[0], good[1]]});
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["check", "-o", "json", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(v1list.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["summary"]["hpasChecked"], 1);
+    assert_eq!(v["findings"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn unusable_input_exits_2_naming_file_and_document() {
+    let r = check_file("invalid.yaml", &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stdout.is_empty());
+    assert!(
+        r.stderr
+            .contains("invalid.yaml: document 2: invalid YAML/JSON"),
+        "{}",
+        r.stderr
+    );
+    let r = check_file("no-such-file.yaml", &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no-such-file.yaml"), "{}", r.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("h.yaml");
+    std::fs::write(
+        &p,
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: {maxReplicas: many, scaleTargetRef: {kind: StatefulSet, name: h}}\n",
+    )
+    .unwrap();
+    let r = check(&["-f", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("h.yaml: document 1: HorizontalPodAutoscaler \"h\""),
+        "{}",
+        r.stderr
+    );
+    // Neither -f nor --cluster is a usage error.
+    assert_eq!(check(&[]).code, 2);
+    let bad = check(&[
+        "--kube-version",
+        "latest",
+        "-f",
+        fixture("good.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--kube-version"), "{}", bad.stderr);
+}
+
+// ---- --cluster ------------------------------------------------------------------------------
+
+/// A loopback HTTPS server playing the kube-apiserver: recorded objects, and the external
+/// metrics API proxied to the real adapter.
+struct FakeApiServer {
+    port: u16,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+const TOKEN: &str = "check-test-token";
+
+impl FakeApiServer {
+    async fn start(pki: &Pki, apiservice: &'static str, adapter: HttpsClient) -> Self {
+        let issued = pki.server();
+        let certs: Vec<CertificateDer<'static>> =
+            rustls_pemfile::certs(&mut issued.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let key: PrivateKeyDer<'static> =
+            rustls_pemfile::private_key(&mut issued.key_pem.as_bytes())
+                .unwrap()
+                .unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (acceptor, log, adapter) = (acceptor.clone(), log.clone(), adapter.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let svc = service_fn(move |req: http::Request<Incoming>| {
+                        let (log, adapter) = (log.clone(), adapter.clone());
+                        async move { Ok::<_, Infallible>(handle(req, apiservice, &log, &adapter).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        FakeApiServer { port, requests }
+    }
+
+    fn kubeconfig(&self, pki: &Pki, dir: &Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: checker\n  user:\n    token: {TOKEN}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: checker}}\ncurrent-context: fake\n",
+                self.port,
+                pki.ca_path().display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn respond(code: u16, body: String) -> http::Response<Full<Bytes>> {
+    http::Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+fn not_found(what: &str) -> http::Response<Full<Bytes>> {
+    respond(
+        404,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("{what} not found"), "reason": "NotFound", "code": 404})
+        .to_string(),
+    )
+}
+
+async fn handle(
+    req: http::Request<Incoming>,
+    apiservice: &str,
+    log: &Mutex<Vec<String>>,
+    adapter: &HttpsClient,
+) -> http::Response<Full<Bytes>> {
+    let path_and_query = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    log.lock().unwrap().push(path_and_query.clone());
+    let authorized = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {TOKEN}"));
+    if !authorized {
+        return respond(
+            401,
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#.into(),
+        );
+    }
+    let path = req.uri().path();
+    let read = |name: &str| std::fs::read_to_string(fixture(&format!("cluster/{name}"))).unwrap();
+    if path == "/apis/autoscaling/v2/horizontalpodautoscalers" {
+        return respond(200, read("hpas.json"));
+    }
+    if let Some(name) = path.strip_prefix("/apis/apps/v1/namespaces/games/statefulsets/") {
+        let file = fixture(&format!("cluster/statefulset-{name}.json"));
+        return match std::fs::read_to_string(file) {
+            Ok(body) => respond(200, body),
+            Err(_) => not_found(&format!("statefulsets.apps \"{name}\"")),
+        };
+    }
+    if path == "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.external.metrics.k8s.io" {
+        return respond(200, read(apiservice));
+    }
+    if path.starts_with("/apis/external.metrics.k8s.io/v1beta1/") {
+        // The aggregator's job: forward to the adapter over HTTPS, hand back its answer.
+        return match adapter.get(&path_and_query, &[]).await {
+            Ok((code, body)) => respond(code, body),
+            Err(e) => respond(
+                503,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("error trying to reach service: {e}"), "reason": "ServiceUnavailable", "code": 503})
+                .to_string(),
+            ),
+        };
+    }
+    not_found(path)
+}
+
+fn page(metric: &str, workload: &str, instance: &str, value: &str) -> String {
+    format!(
+        "# TYPE {metric} gauge\n{metric}{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"}} {value}\n"
+    )
+}
+
+async fn run_check_async(args: Vec<String>) -> Run {
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        check(&refs)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_reports_the_adapters_answers() {
+    let ex = TestExporter::start().await;
+    ex.page("/ctl", page("hpa_expect_replicas", "lobby", "ctl-0", "3"));
+    ex.page(
+        "/lobby-0",
+        page("hpa_stateful_index", "lobby", "lobby-0", "1"),
+    );
+    ex.page(
+        "/lobby-1",
+        page("hpa_stateful_index", "lobby", "lobby-1", "2"),
+    );
+    // bazaar's recommender exports NaN: the adapter refuses (503) rather than guess.
+    ex.page(
+        "/bazaar-ctl",
+        page("hpa_expect_replicas", "bazaar", "ctl-0", "NaN"),
+    );
+    ex.page(
+        "/bazaar-0",
+        page("hpa_stateful_index", "bazaar", "bazaar-0", "1"),
+    );
+    // arena exports nothing at all: no series, 404.
+    let config = fast_config(&[
+        (ex.url("/ctl"), "games", "ctl-0"),
+        (ex.url("/lobby-0"), "games", "lobby-0"),
+        (ex.url("/lobby-1"), "games", "lobby-1"),
+        (ex.url("/bazaar-ctl"), "games", "bazaar-ctl-0"),
+        (ex.url("/bazaar-0"), "games", "bazaar-0"),
+    ]);
+    let adapter = AdapterProcess::start(&config).await;
+    adapter
+        .eventually(
+            "games",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            "lobby's value",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("3"),
+        )
+        .await;
+    adapter
+        .eventually(
+            "games",
+            "hpa_expect_replicas",
+            "hpa_target_name=bazaar",
+            "bazaar refused",
+            |c, _| c == 503,
+        )
+        .await;
+
+    let pki = Pki::new("fake-apiserver-ca");
+    let server = FakeApiServer::start(&pki, "apiservice.json", adapter.client()).await;
+    let kubeconfig = server.kubeconfig(&pki, pki.dir.path());
+    let r = run_check_async(vec![
+        "--cluster".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--config".into(),
+        adapter.config_path().display().to_string(),
+        "-o".into(),
+        "json".into(),
+    ])
+    .await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.codes(), set(&["HB007", "HB018"]), "{}", r.stdout);
+
+    // arena: both metrics have no series; the adapter's own message is quoted.
+    let no_series = r.findings("HB007");
+    assert_eq!(no_series.len(), 2, "{}", r.stdout);
+    for f in &no_series {
+        assert_eq!(f["object"]["name"], "arena");
+        let m = f["message"].as_str().unwrap();
+        assert!(m.contains("404 NotFound"), "{m}");
+        assert!(m.contains("has no data"), "{m}");
+    }
+    // bazaar: the recommendation is refused with the adapter's reason; its floor is fine.
+    let refused = r.findings("HB018");
+    assert_eq!(refused.len(), 1, "{}", r.stdout);
+    assert_eq!(refused[0]["object"]["name"], "bazaar");
+    assert_eq!(refused[0]["field"], "spec.metrics[0].external.metric");
+    let m = refused[0]["message"].as_str().unwrap();
+    assert!(m.contains("503 ServiceUnavailable"), "{m}");
+    assert!(m.contains("hpa_expect_replicas is invalid"), "{m}");
+    // lobby is correct and its answers are fine: nothing about it.
+    assert!(!r.stdout.contains("\"lobby\""), "{}", r.stdout);
+
+    // The requests went the HPA's way: lower-cased metric, selector as labelSelector.
+    let reqs = server.requests();
+    assert!(
+        reqs.iter().any(|p| p
+            == "/apis/external.metrics.k8s.io/v1beta1/namespaces/games/hpa_expect_replicas?labelSelector=hpa%5Ftarget%5Fname%3Dlobby"),
+        "{reqs:#?}"
+    );
+    assert!(reqs
+        .iter()
+        .any(|p| p == "/apis/apps/v1/namespaces/games/statefulsets/bazaar"));
+    assert_eq!(
+        reqs.iter()
+            .filter(|p| p.starts_with("/apis/external.metrics.k8s.io/"))
+            .count(),
+        6
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_flags_a_foreign_apiservice_and_does_not_query_it() {
+    let adapter = AdapterProcess::start("").await;
+    let pki = Pki::new("fake-apiserver-ca");
+    let server = FakeApiServer::start(&pki, "apiservice-keda.json", adapter.client()).await;
+    let kubeconfig = server.kubeconfig(&pki, pki.dir.path());
+    let r = run_check_async(vec![
+        "--cluster".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "-o".into(),
+        "json".into(),
+    ])
+    .await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.codes(), set(&["HB016"]), "{}", r.stdout);
+    let f = &r.findings("HB016")[0];
+    assert!(f["message"]
+        .as_str()
+        .unwrap()
+        .contains("keda/keda-operator-metrics-apiserver"));
+    assert_eq!(f["field"], "spec.service");
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|p| p.starts_with("/apis/external.metrics.k8s.io/")));
+
+    // A wrong token is an unusable cluster: exit 2 with the API error.
+    let bad = pki.dir.path().join("bad-kubeconfig");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&kubeconfig)
+            .unwrap()
+            .replace(TOKEN, "wrong"),
+    )
+    .unwrap();
+    let r = run_check_async(vec![
+        "--cluster".into(),
+        "--kubeconfig".into(),
+        bad.display().to_string(),
+    ])
+    .await;
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("listing autoscaling/v2 HorizontalPodAutoscalers"),
+        "{}",
+        r.stderr
+    );
+}
