@@ -124,6 +124,15 @@ impl Adapter {
         self.config.metrics.iter().map(|m| m.name.clone()).collect()
     }
 
+    /// The label for self-metrics: a configured metric name, or `-` for anything else, so
+    /// unauthenticated or mistaken requests cannot grow the label set without bound.
+    pub fn metric_label<'a>(&'a self, requested: &str) -> &'a str {
+        self.config
+            .metric(requested)
+            .map(|m| m.name.as_str())
+            .unwrap_or("-")
+    }
+
     /// The answer for one external metric query, as the HPA would ask it (REFERENCE.md §1.2).
     pub async fn answer(
         &self,
@@ -284,7 +293,13 @@ impl Adapter {
         let (mut current, current_inputs) = self
             .current_replicas(spec, namespace, selector, now, &ev.workloads)
             .await;
-        if current.is_err() && spec.current_series.is_none() {
+        // Counting live targets stands in for the replica count only when every target's load
+        // is known: with partial data the count leaves out exactly the unknown pods, and holding
+        // at it would shrink the workload on unknown input.
+        if current.is_err()
+            && spec.current_series.is_none()
+            && matches!(load.state, threshold::LoadState::Known(_))
+        {
             current = threshold::current_from_live_targets(&load);
         }
         let answer = if rule.sustained() {
@@ -570,7 +585,9 @@ impl Adapter {
             let Ok(selector) = LabelSelector::parse(&key.selector) else {
                 continue;
             };
-            if let Ok(answer) = self.answer(&key.metric, &key.namespace, &selector).await {
+            // Not `answer()`: looking at /status must not count as serving an answer.
+            if let Some(spec) = self.config.metric(&key.metric) {
+                let answer = self.answer_spec(spec, &key.namespace, &selector, now).await;
                 workloads.push(WorkloadStatus {
                     namespace: key.namespace.clone(),
                     selector: key.selector.clone(),

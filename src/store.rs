@@ -273,10 +273,10 @@ impl Store {
         for sample in samples {
             let labels: SeriesLabels = Arc::new(merge_labels(&sample.labels, &rec.target.labels));
             // An exporter-supplied timestamp says when the value was measured; never trust one
-            // from the future.
+            // from the future, and keep absurd past ones (before 1970) from overflowing ages.
             let at = sample
                 .timestamp_ms
-                .map(|t| t.min(scraped_at))
+                .map(|t| t.clamp(0, scraped_at))
                 .unwrap_or(scraped_at);
             let valid = invalid_reason(sample.value)
                 .is_none()

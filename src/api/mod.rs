@@ -213,7 +213,7 @@ impl ApiHandler {
             ),
             Route::ExternalMetric(ns, metric) => {
                 let resp = self.external_metric(&ns, &metric, req.uri().query()).await;
-                (resp, Some(metric.to_ascii_lowercase()))
+                (resp, Some(self.adapter.metric_label(&metric).to_string()))
             }
             Route::NotFound => (
                 status_response(

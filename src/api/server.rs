@@ -110,14 +110,14 @@ async fn respond(
     }
     if let Some(gate) = gate {
         if let Err(denied) = gate.admit(&req, peer, &r).await {
-            handler.adapter.metrics.request(
-                denied.status().as_u16(),
-                match &r {
-                    Route::ExternalMetric(_, m) => m.as_str(),
-                    _ => "-",
-                },
-                0.0,
-            );
+            let metric = match &r {
+                Route::ExternalMetric(_, m) => handler.adapter.metric_label(m),
+                _ => "-",
+            };
+            handler
+                .adapter
+                .metrics
+                .request(denied.status().as_u16(), metric, 0.0);
             return denied;
         }
     }

@@ -190,8 +190,9 @@ impl Authorizer {
         };
         let spec = attrs.spec(user);
         // The spec is the whole question, so it is the cache key.
-        let key = serde_json::to_string(&spec).unwrap_or_default();
-        if let Some(d) = self.cache.get(&key, Instant::now()) {
+        // Never share a decision under a degenerate key: without one, skip the cache.
+        let key = serde_json::to_string(&spec).ok();
+        if let Some(d) = key.as_ref().and_then(|k| self.cache.get(k, Instant::now())) {
             return Ok(d);
         }
         let review = SubjectAccessReview {
@@ -216,8 +217,10 @@ impl Authorizer {
                 .join("; ");
             (Decision::Deny(reason), self.deny_ttl)
         };
-        self.cache
-            .insert(key, decision.clone(), Instant::now(), ttl);
+        if let Some(key) = key {
+            self.cache
+                .insert(key, decision.clone(), Instant::now(), ttl);
+        }
         Ok(decision)
     }
 }

@@ -64,6 +64,7 @@ use crate::config::PrometheusSourceConfig;
 use crate::selector::{
     is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
 };
+use crate::source::scrape::error_chain;
 use crate::store::{invalid_reason, Evidence, Observation, Scope, TargetId};
 use crate::telemetry::SelfMetrics;
 
@@ -942,21 +943,6 @@ impl Inner {
             .unwrap_or("unknown")
             .to_string())
     }
-}
-
-/// hyper's client errors hide the cause (e.g. "connection refused") in their source chain.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
 
 impl EvidenceSource for PrometheusSource {
