@@ -5,6 +5,7 @@
 
 pub mod adapter;
 pub mod api;
+pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod demo;
