@@ -306,7 +306,7 @@ impl StandInGatekeeper {
         let unauthorized = || StatusReason::Unauthorized;
         let chain = peer.certificates.as_deref().ok_or_else(unauthorized)?;
         let cn = self.proxy_name(chain).ok_or_else(unauthorized)?;
-        if !self.allowed_names.iter().any(|n| *n == cn) {
+        if !self.allowed_names.contains(&cn) {
             return Err(unauthorized());
         }
         let user = req
