@@ -6,6 +6,7 @@
 pub mod adapter;
 pub mod api;
 pub mod auth;
+pub mod bench;
 pub mod check;
 pub mod clock;
 pub mod config;

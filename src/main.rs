@@ -52,6 +52,12 @@ enum Command {
     /// Find HPA specs that silently defeat absolute targets, in manifests (-f) or a live cluster
     /// (--cluster). Exit code 1 when an error-level finding exists, 2 for unusable input.
     Check(CheckArgs),
+    /// Measure the serve path, the parse path, scale and memory against their limits; writes
+    /// BENCHMARKS.md and benchmarks.json (documented in BENCHMARKS.md).
+    Bench(BenchArgs),
+    /// The bench's scale exporter, started as a child process by `bench`.
+    #[command(hide = true)]
+    BenchExporter(BenchExporterArgs),
 }
 
 #[derive(Args, Debug)]
@@ -110,6 +116,34 @@ struct CheckArgs {
     /// The Service that should own the external metrics APIService, as namespace/name.
     #[arg(long, default_value = "hpa-bridge/hpa-bridge")]
     adapter_service: String,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// A short run (a few seconds per part, small scale) whose figures are not meaningful.
+    #[arg(long)]
+    quick: bool,
+    /// Exit non-zero if any figure misses its goal.
+    #[arg(long)]
+    check: bool,
+    /// Directory for BENCHMARKS.md and benchmarks.json.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+    /// Parts to run (default all): serve, parse, scale, prometheus.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct BenchExporterArgs {
+    #[arg(long)]
+    targets: usize,
+    #[arg(long)]
+    workloads: usize,
+    #[arg(long)]
+    page_bytes: usize,
+    #[arg(long)]
+    shared_host: bool,
 }
 
 #[derive(Args, Debug)]
@@ -393,6 +427,17 @@ fn main() {
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
             Command::Check(_) => unreachable!("handled above"),
+            Command::Bench(args) => bench(args).await,
+            Command::BenchExporter(args) => {
+                hpa_bridge::bench::exporter::serve(hpa_bridge::bench::exporter::ExporterSpec {
+                    targets: args.targets,
+                    workloads: args.workloads.max(1),
+                    page_bytes: args.page_bytes,
+                    shared_host: args.shared_host,
+                })
+                .await
+                .context("bench exporter")
+            }
         }
     });
     if let Err(e) = result {
@@ -513,6 +558,39 @@ async fn demo_exporter(args: DemoArgs) -> Result<()> {
         },
     )
     .await;
+    Ok(())
+}
+
+async fn bench(args: BenchArgs) -> Result<()> {
+    let mut command = String::from("cargo run --release -- bench");
+    if args.quick {
+        command.push_str(" --quick");
+    }
+    let opts = hpa_bridge::bench::BenchOptions {
+        quick: args.quick,
+        out_dir: args.out.clone(),
+        parts: args.only.clone(),
+        exe: std::env::current_exe().context("locating the hpa-bridge binary")?,
+        command,
+    };
+    // The bench builds runtimes with pinned worker counts, which cannot nest inside this one.
+    let worker = std::thread::spawn(move || hpa_bridge::bench::run(&opts));
+    let report = tokio::task::spawn_blocking(move || worker.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the bench panicked"))??;
+    println!("{}", report.markdown());
+    println!(
+        "wrote {} and {}",
+        args.out.join("BENCHMARKS.md").display(),
+        args.out.join("benchmarks.json").display()
+    );
+    let unmet = report.unmet();
+    if args.check && !unmet.is_empty() {
+        for f in &unmet {
+            eprintln!("goal not met: {} (ratio {:?})", f.name, f.ratio);
+        }
+        bail!("{} benchmark goal(s) not met", unmet.len());
+    }
     Ok(())
 }
 

@@ -41,7 +41,15 @@ pub struct CaBundle {
     verifier: Arc<dyn ClientCertVerifier>,
     subjects: Vec<DistinguishedName>,
     pub origin: String,
+    /// Recent verdicts by chain digest. Signature verification dominates the serve path
+    /// (BENCHMARKS.md), and the aggregator presents the same front-proxy chain on every
+    /// request. A verdict is reused for at most `VERDICT_TTL`, so expiry is still noticed, and
+    /// a rotated CA builds a new bundle with an empty memo.
+    verdicts: std::sync::Mutex<std::collections::HashMap<[u8; 32], (bool, std::time::Instant)>>,
 }
+
+const VERDICT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const MAX_VERDICTS: usize = 1024;
 
 impl CaBundle {
     pub fn from_pem(pem: &[u8], origin: &str) -> Result<Self, TrustError> {
@@ -71,17 +79,44 @@ impl CaBundle {
             verifier,
             subjects,
             origin: origin.to_string(),
+            verdicts: Default::default(),
         })
     }
 
     /// Does `chain` (leaf first) verify against this bundle, now?
     pub fn verifies(&self, chain: &[CertificateDer<'_>]) -> bool {
+        use sha2::{Digest, Sha256};
         let Some((leaf, intermediates)) = chain.split_first() else {
             return false;
         };
-        self.verifier
+        let mut digest = Sha256::new();
+        for c in chain {
+            digest.update((c.len() as u64).to_be_bytes());
+            digest.update(c.as_ref());
+        }
+        let key: [u8; 32] = digest.finalize().into();
+        let now = std::time::Instant::now();
+        {
+            let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((ok, at)) = memo.get(&key) {
+                if now.duration_since(*at) < VERDICT_TTL {
+                    return *ok;
+                }
+            }
+        }
+        let ok = self
+            .verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now())
-            .is_ok()
+            .is_ok();
+        let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.len() >= MAX_VERDICTS {
+            memo.retain(|_, (_, at)| now.duration_since(*at) < VERDICT_TTL);
+            if memo.len() >= MAX_VERDICTS {
+                memo.clear();
+            }
+        }
+        memo.insert(key, (ok, now));
+        ok
     }
 }
 

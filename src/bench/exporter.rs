@@ -1,0 +1,190 @@
+//! The scale part's exporter, run as a child process (`hpa-bridge bench-exporter`) so that its
+//! CPU time is not counted as the adapter's.
+//!
+//! Target `i` is served at `http://127.77.<i/250>.<i%250+1>:<port>/t/<i>`: one address per
+//! target, as pods have, so the scraper's per-host connection pool behaves as in a cluster
+//! (Linux routes all of 127.0.0.0/8 to the loopback interface). With `shared_host` every target
+//! is a path on 127.0.0.1 instead.
+
+use std::convert::Infallible;
+use std::fmt::Write;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::pages;
+
+#[derive(Clone, Debug)]
+pub struct ExporterSpec {
+    pub targets: usize,
+    pub workloads: usize,
+    pub page_bytes: usize,
+    pub shared_host: bool,
+}
+
+/// The address of target `i`.
+pub fn target_ip(i: usize, shared_host: bool) -> Ipv4Addr {
+    if shared_host {
+        Ipv4Addr::LOCALHOST
+    } else {
+        Ipv4Addr::new(127, 77, (i / 250) as u8, (i % 250 + 1) as u8)
+    }
+}
+
+/// Workload and ordinal of target `i`: targets are spread round-robin over the workloads.
+pub fn workload_of(i: usize, workloads: usize) -> (usize, usize) {
+    (i % workloads, i / workloads)
+}
+
+/// The value workload `w`'s leading controller exports until changed.
+pub fn initial_recommendation(w: usize) -> u32 {
+    2 + (w % 5) as u32
+}
+
+/// Target `i`'s page: ~40 unwanted series of escape-heavy filler, then its pod's stateful index
+/// and, for ordinals 0 and 1 (a leader and a former leader), a recommendation.
+pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32) -> Bytes {
+    let (w, k) = workload_of(i, spec.workloads);
+    let mut page = String::with_capacity(spec.page_bytes + 1024);
+    pages::filler(
+        &mut page,
+        40,
+        spec.page_bytes.saturating_sub(400),
+        8,
+        &format!("t{i}"),
+    );
+    let common = format!(
+        "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"w{w}\",hpa_target_api_version=\"apps/v1\""
+    );
+    if k < 2 {
+        let value = if k == 0 { recommendation } else { 1 };
+        let _ = writeln!(
+            page,
+            "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{{common},service_instance_id=\"w{w}-c{k}\"}} {value}"
+        );
+    }
+    let index = if k < 3 { k + 1 } else { 0 };
+    let _ = writeln!(
+        page,
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{{common},service_instance_id=\"w{w}-{k}\"}} {index}"
+    );
+    Bytes::from(page)
+}
+
+type Pages = Arc<Vec<RwLock<Bytes>>>;
+
+fn page_response(pages: &Pages, path: &str) -> http::Response<Full<Bytes>> {
+    let page = path
+        .strip_prefix("/t/")
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| pages.get(i))
+        .map(|p| p.read().unwrap_or_else(|e| e.into_inner()).clone());
+    match page {
+        Some(body) => http::Response::builder()
+            .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
+            .body(Full::new(body))
+            .unwrap_or_default(),
+        None => http::Response::builder()
+            .status(404)
+            .body(Full::new(Bytes::from_static(b"no such target\n")))
+            .unwrap_or_default(),
+    }
+}
+
+async fn accept_loop<F>(listener: TcpListener, respond: F)
+where
+    F: Fn(&http::Request<Incoming>) -> http::Response<Full<Bytes>> + Clone + Send + Sync + 'static,
+{
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let respond = respond.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: http::Request<Incoming>| {
+                let resp = respond(&req);
+                async move { Ok::<_, Infallible>(resp) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), service)
+                .await;
+        });
+    }
+}
+
+/// Serve until stdin closes (the parent exits or drops the pipe). Prints one line,
+/// `ready port=<port> control=<addr>`, once every listener is bound.
+pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
+    let pages: Pages = Arc::new(
+        (0..spec.targets)
+            .map(|i| {
+                let (w, _) = workload_of(i, spec.workloads);
+                RwLock::new(target_page(&spec, i, initial_recommendation(w)))
+            })
+            .collect(),
+    );
+    let first = TcpListener::bind((target_ip(0, spec.shared_host), 0)).await?;
+    let port = first.local_addr()?.port();
+    let mut listeners = vec![first];
+    if !spec.shared_host {
+        for i in 1..spec.targets {
+            listeners.push(TcpListener::bind((target_ip(i, false), port)).await?);
+        }
+    }
+    let control = TcpListener::bind("127.0.0.1:0").await?;
+    let control_addr: SocketAddr = control.local_addr()?;
+
+    for listener in listeners {
+        let pages = pages.clone();
+        tokio::spawn(accept_loop(listener, move |req| {
+            page_response(&pages, req.uri().path())
+        }));
+    }
+    // `/set?target=I&value=V` changes target I's recommendation (for the freshness measurement).
+    let control_pages = pages.clone();
+    let control_spec = spec.clone();
+    tokio::spawn(accept_loop(control, move |req| {
+        let mut target = None;
+        let mut value = None;
+        for pair in req.uri().query().unwrap_or("").split('&') {
+            match pair.split_once('=') {
+                Some(("target", v)) => target = v.parse::<usize>().ok(),
+                Some(("value", v)) => value = v.parse::<u32>().ok(),
+                _ => {}
+            }
+        }
+        match (target, value) {
+            (Some(t), Some(v)) if t < control_pages.len() => {
+                *control_pages[t].write().unwrap_or_else(|e| e.into_inner()) =
+                    target_page(&control_spec, t, v);
+                http::Response::new(Full::new(Bytes::from_static(b"ok\n")))
+            }
+            _ => http::Response::builder()
+                .status(400)
+                .body(Full::new(Bytes::from_static(b"want ?target=I&value=V\n")))
+                .unwrap_or_default(),
+        }
+    }));
+
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready port={port} control={control_addr}")?;
+        out.flush()?;
+    }
+    // tokio's stdin needs a feature the crate does not otherwise use; a blocking thread will do.
+    tokio::task::spawn_blocking(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    })
+    .await
+    .map_err(std::io::Error::other)
+}

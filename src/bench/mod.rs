@@ -1,0 +1,187 @@
+//! `hpa-bridge bench`: the adapter's hot paths measured against their practical limits, side by
+//! side in one run, and reported as ratios (issue 9).
+//!
+//! - `serve`: the HPA's request over TLS keep-alive with client-certificate authentication,
+//!   against a bare hyper + rustls server returning the same bytes.
+//! - `parse`: the exposition skip path against a `memchr` newline scan of the same page.
+//! - `scale`: thousands of targets scraped from a separate exporter process: CPU per round,
+//!   round duration against the interval, resident memory, freshness.
+//! - `prometheus`: queries per HPA request under concurrency (not on this branch yet).
+//!
+//! Absolute numbers depend on the machine and on whatever else runs on it; ratios measured in
+//! the same run with the same client are what the goals are stated in.
+
+pub mod exporter;
+pub mod pages;
+pub mod parse;
+pub mod prometheus;
+pub mod report;
+pub mod scale;
+pub mod serve;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use report::{Figure, Report};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{part}: {message}")]
+    Part { part: &'static str, message: String },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+impl BenchError {
+    pub(crate) fn part(part: &'static str, message: impl std::fmt::Display) -> Self {
+        BenchError::Part {
+            part,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Which parts to run and how long.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
+    pub quick: bool,
+    pub out_dir: PathBuf,
+    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`.
+    pub parts: Vec<String>,
+    /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
+    pub exe: PathBuf,
+    /// How the run was started, for the report.
+    pub command: String,
+}
+
+impl BenchOptions {
+    fn wants(&self, part: &str) -> bool {
+        self.parts.is_empty() || self.parts.iter().any(|p| p == part)
+    }
+}
+
+/// Durations and sizes for one run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub serve_warmup: Duration,
+    pub serve_run: Duration,
+    pub serve_repeats: usize,
+    pub serve_connections: usize,
+    pub parse_min_time: Duration,
+    pub parse_sizes: Vec<usize>,
+    pub scale: scale::ScalePlan,
+}
+
+impl Plan {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                serve_warmup: Duration::from_millis(200),
+                serve_run: Duration::from_millis(600),
+                serve_repeats: 1,
+                serve_connections: 16,
+                parse_min_time: Duration::from_millis(100),
+                parse_sizes: vec![256 * 1024],
+                scale: scale::ScalePlan::quick(),
+            }
+        } else {
+            Plan {
+                serve_warmup: Duration::from_secs(1),
+                serve_run: Duration::from_secs(5),
+                serve_repeats: 2,
+                serve_connections: 64,
+                parse_min_time: Duration::from_millis(1500),
+                parse_sizes: vec![1 << 20, 10 << 20],
+                scale: scale::ScalePlan::full(),
+            }
+        }
+    }
+}
+
+/// Run the selected parts and write `BENCHMARKS.md` and `benchmarks.json` into `out_dir`.
+///
+/// Must be called outside any tokio runtime: each part builds runtimes with pinned worker
+/// counts so the adapter and its baseline get the same CPU arrangement.
+pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
+    let plan = Plan::new(opts.quick);
+    let mut report = Report::new(opts);
+    // Scale first: it reads this process's resident memory, which should not include what the
+    // other parts allocated and freed.
+    if opts.wants("scale") {
+        eprintln!("bench: scale ({} targets)...", plan.scale.targets);
+        report.scale = Some(scale::run(&plan.scale, &opts.exe)?);
+    }
+    if opts.wants("parse") {
+        eprintln!("bench: parse...");
+        report.parse = Some(parse::run(&plan)?);
+    }
+    if opts.wants("serve") {
+        eprintln!("bench: serve...");
+        report.serve = Some(serve::run(&plan)?);
+    }
+    if opts.wants("prometheus") {
+        report.prometheus = Some(prometheus::run());
+    }
+    report.build_figures();
+    report.write(&opts.out_dir)?;
+    Ok(report)
+}
+
+/// Resident memory of this process from /proc/self/status: (VmRSS, VmHWM) in bytes.
+pub fn memory() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// CPU time this process has used, in nanoseconds of on-CPU time summed over its live threads
+/// (/proc/self/task/*/schedstat). The alternative, /proc/self/stat, counts exited threads too
+/// but in 10 ms ticks, too coarse for short rounds; the threads measured here (tokio workers)
+/// live for the whole measurement.
+pub fn cpu_time() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(task) = task else { continue };
+        // A thread that exits between the listing and the read simply stops counting.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// User + system CPU time from /proc/self/stat (all threads, exited ones included), in USER_HZ
+/// ticks: 100 per second on every Linux ABI, so 10 ms resolution. A cross-check of [`cpu_time`].
+pub fn cpu_time_ticks() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may contain spaces and parentheses; fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of proc(5) are utime and stime; `rest` starts at field 3.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// `q`-quantile of sorted microsecond latencies (nearest rank).
+pub fn quantile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    f64::from(sorted[rank.clamp(1, sorted.len()) - 1])
+}

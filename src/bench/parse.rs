@@ -1,0 +1,123 @@
+//! The scrape parser's skip path against the practical limit: finding every newline.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{pages, BenchError, Plan};
+use crate::config::Config;
+use crate::exposition;
+
+/// Series per page, as the issue states (~5,000 of which ~10 are wanted).
+pub const SERIES: usize = 5000;
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParsePage {
+    pub bytes: usize,
+    pub series: usize,
+    pub wanted_series: usize,
+    /// Finding every newline with `memchr` (the faster of `memchr_iter().count()` and one
+    /// `memchr` call per line): no parser can skip lines faster than it finds them.
+    pub newline_scan_mb_s: f64,
+    /// `exposition::parse` with the adapter's wanted set, as the scraper calls it.
+    pub adapter_mb_s: f64,
+    /// `exposition::parse_all`: every line parsed in full.
+    pub parse_all_mb_s: f64,
+    pub ratio_to_limit: f64,
+    pub speedup_over_parse_all: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParseResult {
+    pub pages: Vec<ParsePage>,
+}
+
+/// MB/s of each of `fs` over `bytes` per call. The functions take turns in ~20 ms slices until
+/// each has run for at least `min`, so a change in the machine's load (other processes) hits
+/// all of them alike instead of whichever happened to run at the time.
+fn throughputs<const N: usize>(
+    bytes: usize,
+    min: Duration,
+    fs: [&dyn Fn() -> usize; N],
+) -> [f64; N] {
+    const SLICE: Duration = Duration::from_millis(20);
+    let mut spent = [Duration::ZERO; N];
+    let mut calls = [0u64; N];
+    // One untimed call each warms caches and the allocator.
+    for f in &fs {
+        black_box(f());
+    }
+    while spent.iter().any(|s| *s < min) {
+        for (i, f) in fs.iter().enumerate() {
+            let started = Instant::now();
+            loop {
+                black_box(f());
+                calls[i] += 1;
+                if started.elapsed() >= SLICE {
+                    break;
+                }
+            }
+            spent[i] += started.elapsed();
+        }
+    }
+    std::array::from_fn(|i| bytes as f64 * calls[i] as f64 / spent[i].as_secs_f64() / 1e6)
+}
+
+pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
+    let config = Config::from_yaml("").map_err(|e| BenchError::part("parse", e))?;
+    let wanted = config.wanted_series();
+    let mut pages_out = Vec::new();
+    for &size in &plan.parse_sizes {
+        let (page, wanted_count) = pages::parse_page(size, SERIES);
+        // The measurements are only comparable if they do the same job: check it once.
+        let got = exposition::parse(&page, &|n| wanted.contains(n))
+            .map_err(|e| BenchError::part("parse", format!("generated page: {e}")))?;
+        if got.len() != wanted_count {
+            return Err(BenchError::part(
+                "parse",
+                format!(
+                    "expected {wanted_count} wanted samples, parsed {}",
+                    got.len()
+                ),
+            ));
+        }
+        let all = exposition::parse_all(&page)
+            .map_err(|e| BenchError::part("parse", format!("generated page: {e}")))?;
+        // Two ways to find every newline; the faster one is the limit.
+        let counted = || memchr::memchr_iter(b'\n', &page).count();
+        let stepped = || {
+            let (mut lines, mut pos) = (0, 0);
+            while let Some(i) = memchr::memchr(b'\n', &page[pos..]) {
+                lines += 1;
+                pos += i + 1;
+            }
+            lines
+        };
+        let adapter = || {
+            exposition::parse(&page, &|n| wanted.contains(n))
+                .map(|v| v.len())
+                .unwrap_or(0)
+        };
+        let full = || exposition::parse_all(&page).map(|v| v.len()).unwrap_or(0);
+        let [counted, stepped, adapter, parse_all] = throughputs(
+            page.len(),
+            plan.parse_min_time,
+            [&counted, &stepped, &adapter, &full],
+        );
+        let newline = counted.max(stepped);
+        pages_out.push(ParsePage {
+            bytes: page.len(),
+            series: all.len(),
+            wanted_series: got.len(),
+            newline_scan_mb_s: newline,
+            adapter_mb_s: adapter,
+            parse_all_mb_s: parse_all,
+            ratio_to_limit: adapter / newline,
+            speedup_over_parse_all: adapter / parse_all,
+        });
+    }
+    Ok(ParseResult { pages: pages_out })
+}

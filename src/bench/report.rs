@@ -1,0 +1,556 @@
+//! The bench report: one table of figures (baseline, adapter, ratio, goal, met?) as Markdown in
+//! `BENCHMARKS.md` and the full measurements as JSON in `benchmarks.json`.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::parse::ParseResult;
+use super::prometheus::PrometheusResult;
+use super::scale::ScaleResult;
+use super::serve::ServeResult;
+use super::{BenchError, BenchOptions};
+use crate::clock::{rfc3339, Clock, SystemClock};
+
+/// Everything below this line in an existing BENCHMARKS.md is kept when the file is rewritten,
+/// so hand-written notes (profiles, before/after records) survive a re-run.
+pub const NOTES_MARKER: &str =
+    "<!-- Notes below this line are kept when `bench` rewrites the file. -->";
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", tag = "op", content = "value")]
+pub enum Goal {
+    AtLeast(f64),
+    AtMost(f64),
+    Below(f64),
+}
+
+impl Goal {
+    pub fn met(self, ratio: f64) -> bool {
+        match self {
+            Goal::AtLeast(g) => ratio >= g,
+            Goal::AtMost(g) => ratio <= g,
+            Goal::Below(g) => ratio < g,
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Goal::AtLeast(g) => format!("≥ {g}"),
+            Goal::AtMost(g) => format!("≤ {g}"),
+            Goal::Below(g) => format!("< {g}"),
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figure {
+    pub section: &'static str,
+    pub name: String,
+    pub unit: &'static str,
+    /// The limit or baseline measured (or stated) alongside.
+    pub baseline: Option<f64>,
+    pub adapter: Option<f64>,
+    /// adapter / baseline.
+    pub ratio: Option<f64>,
+    /// A goal on the ratio.
+    pub goal: Option<Goal>,
+    pub met: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Figure {
+    fn new(section: &'static str, name: impl Into<String>, unit: &'static str) -> Self {
+        Figure {
+            section,
+            name: name.into(),
+            unit,
+            baseline: None,
+            adapter: None,
+            ratio: None,
+            goal: None,
+            met: None,
+            note: None,
+        }
+    }
+
+    fn compare(mut self, baseline: f64, adapter: f64, goal: Option<Goal>) -> Self {
+        let ratio = adapter / baseline;
+        self.baseline = Some(baseline);
+        self.adapter = Some(adapter);
+        self.ratio = Some(ratio);
+        self.goal = goal;
+        self.met = goal.map(|g| g.met(ratio));
+        self
+    }
+
+    fn value(mut self, adapter: f64) -> Self {
+        self.adapter = Some(adapter);
+        self
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu_model: String,
+    /// /proc/loadavg when the run started and ended: other work on the machine shows here.
+    pub load_average_start: String,
+    pub load_average_end: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub command: String,
+    pub date: String,
+    pub quick: bool,
+    pub machine: Machine,
+    pub note: String,
+    pub figures: Vec<Figure>,
+    pub serve: Option<ServeResult>,
+    pub parse: Option<ParseResult>,
+    pub scale: Option<ScaleResult>,
+    pub prometheus: Option<PrometheusResult>,
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn size_label(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
+    } else {
+        format!("{:.0} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+impl Report {
+    pub fn new(opts: &BenchOptions) -> Self {
+        Report {
+            command: opts.command.clone(),
+            date: rfc3339(SystemClock.now_ms()),
+            quick: opts.quick,
+            machine: Machine {
+                cores: std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
+                cpu_model: cpu_model(),
+                load_average_start: load_average(),
+                load_average_end: String::new(),
+            },
+            note: "Other processes (builds and tests of parallel work) were running on the machine \
+                   during the measurement; the load averages show how busy it was. Ratios are \
+                   measured side by side in the same run, which is why the goals are stated as ratios."
+                .into(),
+            figures: Vec::new(),
+            serve: None,
+            parse: None,
+            scale: None,
+            prometheus: None,
+        }
+    }
+
+    pub fn build_figures(&mut self) {
+        self.machine.load_average_end = load_average();
+        let mut f = Vec::new();
+        if let Some(s) = &self.serve {
+            let conns = s.connections;
+            let once = "gatekeeper verifies each client certificate once";
+            f.push(
+                Figure::new(
+                    "serve",
+                    format!("Serve: requests/s ({conns} TLS keep-alive connections, front-proxy auth; {once})"),
+                    "req/s",
+                )
+                .compare(s.baseline.requests_per_second, s.adapter.requests_per_second, Some(Goal::AtLeast(0.8))),
+            );
+            f.push(
+                Figure::new("serve", format!("Serve: p50 latency ({once})"), "µs").compare(
+                    s.baseline.p50_us,
+                    s.adapter.p50_us,
+                    None,
+                ),
+            );
+            f.push(
+                Figure::new("serve", format!("Serve: p99 latency ({once})"), "µs").compare(
+                    s.baseline.p99_us,
+                    s.adapter.p99_us,
+                    Some(Goal::AtMost(1.5)),
+                ),
+            );
+            f.push(
+                Figure::new("serve", format!("Serve: p99.9 latency ({once})"), "µs").compare(
+                    s.baseline.p999_us,
+                    s.adapter.p999_us,
+                    None,
+                ),
+            );
+            let every = "gatekeeper re-verifies the chain on every request";
+            let e = &s.adapter_verify_every_request;
+            f.push(
+                Figure::new("serve", format!("Serve: requests/s ({every})"), "req/s").compare(
+                    s.baseline.requests_per_second,
+                    e.requests_per_second,
+                    Some(Goal::AtLeast(0.8)),
+                ),
+            );
+            f.push(
+                Figure::new("serve", format!("Serve: p99 latency ({every})"), "µs").compare(
+                    s.baseline.p99_us,
+                    e.p99_us,
+                    Some(Goal::AtMost(1.5)),
+                ),
+            );
+        }
+        if let Some(p) = &self.parse {
+            for page in &p.pages {
+                let size = size_label(page.bytes);
+                f.push(
+                    Figure::new(
+                        "parse",
+                        format!(
+                            "Parse {size} page ({} series, {} wanted) vs memchr newline scan",
+                            page.series, page.wanted_series
+                        ),
+                        "MB/s",
+                    )
+                    .compare(
+                        page.newline_scan_mb_s,
+                        page.adapter_mb_s,
+                        Some(Goal::AtLeast(0.3)),
+                    ),
+                );
+                f.push(
+                    Figure::new(
+                        "parse",
+                        format!("Parse {size} page vs full parse (`parse_all`)"),
+                        "MB/s",
+                    )
+                    .compare(page.parse_all_mb_s, page.adapter_mb_s, None),
+                );
+            }
+        }
+        if let Some(s) = &self.scale {
+            let n = s.targets;
+            let interval = s.interval_seconds;
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!("Scale: CPU per round, {n} targets (limit: one core for the {interval} s interval)"),
+                    "CPU s",
+                )
+                .compare(interval, s.cpu_seconds_per_round, Some(Goal::Below(1.0))),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!("Scale: longest round, {n} targets (limit: the interval)"),
+                    "s",
+                )
+                .compare(interval, s.max_round_seconds, Some(Goal::AtMost(1.0))),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    "Scale: peak resident memory, VmHWM (limit 256 MiB)",
+                    "MiB",
+                )
+                .compare(
+                    256.0,
+                    s.hwm_bytes as f64 / f64::from(1 << 20),
+                    Some(Goal::Below(1.0)),
+                ),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Scale: RSS growth per tracked series ({} series)",
+                        s.tracked_series
+                    ),
+                    "bytes",
+                )
+                .value(s.bytes_per_series),
+            );
+            f.push(
+                Figure::new("scale", "Scale: RSS growth per target", "bytes")
+                    .value(s.bytes_per_target),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    "Scale: first round CPU (opens every connection)",
+                    "CPU s",
+                )
+                .value(s.cold_round.cpu_seconds),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Freshness: slowest change to answer, {} changes (limit: interval + round)",
+                        s.freshness.delays_seconds.len()
+                    ),
+                    "s",
+                )
+                .compare(
+                    s.freshness.limit_seconds,
+                    s.freshness.max_seconds,
+                    Some(Goal::AtMost(1.0)),
+                ),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    "Freshness: median change to answer (vs the interval)",
+                    "s",
+                )
+                .compare(interval, s.freshness.p50_seconds, None),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "One hpa_target_replicas answer over the {n}-target store (in-process)"
+                    ),
+                    "µs",
+                )
+                .value(s.answer_us_on_store),
+            );
+        }
+        if let Some(p) = &self.prometheus {
+            let mut fig = Figure::new(
+                "prometheus",
+                format!(
+                    "Prometheus: queries per HPA request, {} concurrent identical requests",
+                    p.concurrent_requests
+                ),
+                "queries",
+            );
+            if let Some(q) = p.queries_per_request {
+                fig = fig.value(q);
+            }
+            fig.note = Some(p.note.clone());
+            f.push(fig);
+        }
+        self.figures = f;
+    }
+
+    /// Figures whose goal is not met.
+    pub fn unmet(&self) -> Vec<&Figure> {
+        self.figures
+            .iter()
+            .filter(|f| f.met == Some(false))
+            .collect()
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "# Benchmarks\n");
+        let _ = writeln!(
+            md,
+            "Generated by `{}`{}. Each figure is measured side by side with its limit in the same run; \
+             the ratio is adapter / baseline and the goal applies to the ratio.\n",
+            self.command,
+            if self.quick { " (--quick: short smoke run, figures not meaningful)" } else { "" }
+        );
+        let _ = writeln!(md, "- Date: {}", self.date);
+        let _ = writeln!(
+            md,
+            "- Machine: {} cores, {}",
+            self.machine.cores, self.machine.cpu_model
+        );
+        let _ = writeln!(
+            md,
+            "- Load average (1/5/15 min) at start: {}; at end: {}",
+            self.machine.load_average_start, self.machine.load_average_end
+        );
+        let _ = writeln!(md, "- Note: {}\n", self.note);
+        let _ = writeln!(
+            md,
+            "| Figure | Unit | Baseline / limit | Adapter | Ratio | Goal | Met? |"
+        );
+        let _ = writeln!(md, "|---|---|---:|---:|---:|---|---|");
+        let num = |v: Option<f64>| v.map(fmt_num).unwrap_or_else(|| "—".into());
+        for fig in &self.figures {
+            let met = match fig.met {
+                Some(true) => "yes".to_string(),
+                Some(false) => "**no**".to_string(),
+                None if fig.note.is_some() => fig.note.clone().unwrap_or_default(),
+                None => "—".to_string(),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                fig.name,
+                fig.unit,
+                num(fig.baseline),
+                num(fig.adapter),
+                fig.ratio
+                    .map(|r| format!("{r:.3}"))
+                    .unwrap_or_else(|| "—".into()),
+                fig.goal.map(Goal::text).unwrap_or_else(|| "—".into()),
+                met
+            );
+        }
+        let _ = writeln!(md, "\n## How each figure was measured\n");
+        if let Some(s) = &self.serve {
+            let _ = writeln!(
+                md,
+                "**Serve.** `GET {}` ({} response bytes) over TLS 1.3 keep-alive HTTP/1.1 from {} connections, \
+                 each presenting a front-proxy client certificate and `X-Remote-User`/`X-Remote-Group` headers. \
+                 The adapter is `api::server::serve_api` with a gatekeeper; the baseline is hyper's HTTP/1.1 \
+                 connection driver behind the same rustls `ServerConfig` (same client-certificate verifier) \
+                 returning the adapter's exact bytes and headers. The load generator checks every response \
+                 (status 200, identical body). Arrangement: {}. Gatekeeper: {}. Baseline {} requests in {:.1} s, \
+                 adapter {} requests in {:.1} s, adapter re-verifying every request {} requests in {:.1} s.\n",
+                s.path,
+                s.response_bytes,
+                s.connections,
+                s.arrangement,
+                s.gatekeeper,
+                s.baseline.requests,
+                s.baseline.seconds,
+                s.adapter.requests,
+                s.adapter.seconds,
+                s.adapter_verify_every_request.requests,
+                s.adapter_verify_every_request.seconds
+            );
+        }
+        if let Some(p) = &self.parse {
+            let _ = writeln!(
+                md,
+                "**Parse.** Generated pages of ~5,000 series in families of 50 with HELP/TYPE lines and long \
+                 label sets full of escapes (`\\\"`, `\\\\`, `\\n`, braces and commas inside quotes), with 10 \
+                 wanted `hpa_expect_replicas` series in the middle. Limit: `memchr` counting every newline of \
+                 the same bytes. Adapter: `exposition::parse` with the default metrics' wanted set, exactly as \
+                 the scraper calls it. Full parse: `exposition::parse_all`. Each repeated for at least the \
+                 minimum time after one warm-up call.\n"
+            );
+            for page in &p.pages {
+                let _ = writeln!(
+                    md,
+                    "- {} bytes: newline scan {:.0} MB/s, adapter {:.0} MB/s, parse_all {:.0} MB/s",
+                    page.bytes, page.newline_scan_mb_s, page.adapter_mb_s, page.parse_all_mb_s
+                );
+            }
+            let _ = writeln!(md);
+        }
+        if let Some(s) = &self.scale {
+            let _ = writeln!(
+                md,
+                "**Scale.** {} targets over {} workloads ({} bytes per page: ~40 escape-heavy unwanted series \
+                 plus each pod's `hpa_stateful_index` and, for two controllers per workload, \
+                 `hpa_expect_replicas`), served by `hpa-bridge bench-exporter` as a separate process {} so its \
+                 CPU is not counted. The adapter side is `source::scrape::Scraper` (concurrency {}) filling \
+                 `Adapter`'s store on a default multi-thread tokio runtime, as `serve` runs it. CPU is this \
+                 process's user+system time (/proc/self/stat) around each round; memory is VmRSS/VmHWM from \
+                 /proc/self/status (the scale part runs first, so nothing else has grown the heap). The first \
+                 round opens every connection and is reported separately; {} rounds were measured after it.\n",
+                s.targets,
+                s.workloads,
+                s.page_bytes,
+                if s.distinct_hosts {
+                    "with one loopback address per target (127.77.x.y, as pods have distinct IPs, so the client's per-host pool keeps one connection per target)"
+                } else {
+                    "on one loopback address (distinct addresses were unavailable)"
+                },
+                s.concurrency,
+                s.rounds.len()
+            );
+            for (i, r) in std::iter::once(&s.cold_round).chain(&s.rounds).enumerate() {
+                let _ = writeln!(
+                    md,
+                    "- round {i}{}: {:.3} s wall, {:.2} CPU s, {} failed targets",
+                    if i == 0 { " (cold)" } else { "" },
+                    r.seconds,
+                    r.cpu_seconds,
+                    r.failed_targets
+                );
+            }
+            let _ = writeln!(
+                md,
+                "- RSS before the store: {:.1} MiB; after the rounds: {:.1} MiB (VmHWM {:.1} MiB); {} tracked series",
+                s.rss_bytes_before as f64 / f64::from(1 << 20),
+                s.rss_bytes as f64 / f64::from(1 << 20),
+                s.hwm_bytes as f64 / f64::from(1 << 20),
+                s.tracked_series
+            );
+            let _ = writeln!(
+                md,
+                "- Freshness: the exporter's value for one workload was changed at offsets spread over the \
+                 interval while the scrape loop ran every {} s; delay until `Adapter::answer` carried it \
+                 (polled every 5 ms): {} s\n",
+                s.interval_seconds,
+                s.freshness
+                    .delays_seconds
+                    .iter()
+                    .map(|d| format!("{d:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if let Some(p) = &self.prometheus {
+            let _ = writeln!(md, "**Prometheus.** {}\n", p.note);
+        }
+        md
+    }
+
+    /// Write `BENCHMARKS.md` (keeping notes below [`NOTES_MARKER`]) and `benchmarks.json`.
+    pub fn write(&self, dir: &Path) -> Result<(), BenchError> {
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(|source| BenchError::Write {
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        std::fs::create_dir_all(dir).map_err(|source| BenchError::Write {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let mut md = self.markdown();
+        let kept = std::fs::read_to_string(dir.join("BENCHMARKS.md"))
+            .ok()
+            .and_then(|old| old.split_once(NOTES_MARKER).map(|(_, n)| n.to_owned()));
+        md.push_str(NOTES_MARKER);
+        md.push_str(kept.as_deref().unwrap_or("\n"));
+        write("BENCHMARKS.md", &md)?;
+        let json = serde_json::to_string_pretty(self).map_err(|e| BenchError::Write {
+            path: "benchmarks.json".into(),
+            source: std::io::Error::other(e),
+        })?;
+        write("benchmarks.json", &(json + "\n"))
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}

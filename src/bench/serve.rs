@@ -1,0 +1,790 @@
+//! The serve path: the HPA's `GET .../hpa_target_replicas?labelSelector=...` over TLS keep-alive,
+//! authenticated by a front-proxy client certificate, against a bare hyper + rustls server that
+//! returns the same bytes with the same TLS configuration.
+//!
+//! Server and client share the machine's cores. To keep the comparison fair each server runs on
+//! a runtime with one worker thread and the load generator on a current-thread runtime, and the
+//! adapter and the baseline are measured alternately with the same client.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use super::{quantile, BenchError, Plan};
+use crate::adapter::Adapter;
+use crate::api::server::{serve_api, Gatekeeper, Peer};
+use crate::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
+use crate::auth;
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::exposition;
+use crate::store::{ScrapeTarget, TargetId};
+use crate::telemetry::SelfMetrics;
+use crate::tls::{self, ServingCert};
+
+pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
+/// The identity kube-apiserver forwards for the HPA controller (REFERENCE.md §3).
+const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
+const FRONT_PROXY_CN: &str = "front-proxy-client";
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadFigures {
+    pub requests: u64,
+    pub seconds: f64,
+    pub requests_per_second: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServeResult {
+    pub path: String,
+    pub connections: usize,
+    pub response_bytes: usize,
+    pub arrangement: String,
+    pub gatekeeper: String,
+    pub baseline: LoadFigures,
+    /// The stand-in gatekeeper verifying each client certificate once (`OncePerCertificate`).
+    pub adapter: LoadFigures,
+    pub throughput_ratio: f64,
+    pub p99_ratio: f64,
+    /// The stand-in re-verifying the chain's signature on every request (`EveryRequest`).
+    pub adapter_verify_every_request: LoadFigures,
+    pub verify_every_request_throughput_ratio: f64,
+    pub verify_every_request_p99_ratio: f64,
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::part("serve", e)
+}
+
+// ---- certificates -------------------------------------------------------------------------
+
+struct Authority {
+    params: rcgen::CertificateParams,
+    key: rcgen::KeyPair,
+    der: CertificateDer<'static>,
+    pem: String,
+}
+
+impl Authority {
+    fn new(cn: &str) -> Result<Self, BenchError> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let cert = params.self_signed(&key).map_err(err)?;
+        Ok(Authority {
+            der: cert.der().clone(),
+            pem: cert.pem(),
+            params,
+            key,
+        })
+    }
+
+    /// (certificate PEM, key PEM, certificate DER, key DER)
+    fn issue(
+        &self,
+        params: rcgen::CertificateParams,
+    ) -> Result<
+        (
+            String,
+            String,
+            CertificateDer<'static>,
+            PrivateKeyDer<'static>,
+        ),
+        BenchError,
+    > {
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        let key_der = PrivateKeyDer::try_from(key.serialize_der()).map_err(err)?;
+        Ok((cert.pem(), key.serialize_pem(), cert.der().clone(), key_der))
+    }
+}
+
+struct Pki {
+    dir: PathBuf,
+    /// CA files for the adapter's real trust store.
+    client_ca_file: PathBuf,
+    front_proxy_ca_file: PathBuf,
+    serving_ca: CertificateDer<'static>,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_ca: CertificateDer<'static>,
+    front_proxy_ca: CertificateDer<'static>,
+    front_proxy_chain: Vec<CertificateDer<'static>>,
+    front_proxy_key: PrivateKeyDer<'static>,
+}
+
+impl Pki {
+    fn generate() -> Result<Self, BenchError> {
+        let serving = Authority::new("bench-serving-ca")?;
+        let client = Authority::new("bench-client-ca")?;
+        let front = Authority::new("bench-front-proxy-ca")?;
+        let mut sp = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+            .map_err(err)?;
+        sp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let (server_pem, server_key_pem, _, _) = serving.issue(sp)?;
+        let mut fp = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        fp.distinguished_name
+            .push(rcgen::DnType::CommonName, FRONT_PROXY_CN);
+        fp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let (_, _, fp_der, fp_key) = front.issue(fp)?;
+        // ServingCert reads files (it re-reads them on rotation); a private directory holds them.
+        let dir = std::env::temp_dir().join(format!("hpa-bridge-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let server_cert = dir.join("server.crt");
+        let server_key = dir.join("server.key");
+        std::fs::write(&server_cert, server_pem).map_err(err)?;
+        std::fs::write(&server_key, server_key_pem).map_err(err)?;
+        let client_ca_file = dir.join("client-ca.crt");
+        let front_proxy_ca_file = dir.join("front-proxy-ca.crt");
+        std::fs::write(&client_ca_file, &client.pem).map_err(err)?;
+        std::fs::write(&front_proxy_ca_file, &front.pem).map_err(err)?;
+        Ok(Pki {
+            dir,
+            client_ca_file,
+            front_proxy_ca_file,
+            serving_ca: serving.der,
+            server_cert,
+            server_key,
+            client_ca: client.der,
+            front_proxy_ca: front.der.clone(),
+            front_proxy_chain: vec![fp_der],
+            front_proxy_key: fp_key,
+        })
+    }
+
+    /// The API server's TLS config: client certificates from either CA are requested (never
+    /// required, as the adapter's own config does) and verified in the handshake.
+    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, BenchError> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.client_ca.clone()).map_err(err)?;
+        roots.add(self.front_proxy_ca.clone()).map_err(err)?;
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(err)?;
+        let cert = ServingCert::from_files(&self.server_cert, &self.server_key).map_err(err)?;
+        Ok(Arc::new(
+            tls::server_config(cert, Some(verifier)).map_err(err)?,
+        ))
+    }
+
+    fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, BenchError> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.serving_ca.clone()).map_err(err)?;
+        let mut config = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .map_err(err)?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(
+                self.front_proxy_chain.clone(),
+                self.front_proxy_key.clone_key(),
+            )
+            .map_err(err)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---- the stand-in gatekeeper --------------------------------------------------------------
+
+/// How the stand-in checks that the client certificate comes from the request-header CA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainCheck {
+    /// An ECDSA verification of the chain on every request, as the issue describes the work.
+    EveryRequest,
+    /// Verified on first sight of a certificate and remembered (keyed by its exact DER bytes,
+    /// until it expires): the same decision, since a certificate's signature cannot change.
+    OncePerCertificate,
+}
+
+/// BENCH STAND-IN, not the adapter's authentication: it does the per-request work the real
+/// `Gatekeeper` must do for a front-proxied request, so the serve figure includes its cost until
+/// the real one is wired in here. Per request: check that the presented chain comes from the
+/// request-header CA (the handshake accepted either CA), check the proxy's CN, read the
+/// `X-Remote-*` headers, and look the (user, groups, verb, resource) tuple up in an
+/// in-memory authorisation cache (filled on a miss, as a SubjectAccessReview answer would be).
+pub struct StandInGatekeeper {
+    request_header_ca: Arc<dyn ClientCertVerifier>,
+    allowed_names: Vec<String>,
+    chain_check: ChainCheck,
+    /// Leaf DER -> (CN, notAfter as unix seconds), for `OncePerCertificate`.
+    verified: RwLock<HashMap<Vec<u8>, (String, i64)>>,
+    cache: RwLock<HashMap<String, bool>>,
+}
+
+impl StandInGatekeeper {
+    fn new(
+        front_proxy_ca: CertificateDer<'static>,
+        chain_check: ChainCheck,
+    ) -> Result<Self, BenchError> {
+        let mut roots = RootCertStore::empty();
+        roots.add(front_proxy_ca).map_err(err)?;
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
+                .build()
+                .map_err(err)?;
+        Ok(StandInGatekeeper {
+            request_header_ca: verifier,
+            allowed_names: vec![FRONT_PROXY_CN.into()],
+            chain_check,
+            verified: RwLock::new(HashMap::new()),
+            cache: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The proxy's CN if the chain verifies against the request-header CA.
+    fn proxy_name(&self, chain: &[CertificateDer<'static>]) -> Option<String> {
+        let (leaf, intermediates) = chain.split_first()?;
+        let now = UnixTime::now();
+        if self.chain_check == ChainCheck::OncePerCertificate {
+            let known = self
+                .verified
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(leaf.as_ref())
+                .cloned();
+            if let Some((cn, not_after)) = known {
+                if (now.as_secs() as i64) < not_after {
+                    return Some(cn);
+                }
+            }
+        }
+        self.request_header_ca
+            .verify_client_cert(leaf, intermediates, now)
+            .ok()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(leaf).ok()?;
+        let cn = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())?
+            .to_owned();
+        if self.chain_check == ChainCheck::OncePerCertificate {
+            let not_after = cert.validity().not_after.timestamp();
+            self.verified
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(leaf.as_ref().to_vec(), (cn.clone(), not_after));
+        }
+        Some(cn)
+    }
+
+    fn check(
+        &self,
+        req: &Request<Incoming>,
+        peer: &Peer,
+        route: &Route,
+    ) -> Result<(), StatusReason> {
+        let unauthorized = || StatusReason::Unauthorized;
+        let chain = peer.certificates.as_deref().ok_or_else(unauthorized)?;
+        let cn = self.proxy_name(chain).ok_or_else(unauthorized)?;
+        if !self.allowed_names.contains(&cn) {
+            return Err(unauthorized());
+        }
+        let user = req
+            .headers()
+            .get("x-remote-user")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(unauthorized)?;
+        let mut key = String::with_capacity(128);
+        key.push_str(user);
+        for g in req.headers().get_all("x-remote-group") {
+            key.push('\0');
+            key.push_str(g.to_str().map_err(|_| unauthorized())?);
+        }
+        key.push_str("\0get\0");
+        if let Route::ExternalMetric(ns, metric) = route {
+            key.push_str(ns);
+            key.push('\0');
+            key.push_str(metric);
+        }
+        let cached = self
+            .cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let allowed = match cached {
+            Some(a) => a,
+            None => {
+                let a = user == HPA_USER;
+                self.cache
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, a);
+                a
+            }
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(StatusReason::Forbidden)
+        }
+    }
+}
+
+impl Gatekeeper for StandInGatekeeper {
+    fn admit<'a>(
+        &'a self,
+        req: &'a Request<Incoming>,
+        peer: &'a Peer,
+        route: &'a Route,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>> {
+        let verdict = self
+            .check(req, peer, route)
+            .map_err(|reason| status_response(reason, reason.as_str()));
+        Box::pin(std::future::ready(verdict))
+    }
+}
+
+// ---- servers --------------------------------------------------------------------------------
+
+/// An adapter serving the `lobby` workload: two controllers (max 5) and six pods whose stateful
+/// indices give a floor of 4, recorded straight into the store as a scrape would.
+fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
+    // A long staleAfter keeps the recorded samples fresh for the whole run without a scraper.
+    let config = Config::from_yaml("scrape:\n  staleAfter: 24h\n").map_err(err)?;
+    let adapter = Arc::new(Adapter::new(
+        config,
+        Arc::new(SystemClock),
+        Arc::new(SelfMetrics::new()),
+    ));
+    let common = "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",hpa_target_api_version=\"apps/v1\"";
+    let mut pages: Vec<(String, String)> = vec![
+        (
+            "controller-0".into(),
+            format!("hpa_expect_replicas{{{common},service_instance_id=\"lobby-0\"}} 5\n"),
+        ),
+        (
+            "controller-1".into(),
+            format!("hpa_expect_replicas{{{common},service_instance_id=\"lobby-1\"}} 3\n"),
+        ),
+    ];
+    for i in 0..6 {
+        let index = if i < 4 { i + 1 } else { 0 };
+        pages.push((
+            format!("lobby-{i}"),
+            format!("hpa_stateful_index{{{common},service_instance_id=\"lobby-{i}\"}} {index}\n"),
+        ));
+    }
+    let targets: Vec<ScrapeTarget> = pages
+        .iter()
+        .map(|(pod, _)| ScrapeTarget {
+            id: TargetId(format!("default/{pod}").into()),
+            url: format!("http://127.0.0.1:1/{pod}"),
+            labels: [("namespace", "default"), ("pod", pod)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            workload: None,
+        })
+        .collect();
+    adapter.store.set_targets(targets.clone());
+    let now = crate::clock::Clock::now_ms(&SystemClock);
+    for (t, (_, page)) in targets.iter().zip(&pages) {
+        let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
+        adapter.store.record_success(&t.id, now, 1, samples);
+    }
+    adapter.mark_ready();
+    Ok(adapter)
+}
+
+/// A server on its own thread and one-worker runtime, stopped when dropped.
+struct ServerThread {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    fn start<F, Fut>(name: &str, serve: F) -> Result<Self, BenchError>
+    where
+        F: FnOnce(TcpListener) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("bench-{name}"))
+            .enable_all()
+            .build()
+            .map_err(err)?;
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(err)?;
+        std_listener.set_nonblocking(true).map_err(err)?;
+        let addr = std_listener.local_addr().map_err(err)?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = TcpListener::from_std(std_listener) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = serve(listener) => {}
+                    _ = stopped => {}
+                }
+            });
+            runtime.shutdown_background();
+        });
+        Ok(ServerThread {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The limit: hyper's HTTP/1.1 connection driver behind the same rustls acceptor, answering
+/// every request with fixed bytes and headers.
+async fn serve_baseline(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    response: Arc<(Bytes, http::HeaderMap)>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let response = response.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = service_fn(move |_req: Request<Incoming>| {
+                let mut resp = Response::new(Full::new(response.0.clone()));
+                *resp.headers_mut() = response.1.clone();
+                async move { Ok::<_, Infallible>(resp) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+// ---- the load generator -----------------------------------------------------------------
+
+struct Load {
+    requests: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u32>,
+}
+
+struct Client {
+    tls: Arc<rustls::ClientConfig>,
+    expected_body: Option<Bytes>,
+}
+
+impl Client {
+    async fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, String> {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+        let stream = TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        Ok(sender)
+    }
+
+    /// One request as kube-apiserver forwards the HPA's: the user and groups in headers.
+    async fn get(
+        sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+        addr: SocketAddr,
+    ) -> Result<(http::response::Parts, Bytes), String> {
+        sender.ready().await.map_err(|e| e.to_string())?;
+        let req = Request::get(PATH)
+            .header(http::header::HOST, addr.to_string())
+            .header(http::header::ACCEPT, "application/json")
+            .header("x-remote-user", HPA_USER)
+            .header("x-remote-group", "system:serviceaccounts")
+            .header("x-remote-group", "system:serviceaccounts:kube-system")
+            .header("x-remote-group", "system:authenticated")
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((parts, body))
+    }
+
+    /// `connections` keep-alive connections, each sending requests back to back for `duration`.
+    async fn load(
+        self: Arc<Self>,
+        addr: SocketAddr,
+        connections: usize,
+        duration: Duration,
+    ) -> Result<Load, String> {
+        let mut senders = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            senders.push(self.connect(addr).await?);
+        }
+        let started = Instant::now();
+        let deadline = started + duration;
+        let mut tasks = Vec::with_capacity(connections);
+        for mut sender in senders {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(64 * 1024);
+                while Instant::now() < deadline {
+                    let t0 = Instant::now();
+                    let (parts, body) = Self::get(&mut sender, addr).await?;
+                    let us = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                    if parts.status != http::StatusCode::OK
+                        || me.expected_body.as_ref().is_some_and(|b| *b != body)
+                    {
+                        return Err(format!(
+                            "unexpected response {}: {}",
+                            parts.status,
+                            String::from_utf8_lossy(&body)
+                        ));
+                    }
+                    latencies.push(us);
+                }
+                Ok::<_, String>(latencies)
+            }));
+        }
+        let mut latencies_us = Vec::new();
+        for t in tasks {
+            latencies_us.extend(t.await.map_err(|e| e.to_string())??);
+        }
+        Ok(Load {
+            requests: latencies_us.len() as u64,
+            elapsed: started.elapsed(),
+            latencies_us,
+        })
+    }
+}
+
+/// Runs the client on its own current-thread runtime (one core's worth of load generation).
+fn run_client<T: Send + 'static>(
+    f: impl Future<Output = Result<T, String>> + Send + 'static,
+) -> Result<T, BenchError> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?
+            .block_on(f)
+    })
+    .join()
+    .map_err(|_| err("load generator panicked"))?
+    .map_err(err)
+}
+
+fn figures(loads: &[Load]) -> LoadFigures {
+    let mut all: Vec<u32> = loads
+        .iter()
+        .flat_map(|l| l.latencies_us.iter().copied())
+        .collect();
+    all.sort_unstable();
+    let requests: u64 = loads.iter().map(|l| l.requests).sum();
+    let seconds: f64 = loads.iter().map(|l| l.elapsed.as_secs_f64()).sum();
+    LoadFigures {
+        requests,
+        seconds,
+        requests_per_second: requests as f64 / seconds,
+        p50_us: quantile(&all, 0.5),
+        p99_us: quantile(&all, 0.99),
+        p999_us: quantile(&all, 0.999),
+    }
+}
+
+pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
+    let pki = Pki::generate()?;
+    let server_tls = pki.server_config()?;
+    let probe_client = Arc::new(Client {
+        tls: pki.client_config()?,
+        expected_body: None,
+    });
+
+    let adapter = lobby_adapter()?;
+    let handler = Arc::new(ApiHandler { adapter });
+    // The adapter's own authentication: the trust store from CA files (as with
+    // --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in
+    // the handshake, and the real `AuthGate` per request. Authorization takes the
+    // always-allow-groups path (no Kubernetes API here), which is a cheaper lookup than a warm
+    // SubjectAccessReview cache; both are an in-memory check.
+    let (real_gate, real_tls) = {
+        let settings = auth::TrustSettings {
+            requestheader_client_ca_file: Some(pki.front_proxy_ca_file.clone()),
+            requestheader: auth::requestheader::RequestHeaderConfig {
+                allowed_names: vec![FRONT_PROXY_CN.into()],
+                ..Default::default()
+            },
+            client_ca_file: Some(pki.client_ca_file.clone()),
+            lookup: None,
+        };
+        let trust = run_client(async move {
+            auth::TrustStore::load(settings, false)
+                .await
+                .map_err(|e| e.to_string())
+        })?;
+        let verifier = trust.client_verifier();
+        let gate = auth::AuthGate {
+            authenticator: auth::Authenticator {
+                trust,
+                tokens: None,
+            },
+            authorizer: auth::Authorizer::new(
+                None,
+                vec!["system:serviceaccounts:kube-system".into()],
+                Duration::from_secs(10),
+                Duration::from_secs(5),
+                Duration::from_secs(10),
+            ),
+        };
+        let cert = ServingCert::from_files(&pki.server_cert, &pki.server_key).map_err(err)?;
+        let tls = Arc::new(tls::server_config(cert, Some(verifier)).map_err(err)?);
+        (Arc::new(gate) as Arc<dyn Gatekeeper>, tls)
+    };
+    let adapter_server = {
+        let handler = handler.clone();
+        ServerThread::start("adapter", move |listener| {
+            serve_api(listener, real_tls, handler, Some(real_gate))
+        })?
+    };
+    // For comparison: the same request path with the chain re-verified on every request (the
+    // cost the verdict memo in auth::trust removes).
+    let every_server = {
+        let gate: Arc<dyn Gatekeeper> = Arc::new(StandInGatekeeper::new(
+            pki.front_proxy_ca.clone(),
+            ChainCheck::EveryRequest,
+        )?);
+        let tls = server_tls.clone();
+        let handler = handler.clone();
+        ServerThread::start("adapter-every", move |listener| {
+            serve_api(listener, tls, handler, Some(gate))
+        })?
+    };
+
+    // The baseline returns exactly what the adapter answers, headers included.
+    let adapter_addr = adapter_server.addr;
+    let probe = probe_client.clone();
+    let (parts, body) = run_client(async move {
+        let mut sender = probe.connect(adapter_addr).await?;
+        Client::get(&mut sender, adapter_addr).await
+    })?;
+    if parts.status != http::StatusCode::OK {
+        return Err(err(format!(
+            "the adapter answered {}: {}",
+            parts.status,
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    let response_bytes = body.len();
+    let mut headers = parts.headers.clone();
+    headers.remove(http::header::DATE);
+    let canned = Arc::new((body.clone(), headers));
+    let tls_for_baseline = server_tls.clone();
+    let baseline_server = ServerThread::start("baseline", move |listener| {
+        serve_baseline(listener, tls_for_baseline, canned)
+    })?;
+
+    let client = Arc::new(Client {
+        tls: pki.client_config()?,
+        expected_body: Some(body),
+    });
+    let measure = |addr: SocketAddr, d: Duration| -> Result<Load, BenchError> {
+        let c = client.clone();
+        let connections = plan.serve_connections;
+        run_client(async move { c.load(addr, connections, d).await })
+    };
+    // Warm-up fills the authorisation cache, the allocator and the connection state.
+    let servers = [&baseline_server, &adapter_server, &every_server];
+    for server in servers {
+        measure(server.addr, plan.serve_warmup)?;
+    }
+    let mut runs: [Vec<Load>; 3] = Default::default();
+    for _ in 0..plan.serve_repeats {
+        for (server, loads) in servers.iter().zip(runs.iter_mut()) {
+            loads.push(measure(server.addr, plan.serve_run)?);
+        }
+    }
+    drop(adapter_server);
+    drop(every_server);
+    drop(baseline_server);
+    let [baseline, adapter, every] = runs.map(|loads| figures(&loads));
+    Ok(ServeResult {
+        path: PATH.into(),
+        connections: plan.serve_connections,
+        response_bytes,
+        arrangement: format!(
+            "each server on a 1-worker tokio runtime, the load generator on a current-thread runtime; \
+             {} alternating runs of {:?} each after a {:?} warm-up",
+            plan.serve_repeats, plan.serve_run, plan.serve_warmup
+        ),
+        gatekeeper: "the adapter's auth::AuthGate (front-proxy chain verified against the \
+                     requestheader CA with a 30 s verdict memo, CN check, X-Remote-* headers, \
+                     always-allow-groups authorization); the every-request variant is a stand-in \
+                     that re-verifies the chain per request"
+            .into(),
+        throughput_ratio: adapter.requests_per_second / baseline.requests_per_second,
+        p99_ratio: adapter.p99_us / baseline.p99_us.max(1.0),
+        verify_every_request_throughput_ratio: every.requests_per_second
+            / baseline.requests_per_second,
+        verify_every_request_p99_ratio: every.p99_us / baseline.p99_us.max(1.0),
+        adapter_verify_every_request: every,
+        baseline,
+        adapter,
+    })
+}

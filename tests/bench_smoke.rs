@@ -1,0 +1,129 @@
+//! `hpa-bridge bench --quick` end to end: the real binary, its real exporter child process, real
+//! TLS servers and load generator. Only the shape of the report is checked (every section
+//! present, every measured number positive); timings are never asserted.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn positive(v: &Value, path: &str) -> f64 {
+    let n = path
+        .split('.')
+        .try_fold(v, |v, k| match k.parse::<usize>() {
+            Ok(i) => v.get(i),
+            Err(_) => v.get(k),
+        })
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{path} missing or not a number in {v:#}"));
+    assert!(
+        n.is_finite() && n > 0.0,
+        "{path} = {n}, expected a positive number"
+    );
+    n
+}
+
+#[test]
+fn quick_bench_writes_every_section() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["bench", "--quick", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "bench failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("benchmarks.json")).unwrap())
+            .unwrap();
+
+    positive(&json, "machine.cores");
+    assert!(json["machine"]["cpuModel"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty()));
+
+    for side in ["baseline", "adapter"] {
+        for field in [
+            "requests",
+            "seconds",
+            "requestsPerSecond",
+            "p50Us",
+            "p99Us",
+            "p999Us",
+        ] {
+            positive(&json, &format!("serve.{side}.{field}"));
+        }
+    }
+    positive(&json, "serve.throughputRatio");
+    positive(&json, "serve.p99Ratio");
+    positive(&json, "serve.responseBytes");
+
+    let pages = json["parse"]["pages"].as_array().unwrap();
+    assert!(!pages.is_empty());
+    for i in 0..pages.len() {
+        for field in [
+            "bytes",
+            "series",
+            "wantedSeries",
+            "newlineScanMbS",
+            "adapterMbS",
+            "parseAllMbS",
+            "ratioToLimit",
+            "speedupOverParseAll",
+        ] {
+            positive(&json, &format!("parse.pages.{i}.{field}"));
+        }
+    }
+
+    for field in [
+        "targets",
+        "workloads",
+        "intervalSeconds",
+        "cpuSecondsPerRound",
+        "maxRoundSeconds",
+        "rssBytesBefore",
+        "rssBytes",
+        "hwmBytes",
+        "trackedSeries",
+        "bytesPerSeries",
+        "bytesPerTarget",
+        "freshness.p50Seconds",
+        "freshness.maxSeconds",
+        "freshness.limitSeconds",
+        "answerUsOnStore",
+        "coldRound.seconds",
+    ] {
+        positive(&json, &format!("scale.{field}"));
+    }
+    assert_eq!(json["scale"]["coldRound"]["failedTargets"], 0);
+    for (i, r) in json["scale"]["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        positive(r, "seconds");
+        assert_eq!(r["failedTargets"], 0, "round {i}");
+    }
+
+    // Not on this branch: reported as such, never as a number.
+    assert_eq!(json["prometheus"]["measured"], false);
+    assert!(json["prometheus"]["queriesPerRequest"].is_null());
+
+    // Every figure with a goal has a verdict, and the Markdown table lists every figure.
+    let md = std::fs::read_to_string(out.path().join("BENCHMARKS.md")).unwrap();
+    for f in json["figures"].as_array().unwrap() {
+        if !f["goal"].is_null() {
+            assert!(f["met"].is_boolean(), "{f}");
+            positive(f, "ratio");
+        }
+        assert!(
+            md.contains(f["name"].as_str().unwrap()),
+            "{f} not in the table"
+        );
+    }
+    assert!(md.contains("other processes") || md.contains("Other processes"));
+}
