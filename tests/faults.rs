@@ -119,6 +119,31 @@ fault_scripts! {
     plus_one_held_at_tolerance_0_1 => "09a-tolerance-held.yaml",
     plus_one_reached_at_tolerance_0 => "09b-tolerance-zero.yaml",
     scale_out_while_floor_incomplete => "10-scale-out-incomplete-floor.yaml",
+    threshold_ramp_up_and_down_without_flapping => "11-threshold-ramp.yaml",
+    threshold_holds_scale_in_while_a_pod_is_unscraped => "12-threshold-pod-down.yaml",
+}
+
+#[test]
+fn threshold_scenarios_run_the_threshold_invariants() {
+    // The load-driven scenarios also check flapping, plateau stability and refusals on healthy
+    // input; the recommendation scenarios do not print them.
+    for name in ["11-threshold-ramp.yaml", "12-threshold-pod-down.yaml"] {
+        let run = simulate(&faults_dir().join(name), None);
+        for inv in ["flap", "plateau", "refusal"] {
+            assert!(
+                run.stdout.contains(&format!("invariant {inv}: ok")),
+                "{inv} in {name}: {}",
+                run.stdout
+            );
+        }
+        assert!(
+            run.stdout.contains("1 reversal(s) of direction"),
+            "{}",
+            run.stdout
+        );
+    }
+    let recommendation = simulate(&faults_dir().join("01-stale-controller.yaml"), None);
+    assert!(!recommendation.stdout.contains("invariant flap"));
 }
 
 #[test]

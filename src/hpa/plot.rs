@@ -21,6 +21,7 @@ const RECOMMENDATION: &str = "#2e9e44";
 const FLOOR: &str = "#c0392b";
 const FAULT: &str = "#f5a623";
 const UNKNOWN: &str = "#7f7f7f";
+const BAND: &str = "#8e44ad";
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -86,6 +87,8 @@ pub fn render(report: &Report) -> String {
                 r.truth_recommendation,
                 Some(r.truth_floor),
                 r.truth_target,
+                r.band.map(|b| b.1),
+                r.served.map(|v| v.ceil() as i64),
             ]
         })
         .flatten()
@@ -224,6 +227,30 @@ pub fn render(report: &Report) -> String {
         );
     }
 
+    // A threshold metric: the band [ceil(V/upPerReplica), ceil(V/downPerReplica)] of the load
+    // the pods exported, shaded, and the value the adapter served.
+    let has_band = report.rows.iter().any(|r| r.band.is_some());
+    if has_band {
+        for (i, r) in report.rows.iter().enumerate() {
+            let Some((lo, hi)) = r.band else { continue };
+            let x0 = x(if i == 0 { 0 } else { report.rows[i - 1].t });
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{BAND}" fill-opacity="0.15"/>"#,
+                y(hi as f64),
+                (x(r.t) - x0).max(0.5),
+                (y(lo as f64) - y(hi as f64)).max(0.5)
+            );
+        }
+        let served: Vec<(Millis, Option<f64>)> =
+            report.rows.iter().map(|r| (r.t, r.served)).collect();
+        let _ = writeln!(
+            s,
+            r#"<path d="{}" fill="none" stroke="{BAND}" stroke-width="1.5" stroke-dasharray="4,2"/>"#,
+            step_path(&served, &x, &y, end)
+        );
+    }
+
     // Lines: floor, recommendation, then replicas on top.
     let floor: Vec<(Millis, Option<f64>)> = report
         .rows
@@ -281,17 +308,28 @@ pub fn render(report: &Report) -> String {
 
     // Legend.
     let ly = HEIGHT - 30.0;
-    let items: [(&str, &str, &str); 5] = [
+    let mut items: Vec<(&str, &str, &str)> = vec![
         (REPLICAS, "", "HPA replicas"),
         (RECOMMENDATION, "7,4", "recommendation (truth)"),
         (FLOOR, "2,3", "stateful floor (truth)"),
         (FAULT, "", "fault"),
         (UNKNOWN, "", "scale-in input unknown (strip)"),
     ];
+    if has_band {
+        // The recommendation line is empty for a load-driven scenario.
+        items[1] = (BAND, "4,2", "served value");
+        items.insert(2, (BAND, "band", "threshold band (truth)"));
+    }
     let mut lx = LEFT;
     for (color, dash, label) in items {
-        if color == FAULT || color == UNKNOWN {
-            let opacity = if color == FAULT { 0.35 } else { 1.0 };
+        if color == FAULT || color == UNKNOWN || dash == "band" {
+            let opacity = if color == FAULT {
+                0.35
+            } else if dash == "band" {
+                0.3
+            } else {
+                1.0
+            };
             let _ = writeln!(
                 s,
                 r#"<rect x="{lx:.1}" y="{:.1}" width="22" height="10" fill="{color}" fill-opacity="{opacity}"/>"#,

@@ -99,6 +99,10 @@ pub struct Scenario {
     pub controllers: Vec<ControllerSpec>,
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// A load total the Ready pods export as one series, split evenly among them (for
+    /// `kind: threshold` metrics).
+    #[serde(default)]
+    pub load: Option<LoadSpec>,
     /// Times at which the adapter process restarts: a fresh store, so retained indices are lost.
     #[serde(default)]
     pub adapter_restarts: Vec<HumanDuration>,
@@ -266,6 +270,63 @@ impl SampleValue {
     }
 }
 
+/// The workload's load: a total `V` over time that the Ready pods export as `series`, each
+/// `V / ready pods`, so the adapter's sum over the pods is `V`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoadSpec {
+    pub series: String,
+    /// Points of the total, joined by straight lines (a ramp) and held after the last.
+    pub total: Vec<LoadPoint>,
+    /// Relative amplitude of a deterministic pseudo-noise on every scraped total: the exported
+    /// total is `V × (1 + noise × u)` with `u` in [-1, 1] derived from the scrape time.
+    #[serde(default)]
+    pub noise: f64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoadPoint {
+    pub at: HumanDuration,
+    pub value: f64,
+}
+
+impl LoadSpec {
+    /// The noise-free total at `t`.
+    pub fn clean(&self, t: Millis) -> f64 {
+        let pts = &self.total;
+        match pts.iter().position(|p| ms(p.at) > t) {
+            Some(0) => pts[0].value,
+            None => pts.last().map(|p| p.value).unwrap_or(0.0),
+            Some(i) => {
+                let (a, b) = (&pts[i - 1], &pts[i]);
+                let f = (t - ms(a.at)) as f64 / (ms(b.at) - ms(a.at)) as f64;
+                a.value + (b.value - a.value) * f
+            }
+        }
+    }
+
+    /// The exported total at `t`: the clean total with its pseudo-noise (splitmix64 of `t`, so
+    /// every run and every reader sees the same figure).
+    pub fn exported(&self, t: Millis) -> f64 {
+        let mut z = (t as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        self.clean(t) * (1.0 + self.noise * u)
+    }
+
+    /// The plateaus: spans where two consecutive points hold the same total.
+    fn plateaus(&self) -> Vec<(Millis, Millis, f64)> {
+        self.total
+            .windows(2)
+            .filter(|p| p[0].value == p[1].value)
+            .map(|p| (ms(p[0].at), ms(p[1].at), p[0].value))
+            .collect()
+    }
+}
+
 /// One controller instance exporting `hpa_expect_replicas`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -350,6 +411,13 @@ pub enum Expectation {
     Reaches(Reaches),
     /// Every completed convergence took at most this long.
     MaxConvergenceLag(HumanDuration),
+    /// Replicas change direction (up then down, or down then up) at most this many times.
+    MaxReversals(u32),
+    /// Replicas never fall between consecutive syncs in [from, to].
+    NoDecrease(ReplicasWindow),
+    /// With a `load:` block and a threshold metric: at every sync the replicas cover the clean
+    /// load of at most this long ago at `upPerReplica` (see [`Runner::overload_lag`]).
+    MaxOverloadLag(HumanDuration),
 }
 
 /// The YAML form of [`Expectation`]: serde_yaml reads externally tagged enums only from YAML
@@ -369,6 +437,12 @@ struct ExpectationSpec {
     reaches: Option<Reaches>,
     #[serde(default)]
     max_convergence_lag: Option<HumanDuration>,
+    #[serde(default)]
+    max_reversals: Option<u32>,
+    #[serde(default)]
+    no_decrease: Option<ReplicasWindow>,
+    #[serde(default)]
+    max_overload_lag: Option<HumanDuration>,
 }
 
 impl TryFrom<ExpectationSpec> for Expectation {
@@ -382,10 +456,13 @@ impl TryFrom<ExpectationSpec> for Expectation {
         found.extend(e.replicas.map(Expectation::Replicas));
         found.extend(e.reaches.map(Expectation::Reaches));
         found.extend(e.max_convergence_lag.map(Expectation::MaxConvergenceLag));
+        found.extend(e.max_reversals.map(Expectation::MaxReversals));
+        found.extend(e.no_decrease.map(Expectation::NoDecrease));
+        found.extend(e.max_overload_lag.map(Expectation::MaxOverloadLag));
         match found.len() {
             1 => Ok(found.remove(0)),
             n => Err(format!(
-                "each expectation is a map with exactly one key (finalReplicas, neverBelow, neverAbove, replicas, reaches, maxConvergenceLag); found {n}"
+                "each expectation is a map with exactly one key (finalReplicas, neverBelow, neverAbove, replicas, reaches, maxConvergenceLag, maxReversals, noDecrease, maxOverloadLag); found {n}"
             )),
         }
     }
@@ -436,6 +513,16 @@ impl fmt::Display for Expectation {
             }
             Expectation::Reaches(r) => write!(f, "reaches {} by {}", r.replicas, fmt_t(ms(r.by))),
             Expectation::MaxConvergenceLag(d) => write!(f, "maxConvergenceLag {}", fmt_t(ms(*d))),
+            Expectation::MaxReversals(n) => write!(f, "maxReversals {n}"),
+            Expectation::NoDecrease(w) => write!(
+                f,
+                "noDecrease from {} to {}",
+                w.from
+                    .map(|d| fmt_t(ms(d)))
+                    .unwrap_or_else(|| "start".into()),
+                w.to.map(|d| fmt_t(ms(d))).unwrap_or_else(|| "end".into())
+            ),
+            Expectation::MaxOverloadLag(d) => write!(f, "maxOverloadLag {}", fmt_t(ms(*d))),
         }
     }
 }
@@ -543,6 +630,32 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(l) = &self.load {
+            if l.series.is_empty() || l.series == "hpa_stateful_index" {
+                return Err(invalid(
+                    "load.series",
+                    "must name a series other than hpa_stateful_index",
+                ));
+            }
+            if l.total.is_empty() {
+                return Err(invalid("load.total", "needs at least one point"));
+            }
+            if l.total.windows(2).any(|p| p[0].at >= p[1].at) {
+                return Err(invalid(
+                    "load.total",
+                    "points must be in increasing `at` order",
+                ));
+            }
+            if l.total
+                .iter()
+                .any(|p| !(p.value.is_finite() && p.value >= 0.0))
+            {
+                return Err(invalid("load.total", "values must be finite and >= 0"));
+            }
+            if !(0.0..1.0).contains(&l.noise) {
+                return Err(invalid("load.noise", "must be in [0, 1)"));
+            }
+        }
         for (i, f) in self.faults.iter().enumerate() {
             if f.from >= f.to {
                 return Err(invalid(format!("faults[{i}]"), "from must be before to"));
@@ -578,6 +691,49 @@ fn step_value(steps: &[Step], t: Millis) -> Option<&SampleValue> {
         .take_while(|s| ms(s.at) <= t)
         .last()
         .map(|s| &s.value)
+}
+
+/// A threshold metric's numbers, read from the adapter config for the ground truth: the
+/// checks compute `ceil(V/T)` themselves rather than calling `crate::threshold`.
+#[derive(Clone, Copy, Debug)]
+struct ThresholdTruth {
+    up: f64,
+    down: f64,
+    sustain_up_ms: Millis,
+    sustain_down_ms: Millis,
+    min: i64,
+    max: i64,
+}
+
+impl ThresholdTruth {
+    /// The threshold metric over the scenario's load series, if any.
+    fn from_config(config: &Config, load: &LoadSpec) -> Option<ThresholdTruth> {
+        let m = config.metrics.iter().find(|m| {
+            m.kind == crate::config::MetricKind::Threshold && m.series.contains(&load.series)
+        })?;
+        let up = m.up_per_replica.unwrap_or(1.0);
+        let sustain = |d: Option<HumanDuration>| d.map(ms).unwrap_or(0);
+        Some(ThresholdTruth {
+            up,
+            down: m.down_per_replica.unwrap_or(up),
+            sustain_up_ms: m.sustain.as_ref().map(|s| sustain(s.up)).unwrap_or(0),
+            sustain_down_ms: m.sustain.as_ref().map(|s| sustain(s.down)).unwrap_or(0),
+            min: m.min.map(i64::from).unwrap_or(1),
+            max: m.max.map(i64::from).unwrap_or(i64::MAX),
+        })
+    }
+}
+
+/// `ceil(v / per)` as the least `n` with `n × per ≥ v`.
+fn ceil_div(v: f64, per: f64) -> i64 {
+    let mut n = (v / per).ceil().max(0.0);
+    while n > 0.0 && (n - 1.0) * per >= v {
+        n -= 1.0;
+    }
+    while n * per < v {
+        n += 1.0;
+    }
+    n as i64
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -849,6 +1005,8 @@ struct Delivered {
     last: Option<(Millis, SampleValue)>,
     /// A valid index was received at least once (pods: the floor is complete for this pod).
     ever_valid: bool,
+    /// When a scrape last received the pod's load series (scenarios with `load:`).
+    load_at: Option<Millis>,
 }
 
 struct ControllerRun {
@@ -907,6 +1065,12 @@ fn index_page(workload: &str, pod: &str, value: &str) -> String {
     )
 }
 
+fn load_line(series: &str, workload: &str, pod: &str, value: f64) -> String {
+    format!(
+        "# TYPE {series} gauge\n{series}{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
+    )
+}
+
 fn expect_page(workload: &str, instance: &str, value: &str) -> String {
     format!(
         "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"}} {value}\n"
@@ -943,6 +1107,12 @@ pub struct SyncRow {
     pub proposal: Option<i32>,
     pub replicas: i32,
     pub decision: String,
+    /// With `load:`: the total the pods last exported (ground truth).
+    pub load: Option<f64>,
+    /// With a threshold metric: `[ceil(V/upPerReplica), ceil(V/downPerReplica)]` of that total.
+    pub band: Option<(i64, i64)>,
+    /// The first metric's value as the HPA got it.
+    pub served: Option<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -1010,6 +1180,10 @@ pub struct Report {
     pub restarts: Vec<Millis>,
     pub scrape_rounds: u64,
     pub https_requests: u64,
+    /// Lines about a threshold load scenario: reversals, overload lag, plateaus.
+    pub threshold_notes: Vec<String>,
+    /// Whether the threshold invariants were checked (a `load:` block with a threshold metric).
+    pub threshold_checked: bool,
 }
 
 impl Report {
@@ -1039,6 +1213,11 @@ struct Runner {
     healthy_since: Option<Millis>,
     target_changed_at: Millis,
     last_target: Option<i64>,
+    threshold: Option<ThresholdTruth>,
+    /// (scrape time, exported load total).
+    load_history: Vec<(Millis, f64)>,
+    /// The last scale event: (time, up?).
+    last_scale: Option<(Millis, bool)>,
 }
 
 /// Runs a scenario to its end.
@@ -1102,7 +1281,13 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         restarts: scenario.adapter_restarts.iter().map(|d| ms(*d)).collect(),
         scrape_rounds: 0,
         https_requests: 0,
+        threshold_notes: Vec::new(),
+        threshold_checked: false,
     };
+    let threshold = scenario
+        .load
+        .as_ref()
+        .and_then(|l| ThresholdTruth::from_config(&config, l));
     let mut runner = Runner {
         spec_replicas: scenario.workload.initial_replicas,
         scenario,
@@ -1122,7 +1307,11 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         healthy_since: None,
         target_changed_at: 0,
         last_target: None,
+        threshold,
+        load_history: Vec::new(),
+        last_scale: None,
     };
+    runner.report.threshold_checked = threshold.is_some();
     for ordinal in 0..runner.spec_replicas.max(0) as u32 {
         // Initial pods have been Ready for long.
         runner.add_pod(ordinal, Millis::MIN / 4).await?;
@@ -1292,18 +1481,35 @@ impl Runner {
             }
         }
         let ordinals: Vec<u32> = self.pods.keys().copied().collect();
+        // The load goes to the Ready pods, evenly; the others carry none (REFERENCE.md §4.2).
+        let ready = self.pods.values().filter(|p| p.ready(&w, t)).count();
+        let total = self.scenario.load.as_ref().map(|l| l.exported(t));
+        if let Some(v) = total {
+            self.load_history.push((t, v));
+        }
         for o in ordinals {
             let p = &self.pods[&o];
             let name = p.name(&w.name);
             let fault = self.scenario.fault_at(&name, true, t).cloned();
             let value = p.index_at(&w, t);
-            let body = index_page(&w.name, &name, &value.exposition());
+            let mut body = index_page(&w.name, &name, &value.exposition());
+            if let (Some(l), Some(v)) = (&self.scenario.load, total) {
+                let share = if p.ready(&w, t) && ready > 0 {
+                    v / ready as f64
+                } else {
+                    0.0
+                };
+                body.push_str(&load_line(&l.series, &w.name, &name, share));
+            }
             let page = self.page_for(fault.as_ref(), "hpa_stateful_index", body);
             p.exporter.set(page);
             if fault.is_none() {
                 if let Some(p) = self.pods.get_mut(&o) {
                     p.delivered.ever_valid |= value.replicas().is_some();
                     p.delivered.last = Some((t, value));
+                    if total.is_some() {
+                        p.delivered.load_at = Some(t);
+                    }
                 }
             }
         }
@@ -1350,8 +1556,21 @@ impl Runner {
                 Some(_) => {}
             }
         }
-        if exporting == 0 {
+        // A load-driven scenario without controllers has no recommendation to miss.
+        if exporting == 0 && !(self.scenario.load.is_some() && self.controllers.is_empty()) {
             unknown.push("recommendation missing".into());
+        }
+        if self.scenario.load.is_some() {
+            let w = &self.scenario.workload.name;
+            for p in self.pods.values() {
+                match p.delivered.load_at {
+                    None => unknown.push(format!("{} load never scraped", p.name(w))),
+                    Some(at) if t - at > self.stale_after => {
+                        unknown.push(format!("{} load stale {}", p.name(w), fmt_t(t - at)))
+                    }
+                    Some(_) => {}
+                }
+            }
         }
         let w = &self.scenario.workload.name;
         let incomplete: Vec<String> = self
@@ -1419,6 +1638,20 @@ impl Runner {
         let outcome = self.hpa.sync(Duration::from_millis(t as u64), &input);
 
         let mut unknown = self.unknown_inputs(t);
+        // With a load scenario every input is ground truth, so a refusal while all of them are
+        // known is the adapter's fault (REFERENCE.md §1.6: a refusal freezes scale-in).
+        if self.scenario.load.is_some() && unknown.is_empty() {
+            for (i, a) in input.metrics.iter().enumerate() {
+                if let Err(e) = a {
+                    let name = self.report.metric_names.get(i).cloned().unwrap_or_default();
+                    self.violation(
+                        "refusal",
+                        t,
+                        format!("{name} refused while every pod's load was fresh: {e}"),
+                    );
+                }
+            }
+        }
         for (i, a) in input.metrics.iter().enumerate() {
             if a.is_err() {
                 let name = self.report.metric_names.get(i).cloned().unwrap_or_default();
@@ -1429,7 +1662,18 @@ impl Runner {
         let floor = self.truth_floor();
         let target = self.truth_target(rec);
         self.check_invariants(t, &outcome, &unknown, floor);
+        self.check_flap(t, &outcome);
         self.track_convergence(t, &outcome, unknown.is_empty(), target);
+        let load = self.load_history.last().map(|(_, v)| *v);
+        let band = self
+            .threshold
+            .zip(load)
+            .map(|(th, v)| (ceil_div(v, th.up), ceil_div(v, th.down)));
+        let served = input
+            .metrics
+            .first()
+            .and_then(|m| m.as_ref().ok())
+            .map(|items| items.iter().sum());
 
         self.report.rows.push(SyncRow {
             t,
@@ -1444,6 +1688,9 @@ impl Runner {
             proposal: outcome.metric_replicas,
             replicas: outcome.replicas,
             decision: decision_text(&outcome.decision),
+            load,
+            band,
+            served,
         });
         if outcome.replicas != self.spec_replicas {
             self.scale_to(outcome.replicas, t).await?;
@@ -1521,13 +1768,27 @@ impl Runner {
                 .map(|(_, v)| *v)
                 .max()
                 .unwrap_or(0);
+            // A threshold metric raises to a sustained `ceil(V/upPerReplica)` of the totals the
+            // pods exported within its up window (plus the same staleness lookback), clamped by
+            // its `min`/`max`: never more.
+            let threshold_bound = self.threshold.map(|th| {
+                let since = t - lookback - th.sustain_up_ms;
+                self.load_history
+                    .iter()
+                    .filter(|(at, _)| *at >= since)
+                    .map(|(_, v)| ceil_div(*v, th.up))
+                    .max()
+                    .unwrap_or(0)
+                    .clamp(th.min, th.max.max(th.min))
+            });
+            let recent = recent.max(threshold_bound.unwrap_or(0));
             let bound = recent.max(i64::from(self.hpa.spec().min_replicas()));
             if i64::from(o.replicas) > bound {
                 self.violation(
                     "inflation",
                     t,
                     format!(
-                        "replicas {} -> {} but no controller exported more than {recent} and the floor is {floor} (within the last {})",
+                        "replicas {} -> {} but no controller exported more than {recent} (nor does any load total need more) and the floor is {floor} (within the last {})",
                         o.current_replicas,
                         o.replicas,
                         fmt_t(lookback)
@@ -1535,6 +1796,36 @@ impl Runner {
                 );
             }
         }
+    }
+
+    /// Threshold scenarios: a scale event in the opposite direction of the previous one must
+    /// come at least one sustain window (the longer one) later, or the hysteresis flapped.
+    fn check_flap(&mut self, t: Millis, o: &SyncOutcome) {
+        let Some(th) = self.threshold else {
+            return;
+        };
+        if o.replicas == o.current_replicas {
+            return;
+        }
+        let up = o.replicas > o.current_replicas;
+        let window = th.sustain_up_ms.max(th.sustain_down_ms);
+        if let Some((at, was_up)) = self.last_scale {
+            if was_up != up && t - at < window {
+                self.violation(
+                    "flap",
+                    t,
+                    format!(
+                        "replicas {} -> {} only {} after a scale {} (sustain window {})",
+                        o.current_replicas,
+                        o.replicas,
+                        fmt_t(t - at),
+                        if was_up { "up" } else { "down" },
+                        fmt_t(window)
+                    ),
+                );
+            }
+        }
+        self.last_scale = Some((t, up));
     }
 
     /// How long the HPA may take from `from` to `to` with healthy inputs: the adapter's
@@ -1706,10 +1997,123 @@ impl Runner {
         Ok(())
     }
 
+    /// How far behind the clean load the replicas are at the sync of `row`: 0 when they cover
+    /// `ceil(V(t)/upPerReplica)` (within the HPA's and the threshold's bounds), else how long
+    /// ago the clean load last needed no more than the replicas there are.
+    fn overload_lag(
+        &self,
+        th: &ThresholdTruth,
+        load: &LoadSpec,
+        t: Millis,
+        replicas: i32,
+    ) -> Millis {
+        let cap = th
+            .max
+            .min(i64::from(self.hpa.spec().max_replicas))
+            .max(th.min);
+        let need = |s: Millis| ceil_div(load.clean(s), th.up).clamp(th.min, cap);
+        let n = i64::from(replicas);
+        let mut s = t;
+        while s > 0 && need(s) > n {
+            s -= 1000;
+        }
+        t - s.max(0)
+    }
+
+    /// Threshold scenarios: reversals, the overload lag, and the plateau invariant: once settled,
+    /// nothing moves until the plateau ends. Settled is the earlier of (a) replicas where no
+    /// noisy sample can move the threshold answer past the HPA's tolerance, and (b) replicas
+    /// inside the clean band `[ceil(V/T_up)` within tolerance, `ceil(V/T_down)]` once the settle
+    /// budget after the plateau began (both sustain windows, staleness, a scrape and two syncs)
+    /// has passed, when every sustain decision looks at plateau data only.
+    fn threshold_analysis(&mut self) {
+        let (Some(th), Some(load)) = (self.threshold, self.scenario.load.clone()) else {
+            return;
+        };
+        let rows = self.report.rows.clone();
+        let mut notes = Vec::new();
+        let (reversals, events) = reversals(&rows);
+        notes.push(format!(
+            "threshold: {events} scale events, {reversals} reversal(s) of direction"
+        ));
+        let lag = rows
+            .iter()
+            .map(|r| (r.t, self.overload_lag(&th, &load, r.t, r.replicas)))
+            .max_by_key(|(_, l)| *l);
+        if let Some((at, lag)) = lag {
+            notes.push(format!(
+                "threshold: max overload lag {} (at {}): replicas cover the clean load of that long ago at upPerReplica {}",
+                fmt_t(lag),
+                fmt_t(at),
+                th.up
+            ));
+        }
+        let tolerances = self.hpa.tolerances();
+        let settle_budget = th.sustain_up_ms.max(th.sustain_down_ms)
+            + self.stale_after
+            + self.interval
+            + 2 * SYNC_PERIOD.as_millis() as Millis;
+        for (from, to, v) in load.plateaus() {
+            let hi_up = ceil_div(v * (1.0 + load.noise), th.up);
+            let lo_down = ceil_div(v * (1.0 - load.noise), th.down);
+            let (clean_up, clean_down) = (ceil_div(v, th.up), ceil_div(v, th.down));
+            let in_span: Vec<&SyncRow> = rows.iter().filter(|r| r.t >= from && r.t <= to).collect();
+            let settled = in_span.iter().position(|r| {
+                let n = i64::from(r.replicas);
+                let safe = n > 0
+                    && (hi_up <= n || tolerances.is_within(hi_up as f64 / n as f64))
+                    && n <= lo_down;
+                let in_clean_band = n > 0
+                    && (clean_up <= n || tolerances.is_within(clean_up as f64 / n as f64))
+                    && n <= clean_down;
+                safe || (in_clean_band && r.t >= from + settle_budget)
+            });
+            match settled {
+                Some(i) => {
+                    let at = in_span[i];
+                    let moved: Vec<(Millis, i32, i32)> = in_span[i + 1..]
+                        .iter()
+                        .filter(|r| r.replicas != r.spec_replicas)
+                        .map(|r| (r.t, r.spec_replicas, r.replicas))
+                        .collect();
+                    notes.push(format!(
+                        "threshold: plateau {}..{} at {v} (noise ±{}%, served range [{hi_up} up, {lo_down} down]): settled at {} with {} replicas, {} scale event(s) after",
+                        fmt_t(from),
+                        fmt_t(to),
+                        load.noise * 100.0,
+                        fmt_t(at.t),
+                        at.replicas,
+                        moved.len()
+                    ));
+                    for (t, a, b) in moved {
+                        self.violation(
+                            "plateau",
+                            t,
+                            format!(
+                                "replicas {a} -> {b} on the plateau {}..{} after settling at {}",
+                                fmt_t(from),
+                                fmt_t(to),
+                                fmt_t(at.t)
+                            ),
+                        );
+                    }
+                }
+                None => notes.push(format!(
+                    "threshold: plateau {}..{} too short to settle (budget {})",
+                    fmt_t(from),
+                    fmt_t(to),
+                    fmt_t(settle_budget)
+                )),
+            }
+        }
+        self.report.threshold_notes = notes;
+    }
+
     fn finish(&mut self) {
         if let Some(e) = self.episode.take() {
             self.report.convergences.push(e);
         }
+        self.threshold_analysis();
         let rows = &self.report.rows;
         let replicas_in = |from: Millis, to: Millis| {
             rows.iter()
@@ -1768,6 +2172,44 @@ impl Runner {
                         ),
                     )
                 }
+                Expectation::MaxReversals(n) => {
+                    let (r, events) = reversals(rows);
+                    (r <= *n, format!("{r} reversal(s) in {events} scale events"))
+                }
+                Expectation::NoDecrease(w) => {
+                    let from = w.from.map(ms).unwrap_or(0);
+                    let to = w.to.map(ms).unwrap_or(Millis::MAX);
+                    let falls: Vec<String> = rows
+                        .iter()
+                        .filter(|r| r.t >= from && r.t <= to && r.replicas < r.spec_replicas)
+                        .map(|r| format!("{} -> {} at {}", r.spec_replicas, r.replicas, fmt_t(r.t)))
+                        .collect();
+                    let n = rows.iter().filter(|r| r.t >= from && r.t <= to).count();
+                    (
+                        n > 0 && falls.is_empty(),
+                        if falls.is_empty() {
+                            format!("{n} syncs, none lower")
+                        } else {
+                            falls.join(", ")
+                        },
+                    )
+                }
+                Expectation::MaxOverloadLag(d) => {
+                    match (self.threshold, self.scenario.load.as_ref()) {
+                        (Some(th), Some(load)) => {
+                            let max = rows
+                                .iter()
+                                .map(|r| self.overload_lag(&th, load, r.t, r.replicas))
+                                .max()
+                                .unwrap_or(0);
+                            (
+                                !rows.is_empty() && max <= ms(*d),
+                                format!("max {}", fmt_t(max)),
+                            )
+                        }
+                        _ => (false, "no load with a threshold metric".into()),
+                    }
+                }
             };
             results.push(ExpectationResult {
                 expectation: e.to_string(),
@@ -1777,6 +2219,21 @@ impl Runner {
         }
         self.report.expectations = results;
     }
+}
+
+/// (direction reversals, scale events) over the syncs.
+fn reversals(rows: &[SyncRow]) -> (u32, u32) {
+    let mut last: Option<bool> = None;
+    let (mut reversals, mut events) = (0, 0);
+    for r in rows.iter().filter(|r| r.replicas != r.spec_replicas) {
+        let up = r.replicas > r.spec_replicas;
+        events += 1;
+        if last.is_some_and(|l| l != up) {
+            reversals += 1;
+        }
+        last = Some(up);
+    }
+    (reversals, events)
 }
 
 fn opt(v: Option<i32>) -> String {
@@ -1977,12 +2434,19 @@ impl Report {
                     .unwrap_or_default()
             );
         }
-        for inv in [
+        for n in &self.threshold_notes {
+            let _ = writeln!(out, "{n}");
+        }
+        let mut invariants = vec![
             "below-floor",
             "decrease-on-unknown",
             "inflation",
             "convergence",
-        ] {
+        ];
+        if self.threshold_checked {
+            invariants.extend(["flap", "plateau", "refusal"]);
+        }
+        for inv in invariants {
             let n = self
                 .violations
                 .iter()
