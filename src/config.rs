@@ -197,6 +197,12 @@ pub struct ScrapeConfig {
     pub max_body_bytes: u64,
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
+    /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
+    /// which pods exist (series of deleted pods stop holding the floor at once, a Running pod
+    /// with no series yet makes the floor incomplete) and which workload owns them
+    /// (`spec.replicas` from the scale subresource, `ordinals.start`). The series need the pod
+    /// name in a `pod` label, and `namespaces`/`podSelector` must cover every pod that exports
+    /// them: a pod outside `podSelector` counts as deleted.
     #[serde(default)]
     pub kubernetes: Option<KubernetesDiscoveryConfig>,
 }
@@ -560,12 +566,6 @@ impl Config {
         }
         if let Some(k) = &s.kubernetes {
             validate_kubernetes(k)?;
-            if self.source.is_some() {
-                return Err(invalid(
-                    "scrape.kubernetes",
-                    "exactly one source may be active: remove scrape.kubernetes or source.prometheus",
-                ));
-            }
         }
         if let Some(source) = &self.source {
             match &source.prometheus {
@@ -936,5 +936,15 @@ mod tests {
             "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {static: [{url: 'http://a/m'}]}"
         )
         .contains("exactly one source"));
+        // Kubernetes discovery beside Prometheus supplies the pod set and workload state.
+        let both = Config::from_yaml(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {kubernetes: {namespaces: [games]}}",
+        )
+        .unwrap();
+        assert!(both.scrape.kubernetes.is_some() && both.source.is_some());
+        assert!(err(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {kubernetes: {namespaces: [Games]}}"
+        )
+        .contains("scrape.kubernetes.namespaces[0]"));
     }
 }

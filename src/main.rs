@@ -641,16 +641,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
         adapter = adapter.with_source(p.clone());
     }
     let adapter = Arc::new(adapter);
-    // Config validation keeps scrape.kubernetes and source.prometheus apart.
     let discovery = match &adapter.config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
-            let discovery = Discovery::start(
-                client,
-                k.clone(),
-                adapter.store.clone(),
-                static_targets(&adapter.config),
-            );
+            // With Prometheus nothing is scraped: discovery only supplies the pod set and the
+            // workload state, so its targets go to a store nobody reads or shows.
+            let store = match &prometheus {
+                Some(_) => Arc::new(hpa_bridge::store::Store::new()),
+                None => adapter.store.clone(),
+            };
+            let discovery =
+                Discovery::start(client, k.clone(), store, static_targets(&adapter.config));
+            if let Some(p) = &prometheus {
+                p.set_pod_set(discovery.clone(), "pod");
+            }
             adapter.set_workload_state(discovery.clone());
             Some(discovery)
         }
@@ -695,7 +699,18 @@ async fn serve(args: ServeArgs) -> Result<()> {
         // take every replica out of the Service during a Prometheus outage, turning precise
         // per-request 503s into an unavailable APIService, which also breaks discovery and
         // namespace deletion (REFERENCE.md §3.1). The probe only reports the version.
-        adapter.mark_ready();
+        match discovery {
+            // The pod set must be known first: before it, deleted pods would still hold the
+            // floor and new ones would not make it incomplete.
+            Some(d) => {
+                let ready = adapter.clone();
+                tokio::spawn(async move {
+                    d.wait_synced().await;
+                    ready.mark_ready();
+                });
+            }
+            None => adapter.mark_ready(),
+        }
         tracing::info!(url = %p.url(), "reading evidence from Prometheus; not scraping");
         tokio::spawn(async move {
             match p.probe().await {

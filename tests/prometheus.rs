@@ -9,6 +9,7 @@
 //! missing Prometheus is a failure.
 
 mod common;
+mod kubeapi;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -667,4 +668,206 @@ async fn https_prometheus_needs_its_ca_or_an_explicit_skip() {
         message.contains("Prometheus source unavailable") && message.contains("certificate"),
         "{message}"
     );
+}
+
+/// A pod in `default` as the fake Kubernetes API serves it; only its existence, phase and owner
+/// matter here (Prometheus scrapes the exporters, the adapter scrapes nothing).
+fn kube_pod(name: &str, owner: Option<&str>, phase: &str) -> k8s_openapi::api::core::v1::Pod {
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            owner_references: owner.map(|o| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "StatefulSet".into(),
+                    name: o.into(),
+                    uid: format!("uid-{o}"),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.example/app:1".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(phase.into()),
+            pod_ip: Some("127.0.0.1".into()),
+            ..Default::default()
+        }),
+    }
+}
+
+fn kube_statefulset(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::StatefulSet {
+    use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    let labels: std::collections::BTreeMap<String, String> =
+        [("app".to_string(), name.to_string())].into();
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            service_name: Some(name.into()),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: None,
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// With `scrape.kubernetes` beside `source.prometheus`, the pods that exist come from the
+/// Kubernetes API (a loopback fake serving schema-valid k8s-openapi objects over real HTTPS:
+/// no kube-apiserver exists here), the series from a real Prometheus. A second adapter reads
+/// the same Prometheus without Kubernetes, to show what the pod set changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubernetes_pod_set_decides_which_indices_hold_the_floor() {
+    let Some(binary) = require_prometheus() else {
+        return;
+    };
+    let exp = TestExporter::start().await;
+    exp.page("/ctl", expect_series("lobby", "ctl", "2"));
+    for (pod, index) in [("lobby-0", "1"), ("lobby-1", "2"), ("lobby-2", "3")] {
+        exp.page(&format!("/{pod}"), index_series("lobby", pod, index));
+    }
+    let paths = ["/ctl", "/lobby-0", "/lobby-1", "/lobby-2"];
+    let pods = ["lobby-ctl", "lobby-0", "lobby-1", "lobby-2"];
+    let targets: Vec<Target<'_>> = paths
+        .iter()
+        .zip(pods)
+        .map(|(path, pod)| Target {
+            exporter: &exp,
+            path,
+            pod,
+        })
+        .collect();
+    let prom = PrometheusProcess::start(binary, &targets).await;
+
+    let api = kubeapi::KubeApi::start().await;
+    api.apply(&kube_statefulset("lobby", 3));
+    // The recommendation comes from a controller pod that owns no state.
+    api.apply(&kube_pod("lobby-ctl", None, "Running"));
+    for pod in ["lobby-0", "lobby-1", "lobby-2"] {
+        api.apply(&kube_pod(pod, Some("lobby"), "Running"));
+    }
+    let config = format!(
+        "scrape:\n  interval: 1s\n  timeout: 1s\n  staleAfter: 3s\n  kubernetes:\n    namespaces: [default]\n\
+         source:\n  prometheus:\n    url: {}\n    timeout: 2s\n    cacheTtl: 200ms\n    retainFor: 10m\n",
+        prom.url()
+    );
+    let kubeconfig = api.kubeconfig();
+    let with_kube =
+        AdapterProcess::start_with(&config, &["--kubeconfig", kubeconfig.to_str().unwrap()]).await;
+    let without = AdapterProcess::start(&prom_config(&prom.url(), "200ms")).await;
+    let lobby = "hpa_target_name=lobby";
+    let floor = "hpa_stateful_floor";
+    let is =
+        |want: &'static str| move |c: u16, v: &serde_json::Value| seen(floor, c, v) == value(want);
+    for a in [&with_kube, &without] {
+        a.eventually("default", floor, lobby, "floor 3", is("3"))
+            .await;
+    }
+
+    // lobby-2's exporter goes down and its node is lost (phase Unknown): the pod still exists,
+    // so its index holds the floor after Prometheus itself has marked the series stale.
+    exp.set(
+        "/lobby-2",
+        Behaviour {
+            body: "boom".into(),
+            status: 500,
+            delay: Duration::ZERO,
+        },
+    );
+    api.apply(&kube_pod("lobby-2", Some("lobby"), "Unknown"));
+    let prom_addr = std::net::SocketAddr::from(([127, 0, 0, 1], prom.port));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, body) = plain_http_get(
+            prom_addr,
+            "/api/v1/query?query=hpa_stateful_index%7Bpod%3D%22lobby-2%22%7D",
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if v["data"]["result"].as_array().is_some_and(|r| r.is_empty()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never marked lobby-2 stale: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, v) = with_kube.metric("default", floor, lobby).await;
+    assert_eq!(seen(floor, code, &v), value("3"), "{v}");
+
+    // lobby-2 is deleted in Kubernetes: its index stops holding the floor at once, although
+    // Prometheus still has it within retainFor (10m), which is all the adapter without
+    // Kubernetes can go by.
+    api.delete::<k8s_openapi::api::core::v1::Pod>("default", "lobby-2");
+    with_kube
+        .eventually("default", floor, lobby, "floor 2 after delete", is("2"))
+        .await;
+    let (code, v) = without.metric("default", floor, lobby).await;
+    assert_eq!(seen(floor, code, &v), value("3"), "{v}");
+
+    // Scale-out: spec.replicas 5 and a Running pod Prometheus has never scraped. The floor is
+    // incomplete, naming the pod, and the target holds at spec.replicas from the scale
+    // subresource instead of serving the known floor.
+    api.apply(&kube_statefulset("lobby", 5));
+    api.apply(&kube_pod("lobby-3", Some("lobby"), "Running"));
+    let refused = with_kube
+        .eventually("default", floor, lobby, "floor incomplete", |c, _| c == 503)
+        .await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains("default/lobby-3"), "{refused}");
+    with_kube
+        .eventually(
+            "default",
+            "hpa_target_replicas",
+            lobby,
+            "target at spec.replicas 5",
+            |c, v| c == 200 && single_value(v).as_deref() == Some("5"),
+        )
+        .await;
+    assert!(
+        api.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /apis/apps/v1/namespaces/default/statefulsets/lobby/scale")),
+        "scale subresource never read"
+    );
+    // A pod that exists but is not Running yet has no exporter to wait for.
+    api.apply(&kube_pod("lobby-3", Some("lobby"), "Pending"));
+    with_kube
+        .eventually(
+            "default",
+            floor,
+            lobby,
+            "floor 2 with lobby-3 Pending",
+            is("2"),
+        )
+        .await;
 }

@@ -23,6 +23,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::adapter::WorkloadState;
 use crate::config::KubernetesDiscoveryConfig;
+use crate::source::prometheus::{PodFacts, PodSet};
 use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
 
 /// Target labels set by discovery; `copyLabels` may not reuse them.
@@ -424,6 +425,42 @@ impl WorkloadState for Discovery {
             .get(&workload.namespace, &workload.name)
             .map(|s| ordinals_start_of(&s))
             .unwrap_or(0)
+    }
+}
+
+impl PodSet for Discovery {
+    /// Every mirrored pod object in `namespace`, whatever its phase: a pod that exists but is
+    /// not Running (crash loop, exporter down) may still hold an ordinal, so its retained
+    /// index must stay (REFERENCE.md §4.1). Unknown before the first sync and for a namespace
+    /// that is not watched, so Prometheus series are then not filtered at all.
+    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+        if !*self.synced.borrow() {
+            return None;
+        }
+        if !self.config.namespaces.is_empty()
+            && !self.config.namespaces.iter().any(|n| n == namespace)
+        {
+            return None;
+        }
+        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
+        Some(
+            self.pods
+                .all()
+                .iter()
+                .filter(|p| p.namespace().as_deref() == Some(namespace))
+                .map(|p| {
+                    let running =
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                    (
+                        p.name_any(),
+                        PodFacts {
+                            running,
+                            workload: owner_workload(p, &lookup),
+                        },
+                    )
+                })
+                .collect(),
+        )
     }
 }
 

@@ -23,12 +23,17 @@
 //!    a stale series that might be higher blocks the answer instead of vanishing.
 //!
 //! Retention: the scrape store keeps a target's last valid values while the target exists.
-//! Prometheus cannot say which pods still exist, so without a [`PodSet`] the last value within
-//! `retainFor` stands in for the retained value. Trade-off: a pod deleted less than `retainFor`
-//! ago still holds the floor until `retainFor` passes; a pod failing for longer than
-//! `retainFor` loses its protection. The last value is used, not `max_over_time`: the index is
-//! 0 while a pod is not Ready (REFERENCE.md §4.1), so the newest value is the truth and a max
-//! would hold a released ordinal for `retainFor` (and disagree with the scrape source).
+//! Prometheus cannot say which pods still exist. With Kubernetes discovery (`scrape.kubernetes`
+//! beside `source.prometheus`) a [`PodSet`] says so: series of deleted pods stop counting at
+//! once, every existing pod (Running or not) keeps its last value within `retainFor`, series
+//! are attributed to their pod's workload, and a Running pod of an observed workload with no
+//! series yet makes the evidence incomplete, as a never-scraped pod does in the scrape store.
+//! Without a pod set the last value within `retainFor` stands in for the retained value.
+//! Trade-off: a pod deleted less than `retainFor` ago still holds the floor until `retainFor`
+//! passes; a pod failing for longer than `retainFor` loses its protection. The last value is
+//! used, not `max_over_time`: the index is 0 while a pod is not Ready (REFERENCE.md §4.1), so
+//! the newest value is the truth and a max would hold a released ordinal for `retainFor` (and
+//! disagree with the scrape source).
 //!
 //! Push-style series with explicit timestamps (Pushgateway with `honor_timestamps`, or any
 //! exporter writing timestamps): freshness is the sample timestamp Prometheus stores, nothing
@@ -65,7 +70,9 @@ use crate::selector::{
     is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
 };
 use crate::source::scrape::error_chain;
-use crate::store::{invalid_reason, Evidence, Observation, Scope, TargetId};
+use crate::store::{
+    invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget, WorkloadRef,
+};
 use crate::telemetry::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
@@ -80,9 +87,19 @@ const NAME_COPY_LABEL: &str = "__hpa_bridge_name__";
 /// series of deleted pods stop counting at once and `retainFor` only bounds how far back
 /// Prometheus is read. Discovery plugs in here.
 pub trait PodSet: Send + Sync {
-    /// Names of the pods that exist in `namespace`; `None` while unknown (then every series
-    /// within `retainFor` counts).
-    fn pods(&self, namespace: &str) -> Option<BTreeSet<String>>;
+    /// Every pod object that exists in `namespace`, whatever its phase, by name; `None` while
+    /// unknown (then every series within `retainFor` counts and no pod is reported unknown).
+    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>>;
+}
+
+/// What Kubernetes says about one existing pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    /// `status.phase` is Running: only such a pod has an exporter Prometheus could scrape, so
+    /// only it makes the evidence incomplete while Prometheus has no series for it.
+    pub running: bool,
+    /// The owning workload (a ReplicaSet's pods resolve to their Deployment).
+    pub workload: Option<WorkloadRef>,
 }
 
 /// How one query to Prometheus failed. The text reaches the refusal, `/status` and the log.
@@ -420,10 +437,12 @@ fn valid(v: f64) -> Option<u64> {
     invalid_reason(v).is_none().then_some(v as u64)
 }
 
-/// Which pods still exist, for filtering series by their pod label.
+/// Which pods exist, for filtering series by their pod label.
 pub struct PodFilter<'a> {
     pub label: &'a str,
-    pub pods: &'a BTreeSet<String>,
+    /// The namespace the pods live in (the scope's), for the ids of unknown pods.
+    pub namespace: &'a str,
+    pub pods: &'a BTreeMap<String, PodFacts>,
 }
 
 /// Turns one scope's query results into the evidence the scrape store would give for the
@@ -463,7 +482,7 @@ pub fn evidence_from(
         };
         if let Some(filter) = &pods {
             if let Some(pod) = key.get(filter.label) {
-                if !filter.pods.contains(pod) {
+                if !filter.pods.contains_key(pod) {
                     continue;
                 }
             }
@@ -512,7 +531,49 @@ pub fn evidence_from(
     }
     ev.observations
         .sort_by(|a, b| (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels)));
+    if let Some(filter) = &pods {
+        attribute_to_pods(&mut ev, filter);
+    }
     ev
+}
+
+/// With Kubernetes: name the workloads behind the observations (for `spec.replicas` and
+/// `ordinals.start`), and report each Running pod of those workloads that has no in-scope
+/// series in Prometheus as unknown, as the scrape store reports a pod it has never scraped
+/// successfully: the floor is incomplete until Prometheus has seen it (REFERENCE.md §4.1).
+/// A pod of another workload cannot hold this workload's state, so it is not counted; with no
+/// workload observed at all nothing is, since Prometheus cannot tell a pod that never exported
+/// the series from one it never scraped.
+fn attribute_to_pods(ev: &mut Evidence, filter: &PodFilter<'_>) {
+    let observed: BTreeSet<&str> = ev
+        .observations
+        .iter()
+        .filter_map(|o| o.labels.get(filter.label))
+        .map(String::as_str)
+        .collect();
+    for pod in &observed {
+        if let Some(w) = filter.pods.get(*pod).and_then(|f| f.workload.as_ref()) {
+            if !ev.workloads.contains(w) {
+                ev.workloads.push(w.clone());
+            }
+        }
+    }
+    for (name, facts) in filter.pods {
+        let in_scope = facts
+            .workload
+            .as_ref()
+            .is_some_and(|w| ev.workloads.contains(w));
+        if facts.running && in_scope && !observed.contains(name.as_str()) {
+            ev.unknown_targets.push(UnknownTarget {
+                target: TargetId(format!("{}/{name}", filter.namespace).into()),
+                last_error: Some(
+                    "Kubernetes reports the pod Running, but Prometheus has no in-scope series \
+                     for it within retainFor"
+                        .into(),
+                ),
+            });
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -975,6 +1036,7 @@ impl EvidenceSource for PrometheusSource {
                 .and_then(|(set, label)| set.pods(scope.namespace).map(|p| (p, label)));
             let filter = pods.as_ref().map(|(pods, label)| PodFilter {
                 label: label.as_str(),
+                namespace: scope.namespace,
                 pods,
             });
             Ok(evidence_from(&samples, self.stale_after_ms, filter))
@@ -1369,17 +1431,48 @@ mod tests {
         let c = find("c3", "hpa_expect_replicas");
         assert!(!c.present, "gone from a healthy target");
 
-        // Only existing pods count once discovery knows them.
-        let pods: BTreeSet<String> = ["c1".to_string(), "c3".to_string()].into();
+        // Only existing pods count once discovery knows them; a pod that exists but is not
+        // Running (its exporter is down) keeps its series.
+        let lobby = WorkloadRef {
+            kind: "StatefulSet".into(),
+            namespace: "default".into(),
+            name: "lobby".into(),
+        };
+        let other = WorkloadRef {
+            name: "chat".into(),
+            ..lobby.clone()
+        };
+        let facts = |running: bool, w: &WorkloadRef| PodFacts {
+            running,
+            workload: Some(w.clone()),
+        };
+        let pods: BTreeMap<String, PodFacts> = [
+            ("c1", facts(true, &lobby)),
+            ("c3", facts(false, &lobby)),
+            // Running, same workload, nothing in Prometheus yet: unknown.
+            ("c4", facts(true, &lobby)),
+            // Not Running yet: no exporter to wait for.
+            ("c5", facts(false, &lobby)),
+            // Another workload's new pod cannot hold lobby's state.
+            ("c6", facts(true, &other)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
         let ev = evidence_from(
             &samples,
             3_000,
             Some(PodFilter {
                 label: "pod",
+                namespace: "default",
                 pods: &pods,
             }),
         );
         assert!(ev.observations.iter().all(|o| o.labels["pod"] != "c2"));
+        assert!(ev.observations.iter().any(|o| o.labels["pod"] == "c3"));
+        assert_eq!(ev.workloads, vec![lobby]);
+        let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
+        assert_eq!(unknown, vec!["default/c4"]);
         assert_eq!(ev.observations.len(), 3);
     }
 }
