@@ -759,9 +759,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         metrics = %adapter.served_metric_names().join(","),
         "serving external.metrics.k8s.io/v1beta1 over TLS"
     );
-    let handler = Arc::new(ApiHandler {
-        adapter: adapter.clone(),
-    });
+    let handler = Arc::new(ApiHandler::new(adapter.clone()));
     tokio::select! {
         _ = server::serve_api(api_listener, tls_config, handler, gate) => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),

@@ -181,6 +181,8 @@ impl Scope<'_> {
 #[derive(Debug, Default)]
 pub struct Store {
     targets: RwLock<BTreeMap<TargetId, TargetRecord>>,
+    /// Bumped on every change, so callers can tell that an answer computed earlier may differ.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Merge sample labels with target labels. On a conflict the target's label wins and the
@@ -212,6 +214,7 @@ impl Store {
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (REFERENCE.md §4.1: the floor outlives failed scrapes).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
+        self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
         let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
         map.retain(|id, _| keep.contains(id));
@@ -240,6 +243,16 @@ impl Store {
         }
     }
 
+    /// Changes with every write to the store.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn bump(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
         let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
         map.values().map(|r| r.target.clone()).collect()
@@ -260,6 +273,7 @@ impl Store {
         duration_ms: u64,
         samples: Vec<ExposedSample>,
     ) {
+        self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
         let Some(rec) = map.get_mut(id) else { return };
         rec.health.last_attempt_ms = Some(scraped_at);
@@ -300,6 +314,7 @@ impl Store {
     }
 
     pub fn record_failure(&self, id: &TargetId, at: Millis, duration_ms: u64, error: String) {
+        self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
         let Some(rec) = map.get_mut(id) else { return };
         rec.health.last_attempt_ms = Some(at);

@@ -64,12 +64,24 @@ impl StatusReason {
 
 pub fn json_response(code: u16, body: &serde_json::Value) -> ApiResponse {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    bytes_response(code, Bytes::from(bytes))
+}
+
+fn bytes_response(code: u16, bytes: Bytes) -> ApiResponse {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::CACHE_CONTROL, "no-cache, private")
-        .body(Full::new(Bytes::from(bytes)))
+        .body(Full::new(bytes))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+/// The bytes of a response built here (one `Full` frame), without consuming it.
+fn response_bytes(resp: &ApiResponse) -> Option<Bytes> {
+    use http_body_util::BodyExt;
+    let mut body = resp.body().clone();
+    let frame = futures::FutureExt::now_or_never(body.frame())??.ok()?;
+    frame.into_data().ok()
 }
 
 /// A Kubernetes `Status` failure; the HTTP status equals `code`.
@@ -166,9 +178,36 @@ fn valid_namespace(ns: &str) -> bool {
 /// Answers authenticated and authorised requests; health is handled before authentication.
 pub struct ApiHandler {
     pub adapter: Arc<Adapter>,
+    rendered: std::sync::Mutex<std::collections::HashMap<RenderKey, Rendered>>,
 }
 
+/// (metric, namespace, canonical selector)
+type RenderKey = (String, String, String);
+
+/// A rendered answer, reused while the store has not changed and for at most
+/// `RENDER_REUSE_MS`. Many HPAs and adapter replicas ask the same question; recomputing the
+/// evidence and the JSON for each dominated the serve path (BENCHMARKS.md). The time bound
+/// keeps freshness exact to within a second (staleAfter is tens of seconds), and covers inputs
+/// that change outside the store (the Prometheus source, workload scale).
+#[derive(Clone)]
+struct Rendered {
+    generation: u64,
+    at_ms: crate::clock::Millis,
+    status: u16,
+    body: Bytes,
+}
+
+const RENDER_REUSE_MS: crate::clock::Millis = 1000;
+const MAX_RENDERED: usize = 4096;
+
 impl ApiHandler {
+    pub fn new(adapter: Arc<Adapter>) -> Self {
+        ApiHandler {
+            adapter,
+            rendered: Default::default(),
+        }
+    }
+
     pub fn health(&self, which: &str) -> ApiResponse {
         if which == "readyz" && !self.adapter.is_ready() {
             return plain(503, "not ready: the first scrape round has not completed\n");
@@ -240,6 +279,56 @@ impl ApiHandler {
             Ok(s) => s,
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
+        let key: RenderKey = (
+            self.adapter.metric_label(metric).to_string(),
+            ns.to_string(),
+            selector.to_string(),
+        );
+        let generation = self.adapter.store.generation();
+        let now = self.adapter.clock.now_ms();
+        let reuse = self
+            .rendered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .filter(|r| {
+                r.generation == generation && (0..RENDER_REUSE_MS).contains(&(now - r.at_ms))
+            })
+            .cloned();
+        if let Some(r) = reuse {
+            self.adapter.record_query(metric, ns, &selector);
+            return bytes_response(r.status, r.body);
+        }
+        let resp = self.compute_external_metric(ns, metric, &selector).await;
+        if key.0 != "-" {
+            let status = resp.status().as_u16();
+            // Full<Bytes> holds one frame; take its bytes without consuming the response.
+            if let Some(body) = response_bytes(&resp) {
+                let mut map = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+                if map.len() >= MAX_RENDERED {
+                    map.clear();
+                }
+                map.insert(
+                    key,
+                    Rendered {
+                        generation,
+                        at_ms: now,
+                        status,
+                        body,
+                    },
+                );
+            }
+        }
+        resp
+    }
+
+    async fn compute_external_metric(
+        &self,
+        ns: &str,
+        metric: &str,
+        selector: &LabelSelector,
+    ) -> ApiResponse {
+        let selector = selector.clone();
         let answer = match self.adapter.answer(metric, ns, &selector).await {
             Ok(a) => a,
             Err(e @ QueryError::UnknownMetric { .. }) => {
@@ -343,6 +432,59 @@ mod tests {
         );
         assert_eq!(label_selector_param(Some("x=1")), None);
         assert_eq!(label_selector_param(None), None);
+    }
+
+    fn answers_computed(adapter: &Adapter) -> usize {
+        adapter
+            .metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("hpa_bridge_answers_total{"))
+            .map(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0) as usize
+            })
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn rendered_answers_are_reused_only_while_nothing_changed() {
+        use crate::clock::ManualClock;
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let adapter = Arc::new(Adapter::new(
+            crate::config::Config::from_yaml("").unwrap(),
+            clock.clone(),
+            Arc::new(crate::telemetry::SelfMetrics::new()),
+        ));
+        let handler = ApiHandler::new(adapter.clone());
+        async fn get(h: &ApiHandler) -> u16 {
+            let req = Request::get(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas",
+            )
+            .body(())
+            .unwrap();
+            h.handle(&req).await.status().as_u16()
+        }
+        assert_eq!(get(&handler).await, 404);
+        assert_eq!(answers_computed(&adapter), 1);
+        assert_eq!(get(&handler).await, 404);
+        assert_eq!(answers_computed(&adapter), 1, "reused within the second");
+        clock.advance(RENDER_REUSE_MS);
+        assert_eq!(get(&handler).await, 404);
+        assert_eq!(
+            answers_computed(&adapter),
+            2,
+            "recomputed after the time bound"
+        );
+        adapter.store.set_targets(Vec::new());
+        assert_eq!(get(&handler).await, 404);
+        assert_eq!(
+            answers_computed(&adapter),
+            3,
+            "recomputed after a store change"
+        );
     }
 
     #[test]

@@ -658,7 +658,7 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
     });
 
     let adapter = lobby_adapter()?;
-    let handler = Arc::new(ApiHandler { adapter });
+    let handler = Arc::new(ApiHandler::new(adapter));
     // The adapter's own authentication: the trust store from CA files (as with
     // --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in
     // the handshake, and the real `AuthGate` per request. Authorization takes the

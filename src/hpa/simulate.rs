@@ -906,9 +906,7 @@ impl AdapterInstance {
             .local_addr()
             .map_err(|e| SimulateError::Io(e.to_string()))?
             .port();
-        let handler = Arc::new(ApiHandler {
-            adapter: adapter.clone(),
-        });
+        let handler = Arc::new(ApiHandler::new(adapter.clone()));
         let server = tokio::spawn(server::serve_api(listener, server_config, handler, None));
         Ok(AdapterInstance {
             adapter,
