@@ -109,9 +109,27 @@ fn quick_bench_writes_every_section() {
         assert_eq!(r["failedTargets"], 0, "round {i}");
     }
 
-    // Not on this branch: reported as such, never as a number.
-    assert_eq!(json["prometheus"]["measured"], false);
-    assert!(json["prometheus"]["queriesPerRequest"].is_null());
+    assert_eq!(json["prometheus"]["measured"], true);
+    for field in [
+        "concurrentRequests",
+        "queriesPerAnswer",
+        "naiveQueries",
+        "queriesCoalescingOnly",
+        "queriesWithCache",
+        "queriesPerRequest",
+        "queriesPerRequestWithCache",
+        "naiveQueriesPerRequest",
+        "burstMs",
+    ] {
+        positive(&json, &format!("prometheus.{field}"));
+    }
+    // Coalescing must send fewer queries than a naive adapter would: a shape check, not a timing.
+    assert!(
+        json["prometheus"]["queriesCoalescingOnly"].as_u64()
+            < json["prometheus"]["naiveQueries"].as_u64(),
+        "{:#}",
+        json["prometheus"]
+    );
 
     // Every figure with a goal has a verdict, and the Markdown table lists every figure.
     let md = std::fs::read_to_string(out.path().join("BENCHMARKS.md")).unwrap();
