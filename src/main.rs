@@ -339,17 +339,10 @@ async fn build_auth(
     trust.spawn_reloader(a.authentication_reload_interval);
     {
         let t = trust.current();
+        let (requestheader_ca, client_ca) = t.origins();
         tracing::info!(
-            requestheader_ca = t
-                .request_header
-                .as_ref()
-                .map(|r| r.ca.origin.as_str())
-                .unwrap_or("-"),
-            client_ca = t
-                .client_ca
-                .as_ref()
-                .map(|c| c.origin.as_str())
-                .unwrap_or("-"),
+            requestheader_ca,
+            client_ca,
             token_review = authn_client.is_some(),
             subject_access_review = authz_client.is_some(),
             "authentication configured"

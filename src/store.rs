@@ -268,14 +268,21 @@ impl Store {
     /// Record a successful scrape: the page replaces the target's series set.
     pub fn record_success(
         &self,
-        id: &TargetId,
+        target: &ScrapeTarget,
         scraped_at: Millis,
         duration_ms: u64,
         samples: Vec<ExposedSample>,
     ) {
         self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
-        let Some(rec) = map.get_mut(id) else { return };
+        let Some(rec) = map.get_mut(&target.id) else {
+            return;
+        };
+        // The target was replaced while it was being scraped (a pod recreated under the same
+        // name): this page belongs to the old one and must not mark the new one as scraped.
+        if *rec.target != *target {
+            return;
+        }
         rec.health.last_attempt_ms = Some(scraped_at);
         rec.health.last_success_ms = Some(scraped_at);
         rec.health.last_error = None;
@@ -313,10 +320,21 @@ impl Store {
         }
     }
 
-    pub fn record_failure(&self, id: &TargetId, at: Millis, duration_ms: u64, error: String) {
+    pub fn record_failure(
+        &self,
+        target: &ScrapeTarget,
+        at: Millis,
+        duration_ms: u64,
+        error: String,
+    ) {
         self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
-        let Some(rec) = map.get_mut(id) else { return };
+        let Some(rec) = map.get_mut(&target.id) else {
+            return;
+        };
+        if *rec.target != *target {
+            return;
+        }
         rec.health.last_attempt_ms = Some(at);
         rec.health.last_error = Some(error);
         rec.health.last_duration_ms = Some(duration_ms);
@@ -479,8 +497,8 @@ mod tests {
         let store = Store::new();
         let t = target("http://a/m", &[("namespace", "default")]);
         store.set_targets(vec![t.clone()]);
-        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 3.0)]);
-        store.record_failure(&t.id, 2000, 1, "refused".into());
+        store.record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)]);
+        store.record_failure(&t, 2000, 1, "refused".into());
         let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
         let scope = default_scope(&series, &sel);
         let ev = store.evidence(&scope);
@@ -492,12 +510,30 @@ mod tests {
     }
 
     #[test]
+    fn a_page_from_a_replaced_target_is_not_recorded() {
+        let store = Store::new();
+        let old = target("http://10.0.0.1/m", &[("namespace", "default")]);
+        let mut new = old.clone();
+        new.url = "http://10.0.0.2/m".into();
+        store.set_targets(vec![old.clone()]);
+        store.set_targets(vec![new.clone()]);
+        store.record_success(&old, 1000, 1, vec![sample("idx", &[], 3.0)]);
+        let (_, health) = &store.target_health()[0];
+        assert!(
+            !health.ever_succeeded(),
+            "the old pod's page marked the new pod scraped"
+        );
+        store.record_success(&new, 2000, 1, vec![sample("idx", &[], 3.0)]);
+        assert!(store.target_health()[0].1.ever_succeeded());
+    }
+
+    #[test]
     fn invalid_values_do_not_replace_the_last_valid_one() {
         let store = Store::new();
         let t = target("http://a/m", &[("namespace", "default")]);
         store.set_targets(vec![t.clone()]);
-        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 2.0)]);
-        store.record_success(&t.id, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
+        store.record_success(&t, 1000, 1, vec![sample("idx", &[], 2.0)]);
+        store.record_success(&t, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
         let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
         let scope = default_scope(&series, &sel);
         let ob = &store.evidence(&scope).observations[0];
@@ -537,7 +573,7 @@ mod tests {
             pod("chat-0", "chat"),
         ]);
         store.record_success(
-            &lobby_0.id,
+            &lobby_0,
             1000,
             1,
             vec![sample("idx", &[("app", "lobby")], 1.0)],
@@ -566,7 +602,7 @@ mod tests {
         let store = Store::new();
         let t = target("p", &[("namespace", "default")]);
         store.set_targets(vec![t.clone()]);
-        store.record_success(&t.id, 1000, 1, vec![sample("idx", &[], 2.0)]);
+        store.record_success(&t, 1000, 1, vec![sample("idx", &[], 2.0)]);
         let moved = ScrapeTarget {
             url: "http://other/m".into(),
             ..t.clone()

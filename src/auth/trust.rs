@@ -134,6 +134,22 @@ pub struct TrustBundle {
     inputs: TrustInputs,
 }
 
+impl TrustBundle {
+    /// Where the requestheader CA and the client CA came from, for logs (`-` when unset).
+    pub fn origins(&self) -> (&str, &str) {
+        (
+            self.request_header
+                .as_ref()
+                .map(|r| r.ca.origin.as_str())
+                .unwrap_or("-"),
+            self.client_ca
+                .as_ref()
+                .map(|c| c.origin.as_str())
+                .unwrap_or("-"),
+        )
+    }
+}
+
 /// The raw inputs a bundle was built from, to notice changes without rebuilding verifiers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct TrustInputs {
@@ -399,17 +415,10 @@ impl TrustStore {
                 match me.reload().await {
                     Ok(true) => {
                         let t = me.current();
+                        let (requestheader_ca, client_ca) = t.origins();
                         tracing::info!(
-                            requestheader_ca = t
-                                .request_header
-                                .as_ref()
-                                .map(|r| r.ca.origin.as_str())
-                                .unwrap_or("-"),
-                            client_ca = t
-                                .client_ca
-                                .as_ref()
-                                .map(|c| c.origin.as_str())
-                                .unwrap_or("-"),
+                            requestheader_ca,
+                            client_ca,
                             "client certificate trust reloaded"
                         );
                     }

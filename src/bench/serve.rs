@@ -423,7 +423,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     let now = crate::clock::Clock::now_ms(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
-        adapter.store.record_success(&t.id, now, 1, samples);
+        adapter.store.record_success(t, now, 1, samples);
     }
     adapter.mark_ready();
     Ok(adapter)

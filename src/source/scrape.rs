@@ -120,14 +120,13 @@ impl Scraper {
         match result {
             Ok(samples) => {
                 self.metrics.samples_scraped.inc_by(samples.len() as u64);
-                self.store
-                    .record_success(&target.id, at, duration_ms, samples);
+                self.store.record_success(target, at, duration_ms, samples);
             }
             Err(e) => {
                 tracing::warn!(target_id = %target.id, error = %e, "scrape failed");
                 self.metrics.scrape_error(&target.id, e.reason());
                 self.store
-                    .record_failure(&target.id, at, duration_ms, e.to_string());
+                    .record_failure(target, at, duration_ms, e.to_string());
             }
         }
     }
