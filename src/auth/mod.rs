@@ -104,8 +104,8 @@ impl Authenticator {
             // connection may have rotated away since, and the handshake verifier accepts
             // either CA while only the requestheader CA may vouch for headers (§3.2).
             if let Some(rh) = &trust.request_header {
-                if rh.ca.verifies(chain) {
-                    match x509::common_name(&chain[0]) {
+                if let Some(subject) = rh.ca.verified_subject(chain) {
+                    match subject.map(|(cn, _)| cn) {
                         Ok(cn) if rh.config.name_allowed(&cn) => {
                             if let Some(user) =
                                 requestheader::user_from_headers(headers, &rh.config)
@@ -121,9 +121,8 @@ impl Authenticator {
                 }
             }
             if let Some(ca) = &trust.client_ca {
-                if ca.verifies(chain) {
-                    let (cn, orgs) = x509::subject(&chain[0])
-                        .map_err(|e| AuthnError::Rejected(e.to_string()))?;
+                if let Some(subject) = ca.verified_subject(chain) {
+                    let (cn, orgs) = subject.map_err(AuthnError::Rejected)?;
                     if cn.is_empty() {
                         return Err(AuthnError::Rejected(
                             "the client certificate has no common name (CN) to use as the user name"

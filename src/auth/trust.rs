@@ -41,12 +41,28 @@ pub struct CaBundle {
     verifier: Arc<dyn ClientCertVerifier>,
     subjects: Vec<DistinguishedName>,
     pub origin: String,
-    /// Recent verdicts by chain digest. Signature verification dominates the serve path
+    /// Recent verdicts, found by the leaf's trailing bytes (its signature) and confirmed by
+    /// comparing the whole chain, so no digest is computed per request and a lookup can never
+    /// return another chain's verdict. Signature verification dominates the serve path
     /// (BENCHMARKS.md), and the aggregator presents the same front-proxy chain on every
     /// request. A verdict is reused for at most `VERDICT_TTL`, so expiry is still noticed, and
     /// a rotated CA builds a new bundle with an empty memo.
-    verdicts: std::sync::Mutex<std::collections::HashMap<[u8; 32], (bool, std::time::Instant)>>,
+    verdicts: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Verdict>>,
 }
+
+/// The leaf's (CN, O) once the chain verified, or why it could not be read.
+pub type VerifiedSubject = Result<(String, Vec<String>), String>;
+
+#[derive(Debug)]
+struct Verdict {
+    chain: Vec<Vec<u8>>,
+    /// `None`: the chain does not verify against this bundle.
+    subject: Option<VerifiedSubject>,
+    at: std::time::Instant,
+}
+
+/// How many trailing bytes of the leaf (inside its signature) pick the memo slot.
+const VERDICT_KEY_BYTES: usize = 64;
 
 const VERDICT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_VERDICTS: usize = 1024;
@@ -85,38 +101,52 @@ impl CaBundle {
 
     /// Does `chain` (leaf first) verify against this bundle, now?
     pub fn verifies(&self, chain: &[CertificateDer<'_>]) -> bool {
-        use sha2::{Digest, Sha256};
-        let Some((leaf, intermediates)) = chain.split_first() else {
-            return false;
+        self.verified_subject(chain).is_some()
+    }
+
+    /// The leaf's subject if `chain` verifies against this bundle now; memoized with the
+    /// verdict, so neither the signature check nor the certificate parse runs per request.
+    pub fn verified_subject(&self, chain: &[CertificateDer<'_>]) -> Option<VerifiedSubject> {
+        let (leaf, intermediates) = chain.split_first()?;
+        let leaf_bytes: &[u8] = leaf.as_ref();
+        let key = &leaf_bytes[leaf_bytes.len().saturating_sub(VERDICT_KEY_BYTES)..];
+        let same_chain = |v: &Verdict| {
+            v.chain.len() == chain.len()
+                && v.chain
+                    .iter()
+                    .zip(chain)
+                    .all(|(a, b)| a.as_slice() == b.as_ref())
         };
-        let mut digest = Sha256::new();
-        for c in chain {
-            digest.update((c.len() as u64).to_be_bytes());
-            digest.update(c.as_ref());
-        }
-        let key: [u8; 32] = digest.finalize().into();
         let now = std::time::Instant::now();
         {
             let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((ok, at)) = memo.get(&key) {
-                if now.duration_since(*at) < VERDICT_TTL {
-                    return *ok;
+            if let Some(v) = memo.get(key) {
+                if same_chain(v) && now.duration_since(v.at) < VERDICT_TTL {
+                    return v.subject.clone();
                 }
             }
         }
-        let ok = self
+        let subject = self
             .verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now())
-            .is_ok();
+            .is_ok()
+            .then(|| super::x509::subject(leaf).map_err(|e| e.to_string()));
         let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
         if memo.len() >= MAX_VERDICTS {
-            memo.retain(|_, (_, at)| now.duration_since(*at) < VERDICT_TTL);
+            memo.retain(|_, v| now.duration_since(v.at) < VERDICT_TTL);
             if memo.len() >= MAX_VERDICTS {
                 memo.clear();
             }
         }
-        memo.insert(key, (ok, now));
-        ok
+        memo.insert(
+            key.to_vec(),
+            Verdict {
+                chain: chain.iter().map(|c| c.as_ref().to_vec()).collect(),
+                subject: subject.clone(),
+                at: now,
+            },
+        );
+        subject
     }
 }
 

@@ -209,17 +209,19 @@ impl Report {
             let every = "gatekeeper re-verifies the chain on every request";
             let e = &s.adapter_verify_every_request;
             f.push(
+                // The "before" of the verdict memo, kept for comparison: not the adapter's
+                // path, so it carries no goal.
                 Figure::new("serve", format!("Serve: requests/s ({every})"), "req/s").compare(
                     s.baseline.requests_per_second,
                     e.requests_per_second,
-                    Some(Goal::AtLeast(0.8)),
+                    None,
                 ),
             );
             f.push(
                 Figure::new("serve", format!("Serve: p99 latency ({every})"), "µs").compare(
                     s.baseline.p99_us,
                     e.p99_us,
-                    Some(Goal::AtMost(1.5)),
+                    None,
                 ),
             );
         }
