@@ -273,51 +273,44 @@ impl Store {
         duration_ms: u64,
         samples: Vec<ExposedSample>,
     ) {
-        self.bump();
-        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
-        let Some(rec) = map.get_mut(&target.id) else {
-            return;
-        };
-        // The target was replaced while it was being scraped (a pod recreated under the same
-        // name): this page belongs to the old one and must not mark the new one as scraped.
-        if *rec.target != *target {
-            return;
-        }
-        rec.health.last_attempt_ms = Some(scraped_at);
-        rec.health.last_success_ms = Some(scraped_at);
-        rec.health.last_error = None;
-        rec.health.last_duration_ms = Some(duration_ms);
-        rec.health.consecutive_failures = 0;
-        for s in rec.series.values_mut() {
-            s.present = false;
-        }
-        for sample in samples {
-            let labels: SeriesLabels = Arc::new(merge_labels(&sample.labels, &rec.target.labels));
-            // An exporter-supplied timestamp says when the value was measured; never trust one
-            // from the future, and keep absurd past ones (before 1970) from overflowing ages.
-            let at = sample
-                .timestamp_ms
-                .map(|t| t.clamp(0, scraped_at))
-                .unwrap_or(scraped_at);
-            let valid = invalid_reason(sample.value)
-                .is_none()
-                .then_some(sample.value as u64);
-            let key = (sample.name.clone(), labels.clone());
-            let state = rec.series.entry(key).or_insert_with(|| SeriesState {
-                name: sample.name,
-                labels,
-                latest: f64::NAN,
-                latest_at: at,
-                last_valid: None,
-                present: true,
-            });
-            state.latest = sample.value;
-            state.latest_at = at;
-            state.present = true;
-            if let Some(v) = valid {
-                state.last_valid = Some((v, at));
+        self.with_scraped_record(target, |rec| {
+            rec.health.last_attempt_ms = Some(scraped_at);
+            rec.health.last_success_ms = Some(scraped_at);
+            rec.health.last_error = None;
+            rec.health.last_duration_ms = Some(duration_ms);
+            rec.health.consecutive_failures = 0;
+            for s in rec.series.values_mut() {
+                s.present = false;
             }
-        }
+            for sample in samples {
+                let labels: SeriesLabels =
+                    Arc::new(merge_labels(&sample.labels, &rec.target.labels));
+                // An exporter-supplied timestamp says when the value was measured; never trust one
+                // from the future, and keep absurd past ones (before 1970) from overflowing ages.
+                let at = sample
+                    .timestamp_ms
+                    .map(|t| t.clamp(0, scraped_at))
+                    .unwrap_or(scraped_at);
+                let valid = invalid_reason(sample.value)
+                    .is_none()
+                    .then_some(sample.value as u64);
+                let key = (sample.name.clone(), labels.clone());
+                let state = rec.series.entry(key).or_insert_with(|| SeriesState {
+                    name: sample.name,
+                    labels,
+                    latest: f64::NAN,
+                    latest_at: at,
+                    last_valid: None,
+                    present: true,
+                });
+                state.latest = sample.value;
+                state.latest_at = at;
+                state.present = true;
+                if let Some(v) = valid {
+                    state.last_valid = Some((v, at));
+                }
+            }
+        });
     }
 
     pub fn record_failure(
@@ -327,18 +320,23 @@ impl Store {
         duration_ms: u64,
         error: String,
     ) {
+        self.with_scraped_record(target, |rec| {
+            rec.health.last_attempt_ms = Some(at);
+            rec.health.last_error = Some(error);
+            rec.health.last_duration_ms = Some(duration_ms);
+            rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
+        });
+    }
+
+    /// Apply a scrape result to the target's record, unless the target is gone or was
+    /// replaced while it was being scraped (a pod recreated under the same name): that page
+    /// belongs to the old one and must not mark the new one as scraped.
+    fn with_scraped_record(&self, target: &ScrapeTarget, apply: impl FnOnce(&mut TargetRecord)) {
         self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
-        let Some(rec) = map.get_mut(&target.id) else {
-            return;
-        };
-        if *rec.target != *target {
-            return;
+        if let Some(rec) = map.get_mut(&target.id).filter(|r| *r.target == *target) {
+            apply(rec);
         }
-        rec.health.last_attempt_ms = Some(at);
-        rec.health.last_error = Some(error);
-        rec.health.last_duration_ms = Some(duration_ms);
-        rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
     }
 
     /// Counts for self-metrics: (tracked series, stale series).
