@@ -3,7 +3,9 @@
 # as the non-root user 65532.
 #   docker build -t registry.example/hpa-bridge:0.1.0 .
 
-# kube-runtime 5 needs Rust 1.89 or newer.
+# kube-runtime 5 needs Rust 1.89 or newer. Only the server is built (the bench is its own
+# binary, hpa-bridge-bench), and it ships stripped: the release profile keeps line tables for
+# local profiling, which the image has no use for (115 MB -> 21 MB).
 FROM rust:1.89-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
@@ -11,7 +13,8 @@ COPY src ./src
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin hpa-bridge \
-    && install -D -m 0755 target/release/hpa-bridge /out/hpa-bridge
+    && install -D -m 0755 target/release/hpa-bridge /out/hpa-bridge \
+    && strip /out/hpa-bridge
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/hpa-bridge /hpa-bridge

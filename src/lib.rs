@@ -6,7 +6,6 @@
 pub mod adapter;
 pub mod api;
 pub mod auth;
-pub mod bench;
 pub mod check;
 pub mod clock;
 pub mod config;

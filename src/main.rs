@@ -53,11 +53,11 @@ enum Command {
     /// (--cluster). Exit code 1 when an error-level finding exists, 2 for unusable input.
     Check(CheckArgs),
     /// Measure the serve path, the parse path, scale and memory against their limits; writes
-    /// BENCHMARKS.md and benchmarks.json (documented in BENCHMARKS.md).
+    /// BENCHMARKS.md and benchmarks.json (documented in BENCHMARKS.md). Runs the separate
+    /// `hpa-bridge-bench` binary from beside this one (`cargo build --release --bin
+    /// hpa-bridge-bench`); `hpa-bridge bench --help` shows its flags.
+    #[command(disable_help_flag = true)]
     Bench(BenchArgs),
-    /// The bench's scale exporter, started as a child process by `bench`.
-    #[command(hide = true)]
-    BenchExporter(BenchExporterArgs),
 }
 
 #[derive(Args, Debug)]
@@ -118,32 +118,12 @@ struct CheckArgs {
     adapter_service: String,
 }
 
+/// Everything after `bench`, handed to `hpa-bridge-bench` unchanged.
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// A short run (a few seconds per part, small scale) whose figures are not meaningful.
-    #[arg(long)]
-    quick: bool,
-    /// Exit non-zero if any figure misses its goal.
-    #[arg(long)]
-    check: bool,
-    /// Directory for BENCHMARKS.md and benchmarks.json.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    out: PathBuf,
-    /// Parts to run (default all): serve, parse, scale, prometheus.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
-}
-
-#[derive(Args, Debug)]
-struct BenchExporterArgs {
-    #[arg(long)]
-    targets: usize,
-    #[arg(long)]
-    workloads: usize,
-    #[arg(long)]
-    page_bytes: usize,
-    #[arg(long)]
-    shared_host: bool,
+    /// Flags of `hpa-bridge-bench`: --quick, --check, --out DIR, --only PARTS.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args, Debug)]
@@ -402,6 +382,11 @@ fn main() {
     }
     let command = match cli.command {
         Command::Check(args) => std::process::exit(check_main(args)),
+        Command::Bench(args) => {
+            let err = run_bench_binary(cli.verbose, &cli.log_format, args);
+            eprintln!("error: {err:#}");
+            std::process::exit(1);
+        }
         other => other,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -419,18 +404,7 @@ fn main() {
             Command::Serve(args) => serve(args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
-            Command::Check(_) => unreachable!("handled above"),
-            Command::Bench(args) => bench(args).await,
-            Command::BenchExporter(args) => {
-                hpa_bridge::bench::exporter::serve(hpa_bridge::bench::exporter::ExporterSpec {
-                    targets: args.targets,
-                    workloads: args.workloads.max(1),
-                    page_bytes: args.page_bytes,
-                    shared_host: args.shared_host,
-                })
-                .await
-                .context("bench exporter")
-            }
+            Command::Check(_) | Command::Bench(_) => unreachable!("handled above"),
         }
     });
     if let Err(e) = result {
@@ -554,37 +528,39 @@ async fn demo_exporter(args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-async fn bench(args: BenchArgs) -> Result<()> {
-    let mut command = String::from("cargo run --release -- bench");
-    if args.quick {
-        command.push_str(" --quick");
-    }
-    let opts = hpa_bridge::bench::BenchOptions {
-        quick: args.quick,
-        out_dir: args.out.clone(),
-        parts: args.only.clone(),
-        exe: std::env::current_exe().context("locating the hpa-bridge binary")?,
-        command,
+/// Replace this process with `hpa-bridge-bench` from the same directory, forwarding the
+/// arguments; returns only on failure. The bench is its own binary so that the server links
+/// none of its code.
+fn run_bench_binary(verbose: u8, log_format: &str, args: BenchArgs) -> anyhow::Error {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return anyhow::anyhow!("locating the hpa-bridge binary: {e}"),
     };
-    // The bench builds runtimes with pinned worker counts, which cannot nest inside this one.
-    let worker = std::thread::spawn(move || hpa_bridge::bench::run(&opts));
-    let report = tokio::task::spawn_blocking(move || worker.join())
-        .await?
-        .map_err(|_| anyhow::anyhow!("the bench panicked"))??;
-    println!("{}", report.markdown());
-    println!(
-        "wrote {} and {}",
-        args.out.join("BENCHMARKS.md").display(),
-        args.out.join("benchmarks.json").display()
-    );
-    let unmet = report.unmet();
-    if args.check && !unmet.is_empty() {
-        for f in &unmet {
-            eprintln!("goal not met: {} (ratio {:?})", f.name, f.ratio);
-        }
-        bail!("{} benchmark goal(s) not met", unmet.len());
+    let bench = exe.with_file_name(format!("hpa-bridge-bench{}", std::env::consts::EXE_SUFFIX));
+    if !bench.is_file() {
+        return anyhow::anyhow!(
+            "`hpa-bridge bench` runs the separate hpa-bridge-bench binary, which is not beside {}; \
+             build it with `cargo build --release --bin hpa-bridge-bench` (or run \
+             `cargo run --release --bin hpa-bridge-bench -- ARGS`)",
+            exe.display()
+        );
     }
-    Ok(())
+    let mut cmd = std::process::Command::new(&bench);
+    if verbose > 0 {
+        cmd.arg(format!("-{}", "v".repeat(usize::from(verbose))));
+    }
+    cmd.arg("--log-format").arg(log_format).args(&args.args);
+    #[cfg(unix)]
+    let failure = {
+        use std::os::unix::process::CommandExt;
+        anyhow::Error::from(cmd.exec())
+    };
+    #[cfg(not(unix))]
+    let failure = match cmd.status() {
+        Ok(status) => std::process::exit(status.code().unwrap_or(1)),
+        Err(e) => anyhow::Error::from(e),
+    };
+    failure.context(format!("running {}", bench.display()))
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {

@@ -1,7 +1,9 @@
-//! `hpa-bridge bench --quick` end to end: the real binary, its real exporter child process, real
-//! TLS servers and load generator. Only the shape of the report is checked (every section
-//! present, every measured number positive); timings are never asserted.
+//! `hpa-bridge bench --quick` end to end: the real binary handing over to `hpa-bridge-bench`
+//! beside it, its real exporter child process, real TLS servers and load generator. Only the
+//! shape of the report is checked (every section present, every measured number positive and
+//! finite); timings are never asserted.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -124,16 +126,17 @@ fn quick_bench_writes_every_section() {
         positive(&json, &format!("prometheus.{field}"));
     }
     // Coalescing must send fewer queries than a naive adapter would: a shape check, not a timing.
-    assert!(
-        json["prometheus"]["queriesCoalescingOnly"].as_u64()
-            < json["prometheus"]["naiveQueries"].as_u64(),
-        "{:#}",
-        json["prometheus"]
-    );
+    // Both figures are checked present and finite first (`positive`), so a missing one cannot
+    // pass the comparison.
+    let coalescing = positive(&json, "prometheus.queriesCoalescingOnly");
+    let naive = positive(&json, "prometheus.naiveQueries");
+    assert!(coalescing < naive, "{:#}", json["prometheus"]);
 
     // Every figure with a goal has a verdict, and the Markdown table lists every figure.
     let md = std::fs::read_to_string(out.path().join("BENCHMARKS.md")).unwrap();
-    for f in json["figures"].as_array().unwrap() {
+    let figures = json["figures"].as_array().expect("figures");
+    assert!(!figures.is_empty(), "no figures in {json:#}");
+    for f in figures {
         if !f["goal"].is_null() {
             assert!(f["met"].is_boolean(), "{f}");
             positive(f, "ratio");
@@ -144,4 +147,28 @@ fn quick_bench_writes_every_section() {
         );
     }
     assert!(md.contains("other processes") || md.contains("Other processes"));
+}
+
+/// Without `hpa-bridge-bench` beside it, `hpa-bridge bench` fails and says how to build it.
+#[test]
+fn bench_without_the_bench_binary_says_how_to_build_it() {
+    let server = Path::new(env!("CARGO_BIN_EXE_hpa-bridge"));
+    // A directory on the target's filesystem, so the binary can be hard-linked, not copied.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let alone = dir.path().join(server.file_name().unwrap());
+    if std::fs::hard_link(server, &alone).is_err() {
+        std::fs::copy(server, &alone).unwrap();
+    }
+    let run = Command::new(&alone)
+        .args(["bench", "--quick", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cargo build --release --bin hpa-bridge-bench"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("benchmarks.json").exists());
 }

@@ -530,6 +530,17 @@ fn dockerfile_runs_the_binary_as_non_root_on_6443() {
         text.contains(&format!("--bin {binary}")),
         "the build stage builds {binary}"
     );
+    // The image carries only the server, without the release profile's line tables.
+    assert!(
+        !lines.iter().any(|l| l.contains("hpa-bridge-bench")),
+        "the bench stays out of the image"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("strip /out/{binary}"))),
+        "the build stage strips {binary}"
+    );
     // The manifests run the image's user with the same container port.
     let docs = base();
     let deployment = one(&docs, "Deployment");

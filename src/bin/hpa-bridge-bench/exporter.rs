@@ -1,4 +1,4 @@
-//! The scale part's exporter, run as a child process (`hpa-bridge bench-exporter`) so that its
+//! The scale part's exporter, run as a child process (`hpa-bridge-bench bench-exporter`) so that its
 //! CPU time is not counted as the adapter's.
 //!
 //! Target `i` is served at `http://127.77.<i/250>.<i%250+1>:<port>/t/<i>`: one address per

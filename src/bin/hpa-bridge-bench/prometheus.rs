@@ -34,13 +34,13 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::BenchError;
-use crate::adapter::Adapter;
-use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
-use crate::policy::Outcome;
-use crate::selector::LabelSelector;
-use crate::source::prometheus::PrometheusSource;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge::adapter::Adapter;
+use hpa_bridge::clock::{Clock, SystemClock};
+use hpa_bridge::config::Config;
+use hpa_bridge::policy::Outcome;
+use hpa_bridge::selector::LabelSelector;
+use hpa_bridge::source::prometheus::PrometheusSource;
+use hpa_bridge::telemetry::SelfMetrics;
 
 /// What a TSDB takes to evaluate a small instant query.
 const QUERY_LATENCY: Duration = Duration::from_millis(20);

@@ -12,13 +12,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exporter::{self, ExporterSpec};
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
-use crate::adapter::Adapter;
-use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
-use crate::selector::LabelSelector;
-use crate::source::scrape::{ScrapeSettings, Scraper};
-use crate::store::{ScrapeTarget, TargetId};
-use crate::telemetry::SelfMetrics;
+use hpa_bridge::adapter::Adapter;
+use hpa_bridge::clock::{Clock, SystemClock};
+use hpa_bridge::config::Config;
+use hpa_bridge::selector::LabelSelector;
+use hpa_bridge::source::scrape::{ScrapeSettings, Scraper};
+use hpa_bridge::store::{ScrapeTarget, TargetId};
+use hpa_bridge::telemetry::SelfMetrics;
 
 #[derive(Clone, Debug)]
 pub struct ScalePlan {
@@ -363,7 +363,7 @@ async fn measure(
                 scrape_loop.abort();
                 return Err(err(format!(
                     "the change to {value} never reached the answer (last: {})",
-                    crate::policy::summary(&answer)
+                    hpa_bridge::policy::summary(&answer)
                 )));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{pages, BenchError, Plan};
-use crate::config::Config;
-use crate::exposition;
+use hpa_bridge::config::Config;
+use hpa_bridge::exposition;
 
 /// Series per page, as the issue states (~5,000 of which ~10 are wanted).
 pub const SERIES: usize = 5000;

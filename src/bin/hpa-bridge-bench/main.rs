@@ -1,5 +1,7 @@
-//! `hpa-bridge bench`: the adapter's hot paths measured against their practical limits, side by
-//! side in one run, and reported as ratios (issue 9).
+//! `hpa-bridge-bench` (also reached as `hpa-bridge bench`): the adapter's hot paths measured
+//! against their practical limits, side by side in one run, and reported as ratios (issue 9).
+//! A separate binary so that the production `hpa-bridge` links no bench code; it drives the
+//! adapter through the library's public API.
 //!
 //! - `serve`: the HPA's request over TLS keep-alive with client-certificate authentication,
 //!   against a bare hyper + rustls server returning the same bytes.
@@ -12,18 +14,142 @@
 //! Absolute numbers depend on the machine and on whatever else runs on it; ratios measured in
 //! the same run with the same client are what the goals are stated in.
 
-pub mod exporter;
-pub mod pages;
-pub mod parse;
-pub mod prometheus;
-pub mod report;
-pub mod scale;
-pub mod serve;
+mod exporter;
+mod pages;
+mod parse;
+mod prometheus;
+mod report;
+mod scale;
+mod serve;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Args, Parser, Subcommand};
+
+use hpa_bridge::telemetry;
+
 pub use report::{Figure, Report};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hpa-bridge-bench",
+    version,
+    about = "Measure the serve path, the parse path, scale and memory against their limits; writes \
+BENCHMARKS.md and benchmarks.json (documented in BENCHMARKS.md)",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    /// Verbosity: -v for debug, -vv for trace. RUST_LOG overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log format.
+    #[arg(long, value_parser = ["text", "json"], default_value = "text", global = true)]
+    log_format: String,
+    #[command(flatten)]
+    bench: BenchArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The scale part's exporter, started as a child process by the bench itself.
+    #[command(hide = true)]
+    BenchExporter(BenchExporterArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// A short run (a few seconds per part, small scale) whose figures are not meaningful.
+    #[arg(long)]
+    quick: bool,
+    /// Exit non-zero if any figure misses its goal.
+    #[arg(long)]
+    check: bool,
+    /// Directory for BENCHMARKS.md and benchmarks.json.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+    /// Parts to run (default all): serve, parse, scale, prometheus.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct BenchExporterArgs {
+    #[arg(long)]
+    targets: usize,
+    #[arg(long)]
+    workloads: usize,
+    #[arg(long)]
+    page_bytes: usize,
+    #[arg(long)]
+    shared_host: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init_logging(cli.verbose, cli.log_format == "json");
+    let result = match cli.command {
+        Some(Command::BenchExporter(args)) => bench_exporter(args),
+        None => bench(cli.bench),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime
+        .block_on(exporter::serve(exporter::ExporterSpec {
+            targets: args.targets,
+            workloads: args.workloads.max(1),
+            page_bytes: args.page_bytes,
+            shared_host: args.shared_host,
+        }))
+        .map_err(|e| format!("bench exporter: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(args: BenchArgs) -> Result<ExitCode, String> {
+    let mut command = String::from("cargo run --release --bin hpa-bridge-bench --");
+    if args.quick {
+        command.push_str(" --quick");
+    }
+    let opts = BenchOptions {
+        quick: args.quick,
+        out_dir: args.out.clone(),
+        parts: args.only.clone(),
+        exe: std::env::current_exe()
+            .map_err(|e| format!("locating the hpa-bridge-bench binary: {e}"))?,
+        command,
+    };
+    // Called outside any tokio runtime: the parts build runtimes with pinned worker counts.
+    let report = run(&opts).map_err(|e| e.to_string())?;
+    println!("{}", report.markdown());
+    println!(
+        "wrote {} and {}",
+        args.out.join("BENCHMARKS.md").display(),
+        args.out.join("benchmarks.json").display()
+    );
+    let unmet = report.unmet();
+    if args.check && !unmet.is_empty() {
+        for f in &unmet {
+            eprintln!("goal not met: {} (ratio {:?})", f.name, f.ratio);
+        }
+        return Err(format!("{} benchmark goal(s) not met", unmet.len()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -37,7 +163,7 @@ pub enum BenchError {
 }
 
 impl BenchError {
-    pub(crate) fn part(part: &'static str, message: impl std::fmt::Display) -> Self {
+    fn part(part: &'static str, message: impl std::fmt::Display) -> Self {
         BenchError::Part {
             part,
             message: message.to_string(),

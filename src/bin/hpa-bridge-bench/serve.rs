@@ -31,16 +31,16 @@ use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::{quantile, BenchError, Plan};
-use crate::adapter::Adapter;
-use crate::api::server::{serve_api, Gatekeeper, Peer};
-use crate::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
-use crate::auth;
-use crate::clock::SystemClock;
-use crate::config::Config;
-use crate::exposition;
-use crate::store::{ScrapeTarget, TargetId};
-use crate::telemetry::SelfMetrics;
-use crate::tls::{self, ServingCert};
+use hpa_bridge::adapter::Adapter;
+use hpa_bridge::api::server::{serve_api, Gatekeeper, Peer};
+use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
+use hpa_bridge::auth;
+use hpa_bridge::clock::SystemClock;
+use hpa_bridge::config::Config;
+use hpa_bridge::exposition;
+use hpa_bridge::store::{ScrapeTarget, TargetId};
+use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge::tls::{self, ServingCert};
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
 /// The identity kube-apiserver forwards for the HPA controller (REFERENCE.md §3).
@@ -420,7 +420,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
         })
         .collect();
     adapter.store.set_targets(targets.clone());
-    let now = crate::clock::Clock::now_ms(&SystemClock);
+    let now = hpa_bridge::clock::Clock::now_ms(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
         adapter.store.record_success(t, now, 1, samples);

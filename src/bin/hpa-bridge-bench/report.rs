@@ -11,7 +11,7 @@ use super::prometheus::PrometheusResult;
 use super::scale::ScaleResult;
 use super::serve::ServeResult;
 use super::{BenchError, BenchOptions};
-use crate::clock::{rfc3339, Clock, SystemClock};
+use hpa_bridge::clock::{rfc3339, Clock, SystemClock};
 
 /// Everything below this line in an existing BENCHMARKS.md is kept when the file is rewritten,
 /// so hand-written notes (profiles, before/after records) survive a re-run.
@@ -482,7 +482,7 @@ impl Report {
                 md,
                 "**Scale.** {} targets over {} workloads ({} bytes per page: ~40 escape-heavy unwanted series \
                  plus each pod's `hpa_stateful_index` and, for two controllers per workload, \
-                 `hpa_expect_replicas`), served by `hpa-bridge bench-exporter` as a separate process {} so its \
+                 `hpa_expect_replicas`), served by `hpa-bridge-bench bench-exporter` as a separate process {} so its \
                  CPU is not counted. The adapter side is `source::scrape::Scraper` (concurrency {}) filling \
                  `Adapter`'s store on a default multi-thread tokio runtime, as `serve` runs it. CPU is this \
                  process's user+system time (/proc/self/stat) around each round; memory is VmRSS/VmHWM from \
