@@ -643,8 +643,9 @@ fn adapter_kubeconfig(adapter: &AdapterProcess, user: &Issued, dir: &Path) -> Pa
 }
 
 async fn kubectl_get_raw(kubeconfig: PathBuf, home: PathBuf) -> std::process::Output {
+    let kubectl = peers::kubectl();
     tokio::task::spawn_blocking(move || {
-        std::process::Command::new("/usr/bin/kubectl")
+        std::process::Command::new(kubectl)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["get", "--raw", METRIC])
@@ -659,10 +660,6 @@ async fn kubectl_get_raw(kubeconfig: PathBuf, home: PathBuf) -> std::process::Ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_a_metric_with_a_client_certificate_and_is_forbidden_without_permission() {
-    if !Path::new("/usr/bin/kubectl").exists() {
-        eprintln!("SKIPPED: /usr/bin/kubectl is not installed");
-        return;
-    }
     let w = world(&[]).await;
     w.allow("frank");
     let home = tempfile::tempdir().unwrap();

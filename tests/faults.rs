@@ -13,8 +13,34 @@ fn faults_dir() -> PathBuf {
 
 struct Run {
     success: bool,
+    /// The exit code; `None` when a signal ended the process.
+    code: Option<i32>,
     stdout: String,
     stderr: String,
+}
+
+impl Run {
+    /// The run completed and passed: a crashed or failed run prints a partial table that can
+    /// still lack (or contain) any given line, so the text alone proves nothing.
+    fn assert_passed(&self, what: &str) {
+        assert!(
+            self.success,
+            "simulate {what} exited with {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        );
+    }
+
+    /// The run completed and reported a failure (exit code 1), rather than crashing (a panic
+    /// exits 101, a signal has no code).
+    fn assert_failed(&self, what: &str) {
+        assert_eq!(
+            self.code,
+            Some(1),
+            "simulate {what}: expected a reported failure\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
 }
 
 fn simulate(file: &Path, plot: Option<&Path>) -> Run {
@@ -26,6 +52,7 @@ fn simulate(file: &Path, plot: Option<&Path>) -> Run {
     let out = cmd.output().expect("run hpa-bridge simulate");
     Run {
         success: out.status.success(),
+        code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
@@ -43,8 +70,8 @@ fn passes(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("plot.svg");
     let run = simulate(&file, Some(&plot));
+    run.assert_passed(name);
     let context = format!("{name}\nstdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    assert!(run.success, "simulate failed for {context}");
     assert!(run.stdout.contains("RESULT: PASS"), "{context}");
     let ok_lines = run
         .stdout
@@ -129,6 +156,7 @@ fn threshold_scenarios_run_the_threshold_invariants() {
     // input; the recommendation scenarios do not print them.
     for name in ["11-threshold-ramp.yaml", "12-threshold-pod-down.yaml"] {
         let run = simulate(&faults_dir().join(name), None);
+        run.assert_passed(name);
         for inv in ["flap", "plateau", "refusal"] {
             assert!(
                 run.stdout.contains(&format!("invariant {inv}: ok")),
@@ -143,6 +171,13 @@ fn threshold_scenarios_run_the_threshold_invariants() {
         );
     }
     let recommendation = simulate(&faults_dir().join("01-stale-controller.yaml"), None);
+    recommendation.assert_passed("01-stale-controller.yaml");
+    // A passing run prints its invariant lines; the recommendation scenario's lack this one.
+    assert!(
+        recommendation.stdout.contains("invariant convergence: ok"),
+        "{}",
+        recommendation.stdout
+    );
     assert!(!recommendation.stdout.contains("invariant flap"));
 }
 
@@ -152,6 +187,8 @@ fn tolerance_scenarios_differ_only_in_the_outcome() {
     // reaches 11 (REFERENCE.md §1.5).
     let held = simulate(&faults_dir().join("09a-tolerance-held.yaml"), None);
     let zero = simulate(&faults_dir().join("09b-tolerance-zero.yaml"), None);
+    held.assert_passed("09a-tolerance-held.yaml");
+    zero.assert_passed("09b-tolerance-zero.yaml");
     assert!(
         held.stdout.contains("held within tolerance"),
         "{}",
@@ -167,8 +204,8 @@ fn tolerance_scenarios_differ_only_in_the_outcome() {
 
 fn fails_with(name: &str, invariant: &str) {
     let run = simulate(&faults_dir().join("unsafe").join(name), None);
+    run.assert_failed(name);
     let context = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    assert!(!run.success, "an unsafe scenario passed: {context}");
     assert!(run.stdout.contains("RESULT: FAIL"), "{context}");
     assert!(
         run.stdout
@@ -206,6 +243,6 @@ fn a_bad_scenario_is_a_precise_error() {
     )
     .unwrap();
     let run = simulate(&file, None);
-    assert!(!run.success);
+    run.assert_failed("bad.yaml");
     assert!(run.stderr.contains("faults[0].target"), "{}", run.stderr);
 }

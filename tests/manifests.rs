@@ -3,6 +3,8 @@
 //! other (APIService -> Service 443 -> container 6443), the example HPA uses the only safe
 //! target type, and the Dockerfile runs the real binary as non-root on 6443.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -46,11 +48,12 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn kustomize(dir: &Path) -> String {
-    let out = Command::new("/usr/bin/kubectl")
+    let kubectl = common::peers::kubectl();
+    let out = Command::new(&kubectl)
         .arg("kustomize")
         .arg(dir)
         .output()
-        .expect("run /usr/bin/kubectl kustomize");
+        .unwrap_or_else(|e| panic!("run {} kustomize: {e}", kubectl.display()));
     assert!(
         out.status.success(),
         "kubectl kustomize {} failed:\n{}",
@@ -65,30 +68,6 @@ fn kustomize(dir: &Path) -> String {
 fn has_no_builtin_schema(doc: &Value) -> bool {
     let api = doc["apiVersion"].as_str().unwrap_or_default();
     api.starts_with("kustomize.config.k8s.io/") || api.starts_with("cert-manager.io/")
-}
-
-fn validator() -> Vec<String> {
-    for candidate in [
-        vec!["kubernetes-validate".to_string()],
-        vec![
-            "python3".to_string(),
-            "-m".to_string(),
-            "kubernetes_validate".to_string(),
-        ],
-    ] {
-        let ok = Command::new(&candidate[0])
-            .args(&candidate[1..])
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return candidate;
-        }
-    }
-    panic!(
-        "kubernetes-validate is not installed: pip install kubernetes-validate==1.37.0 \
-         (it ships the Kubernetes JSON schemas and needs no network)"
-    );
 }
 
 /// Write the documents that have a built-in schema to `dir/label.yaml`; returns the file and
@@ -115,7 +94,7 @@ fn stage(label: &str, documents: &[Value], dir: &Path) -> Option<(PathBuf, usize
 
 /// Validate (strict: unknown fields are errors) every staged file in one run per version.
 fn validate(files: &[(PathBuf, usize)]) {
-    let cmd = validator();
+    let cmd = common::peers::kubernetes_validate();
     let expected: usize = files.iter().map(|(_, n)| n).sum();
     for version in VERSIONS {
         let out = Command::new(&cmd[0])

