@@ -130,36 +130,39 @@ pub enum SelectorOperator {
 }
 
 impl MetricSelector {
-    /// The `labelSelector` query value client-go sends, unencoded, with requirements sorted by
-    /// key and `in`/`notin` values sorted. `None` when there is nothing to select on: a nil or
-    /// empty selector sends no `labelSelector` parameter (REFERENCE.md §1.2).
-    pub fn to_query(&self) -> Option<String> {
-        let mut reqs: Vec<(String, String)> = Vec::new();
-        for (k, v) in &self.match_labels {
-            reqs.push((k.clone(), format!("{k}={v}")));
+    /// The `labelSelector` query value the HPA sends, unencoded, rendered by the one selector
+    /// renderer ([`crate::selector::label_selector_to_string`]). `None` when there is nothing to
+    /// select on: a nil or empty selector sends no `labelSelector` parameter
+    /// (docs/hpa-behaviour.md §1.2). A requirement the API server would reject is an error.
+    pub fn to_query(&self) -> Result<Option<String>, crate::selector::SelectorError> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+        let object = meta::LabelSelector {
+            match_labels: Some(self.match_labels.clone()),
+            match_expressions: Some(
+                self.match_expressions
+                    .iter()
+                    .map(|r| meta::LabelSelectorRequirement {
+                        key: r.key.clone(),
+                        operator: r.operator.as_str().to_string(),
+                        values: Some(r.values.clone()),
+                    })
+                    .collect(),
+            ),
+        };
+        let text = crate::selector::label_selector_to_string(Some(&object))?;
+        Ok((!text.is_empty()).then_some(text))
+    }
+}
+
+impl SelectorOperator {
+    /// The operator as `metav1.LabelSelectorRequirement` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SelectorOperator::In => "In",
+            SelectorOperator::NotIn => "NotIn",
+            SelectorOperator::Exists => "Exists",
+            SelectorOperator::DoesNotExist => "DoesNotExist",
         }
-        for r in &self.match_expressions {
-            let mut values = r.values.clone();
-            values.sort();
-            values.dedup();
-            let text = match r.operator {
-                SelectorOperator::In => format!("{} in ({})", r.key, values.join(",")),
-                SelectorOperator::NotIn => format!("{} notin ({})", r.key, values.join(",")),
-                SelectorOperator::Exists => r.key.clone(),
-                SelectorOperator::DoesNotExist => format!("!{}", r.key),
-            };
-            reqs.push((r.key.clone(), text));
-        }
-        if reqs.is_empty() {
-            return None;
-        }
-        reqs.sort_by(|a, b| a.0.cmp(&b.0));
-        Some(
-            reqs.into_iter()
-                .map(|(_, t)| t)
-                .collect::<Vec<_>>()
-                .join(","),
-        )
     }
 }
 
@@ -524,6 +527,19 @@ impl Tolerances {
             }
         }
     }
+}
+
+/// Without `behavior`, the most one sync may scale up to: `max(2 × current, 4)`
+/// (docs/hpa-behaviour.md §1.7.3), computed in float64 as the controller does.
+pub fn legacy_scale_up_limit(current: i64) -> i64 {
+    (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i64
+}
+
+/// The AverageValue path's usage ratio, `sum / (averageValue × replicas)` on milli values in
+/// float64, as the controller computes it (docs/hpa-behaviour.md §1.5). `replicas` is
+/// `status.replicas`.
+pub fn average_value_ratio(usage_milli: i64, target_milli: i64, replicas: i64) -> f64 {
+    usage_milli as f64 / (target_milli as f64 * replicas as f64)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1121,7 +1137,7 @@ impl Hpa {
 
         // REFERENCE.md §1.7.3: scale-up cap max(2×current, 4), then [min, max].
         let scale_up_limit =
-            (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i32;
+            i32::try_from(legacy_scale_up_limit(i64::from(current))).unwrap_or(i32::MAX);
         let (max_allowed, up_reason) = if max > scale_up_limit {
             (scale_up_limit, Limit::ScaleUpLimit)
         } else {
@@ -1371,7 +1387,7 @@ fn external_metric_replicas(
             // REFERENCE.md §1.4/§1.5: ratio = sum / (averageValue × status.replicas); inside
             // the band the proposal is status.replicas, else ceil(sum / averageValue).
             let status = input.status_replicas;
-            let ratio = usage as f64 / (target as f64 * status as f64);
+            let ratio = average_value_ratio(usage, target, i64::from(status));
             let within = tolerances.is_within(ratio);
             let replicas = if within {
                 status
@@ -2085,6 +2101,7 @@ behavior:
                 .as_ref()
                 .unwrap()
                 .to_query()
+                .unwrap()
                 .as_deref(),
             Some("env in (canary,prod),hpa_target_name=lobby,!paused")
         );
