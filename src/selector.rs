@@ -703,6 +703,55 @@ pub(crate) fn promql_quote(s: &str) -> String {
     out
 }
 
+/// The `labelSelector` text for a `metav1.LabelSelector` object, as the HPA sends it
+/// (docs/hpa-behaviour.md §1.2): `matchLabels` as `k=v`, `matchExpressions` as `k in (..)`,
+/// `k notin (..)`, `k` and `!k`, in this module's canonical order (by key, as
+/// `labels.Selector` orders them; ties on one key by operator, then values) with the values in
+/// parentheses sorted and without duplicates. An absent or empty selector gives `""`: then no
+/// parameter is sent at all. This is the one place a selector object becomes text; `check`,
+/// the HPA model and the simulator all call it, so they agree with what the API parses.
+///
+/// A requirement the API server would reject (unknown operator, bad key or value, `In`
+/// without values) is an error naming it.
+pub fn label_selector_to_string(
+    selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) -> Result<String, SelectorError> {
+    let Some(selector) = selector else {
+        return Ok(String::new());
+    };
+    let mut requirements = Vec::new();
+    for (key, value) in selector.match_labels.iter().flatten() {
+        requirements.push(Requirement {
+            key: key.clone(),
+            operator: Operator::Equals,
+            values: vec![value.clone()],
+        });
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default();
+        let operator = match e.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            other => {
+                return Err(SelectorError {
+                    selector: format!("{} {other} ({})", e.key, values.join(",")),
+                    message: format!(
+                        "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
+                    ),
+                })
+            }
+        };
+        requirements.push(Requirement {
+            key: e.key.clone(),
+            operator,
+            values,
+        });
+    }
+    Ok(LabelSelector::from_requirements(requirements)?.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1533,5 +1582,40 @@ mod tests {
         assert!(decode_re2_alternation(r"a\d").is_err());
         assert_eq!(decode_re2_alternation(r"a\|b|c").unwrap(), ["a|b", "c"]);
         assert_eq!(first_unescaped_quote(r#""a\\"b""#), Some(4));
+    }
+
+    #[test]
+    fn selector_objects_render_once_canonically() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8s;
+        let obj: K8s = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"z": "1", "tier": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["b", "a", "b"]},
+                {"key": "gone", "operator": "DoesNotExist"},
+                {"key": "app.kubernetes.io/name", "operator": "Exists"}
+            ]
+        }))
+        .unwrap();
+        let text = label_selector_to_string(Some(&obj)).unwrap();
+        // By key; on one key `=` before `in`; values sorted and deduplicated.
+        assert_eq!(
+            text,
+            "app.kubernetes.io/name,!gone,tier=web,tier in (a,b),z=1"
+        );
+        // The text parses back to the same selector: API and renderer agree.
+        assert_eq!(LabelSelector::parse(&text).unwrap().to_string(), text);
+        assert_eq!(label_selector_to_string(None).unwrap(), "");
+        assert_eq!(label_selector_to_string(Some(&K8s::default())).unwrap(), "");
+        let bad: K8s = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "a", "operator": "Like", "values": ["x"]}]
+        }))
+        .unwrap();
+        let err = label_selector_to_string(Some(&bad)).unwrap_err();
+        assert!(err.message.contains("\"Like\""), "{err}");
+        let empty_in: K8s = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "a", "operator": "In", "values": []}]
+        }))
+        .unwrap();
+        assert!(label_selector_to_string(Some(&empty_in)).is_err());
     }
 }

@@ -16,16 +16,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector
 use serde::Serialize;
 
 use crate::config::{Config, MetricKind};
+use crate::hpa::model::{
+    average_value_ratio, legacy_scale_up_limit, Behavior, PolicyType, ToleranceStyle, Tolerances,
+    DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE, SYNC_PERIOD,
+};
+use crate::hpa::quantity::Quantity;
 
 /// The one APIService name the external metrics API can have (REFERENCE.md §3.1).
 pub const EXTERNAL_METRICS_APISERVICE: &str = "v1beta1.external.metrics.k8s.io";
 
-/// The HPA sync period (REFERENCE.md §1.7.5).
-const SYNC_PERIOD_S: i64 = 15;
+/// The HPA sync period, in seconds (docs/hpa-behaviour.md §1.7.5).
+const SYNC_PERIOD_S: i64 = SYNC_PERIOD.as_secs() as i64;
 
-/// The default scale-down stabilisation window (`--horizontal-pod-autoscaler-downscale-stabilization`,
-/// REFERENCE.md §1.7.4).
-const DEFAULT_SCALE_DOWN_WINDOW_S: i64 = 300;
+/// The default scale-down stabilisation window in seconds
+/// (`--horizontal-pod-autoscaler-downscale-stabilization`, docs/hpa-behaviour.md §1.7.4).
+const DEFAULT_SCALE_DOWN_WINDOW_S: i64 = DEFAULT_DOWNSCALE_STABILIZATION.as_secs() as i64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -229,8 +234,10 @@ impl KubeVersion {
         }
     }
 
-    fn at_least(self, minor: u32) -> bool {
-        (self.major, self.minor) >= (1, minor)
+    /// The tolerance test this version's controller runs, from the model
+    /// (docs/hpa-behaviour.md §1.5).
+    fn tolerance_style(self) -> ToleranceStyle {
+        ToleranceStyle::for_kube_minor(if self.major > 1 { u32::MAX } else { self.minor })
     }
 }
 
@@ -258,7 +265,7 @@ pub struct CheckSettings {
 impl Default for CheckSettings {
     fn default() -> Self {
         CheckSettings {
-            cluster_tolerance: 0.1,
+            cluster_tolerance: DEFAULT_TOLERANCE,
             kube_version: KubeVersion {
                 major: 1,
                 minor: 33,
@@ -762,32 +769,12 @@ fn check_target(
     }
 }
 
-/// The selector as client-go sends it: requirements sorted by key (k8s.io/apimachinery labels).
+/// The selector as the HPA sends it, from the one renderer
+/// ([`crate::selector::label_selector_to_string`], docs/hpa-behaviour.md §1.2). A selector the
+/// API server would reject renders as the error, so findings still quote it and the adapter
+/// query made with it fails rather than selecting everything.
 pub fn selector_text(selector: Option<&K8sSelector>) -> String {
-    let Some(s) = selector else {
-        return String::new();
-    };
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    for (k, v) in s.match_labels.iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={v}")));
-    }
-    for e in s.match_expressions.iter().flatten() {
-        let mut values = e.values.clone().unwrap_or_default();
-        values.sort();
-        let text = match e.operator.as_str() {
-            "In" => format!("{} in ({})", e.key, values.join(",")),
-            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            other => format!("{} {other} ({})", e.key, values.join(",")),
-        };
-        reqs.push((e.key.clone(), text));
-    }
-    reqs.sort();
-    reqs.into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
+    crate::selector::label_selector_to_string(selector).unwrap_or_else(|e| e.to_string())
 }
 
 /// The single value a selector pins a label key to, if it does.
@@ -913,43 +900,18 @@ fn check_answers(ctx: &mut Ctx, object: &ObjectRef, src: &Option<String>, ns: &s
     }
 }
 
-/// A Kubernetes quantity as a number (enough precision for targets and tolerances).
+/// A Kubernetes quantity as the controller reads it (`AsApproximateFloat64`, docs/hpa-behaviour.md
+/// §1.5), from the one Quantity parser ([`crate::hpa::quantity::Quantity`]).
 pub fn parse_quantity(text: &str) -> Option<f64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(t.len());
-    let (number, suffix) = t.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse::<i32>().ok()?),
-        _ => return None,
-    };
-    let v = n * factor;
-    v.is_finite().then_some(v)
+    Quantity::parse(text.trim()).ok().map(|q| q.as_f64())
 }
 
 /// Whether the controller ignores a proposal of `desired` replicas at `current` replicas
-/// (REFERENCE.md §1.5). The ratio is computed the controller's way, from milli-values in
-/// float64. Before 1.33 the check is `|1 - ratio| <= t` with the cluster tolerance only;
-/// from 1.33 it is `1 - down <= ratio <= 1 + up`, both ends inclusive. The two differ at the
-/// edge: at 10 replicas and t = 0.1, 11 is acted on before 1.33 and ignored from 1.33.
+/// (docs/hpa-behaviour.md §1.5): the model's AverageValue ratio (`averageValue: "1"`, one item
+/// of value `desired`) tested against the model's band. `legacy` selects the pre-1.33
+/// `|1 - ratio| <= t` test with the cluster tolerance only; otherwise `1 - down <= ratio <=
+/// 1 + up`, both ends inclusive. At 10 replicas and t = 0.1, 11 is acted on before 1.33 and
+/// ignored from 1.33.
 pub fn within_tolerance(
     current: i64,
     desired: i64,
@@ -957,12 +919,20 @@ pub fn within_tolerance(
     tolerance_down: f64,
     legacy: bool,
 ) -> bool {
-    let ratio = (desired * 1000) as f64 / (1000.0 * current as f64);
-    if legacy {
-        (1.0 - ratio).abs() <= tolerance_up
-    } else {
-        (1.0 - tolerance_down) <= ratio && ratio <= (1.0 + tolerance_up)
-    }
+    let band = Tolerances {
+        style: if legacy {
+            ToleranceStyle::Symmetric
+        } else {
+            ToleranceStyle::PerDirection { configurable: true }
+        },
+        scale_up: tolerance_up,
+        scale_down: tolerance_down,
+    };
+    band.is_within(average_value_ratio(
+        desired.saturating_mul(1000),
+        1000,
+        current,
+    ))
 }
 
 fn tolerance_of(rules: Option<&HPAScalingRules>) -> Option<(f64, String)> {
@@ -980,7 +950,7 @@ fn check_tolerance(
     max: i64,
 ) {
     let s = ctx.settings;
-    let legacy = !s.kube_version.at_least(33);
+    let legacy = s.kube_version.tolerance_style() == ToleranceStyle::Symmetric;
     let cluster = s.cluster_tolerance;
     let mut effective = [(cluster, "cluster default"), (cluster, "cluster default")];
     for (i, (dir, rules)) in [("scaleUp", up), ("scaleDown", down)]
@@ -1117,19 +1087,18 @@ impl UpLimit {
         if !has_behavior {
             return UpLimit::Legacy;
         }
-        // Defaults with behavior: Pods 4/15 s and Percent 100/15 s, Max, window 0 (§1.7.4).
-        let default_policies = vec![
-            UpPolicy {
-                percent: false,
-                value: 4,
-                period_s: 15,
-            },
-            UpPolicy {
-                percent: true,
-                value: 100,
-                period_s: 15,
-            },
-        ];
+        // The model's defaults with behavior: Pods 4/15 s and Percent 100/15 s, Max, window 0
+        // (docs/hpa-behaviour.md §1.7.4).
+        let default_policies: Vec<UpPolicy> = Behavior::default()
+            .resolved_scale_up()
+            .policies
+            .iter()
+            .map(|p| UpPolicy {
+                percent: p.policy_type == PolicyType::Percent,
+                value: i64::from(p.value),
+                period_s: i64::from(p.period_seconds),
+            })
+            .collect();
         let Some(up) = up else {
             return UpLimit::Rules {
                 policies: default_policies,
@@ -1175,7 +1144,7 @@ pub fn time_to_reach_max(min: i64, max: i64, limit: &UpLimit) -> Option<i64> {
     let mut t = start;
     while t <= start + 86_400 {
         let cap = match limit {
-            UpLimit::Legacy => (2 * current).max(4),
+            UpLimit::Legacy => legacy_scale_up_limit(current),
             UpLimit::Rules {
                 policies, select, ..
             } => {

@@ -1601,7 +1601,16 @@ impl Runner {
                 answers.push("not simulated".into());
                 continue;
             };
-            let selector = ext.metric.selector.as_ref().and_then(|s| s.to_query());
+            let selector = match ext.metric.selector.as_ref().map(|s| s.to_query()) {
+                None => None,
+                Some(Ok(text)) => text,
+                // The API server would have rejected the HPA; the metric cannot be fetched.
+                Some(Err(e)) => {
+                    inputs.push(Err(e.to_string()));
+                    answers.push(format!("invalid selector: {e}"));
+                    continue;
+                }
+            };
             let got = self
                 .instance
                 .fetch(&ns, &ext.metric.name, selector.as_deref())

@@ -1,0 +1,86 @@
+//! The controller flags a decision depends on and the tolerance band (docs/hpa-behaviour.md
+//! §1.5).
+
+use std::time::Duration;
+
+use super::{DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE};
+
+/// How the tolerance band is tested (REFERENCE.md §1.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToleranceStyle {
+    /// Before 1.33: `|1 - ratio| <= tolerance`, in float64 as Go computes it.
+    Symmetric,
+    /// 1.33 and later: `1 - down <= ratio <= 1 + up`, both ends inclusive. `configurable` is the
+    /// `HPAConfigurableTolerance` gate (alpha, off, in 1.33–1.34; beta, on, from 1.35): only
+    /// with it on are `behavior.scaleUp/scaleDown.tolerance` honoured.
+    PerDirection { configurable: bool },
+}
+
+impl ToleranceStyle {
+    /// The style and default gate of a Kubernetes 1.`minor` controller (REFERENCE.md §1.5).
+    pub fn for_kube_minor(minor: u32) -> Self {
+        if minor < 33 {
+            ToleranceStyle::Symmetric
+        } else {
+            ToleranceStyle::PerDirection {
+                configurable: minor >= 35,
+            }
+        }
+    }
+}
+
+/// kube-controller-manager flags the decision depends on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ControllerConfig {
+    /// `--horizontal-pod-autoscaler-tolerance` (REFERENCE.md §1.5).
+    pub tolerance: f64,
+    pub tolerance_style: ToleranceStyle,
+    /// `--horizontal-pod-autoscaler-downscale-stabilization` (REFERENCE.md §1.7.3/§1.7.4).
+    pub downscale_stabilization: Duration,
+}
+
+impl ControllerConfig {
+    /// Flag defaults of a Kubernetes 1.`minor` controller.
+    pub fn for_kube_minor(minor: u32) -> Self {
+        ControllerConfig {
+            tolerance: DEFAULT_TOLERANCE,
+            tolerance_style: ToleranceStyle::for_kube_minor(minor),
+            downscale_stabilization: DEFAULT_DOWNSCALE_STABILIZATION,
+        }
+    }
+}
+
+impl Default for ControllerConfig {
+    /// Kubernetes 1.35 defaults: tolerance 0.1, per-direction band with the gate on, 300 s.
+    fn default() -> Self {
+        ControllerConfig::for_kube_minor(35)
+    }
+}
+
+/// The band a usage ratio must leave before a metric proposes a change (REFERENCE.md §1.5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerances {
+    pub style: ToleranceStyle,
+    pub scale_down: f64,
+    pub scale_up: f64,
+}
+
+impl Tolerances {
+    /// REFERENCE.md §1.5: legacy `|1-ratio| <= tol`; 1.33+ `1-down <= ratio <= 1+up`.
+    /// NaN is never within (as in Go).
+    pub fn is_within(&self, ratio: f64) -> bool {
+        match self.style {
+            ToleranceStyle::Symmetric => (1.0 - ratio).abs() <= self.scale_up,
+            ToleranceStyle::PerDirection { .. } => {
+                (1.0 - self.scale_down) <= ratio && ratio <= (1.0 + self.scale_up)
+            }
+        }
+    }
+}
+
+/// The AverageValue path's usage ratio, `sum / (averageValue × replicas)` on milli values in
+/// float64, as the controller computes it (docs/hpa-behaviour.md §1.5). `replicas` is
+/// `status.replicas`.
+pub fn average_value_ratio(usage_milli: i64, target_milli: i64, replicas: i64) -> f64 {
+    usage_milli as f64 / (target_milli as f64 * replicas as f64)
+}
