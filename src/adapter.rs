@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock::{rfc3339, Clock, Millis};
+use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::gate::{self, CurrentReplicas};
 use crate::policy::{self, Answer, InputNote, QueryContext};
@@ -18,23 +19,7 @@ use crate::selector::LabelSelector;
 use crate::source::EvidenceSource;
 use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
-use crate::threshold::{self, EvaluationLog, LoadState, ThresholdRule};
-
-/// What discovery knows about workloads; absent without Kubernetes.
-pub trait WorkloadState: Send + Sync {
-    /// `spec.replicas` from the workload's scale subresource, when readable.
-    fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64>;
-    /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
-    fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
-    /// `spec.replicas`, read from the API when no fresh cached value exists. The default
-    /// only consults `current_replicas`.
-    fn fetch_current_replicas<'a>(
-        &'a self,
-        workload: &'a WorkloadRef,
-    ) -> BoxFuture<'a, Option<u64>> {
-        Box::pin(std::future::ready(self.current_replicas(workload)))
-    }
-}
+use crate::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
@@ -62,7 +47,7 @@ pub struct Adapter {
     source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
     seen: Mutex<BTreeMap<QueryKey, Millis>>,
-    workloads: RwLock<Option<Arc<dyn WorkloadState>>>,
+    workloads: RwLock<Option<Arc<dyn Cluster>>>,
     /// Deployments whose floor warning was already logged: log once, show always.
     warned: Mutex<BTreeSet<(String, String)>>,
     /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
@@ -94,11 +79,11 @@ impl Adapter {
         self
     }
 
-    pub fn set_workload_state(&self, state: Arc<dyn WorkloadState>) {
+    pub fn set_workload_state(&self, state: Arc<dyn Cluster>) {
         *self.workloads.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
     }
 
-    fn workload_state(&self) -> Option<Arc<dyn WorkloadState>> {
+    fn workload_state(&self) -> Option<Arc<dyn Cluster>> {
         self.workloads
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -288,7 +273,7 @@ impl Adapter {
             Ok(ev) => ev,
             Err(e) => return policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
         };
-        let rule = ThresholdRule::from_spec(spec);
+        let rule = threshold_rule(spec);
         let load = threshold::load_total(q, &ev);
         let (mut current, current_inputs) = self
             .current_replicas(spec, namespace, selector, now, &ev.workloads)
@@ -698,6 +683,24 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
             workload: None,
         })
         .collect()
+}
+
+/// The threshold rule's parameters, from the metric's configuration.
+fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
+    // Config validation guarantees upPerReplica; the fallback only avoids a panic path.
+    let up = spec.up_per_replica.unwrap_or(1.0);
+    ThresholdRule {
+        up_per_replica: up,
+        down_per_replica: spec.down_per_replica.unwrap_or(up),
+        sustain: spec.sustain.as_ref().map(|s| SustainRule {
+            up_ms: s.up.map(|d| d.0.as_millis() as Millis),
+            down_ms: s.down.map(|d| d.0.as_millis() as Millis),
+            fraction: s.fraction,
+        }),
+        max_step: spec.max_step.map(u64::from),
+        min: spec.min.map(u64::from).unwrap_or(threshold::DEFAULT_MIN),
+        max: spec.max.map(u64::from),
+    }
 }
 
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {

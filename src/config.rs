@@ -266,6 +266,9 @@ pub struct KubernetesDiscoveryConfig {
     pub copy_labels: Vec<String>,
 }
 
+/// Target labels set by discovery; `copyLabels` may not reuse them.
+pub const RESERVED_LABELS: [&str; 4] = ["namespace", "pod", "workload_kind", "workload_name"];
+
 fn validate_kubernetes(k: &KubernetesDiscoveryConfig) -> Result<(), ConfigError> {
     for (i, ns) in k.namespaces.iter().enumerate() {
         let dns_label = !ns.is_empty()
@@ -309,7 +312,7 @@ fn validate_kubernetes(k: &KubernetesDiscoveryConfig) -> Result<(), ConfigError>
         }
     }
     for (i, l) in k.copy_labels.iter().enumerate() {
-        if crate::source::discovery::RESERVED_LABELS.contains(&l.as_str()) {
+        if RESERVED_LABELS.contains(&l.as_str()) {
             return Err(invalid(
                 format!("scrape.kubernetes.copyLabels[{i}]"),
                 format!("{l:?} is set by discovery itself and cannot be copied from pod labels"),

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bench;
 pub mod check;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod exposition;

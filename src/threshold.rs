@@ -64,7 +64,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::clock::Millis;
-use crate::config::{MetricKind, MetricSpec};
+use crate::config::MetricKind;
 use crate::gate::CurrentReplicas;
 use crate::policy::{
     age_s, fmt_limit, fmt_value, note, Answer, InputNote, QueryContext, RefusalKind,
@@ -211,23 +211,6 @@ pub struct ThresholdRule {
 pub const DEFAULT_MIN: u64 = 1;
 
 impl ThresholdRule {
-    pub fn from_spec(spec: &MetricSpec) -> ThresholdRule {
-        // Config validation guarantees upPerReplica; the fallback only avoids a panic path.
-        let up = spec.up_per_replica.unwrap_or(1.0);
-        ThresholdRule {
-            up_per_replica: up,
-            down_per_replica: spec.down_per_replica.unwrap_or(up),
-            sustain: spec.sustain.as_ref().map(|s| SustainRule {
-                up_ms: s.up.map(|d| d.0.as_millis() as Millis),
-                down_ms: s.down.map(|d| d.0.as_millis() as Millis),
-                fraction: s.fraction,
-            }),
-            max_step: spec.max_step.map(u64::from),
-            min: spec.min.map(u64::from).unwrap_or(DEFAULT_MIN),
-            max: spec.max.map(u64::from),
-        }
-    }
-
     /// How long the history must reach back for the longest window.
     pub fn retain_ms(&self) -> Millis {
         self.sustain

@@ -35,9 +35,10 @@ use super::model::{
     SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
-use crate::adapter::{Adapter, WorkloadState};
+use crate::adapter::Adapter;
 use crate::api::{server, ApiHandler};
 use crate::clock::{ManualClock, Millis};
+use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::store::{ScrapeTarget, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
@@ -837,7 +838,7 @@ struct SimWorkload {
     spec_replicas: AtomicI64,
 }
 
-impl WorkloadState for SimWorkload {
+impl Cluster for SimWorkload {
     fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
         Some(self.spec_replicas.load(Ordering::SeqCst).max(0) as u64)
     }
