@@ -106,7 +106,11 @@ impl Adapter {
     }
 
     pub fn served_metric_names(&self) -> Vec<String> {
-        self.config.metrics.iter().map(|m| m.name.clone()).collect()
+        self.config
+            .metrics
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect()
     }
 
     /// The label for self-metrics: a configured metric name, or `-` for anything else, so
@@ -114,7 +118,7 @@ impl Adapter {
     pub fn metric_label<'a>(&'a self, requested: &str) -> &'a str {
         self.config
             .metric(requested)
-            .map(|m| m.name.as_str())
+            .map(|m| m.name())
             .unwrap_or("-")
     }
 
@@ -135,7 +139,7 @@ impl Adapter {
         let now = self.clock.now_ms();
         let answer = self.answer_spec(spec, namespace, selector, now).await;
         self.metrics.answer(
-            &spec.name,
+            spec.name(),
             match answer.refusal() {
                 None => "value".into(),
                 Some(kind) => format!("{kind:?}"),
@@ -155,26 +159,26 @@ impl Adapter {
         Box::pin(async move {
             let selector_text = selector.to_string();
             let q = QueryContext {
-                metric: &spec.name,
-                series: &spec.series,
-                scope: policy::describe_scope(&spec.namespace_label, namespace, &selector_text),
+                metric: spec.name(),
+                series: spec.series(),
+                scope: policy::describe_scope(spec.namespace_label(), namespace, &selector_text),
                 now,
                 stale_after_ms: self.stale_after_ms(),
             };
             let scope = Scope {
-                series: &spec.series,
-                namespace_label: &spec.namespace_label,
+                series: spec.series(),
+                namespace_label: spec.namespace_label(),
                 namespace,
                 selector,
             };
-            match spec.kind {
+            match spec.kind() {
                 MetricKind::Recommendation => match self.source.evidence(&scope, now).await {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
                         self.gated(spec, answer, namespace, selector, now, &ev.workloads, None)
                             .await
                     }
-                    Err(e) => policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+                    Err(e) => policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
                 },
                 MetricKind::Threshold => {
                     self.threshold_answer(spec, &q, &scope, namespace, selector, now)
@@ -185,8 +189,8 @@ impl Adapter {
                         Ok(ev) => ev,
                         Err(e) => {
                             return policy::source_unavailable(
-                                &spec.name,
-                                spec.kind,
+                                spec.name(),
+                                spec.kind(),
                                 &e.to_string(),
                             )
                         }
@@ -206,18 +210,21 @@ impl Adapter {
                 MetricKind::Target => {
                     // `recommendation` and `combine` are all inputs of one max.
                     let mut inputs: Vec<&MetricSpec> = Vec::new();
-                    for name in spec.recommendation.iter().chain(spec.combine.iter()) {
+                    let MetricSpec::Target(t) = spec else {
+                        unreachable!("matched on kind target")
+                    };
+                    for name in t.recommendation.iter().chain(t.combine.iter()) {
                         if let Some(s) = self.config.metric(name) {
-                            if !inputs.iter().any(|i| i.name == s.name) {
+                            if !inputs.iter().any(|i| i.name() == s.name()) {
                                 inputs.push(s);
                             }
                         }
                     }
-                    let floor_spec = spec.floor.as_deref().and_then(|n| self.config.metric(n));
+                    let floor_spec = t.floor.as_deref().and_then(|n| self.config.metric(n));
                     let Some(&rec_spec) = inputs.first() else {
                         // Config validation guarantees a recommendation; refuse rather than panic.
                         return policy::target(
-                            &spec.name,
+                            spec.name(),
                             policy::recommendation(&q, &Default::default()),
                             None,
                             None,
@@ -230,7 +237,7 @@ impl Adapter {
                         for input in &inputs {
                             parts.push(self.answer_spec(input, namespace, selector, now).await);
                         }
-                        let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+                        let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
                         let current = if parts.iter().all(|p| p.value().is_some()) {
                             // Not needed: nothing blocks a decrease.
                             Err("not needed".to_string())
@@ -252,7 +259,7 @@ impl Adapter {
                     let current = self
                         .current_replicas_for(spec, namespace, selector, now)
                         .await;
-                    policy::target(&spec.name, rec, floor, current)
+                    policy::target(spec.name(), rec, floor, current)
                 }
             }
         })
@@ -271,7 +278,7 @@ impl Adapter {
     ) -> Answer {
         let ev = match self.source.evidence(scope, now).await {
             Ok(ev) => ev,
-            Err(e) => return policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+            Err(e) => return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
         };
         let rule = threshold_rule(spec);
         let load = threshold::load_total(q, &ev);
@@ -282,14 +289,14 @@ impl Adapter {
         // is known: with partial data the count leaves out exactly the unknown pods, and holding
         // at it would shrink the workload on unknown input.
         if current.is_err()
-            && spec.current_series.is_none()
+            && spec.current_series().is_none()
             && matches!(load.state, threshold::LoadState::Known(_))
         {
             current = threshold::current_from_live_targets(&load);
         }
         let answer = if rule.sustained() {
             let key = QueryKey {
-                metric: spec.name.clone(),
+                metric: spec.name().to_string(),
                 namespace: namespace.into(),
                 selector: selector.to_string(),
             };
@@ -344,20 +351,20 @@ impl Adapter {
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
     ) -> Answer {
-        let Some(valid_when) = &spec.valid_when else {
+        let Some(valid_when) = spec.valid_when() else {
             return answer;
         };
         let series = vec![valid_when.series.clone()];
         let q = QueryContext {
-            metric: &spec.name,
+            metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
         };
         let scope = Scope {
             series: &series,
-            namespace_label: &spec.namespace_label,
+            namespace_label: spec.namespace_label(),
             namespace,
             selector,
         };
@@ -370,7 +377,7 @@ impl Adapter {
             },
         };
         if check.open {
-            return gate::apply_gate(answer, spec.kind, check, Err("not needed"));
+            return gate::apply_gate(answer, spec.kind(), check, Err("not needed"));
         }
         let current = match current {
             Some(c) => c,
@@ -382,7 +389,7 @@ impl Adapter {
         };
         gate::apply_gate(
             answer,
-            spec.kind,
+            spec.kind(),
             check,
             current.as_ref().map_err(String::as_str),
         )
@@ -409,26 +416,26 @@ impl Adapter {
                 );
             }
         }
-        let Some(current_series) = &spec.current_series else {
+        let Some(current_series) = spec.current_series() else {
             return (
                 Err(format!(
                     "{}: no Kubernetes workload state and no currentSeries configured",
-                    spec.name
+                    spec.name()
                 )),
                 Vec::new(),
             );
         };
-        let series = vec![current_series.clone()];
+        let series = vec![current_series.to_string()];
         let q = QueryContext {
-            metric: &spec.name,
+            metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
         };
         let scope = Scope {
             series: &series,
-            namespace_label: &spec.namespace_label,
+            namespace_label: spec.namespace_label(),
             namespace,
             selector,
         };
@@ -463,8 +470,8 @@ impl Adapter {
                 .source
                 .evidence(
                     &Scope {
-                        series: &input.series,
-                        namespace_label: &input.namespace_label,
+                        series: input.series(),
+                        namespace_label: input.namespace_label(),
                         namespace,
                         selector,
                     },
@@ -496,10 +503,10 @@ impl Adapter {
         now: Millis,
     ) -> Option<u64> {
         let state = self.workload_state()?;
-        let floor = self.config.metric(spec.floor.as_deref()?)?;
+        let floor = self.config.metric(spec.floor()?)?;
         let scope = Scope {
-            series: &floor.series,
-            namespace_label: &floor.namespace_label,
+            series: floor.series(),
+            namespace_label: floor.namespace_label(),
             namespace,
             selector,
         };
@@ -587,7 +594,7 @@ impl Adapter {
         for (namespace, selector_text) in self.discovered_label_sets() {
             for spec in &self.config.metrics {
                 let key = QueryKey {
-                    metric: spec.name.clone(),
+                    metric: spec.name().to_string(),
                     namespace: namespace.clone(),
                     selector: selector_text.clone(),
                 };
@@ -600,7 +607,7 @@ impl Adapter {
                 workloads.push(WorkloadStatus {
                     namespace: namespace.clone(),
                     selector: selector_text.clone(),
-                    metric: spec.name.clone(),
+                    metric: spec.name().to_string(),
                     source: "discovered",
                     last_requested: None,
                     answer: self.answer_spec(spec, &namespace, &selector, now).await,
@@ -649,13 +656,15 @@ impl Adapter {
             .config
             .metrics
             .iter()
-            .filter(|m| m.kind == MetricKind::Recommendation)
+            .filter(|m| m.kind() == MetricKind::Recommendation)
         {
-            let namespaces = self.store.label_values(&spec.series, &spec.namespace_label);
+            let namespaces = self
+                .store
+                .label_values(spec.series(), spec.namespace_label());
             for ns in namespaces {
                 let ev = self.store.evidence(&Scope {
-                    series: &spec.series,
-                    namespace_label: &spec.namespace_label,
+                    series: spec.series(),
+                    namespace_label: spec.namespace_label(),
                     namespace: &ns,
                     selector: &everything,
                 });
@@ -687,8 +696,18 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
 
 /// The threshold rule's parameters, from the metric's configuration.
 fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
-    // Config validation guarantees upPerReplica; the fallback only avoids a panic path.
-    let up = spec.up_per_replica.unwrap_or(1.0);
+    let MetricSpec::Threshold(spec) = spec else {
+        // Only threshold metrics reach here; a neutral rule avoids a panic path.
+        return ThresholdRule {
+            up_per_replica: 1.0,
+            down_per_replica: 1.0,
+            sustain: None,
+            max_step: None,
+            min: threshold::DEFAULT_MIN,
+            max: None,
+        };
+    };
+    let up = spec.up_per_replica;
     ThresholdRule {
         up_per_replica: up,
         down_per_replica: spec.down_per_replica.unwrap_or(up),

@@ -709,10 +709,11 @@ struct ThresholdTruth {
 impl ThresholdTruth {
     /// The threshold metric over the scenario's load series, if any.
     fn from_config(config: &Config, load: &LoadSpec) -> Option<ThresholdTruth> {
-        let m = config.metrics.iter().find(|m| {
-            m.kind == crate::config::MetricKind::Threshold && m.series.contains(&load.series)
+        let m = config.metrics.iter().find_map(|m| match m {
+            crate::config::MetricSpec::Threshold(t) if t.series.contains(&load.series) => Some(t),
+            _ => None,
         })?;
-        let up = m.up_per_replica.unwrap_or(1.0);
+        let up = m.up_per_replica;
         let sustain = |d: Option<HumanDuration>| d.map(ms).unwrap_or(0);
         Some(ThresholdTruth {
             up,
