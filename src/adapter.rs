@@ -13,13 +13,14 @@ use serde_json::json;
 use crate::clock::{rfc3339, Clock, Millis};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
-use crate::gate::{self, CurrentReplicas};
+use crate::policy::combine;
+use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
+use crate::policy::valid_when::{self as gate, CurrentReplicas};
 use crate::policy::{self, Answer, InputNote, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::EvidenceSource;
 use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
-use crate::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
@@ -245,8 +246,8 @@ impl Adapter {
                             self.current_for_target(spec, &inputs, namespace, selector, now)
                                 .await
                         };
-                        gate::combine(
-                            &gate::combined_name(&names),
+                        combine::combine(
+                            &combine::combined_name(&names),
                             MetricKind::Recommendation,
                             parts,
                             current.as_ref().map_err(String::as_str),
