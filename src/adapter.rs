@@ -11,30 +11,16 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock::{rfc3339, Clock, Millis};
+use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
-use crate::gate::{self, CurrentReplicas};
+use crate::policy::combine;
+use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
+use crate::policy::valid_when::{self as gate, CurrentReplicas};
 use crate::policy::{self, Answer, InputNote, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::EvidenceSource;
 use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
-use crate::threshold::{self, EvaluationLog, LoadState, ThresholdRule};
-
-/// What discovery knows about workloads; absent without Kubernetes.
-pub trait WorkloadState: Send + Sync {
-    /// `spec.replicas` from the workload's scale subresource, when readable.
-    fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64>;
-    /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
-    fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
-    /// `spec.replicas`, read from the API when no fresh cached value exists. The default
-    /// only consults `current_replicas`.
-    fn fetch_current_replicas<'a>(
-        &'a self,
-        workload: &'a WorkloadRef,
-    ) -> BoxFuture<'a, Option<u64>> {
-        Box::pin(std::future::ready(self.current_replicas(workload)))
-    }
-}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
@@ -62,7 +48,7 @@ pub struct Adapter {
     source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
     seen: Mutex<BTreeMap<QueryKey, Millis>>,
-    workloads: RwLock<Option<Arc<dyn WorkloadState>>>,
+    workloads: RwLock<Option<Arc<dyn Cluster>>>,
     /// Deployments whose floor warning was already logged: log once, show always.
     warned: Mutex<BTreeSet<(String, String)>>,
     /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
@@ -94,11 +80,11 @@ impl Adapter {
         self
     }
 
-    pub fn set_workload_state(&self, state: Arc<dyn WorkloadState>) {
+    pub fn set_workload_state(&self, state: Arc<dyn Cluster>) {
         *self.workloads.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
     }
 
-    fn workload_state(&self) -> Option<Arc<dyn WorkloadState>> {
+    fn workload_state(&self) -> Option<Arc<dyn Cluster>> {
         self.workloads
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -121,7 +107,11 @@ impl Adapter {
     }
 
     pub fn served_metric_names(&self) -> Vec<String> {
-        self.config.metrics.iter().map(|m| m.name.clone()).collect()
+        self.config
+            .metrics
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect()
     }
 
     /// The label for self-metrics: a configured metric name, or `-` for anything else, so
@@ -129,7 +119,7 @@ impl Adapter {
     pub fn metric_label<'a>(&'a self, requested: &str) -> &'a str {
         self.config
             .metric(requested)
-            .map(|m| m.name.as_str())
+            .map(|m| m.name())
             .unwrap_or("-")
     }
 
@@ -150,7 +140,7 @@ impl Adapter {
         let now = self.clock.now_ms();
         let answer = self.answer_spec(spec, namespace, selector, now).await;
         self.metrics.answer(
-            &spec.name,
+            spec.name(),
             match answer.refusal() {
                 None => "value".into(),
                 Some(kind) => format!("{kind:?}"),
@@ -170,26 +160,26 @@ impl Adapter {
         Box::pin(async move {
             let selector_text = selector.to_string();
             let q = QueryContext {
-                metric: &spec.name,
-                series: &spec.series,
-                scope: policy::describe_scope(&spec.namespace_label, namespace, &selector_text),
+                metric: spec.name(),
+                series: spec.series(),
+                scope: policy::describe_scope(spec.namespace_label(), namespace, &selector_text),
                 now,
                 stale_after_ms: self.stale_after_ms(),
             };
             let scope = Scope {
-                series: &spec.series,
-                namespace_label: &spec.namespace_label,
+                series: spec.series(),
+                namespace_label: spec.namespace_label(),
                 namespace,
                 selector,
             };
-            match spec.kind {
+            match spec.kind() {
                 MetricKind::Recommendation => match self.source.evidence(&scope, now).await {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
                         self.gated(spec, answer, namespace, selector, now, &ev.workloads, None)
                             .await
                     }
-                    Err(e) => policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+                    Err(e) => policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
                 },
                 MetricKind::Threshold => {
                     self.threshold_answer(spec, &q, &scope, namespace, selector, now)
@@ -200,8 +190,8 @@ impl Adapter {
                         Ok(ev) => ev,
                         Err(e) => {
                             return policy::source_unavailable(
-                                &spec.name,
-                                spec.kind,
+                                spec.name(),
+                                spec.kind(),
                                 &e.to_string(),
                             )
                         }
@@ -221,18 +211,21 @@ impl Adapter {
                 MetricKind::Target => {
                     // `recommendation` and `combine` are all inputs of one max.
                     let mut inputs: Vec<&MetricSpec> = Vec::new();
-                    for name in spec.recommendation.iter().chain(spec.combine.iter()) {
+                    let MetricSpec::Target(t) = spec else {
+                        unreachable!("matched on kind target")
+                    };
+                    for name in t.recommendation.iter().chain(t.combine.iter()) {
                         if let Some(s) = self.config.metric(name) {
-                            if !inputs.iter().any(|i| i.name == s.name) {
+                            if !inputs.iter().any(|i| i.name() == s.name()) {
                                 inputs.push(s);
                             }
                         }
                     }
-                    let floor_spec = spec.floor.as_deref().and_then(|n| self.config.metric(n));
+                    let floor_spec = t.floor.as_deref().and_then(|n| self.config.metric(n));
                     let Some(&rec_spec) = inputs.first() else {
                         // Config validation guarantees a recommendation; refuse rather than panic.
                         return policy::target(
-                            &spec.name,
+                            spec.name(),
                             policy::recommendation(&q, &Default::default()),
                             None,
                             None,
@@ -245,7 +238,7 @@ impl Adapter {
                         for input in &inputs {
                             parts.push(self.answer_spec(input, namespace, selector, now).await);
                         }
-                        let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+                        let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
                         let current = if parts.iter().all(|p| p.value().is_some()) {
                             // Not needed: nothing blocks a decrease.
                             Err("not needed".to_string())
@@ -253,8 +246,8 @@ impl Adapter {
                             self.current_for_target(spec, &inputs, namespace, selector, now)
                                 .await
                         };
-                        gate::combine(
-                            &gate::combined_name(&names),
+                        combine::combine(
+                            &combine::combined_name(&names),
                             MetricKind::Recommendation,
                             parts,
                             current.as_ref().map_err(String::as_str),
@@ -267,7 +260,7 @@ impl Adapter {
                     let current = self
                         .current_replicas_for(spec, namespace, selector, now)
                         .await;
-                    policy::target(&spec.name, rec, floor, current)
+                    policy::target(spec.name(), rec, floor, current)
                 }
             }
         })
@@ -286,9 +279,9 @@ impl Adapter {
     ) -> Answer {
         let ev = match self.source.evidence(scope, now).await {
             Ok(ev) => ev,
-            Err(e) => return policy::source_unavailable(&spec.name, spec.kind, &e.to_string()),
+            Err(e) => return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
         };
-        let rule = ThresholdRule::from_spec(spec);
+        let rule = threshold_rule(spec);
         let load = threshold::load_total(q, &ev);
         let (mut current, current_inputs) = self
             .current_replicas(spec, namespace, selector, now, &ev.workloads)
@@ -297,14 +290,14 @@ impl Adapter {
         // is known: with partial data the count leaves out exactly the unknown pods, and holding
         // at it would shrink the workload on unknown input.
         if current.is_err()
-            && spec.current_series.is_none()
+            && spec.current_series().is_none()
             && matches!(load.state, threshold::LoadState::Known(_))
         {
             current = threshold::current_from_live_targets(&load);
         }
         let answer = if rule.sustained() {
             let key = QueryKey {
-                metric: spec.name.clone(),
+                metric: spec.name().to_string(),
                 namespace: namespace.into(),
                 selector: selector.to_string(),
             };
@@ -359,20 +352,20 @@ impl Adapter {
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
     ) -> Answer {
-        let Some(valid_when) = &spec.valid_when else {
+        let Some(valid_when) = spec.valid_when() else {
             return answer;
         };
         let series = vec![valid_when.series.clone()];
         let q = QueryContext {
-            metric: &spec.name,
+            metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
         };
         let scope = Scope {
             series: &series,
-            namespace_label: &spec.namespace_label,
+            namespace_label: spec.namespace_label(),
             namespace,
             selector,
         };
@@ -385,7 +378,7 @@ impl Adapter {
             },
         };
         if check.open {
-            return gate::apply_gate(answer, spec.kind, check, Err("not needed"));
+            return gate::apply_gate(answer, spec.kind(), check, Err("not needed"));
         }
         let current = match current {
             Some(c) => c,
@@ -397,7 +390,7 @@ impl Adapter {
         };
         gate::apply_gate(
             answer,
-            spec.kind,
+            spec.kind(),
             check,
             current.as_ref().map_err(String::as_str),
         )
@@ -424,26 +417,26 @@ impl Adapter {
                 );
             }
         }
-        let Some(current_series) = &spec.current_series else {
+        let Some(current_series) = spec.current_series() else {
             return (
                 Err(format!(
                     "{}: no Kubernetes workload state and no currentSeries configured",
-                    spec.name
+                    spec.name()
                 )),
                 Vec::new(),
             );
         };
-        let series = vec![current_series.clone()];
+        let series = vec![current_series.to_string()];
         let q = QueryContext {
-            metric: &spec.name,
+            metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(&spec.namespace_label, namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
         };
         let scope = Scope {
             series: &series,
-            namespace_label: &spec.namespace_label,
+            namespace_label: spec.namespace_label(),
             namespace,
             selector,
         };
@@ -478,8 +471,8 @@ impl Adapter {
                 .source
                 .evidence(
                     &Scope {
-                        series: &input.series,
-                        namespace_label: &input.namespace_label,
+                        series: input.series(),
+                        namespace_label: input.namespace_label(),
                         namespace,
                         selector,
                     },
@@ -511,10 +504,10 @@ impl Adapter {
         now: Millis,
     ) -> Option<u64> {
         let state = self.workload_state()?;
-        let floor = self.config.metric(spec.floor.as_deref()?)?;
+        let floor = self.config.metric(spec.floor()?)?;
         let scope = Scope {
-            series: &floor.series,
-            namespace_label: &floor.namespace_label,
+            series: floor.series(),
+            namespace_label: floor.namespace_label(),
             namespace,
             selector,
         };
@@ -602,7 +595,7 @@ impl Adapter {
         for (namespace, selector_text) in self.discovered_label_sets() {
             for spec in &self.config.metrics {
                 let key = QueryKey {
-                    metric: spec.name.clone(),
+                    metric: spec.name().to_string(),
                     namespace: namespace.clone(),
                     selector: selector_text.clone(),
                 };
@@ -615,7 +608,7 @@ impl Adapter {
                 workloads.push(WorkloadStatus {
                     namespace: namespace.clone(),
                     selector: selector_text.clone(),
-                    metric: spec.name.clone(),
+                    metric: spec.name().to_string(),
                     source: "discovered",
                     last_requested: None,
                     answer: self.answer_spec(spec, &namespace, &selector, now).await,
@@ -664,13 +657,15 @@ impl Adapter {
             .config
             .metrics
             .iter()
-            .filter(|m| m.kind == MetricKind::Recommendation)
+            .filter(|m| m.kind() == MetricKind::Recommendation)
         {
-            let namespaces = self.store.label_values(&spec.series, &spec.namespace_label);
+            let namespaces = self
+                .store
+                .label_values(spec.series(), spec.namespace_label());
             for ns in namespaces {
                 let ev = self.store.evidence(&Scope {
-                    series: &spec.series,
-                    namespace_label: &spec.namespace_label,
+                    series: spec.series(),
+                    namespace_label: spec.namespace_label(),
                     namespace: &ns,
                     selector: &everything,
                 });
@@ -698,6 +693,34 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
             workload: None,
         })
         .collect()
+}
+
+/// The threshold rule's parameters, from the metric's configuration.
+fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
+    let MetricSpec::Threshold(spec) = spec else {
+        // Only threshold metrics reach here; a neutral rule avoids a panic path.
+        return ThresholdRule {
+            up_per_replica: 1.0,
+            down_per_replica: 1.0,
+            sustain: None,
+            max_step: None,
+            min: threshold::DEFAULT_MIN,
+            max: None,
+        };
+    };
+    let up = spec.up_per_replica;
+    ThresholdRule {
+        up_per_replica: up,
+        down_per_replica: spec.down_per_replica.unwrap_or(up),
+        sustain: spec.sustain.as_ref().map(|s| SustainRule {
+            up_ms: s.up.map(|d| d.0.as_millis() as Millis),
+            down_ms: s.down.map(|d| d.0.as_millis() as Millis),
+            fraction: s.fraction,
+        }),
+        max_step: spec.max_step.map(u64::from),
+        min: spec.min.map(u64::from).unwrap_or(threshold::DEFAULT_MIN),
+        max: spec.max.map(u64::from),
+    }
 }
 
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {

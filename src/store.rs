@@ -11,6 +11,7 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 
 use crate::clock::Millis;
+pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
 
@@ -22,14 +23,6 @@ impl fmt::Display for TargetId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// The workload a target's pod belongs to, when discovery knows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct WorkloadRef {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
 }
 
 /// Something to scrape, and the labels attached to every sample it yields.

@@ -266,11 +266,11 @@ fn the_seatunnel_example_loads() {
     .unwrap();
     let m = config.metric("seatunnel_workers").unwrap();
     assert_eq!(
-        m.valid_when.as_ref().unwrap().series,
+        m.valid_when().unwrap().series,
         "seatunnel_autoscaler_metrics_valid"
     );
     assert_eq!(
-        m.current_series.as_deref(),
+        m.current_series(),
         Some("seatunnel_autoscaler_current_workers")
     );
 }

@@ -621,7 +621,7 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
             );
         }
         let Some(served) = ctx.config.metric(metric_name) else {
-            let names: Vec<&str> = ctx.config.metrics.iter().map(|m| m.name.as_str()).collect();
+            let names: Vec<&str> = ctx.config.metrics.iter().map(|m| m.name()).collect();
             ctx.push(
                 rules::NOT_SERVED,
                 Severity::Error,
@@ -635,15 +635,15 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
             continue;
         };
         uses.served = true;
-        match served.kind {
+        match served.kind() {
             MetricKind::StatefulFloor => uses.floor = true,
             MetricKind::Target => {
                 uses.recommendation = true;
-                uses.floor |= served.floor.is_some();
+                uses.floor |= served.floor().is_some();
             }
             MetricKind::Recommendation | MetricKind::Threshold => uses.recommendation = true,
         }
-        check_target(ctx, &object, src, &base, served.kind, &ext.target);
+        check_target(ctx, &object, src, &base, served.kind(), &ext.target);
         check_selector(
             ctx,
             &object,

@@ -35,9 +35,10 @@ use super::model::{
     SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
-use crate::adapter::{Adapter, WorkloadState};
+use crate::adapter::Adapter;
 use crate::api::{server, ApiHandler};
 use crate::clock::{ManualClock, Millis};
+use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::store::{ScrapeTarget, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
@@ -708,10 +709,11 @@ struct ThresholdTruth {
 impl ThresholdTruth {
     /// The threshold metric over the scenario's load series, if any.
     fn from_config(config: &Config, load: &LoadSpec) -> Option<ThresholdTruth> {
-        let m = config.metrics.iter().find(|m| {
-            m.kind == crate::config::MetricKind::Threshold && m.series.contains(&load.series)
+        let m = config.metrics.iter().find_map(|m| match m {
+            crate::config::MetricSpec::Threshold(t) if t.series.contains(&load.series) => Some(t),
+            _ => None,
         })?;
-        let up = m.up_per_replica.unwrap_or(1.0);
+        let up = m.up_per_replica;
         let sustain = |d: Option<HumanDuration>| d.map(ms).unwrap_or(0);
         Some(ThresholdTruth {
             up,
@@ -837,7 +839,7 @@ struct SimWorkload {
     spec_replicas: AtomicI64,
 }
 
-impl WorkloadState for SimWorkload {
+impl Cluster for SimWorkload {
     fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
         Some(self.spec_replicas.load(Ordering::SeqCst).max(0) as u64)
     }

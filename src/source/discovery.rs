@@ -21,13 +21,11 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
-use crate::adapter::WorkloadState;
+use crate::cluster::{Cluster, PodFacts};
 use crate::config::KubernetesDiscoveryConfig;
-use crate::source::prometheus::{PodFacts, PodSet};
 use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
 
-/// Target labels set by discovery; `copyLabels` may not reuse them.
-pub const RESERVED_LABELS: [&str; 4] = ["namespace", "pod", "workload_kind", "workload_name"];
+pub use crate::config::RESERVED_LABELS;
 
 const ANNOTATION_SCRAPE: &str = "prometheus.io/scrape";
 const ANNOTATION_PORT: &str = "prometheus.io/port";
@@ -404,7 +402,7 @@ where
         .and_then(|r| u64::try_from(r).ok()))
 }
 
-impl WorkloadState for Discovery {
+impl Cluster for Discovery {
     fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64> {
         self.cached_scale(&WorkloadKey::from(workload), true)
             .flatten()
@@ -426,9 +424,7 @@ impl WorkloadState for Discovery {
             .map(|s| ordinals_start_of(&s))
             .unwrap_or(0)
     }
-}
 
-impl PodSet for Discovery {
     /// Every mirrored pod object in `namespace`, whatever its phase: a pod that exists but is
     /// not Running (crash loop, exporter down) may still hold an ordinal, so its retained
     /// index must stay (REFERENCE.md §4.1). Unknown before the first sync and for a namespace

@@ -24,7 +24,7 @@
 //!
 //! Retention: the scrape store keeps a target's last valid values while the target exists.
 //! Prometheus cannot say which pods still exist. With Kubernetes discovery (`scrape.kubernetes`
-//! beside `source.prometheus`) a [`PodSet`] says so: series of deleted pods stop counting at
+//! beside `source.prometheus`) a pod set ([`Cluster::pods`]) says so: series of deleted pods stop counting at
 //! once, every existing pod (Running or not) keeps its last value within `retainFor`, series
 //! are attributed to their pod's workload, and a Running pod of an observed workload with no
 //! series yet makes the evidence incomplete, as a never-scraped pod does in the scrape store.
@@ -65,14 +65,14 @@ use serde_json::json;
 
 use super::{EvidenceSource, SourceError};
 use crate::clock::{rfc3339, Clock, Millis};
+use crate::cluster::Cluster;
+pub use crate::cluster::PodFacts;
 use crate::config::PrometheusSourceConfig;
 use crate::selector::{
     is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
 };
 use crate::source::scrape::error_chain;
-use crate::store::{
-    invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget, WorkloadRef,
-};
+use crate::store::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
 use crate::telemetry::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
@@ -81,26 +81,6 @@ const SOURCE_NAME: &str = "Prometheus";
 const GONE_LABEL: &str = "__hpa_bridge_gone__";
 /// Carries `__name__` through `unless`, which ignores the metric name when matching.
 const NAME_COPY_LABEL: &str = "__hpa_bridge_name__";
-
-/// Which pods exist right now, from the Kubernetes API. Prometheus keeps a series for as long
-/// as it is asked to look back and cannot tell a deleted pod from a failing one; with a pod set,
-/// series of deleted pods stop counting at once and `retainFor` only bounds how far back
-/// Prometheus is read. Discovery plugs in here.
-pub trait PodSet: Send + Sync {
-    /// Every pod object that exists in `namespace`, whatever its phase, by name; `None` while
-    /// unknown (then every series within `retainFor` counts and no pod is reported unknown).
-    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>>;
-}
-
-/// What Kubernetes says about one existing pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodFacts {
-    /// `status.phase` is Running: only such a pod has an exporter Prometheus could scrape, so
-    /// only it makes the evidence incomplete while Prometheus has no series for it.
-    pub running: bool,
-    /// The owning workload (a ReplicaSet's pods resolve to their Deployment).
-    pub workload: Option<WorkloadRef>,
-}
 
 /// How one query to Prometheus failed. The text reaches the refusal, `/status` and the log.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -616,7 +596,7 @@ pub struct PrometheusSource {
     retain_for_ms: Millis,
     stale_after_ms: Millis,
     cache: Mutex<HashMap<String, CacheEntry>>,
-    pod_set: RwLock<Option<(Arc<dyn PodSet>, String)>>,
+    pod_set: RwLock<Option<(Arc<dyn Cluster>, String)>>,
 }
 
 /// `insecureSkipVerify: true`. Signatures are still checked so the handshake is well-formed;
@@ -791,7 +771,7 @@ impl PrometheusSource {
 
     /// Count only series of pods that exist (from discovery); `pod_label` names the label
     /// holding the pod name.
-    pub fn set_pod_set(&self, pods: Arc<dyn PodSet>, pod_label: &str) {
+    pub fn set_pod_set(&self, pods: Arc<dyn Cluster>, pod_label: &str) {
         *self.pod_set.write().unwrap_or_else(|e| e.into_inner()) = Some((pods, pod_label.into()));
     }
 
@@ -1073,6 +1053,7 @@ impl EvidenceSource for PrometheusSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::WorkloadRef;
 
     /// A minimal reader for the selectors built here: `{name op "literal",...}` with Go string
     /// escapes, as the PromQL lexer reads them. Returns the decoded matchers, or an error if

@@ -11,10 +11,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::answer::*;
+use super::observation::*;
 use crate::config::{MetricKind, ValidWhen};
-use crate::policy::{
-    age_s, fmt_limit, fmt_value, note, Answer, InputNote, QueryContext, RefusalKind,
-};
 use crate::store::{invalid_reason, Evidence};
 
 /// The workload's current replica count and where it came from, for explanations.
@@ -36,32 +35,36 @@ pub fn current_from_series(
     let mut best: Option<u64> = None;
     let mut notes = Vec::new();
     let mut problems = Vec::new();
-    for o in ev.observations.iter().filter(|o| o.present) {
-        let age_ms = q.now - o.observed_at_ms;
-        let status = if age_ms > q.stale_after_ms {
-            problems.push(format!(
-                "{} from {} is {:.0}s old",
-                o.series,
-                o.target,
-                age_s(q.now, o.observed_at_ms)
-            ));
-            format!(
-                "current: stale, {:.0}s old (staleAfter {})",
-                age_ms as f64 / 1000.0,
-                fmt_limit(q.stale_after_ms)
-            )
-        } else if let Some(why) = invalid_reason(o.value) {
-            problems.push(format!(
-                "{} from {} is {} ({why})",
-                o.series,
-                o.target,
-                fmt_value(o.value)
-            ));
-            format!("current: invalid, {why}")
-        } else {
-            let v = o.value as u64;
-            best = Some(best.map_or(v, |b| b.max(v)));
-            "current: fresh".into()
+    for o in &ev.observations {
+        let status = match read(q, o, invalid_reason) {
+            Reading::Gone => continue,
+            Reading::Stale { age_ms } => {
+                problems.push(format!(
+                    "{} from {} is {:.0}s old",
+                    o.series,
+                    o.target,
+                    age_s(q.now, o.observed_at_ms)
+                ));
+                format!(
+                    "current: stale, {:.0}s old (staleAfter {})",
+                    age_ms as f64 / 1000.0,
+                    fmt_limit(q.stale_after_ms)
+                )
+            }
+            Reading::Invalid(why) => {
+                problems.push(format!(
+                    "{} from {} is {} ({why})",
+                    o.series,
+                    o.target,
+                    fmt_value(o.value)
+                ));
+                format!("current: invalid, {why}")
+            }
+            Reading::Fresh(value) => {
+                let v = value as u64;
+                best = Some(best.map_or(v, |b| b.max(v)));
+                "current: fresh".into()
+            }
         };
         let used = status == "current: fresh";
         notes.push(note(q, o, status, used));
@@ -104,28 +107,33 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
     let mut inputs = Vec::new();
     let mut failures = Vec::new();
     let mut holding = 0usize;
-    for o in ev.observations.iter().filter(|o| o.present) {
-        let age_ms = q.now - o.observed_at_ms;
-        let status = if age_ms > q.stale_after_ms {
-            failures.push(format!(
-                "{} from {} is {:.0}s old (staleAfter {})",
-                o.series,
-                o.target,
-                age_s(q.now, o.observed_at_ms),
-                fmt_limit(q.stale_after_ms)
-            ));
-            "gate: stale".to_string()
-        } else if o.value != gate.equals {
-            failures.push(format!(
-                "{} from {} is {}",
-                o.series,
-                o.target,
-                fmt_value(o.value)
-            ));
-            "gate: false".to_string()
-        } else {
-            holding += 1;
-            "gate: true".to_string()
+    for o in &ev.observations {
+        // A gate series is compared, not counted: any value is readable.
+        let status = match read(q, o, |_| None) {
+            Reading::Gone => continue,
+            Reading::Stale { .. } | Reading::Invalid(_) => {
+                failures.push(format!(
+                    "{} from {} is {:.0}s old (staleAfter {})",
+                    o.series,
+                    o.target,
+                    age_s(q.now, o.observed_at_ms),
+                    fmt_limit(q.stale_after_ms)
+                ));
+                "gate: stale".to_string()
+            }
+            Reading::Fresh(v) if v != gate.equals => {
+                failures.push(format!(
+                    "{} from {} is {}",
+                    o.series,
+                    o.target,
+                    fmt_value(o.value)
+                ));
+                "gate: false".to_string()
+            }
+            Reading::Fresh(_) => {
+                holding += 1;
+                "gate: true".to_string()
+            }
         };
         let used = status == "gate: true";
         inputs.push(note(q, o, status, used));
@@ -214,149 +222,18 @@ pub fn apply_gate(
     gated
 }
 
-/// The name a combined recommendation goes by in explanations: `combine(cpu, queue)`.
-pub fn combined_name(names: &[&str]) -> String {
-    format!("combine({})", names.join(", "))
-}
-
-/// Several recommenders for one target: the max of the valid ones. An input without a value
-/// might be the one that wants more, so it blocks a decrease: `max(valid values, current)` when
-/// the current count is known, a refusal otherwise. With no valid input at all there is nothing
-/// to serve, and the refusal lets the HPA hold on its own (REFERENCE.md §1.6).
-pub fn combine(
-    name: &str,
-    kind: MetricKind,
-    parts: Vec<Answer>,
-    current: Result<&CurrentReplicas, &str>,
-) -> Answer {
-    const RULE: &str = "max over combined recommenders; an invalid one blocks a decrease";
-    let valued: Vec<(&str, u64)> = parts
-        .iter()
-        .filter_map(|p| p.value().map(|v| (p.metric.as_str(), v)))
-        .collect();
-    let refused: Vec<&Answer> = parts.iter().filter(|p| p.value().is_none()).collect();
-    let timestamp = parts
-        .iter()
-        .filter_map(Answer::timestamp_ms)
-        .max()
-        .unwrap_or_default();
-    let best = valued.iter().max_by_key(|(_, v)| *v).copied();
-    let listed = valued
-        .iter()
-        .map(|(m, v)| format!("{m} = {v}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut answer = match (best, refused.is_empty()) {
-        (Some((winner, v)), true) => Answer::valued(
-            name,
-            kind,
-            v,
-            timestamp,
-            RULE,
-            format!("max({listed}) = {v} ({winner})"),
-        ),
-        (None, _) => Answer::refused(
-            name,
-            kind,
-            refused
-                .first()
-                .and_then(|p| p.refusal())
-                .unwrap_or(RefusalKind::NoMatch),
-            None,
-            RULE,
-            format!(
-                "no combined recommender has a value: {}",
-                refused
-                    .iter()
-                    .map(|p| format!("{}: {}", p.metric, p.reason))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        ),
-        (Some((winner, v)), false) => {
-            let blockers = refused
-                .iter()
-                .map(|p| format!("{}: {}", p.metric, p.reason))
-                .collect::<Vec<_>>()
-                .join("; ");
-            match current {
-                Ok(c) => {
-                    let served = v.max(c.value);
-                    let effect = if c.value > v {
-                        format!("holding at current {} (scale-in blocked)", c.value)
-                    } else {
-                        format!("{winner} raises to {v} (scale-out allowed)")
-                    };
-                    Answer::valued(
-                        name,
-                        kind,
-                        served,
-                        timestamp,
-                        RULE,
-                        format!(
-                            "max of valid inputs ({listed}) = {v}, but {} input(s) have no value ({blockers}); current {} from {}: {effect}",
-                            refused.len(),
-                            c.value,
-                            c.source
-                        ),
-                    )
-                }
-                Err(why) => Answer::refused(
-                    name,
-                    kind,
-                    refused[0].refusal().unwrap_or(RefusalKind::Partial),
-                    Some(v),
-                    RULE,
-                    format!(
-                        "max of valid inputs ({listed}) = {v}, but {} input(s) have no value ({blockers}) and the current replica count is unknown ({why}): serving {v} could shrink the workload",
-                        refused.len()
-                    ),
-                ),
-            }
-        }
-    };
-    answer.parts = parts;
-    answer
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Millis;
+    use crate::policy::fixtures::{ev, NOW};
     use crate::store::{Observation, TargetId, UnknownTarget};
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    const NOW: Millis = 1_000_000;
 
     fn ctx(series: &[String]) -> QueryContext<'_> {
-        QueryContext {
-            metric: "m",
-            series,
-            scope: "namespace=default,cluster=a".into(),
-            now: NOW,
-            stale_after_ms: 30_000,
-        }
+        crate::policy::fixtures::ctx_with(series, "namespace=default,cluster=a", 30_000)
     }
 
-    fn obs(target: &str, series: &str, value: f64, age_ms: Millis) -> Observation {
-        Observation {
-            target: TargetId(target.into()),
-            series: series.into(),
-            labels: Arc::new(BTreeMap::new()),
-            value,
-            observed_at_ms: NOW - age_ms,
-            last_valid: None,
-            present: true,
-            target_failing: false,
-        }
-    }
-
-    fn ev(o: Vec<Observation>) -> Evidence {
-        Evidence {
-            observations: o,
-            ..Evidence::default()
-        }
+    fn obs(target: &str, series: &str, value: f64, age_ms: crate::clock::Millis) -> Observation {
+        crate::policy::fixtures::obs_of(target, series, value, age_ms)
     }
 
     fn gate() -> ValidWhen {
@@ -387,7 +264,6 @@ mod tests {
             source: "test".into(),
         }
     }
-
     #[test]
     fn gate_opens_only_when_every_series_is_fresh_and_equal() {
         let s = vec!["valid".to_string()];
@@ -449,33 +325,6 @@ mod tests {
         assert!(a.reason.contains("holds"), "{}", a.reason);
         // A refusal stays a refusal.
         let a = apply_gate(refused("r"), k, closed(), Ok(&cur(5)));
-        assert_eq!(a.refusal(), Some(RefusalKind::Stale));
-    }
-
-    #[test]
-    fn combine_is_the_max_and_an_invalid_input_blocks_a_decrease() {
-        let k = MetricKind::Target;
-        let a = combine("c", k, vec![rec("a", 3), rec("b", 7)], Err("x"));
-        assert_eq!(a.value(), Some(7));
-        assert_eq!(a.parts.len(), 2);
-        assert!(a.reason.contains("(b)"), "{}", a.reason);
-        // One invalid: max(valid, current).
-        let a = combine("c", k, vec![rec("a", 3), refused("b")], Ok(&cur(6)));
-        assert_eq!(a.value(), Some(6));
-        assert!(a.reason.contains("scale-in blocked"), "{}", a.reason);
-        let a = combine("c", k, vec![rec("a", 9), refused("b")], Ok(&cur(6)));
-        assert_eq!(a.value(), Some(9));
-        // One invalid and no current: refused, the valid max is a lower bound.
-        let a = combine("c", k, vec![rec("a", 3), refused("b")], Err("unknown"));
-        assert_eq!(
-            a.outcome,
-            crate::policy::Outcome::Refused {
-                kind: RefusalKind::Stale,
-                known_lower_bound: Some(3)
-            }
-        );
-        // None valid: refused even with a current count.
-        let a = combine("c", k, vec![refused("a"), refused("b")], Ok(&cur(6)));
         assert_eq!(a.refusal(), Some(RefusalKind::Stale));
     }
 

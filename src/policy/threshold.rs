@@ -63,12 +63,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::answer::{Answer, InputNote, RefusalKind};
+use super::observation::{age_s, fmt_limit, fmt_value, note, read, QueryContext, Reading};
+use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
-use crate::config::{MetricKind, MetricSpec};
-use crate::gate::CurrentReplicas;
-use crate::policy::{
-    age_s, fmt_limit, fmt_value, note, Answer, InputNote, QueryContext, RefusalKind,
-};
+use crate::config::MetricKind;
 use crate::store::{Evidence, MAX_REPLICA_VALUE};
 
 /// `ceil(load / per_replica)`: the smallest `n` with `n × per_replica ≥ load`, evaluated in
@@ -211,23 +210,6 @@ pub struct ThresholdRule {
 pub const DEFAULT_MIN: u64 = 1;
 
 impl ThresholdRule {
-    pub fn from_spec(spec: &MetricSpec) -> ThresholdRule {
-        // Config validation guarantees upPerReplica; the fallback only avoids a panic path.
-        let up = spec.up_per_replica.unwrap_or(1.0);
-        ThresholdRule {
-            up_per_replica: up,
-            down_per_replica: spec.down_per_replica.unwrap_or(up),
-            sustain: spec.sustain.as_ref().map(|s| SustainRule {
-                up_ms: s.up.map(|d| d.0.as_millis() as Millis),
-                down_ms: s.down.map(|d| d.0.as_millis() as Millis),
-                fraction: s.fraction,
-            }),
-            max_step: spec.max_step.map(u64::from),
-            min: spec.min.map(u64::from).unwrap_or(DEFAULT_MIN),
-            max: spec.max.map(u64::from),
-        }
-    }
-
     /// How long the history must reach back for the longest window.
     pub fn retain_ms(&self) -> Millis {
         self.sustain
@@ -464,35 +446,39 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
     let mut stale = 0usize;
     let mut invalid = 0usize;
     let mut inputs = Vec::new();
-    for o in ev.observations.iter().filter(|o| o.present) {
-        let age_ms = q.now - o.observed_at_ms;
-        let status = if age_ms > q.stale_after_ms {
-            stale += 1;
-            why.push(format!(
-                "{} from {} is {:.0}s old (staleAfter {})",
-                o.series,
-                o.target,
-                age_s(q.now, o.observed_at_ms),
-                fmt_limit(q.stale_after_ms)
-            ));
-            "stale".to_string()
-        } else if let Some(reason) = load_invalid_reason(o.value) {
-            invalid += 1;
-            why.push(format!(
-                "{} from {} is {} ({reason})",
-                o.series,
-                o.target,
-                fmt_value(o.value)
-            ));
-            format!("invalid: {reason}")
-        } else {
-            sum += o.value;
-            fresh += 1;
-            newest = newest.max(o.observed_at_ms);
-            if !live.contains(&&*o.target.0) {
-                live.push(&o.target.0);
+    for o in &ev.observations {
+        let status = match read(q, o, load_invalid_reason) {
+            Reading::Gone => continue,
+            Reading::Stale { .. } => {
+                stale += 1;
+                why.push(format!(
+                    "{} from {} is {:.0}s old (staleAfter {})",
+                    o.series,
+                    o.target,
+                    age_s(q.now, o.observed_at_ms),
+                    fmt_limit(q.stale_after_ms)
+                ));
+                "stale".to_string()
             }
-            "fresh".to_string()
+            Reading::Invalid(reason) => {
+                invalid += 1;
+                why.push(format!(
+                    "{} from {} is {} ({reason})",
+                    o.series,
+                    o.target,
+                    fmt_value(o.value)
+                ));
+                format!("invalid: {reason}")
+            }
+            Reading::Fresh(value) => {
+                sum += value;
+                fresh += 1;
+                newest = newest.max(o.observed_at_ms);
+                if !live.contains(&&*o.target.0) {
+                    live.push(&o.target.0);
+                }
+                "fresh".to_string()
+            }
         };
         let used = status == "fresh";
         inputs.push(note(q, o, status, used));

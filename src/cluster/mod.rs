@@ -1,0 +1,55 @@
+//! What the engine needs to know from Kubernetes, behind one trait: which pods exist and who
+//! owns them, a workload's `spec.replicas` and a StatefulSet's `spec.ordinals.start`.
+//!
+//! The kube watchers (`source::discovery`) implement it; so do the simulator and the tests.
+//! Nothing here does I/O except what an implementation chooses to do in `fetch_current_replicas`.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+/// The workload a pod belongs to, when Kubernetes says so.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkloadRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What Kubernetes says about one existing pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    /// `status.phase` is Running: only such a pod has an exporter Prometheus could scrape, so
+    /// only it makes the evidence incomplete while Prometheus has no series for it.
+    pub running: bool,
+    /// The owning workload (a ReplicaSet's pods resolve to their Deployment).
+    pub workload: Option<WorkloadRef>,
+}
+
+/// Cluster facts for the engine; absent without Kubernetes.
+pub trait Cluster: Send + Sync {
+    /// Every pod object that exists in `namespace`, whatever its phase, by name; `None` while
+    /// unknown (then every Prometheus series within `retainFor` counts and no pod is reported
+    /// unknown). Prometheus keeps a series for as long as it is asked to look back and cannot
+    /// tell a deleted pod from a failing one; with the pod set, series of deleted pods stop
+    /// counting at once.
+    fn pods(&self, _namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+        None
+    }
+
+    /// `spec.replicas` from the workload's scale subresource, when known without asking.
+    fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64>;
+
+    /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
+    fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
+
+    /// `spec.replicas`, read from the API when no fresh cached value exists. The default
+    /// only consults `current_replicas`.
+    fn fetch_current_replicas<'a>(
+        &'a self,
+        workload: &'a WorkloadRef,
+    ) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(std::future::ready(self.current_replicas(workload)))
+    }
+}

@@ -1,0 +1,282 @@
+//! The YAML configuration: typed, defaulted and validated once, at the edge.
+//!
+//! Every key is checked at startup (`deny_unknown_fields`), and every error names the key that
+//! caused it, so a typo never silently falls back to a default. One file per section:
+//! `scrape`, `source`, `metric` (typed by `kind`); `duration` for the `10s` notation.
+
+mod duration;
+mod metric;
+mod scrape;
+mod source;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use duration::HumanDuration;
+pub use metric::{
+    default_metrics, FloorSpec, MetricKind, MetricSpec, RecommendationSpec, Sustain, TargetSpec,
+    ThresholdSpec, ValidWhen,
+};
+pub use scrape::{KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, RESERVED_LABELS};
+pub use source::{PrometheusSourceConfig, PrometheusTls, SourceConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config: {0}")]
+    Yaml(String),
+    #[error("invalid config: {key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    #[serde(default)]
+    pub scrape: ScrapeConfig,
+    #[serde(default)]
+    pub source: Option<SourceConfig>,
+    #[serde(default = "default_metrics")]
+    pub metrics: Vec<MetricSpec>,
+    /// Start the built-in demo exporter inside `serve` (the local demo; never in production).
+    #[serde(default)]
+    pub demo: Option<DemoConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DemoConfig {
+    #[serde(default = "default_demo_listen")]
+    pub listen: String,
+    #[serde(default = "default_demo_workload")]
+    pub workload: String,
+    #[serde(default = "default_demo_pods")]
+    pub pods: u32,
+    #[serde(default = "default_demo_period")]
+    pub period: HumanDuration,
+}
+
+fn default_demo_listen() -> String {
+    "127.0.0.1:9101".into()
+}
+fn default_demo_workload() -> String {
+    "lobby".into()
+}
+fn default_demo_pods() -> u32 {
+    6
+}
+fn default_demo_period() -> HumanDuration {
+    HumanDuration(Duration::from_secs(120))
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::from_yaml(&text)
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = if text.trim().is_empty() {
+            serde_yaml::from_str("{}")
+        } else {
+            serde_yaml::from_str(text)
+        }
+        .map_err(|e| {
+            metric::explain_entry_error(text).unwrap_or_else(|| ConfigError::Yaml(e.to_string()))
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
+        self.metrics
+            .iter()
+            .find(|m| m.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Every source series name any served metric reads, for skipping the rest while parsing.
+    pub fn wanted_series(&self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for m in &self.metrics {
+            names.extend(m.series().iter().cloned());
+            if let Some(gate) = m.valid_when() {
+                names.insert(gate.series.clone());
+            }
+            if let Some(current) = m.current_series() {
+                names.insert(current.to_string());
+            }
+        }
+        names
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.scrape.validate()?;
+        if let Some(source) = &self.source {
+            source.validate(&self.scrape)?;
+        }
+        if let Some(demo) = &self.demo {
+            if demo.listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "demo.listen",
+                    format!("{:?} is not host:port", demo.listen),
+                ));
+            }
+            if demo.pods == 0 || demo.pods > 1000 {
+                return Err(invalid("demo.pods", "must be between 1 and 1000"));
+            }
+            if demo.period.0 < Duration::from_secs(1) {
+                return Err(invalid("demo.period", "must be at least 1s"));
+            }
+        }
+        metric::validate_metrics(&self.metrics)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_gets_the_three_default_metrics() {
+        let c = Config::from_yaml("").unwrap();
+        let names: Vec<_> = c.metrics.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "hpa_expect_replicas",
+                "hpa_stateful_floor",
+                "hpa_target_replicas"
+            ]
+        );
+        assert_eq!(c.scrape.stale_after(), Duration::from_secs(30));
+        assert!(c.wanted_series().contains("hpa_stateful_index_count"));
+    }
+
+    fn err(yaml: &str) -> String {
+        Config::from_yaml(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn kubernetes_discovery_errors_name_the_key() {
+        let k = |body: &str| err(&format!("scrape: {{kubernetes: {{{body}}}}}"));
+        assert!(k("namespaces: [Games]").contains("scrape.kubernetes.namespaces[0]"));
+        assert!(k("podSelector: 'a in (x'").contains("scrape.kubernetes.podSelector"));
+        assert!(k("scheme: https").contains("scrape.kubernetes.scheme"));
+        assert!(k("path: metrics").contains("scrape.kubernetes.path"));
+        assert!(k("portName: ''").contains("scrape.kubernetes.portName"));
+        assert!(k("copyLabels: [app, pod]").contains("scrape.kubernetes.copyLabels[1]"));
+        assert!(k("namespace: [x]").contains("namespace"));
+        let ok = Config::from_yaml(
+            "scrape: {kubernetes: {namespaces: [games], podSelector: 'app in (lobby)', copyLabels: [app.kubernetes.io/name]}}",
+        )
+        .unwrap();
+        let kube = ok.scrape.kubernetes.unwrap();
+        assert_eq!(kube.path, "/metrics");
+        assert_eq!(kube.namespaces, ["games"]);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err("scrape: {intervall: 10s}").contains("intervall"));
+        assert!(err("scrape: {interval: 10 s}").contains("unknown unit"));
+        assert!(err("scrape: {interval: 1s, timeout: 3s}").contains("scrape.timeout"));
+        assert!(err("scrape: {interval: 10s, staleAfter: 5s}").contains("scrape.staleAfter"));
+        assert!(
+            err("scrape: {static: [{url: 'ftp://x/metrics'}]}").contains("scrape.static[0].url")
+        );
+        let dup = "metrics: [{name: a, kind: recommendation, series: [x]}, {name: a, kind: recommendation, series: [y]}]";
+        assert!(err(dup).contains("duplicate metric name"));
+        let undefined = "metrics: [{name: t, kind: target, recommendation: nope}]";
+        let e = err(undefined);
+        assert!(
+            e.contains("metrics[0].recommendation") && e.contains("nope"),
+            "{e}"
+        );
+        assert!(
+            err("metrics: [{name: Upper, kind: recommendation, series: [x]}]")
+                .contains("lower-case")
+        );
+        assert!(err("metrics: [{name: a, kind: sum, series: [x]}]").contains("unknown variant"));
+        let wrong_kind = "metrics: [{name: f, kind: stateful-floor, series: [x]}, {name: t, kind: target, recommendation: f}]";
+        assert!(err(wrong_kind).contains("kind stateful-floor"));
+        assert!(err("metrics: [{name: t, kind: threshold, series: [x]}]").contains("upPerReplica"));
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 10, downPerReplica: 20}]"
+        )
+        .contains("downPerReplica"));
+        assert!(
+            err("metrics: [{name: r, kind: recommendation, series: [x], maxStep: 2}]")
+                .contains("apply only to kind threshold")
+        );
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 1, maxStep: 0}]"
+        )
+        .contains("metrics[0].maxStep"));
+        assert!(err(
+            "metrics: [{name: t, kind: threshold, series: [x], upPerReplica: 1, sustain: {fraction: 0.5}}]"
+        )
+        .contains("metrics[0].sustain"));
+        assert!(err(
+            "metrics: [{name: f, kind: stateful-floor, series: [x], validWhen: {series: v, equals: 1}}]"
+        )
+        .contains("metrics[0].validWhen"));
+        assert!(err(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {static: [{url: 'http://a/m'}]}"
+        )
+        .contains("exactly one source"));
+        // Kubernetes discovery beside Prometheus supplies the pod set and workload state.
+        let both = Config::from_yaml(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {kubernetes: {namespaces: [games]}}",
+        )
+        .unwrap();
+        assert!(both.scrape.kubernetes.is_some() && both.source.is_some());
+        assert!(err(
+            "source: {prometheus: {url: 'http://p:9090'}}\nscrape: {kubernetes: {namespaces: [Games]}}"
+        )
+        .contains("scrape.kubernetes.namespaces[0]"));
+    }
+
+    #[test]
+    fn a_key_of_another_kind_is_a_parse_error_naming_the_key() {
+        let e = err("metrics: [{name: r, kind: recommendation, series: [x], upPerReplica: 3}]");
+        assert!(e.contains("metrics[0].upPerReplica"), "{e}");
+        assert!(e.contains("kind threshold"), "{e}");
+        let e = err("metrics: [{name: t, kind: target, series: [x], recommendation: r}]");
+        assert!(e.contains("metrics[0].series"), "{e}");
+        let e = err(
+            "metrics: [{name: r, kind: recommendation, series: [x]}, {name: f, kind: stateful-floor, series: [y], currentSeries: c}]",
+        );
+        assert!(e.contains("metrics[1].currentSeries"), "{e}");
+        // A typo is not a key of any kind: the parse error lists the keys the kind takes.
+        let e = err("metrics: [{name: r, kind: recommendation, seriess: [x]}]");
+        assert!(
+            e.contains("metrics[0].seriess") && e.contains("expected one of"),
+            "{e}"
+        );
+        // The tag itself is not an unknown field, and every kind still parses with its keys.
+        let ok = Config::from_yaml(
+            "metrics: [{name: r, kind: recommendation, series: [x], validWhen: {series: v, equals: 1}, currentSeries: c}, {name: t, kind: threshold, series: [l], upPerReplica: 3, downPerReplica: 2, sustain: {up: 1m}, maxStep: 2, min: 1, max: 9}, {name: f, kind: stateful-floor, series: [i], namespaceLabel: ns}, {name: g, kind: target, recommendation: r, combine: [t], floor: f}]",
+        )
+        .unwrap();
+        assert_eq!(ok.metrics.len(), 4);
+        assert_eq!(ok.metric("f").unwrap().namespace_label(), "ns");
+        assert!(ok.wanted_series().contains("v") && ok.wanted_series().contains("c"));
+    }
+}

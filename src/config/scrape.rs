@@ -1,0 +1,217 @@
+//! The `scrape` section: the embedded scraper's timing, limits and targets (static or
+//! discovered through Kubernetes).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{invalid, ConfigError, HumanDuration};
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScrapeConfig {
+    #[serde(default = "default_interval")]
+    pub interval: HumanDuration,
+    #[serde(default = "default_timeout")]
+    pub timeout: HumanDuration,
+    /// Defaults to three intervals.
+    #[serde(default)]
+    pub stale_after: Option<HumanDuration>,
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u64,
+    #[serde(default, rename = "static")]
+    pub static_targets: Vec<StaticTarget>,
+    /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
+    /// which pods exist (series of deleted pods stop holding the floor at once, a Running pod
+    /// with no series yet makes the floor incomplete) and which workload owns them
+    /// (`spec.replicas` from the scale subresource, `ordinals.start`). The series need the pod
+    /// name in a `pod` label, and `namespaces`/`podSelector` must cover every pod that exports
+    /// them: a pod outside `podSelector` counts as deleted.
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesDiscoveryConfig>,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        ScrapeConfig {
+            interval: default_interval(),
+            timeout: default_timeout(),
+            stale_after: None,
+            max_body_bytes: default_max_body(),
+            static_targets: Vec::new(),
+            kubernetes: None,
+        }
+    }
+}
+
+impl ScrapeConfig {
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after.map(|d| d.0).unwrap_or(self.interval.0 * 3)
+    }
+}
+
+fn default_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(10))
+}
+fn default_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(3))
+}
+fn default_max_body() -> u64 {
+    16 * 1024 * 1024
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticTarget {
+    pub url: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Pod discovery through the Kubernetes API.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubernetesDiscoveryConfig {
+    /// Namespaces to watch; empty means all.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// A Kubernetes label selector for the pods to scrape.
+    #[serde(default)]
+    pub pod_selector: Option<String>,
+    /// A named container port to scrape instead of the `prometheus.io/*` annotations.
+    #[serde(default)]
+    pub port_name: Option<String>,
+    #[serde(default = "default_metrics_path")]
+    pub path: String,
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Pod labels copied onto every sample of the pod.
+    #[serde(default)]
+    pub copy_labels: Vec<String>,
+}
+
+/// Target labels set by discovery; `copyLabels` may not reuse them.
+pub const RESERVED_LABELS: [&str; 4] = ["namespace", "pod", "workload_kind", "workload_name"];
+
+fn validate_kubernetes(k: &KubernetesDiscoveryConfig) -> Result<(), ConfigError> {
+    for (i, ns) in k.namespaces.iter().enumerate() {
+        let dns_label = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !dns_label {
+            return Err(invalid(
+                format!("scrape.kubernetes.namespaces[{i}]"),
+                format!("{ns:?} is not a namespace name (RFC 1123 label)"),
+            ));
+        }
+    }
+    if let Some(sel) = &k.pod_selector {
+        crate::selector::LabelSelector::parse(sel)
+            .map_err(|e| invalid("scrape.kubernetes.podSelector", format!("{sel:?}: {e}")))?;
+    }
+    if let Some(port) = &k.port_name {
+        if port.is_empty() || port.len() > 15 {
+            return Err(invalid(
+                "scrape.kubernetes.portName",
+                format!("{port:?} is not a container port name (1-15 characters)"),
+            ));
+        }
+    }
+    if !k.path.starts_with('/') {
+        return Err(invalid(
+            "scrape.kubernetes.path",
+            format!("{:?} must start with /", k.path),
+        ));
+    }
+    if let Some(scheme) = &k.scheme {
+        if scheme != "http" {
+            return Err(invalid(
+                "scrape.kubernetes.scheme",
+                format!("{scheme:?} is not supported (use http)"),
+            ));
+        }
+    }
+    for (i, l) in k.copy_labels.iter().enumerate() {
+        if RESERVED_LABELS.contains(&l.as_str()) {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                format!("{l:?} is set by discovery itself and cannot be copied from pod labels"),
+            ));
+        }
+        if l.is_empty() {
+            return Err(invalid(
+                format!("scrape.kubernetes.copyLabels[{i}]"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn default_metrics_path() -> String {
+    "/metrics".into()
+}
+
+impl ScrapeConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let s = self;
+        if s.interval.0 < Duration::from_millis(100) {
+            return Err(invalid("scrape.interval", "must be at least 100ms"));
+        }
+        if s.timeout.0.is_zero() {
+            return Err(invalid("scrape.timeout", "must be greater than zero"));
+        }
+        if s.timeout.0 > s.interval.0 {
+            return Err(invalid(
+                "scrape.timeout",
+                format!(
+                    "{} is longer than scrape.interval {}",
+                    s.timeout, s.interval
+                ),
+            ));
+        }
+        if let Some(stale) = s.stale_after {
+            if stale.0 < s.interval.0 {
+                return Err(invalid(
+                        "scrape.staleAfter",
+                        format!(
+                            "{stale} is shorter than scrape.interval {}: every sample would go stale between scrapes",
+                            s.interval
+                        ),
+                    ));
+            }
+        }
+        if s.max_body_bytes < 1024 {
+            return Err(invalid("scrape.maxBodyBytes", "must be at least 1024"));
+        }
+        for (i, t) in s.static_targets.iter().enumerate() {
+            let key = format!("scrape.static[{i}].url");
+            let uri: http::Uri = t
+                .url
+                .parse()
+                .map_err(|e| invalid(&key, format!("{:?} is not a URL: {e}", t.url)))?;
+            match uri.scheme_str() {
+                Some("http") => {}
+                Some(other) => {
+                    return Err(invalid(
+                        &key,
+                        format!("scheme {other:?} is not supported (use http)"),
+                    ))
+                }
+                None => return Err(invalid(&key, format!("{:?} has no scheme", t.url))),
+            }
+            if uri.host().is_none() {
+                return Err(invalid(&key, format!("{:?} has no host", t.url)));
+            }
+        }
+        if let Some(k) = &s.kubernetes {
+            validate_kubernetes(k)?;
+        }
+        Ok(())
+    }
+}

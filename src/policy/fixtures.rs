@@ -1,0 +1,60 @@
+//! Test fixtures shared by the rules' tests: one query context, observations and evidence.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::observation::QueryContext;
+use crate::clock::Millis;
+use crate::store::{invalid_reason, Evidence, Observation, TargetId};
+
+pub const NOW: Millis = 1_000_000;
+pub const STALE: Millis = 45_000;
+
+/// A query for `series` in the `lobby` workload, stale after 45 s.
+pub fn ctx(series: &[String]) -> QueryContext<'_> {
+    ctx_with(series, "namespace=default,hpa_target_name=lobby", STALE)
+}
+
+pub fn ctx_with<'a>(series: &'a [String], scope: &str, stale_after_ms: Millis) -> QueryContext<'a> {
+    QueryContext {
+        metric: "m",
+        series,
+        scope: scope.into(),
+        now: NOW,
+        stale_after_ms,
+    }
+}
+
+/// A present `hpa_expect_replicas` observation `age_ms` old, its value retained when valid.
+pub fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
+    let valid = invalid_reason(value).is_none().then_some(value as u64);
+    Observation {
+        last_valid: valid.map(|v| (v, NOW - age_ms)),
+        ..obs_of(target, "hpa_expect_replicas", value, age_ms)
+    }
+}
+
+/// A present observation of `series`, with nothing retained.
+pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observation {
+    Observation {
+        target: TargetId(target.into()),
+        series: series.into(),
+        labels: Arc::new(BTreeMap::new()),
+        value,
+        observed_at_ms: NOW - age_ms,
+        last_valid: None,
+        present: true,
+        target_failing: false,
+    }
+}
+
+pub fn ev(observations: Vec<Observation>) -> Evidence {
+    Evidence {
+        observations,
+        ..Evidence::default()
+    }
+}
+
+pub fn series() -> Vec<String> {
+    vec!["hpa_expect_replicas".into()]
+}

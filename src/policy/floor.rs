@@ -1,0 +1,183 @@
+//! The stateful floor rule: the highest retained one-based index across the pods.
+
+use std::fmt::Write as _;
+
+use super::answer::*;
+use super::observation::*;
+use crate::clock::Millis;
+use crate::config::MetricKind;
+use crate::store::{invalid_reason, Evidence, Observation};
+
+/// The stateful floor: the highest retained one-based index across the workload's pods.
+///
+/// `hpa_stateful_index` is `ordinal + 1` while a pod holds state and 0 otherwise
+/// (REFERENCE.md §4.1), so the largest retained value is the smallest replica count that keeps
+/// the highest state-owning ordinal. With `spec.ordinals.start = s` the floor is `index - s`.
+/// A pod whose scrape fails keeps its last valid index; a pod whose index has never been seen
+/// makes the floor incomplete, which is refused rather than under-reported.
+pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) -> Answer {
+    const RULE: &str = "max retained index over pods";
+    let kind = MetricKind::StatefulFloor;
+    let mut inputs = Vec::new();
+    let mut best: Option<(u64, Millis)> = None;
+    let mut never_valid: Vec<&Observation> = Vec::new();
+    let mut retained_from_failing = 0usize;
+    for o in &ev.observations {
+        match o.last_valid {
+            Some((v, at)) => {
+                let fresh = q.now - o.observed_at_ms <= q.stale_after_ms;
+                let status = if let Some(why) = invalid_reason(o.value) {
+                    format!(
+                        "retained {v} (newest value {} is {why})",
+                        fmt_value(o.value)
+                    )
+                } else if o.target_failing || !fresh {
+                    retained_from_failing += 1;
+                    format!(
+                        "retained {v} from {:.0}s ago (target failing)",
+                        age_s(q.now, at)
+                    )
+                } else if !o.present {
+                    format!("retained {v} (series no longer exported; pod still exists)")
+                } else {
+                    "fresh".into()
+                };
+                inputs.push(note(q, o, status, true));
+                if best.is_none_or(|(b, _)| v > b) {
+                    best = Some((v, at));
+                }
+            }
+            None => {
+                inputs.push(note(
+                    q,
+                    o,
+                    format!("unknown: no valid index seen ({})", fmt_value(o.value)),
+                    false,
+                ));
+                never_valid.push(o);
+            }
+        }
+    }
+    let offset = |v: u64| v.saturating_sub(ordinals_start);
+    let mut answer = if !ev.unknown_targets.is_empty() || !never_valid.is_empty() {
+        let mut unknown: Vec<String> = ev
+            .unknown_targets
+            .iter()
+            .map(|t| match &t.last_error {
+                Some(e) => format!("{} ({e})", t.target),
+                None => format!("{} (not scraped yet)", t.target),
+            })
+            .collect();
+        unknown.extend(
+            never_valid
+                .iter()
+                .map(|o| format!("{} (index {} never valid)", o.target, fmt_value(o.value))),
+        );
+        let reason = format!(
+            "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
+            q.scope,
+            unknown.len(),
+            target_list(unknown.into_iter()),
+            match best {
+                Some((v, _)) => format!("; the known floor is at least {}", offset(v)),
+                None => String::new(),
+            }
+        );
+        Answer::refused(
+            q.metric,
+            kind,
+            RefusalKind::IncompleteFloor,
+            best.map(|(v, _)| offset(v)),
+            RULE,
+            reason,
+        )
+    } else if let Some((v, _)) = best {
+        let newest = ev
+            .observations
+            .iter()
+            .map(|o| o.observed_at_ms)
+            .max()
+            .unwrap_or(q.now);
+        let pods = inputs.len();
+        let mut reason = format!(
+            "highest retained index of {} over {pods} series matching {} is {v}",
+            q.series_names(),
+            q.scope
+        );
+        if ordinals_start > 0 {
+            let _ = write!(
+                reason,
+                "; minus ordinals start {ordinals_start} gives {}",
+                offset(v)
+            );
+        }
+        if retained_from_failing > 0 {
+            let _ = write!(
+                reason,
+                "; {retained_from_failing} retained from failing targets"
+            );
+        }
+        Answer::valued(q.metric, kind, offset(v), newest, RULE, reason)
+    } else {
+        Answer::refused(
+            q.metric,
+            kind,
+            RefusalKind::NoMatch,
+            None,
+            RULE,
+            format!("no series of {} match {}", q.series_names(), q.scope),
+        )
+    };
+    answer.inputs = inputs;
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::fixtures::*;
+    use crate::store::{TargetId, UnknownTarget};
+
+    #[test]
+    fn floor_retains_failing_targets_and_ignores_zero() {
+        let s = series();
+        let mut failing = obs("pod-2", 3.0, 120_000);
+        failing.target_failing = true;
+        let a = stateful_floor(
+            &ctx(&s),
+            &ev(vec![obs("pod-0", 1.0, 0), obs("pod-1", 0.0, 0), failing]),
+            0,
+        );
+        assert_eq!(a.value(), Some(3));
+        assert!(a.reason.contains("retained from failing"), "{}", a.reason);
+    }
+
+    #[test]
+    fn floor_is_incomplete_while_a_target_never_reported() {
+        let s = series();
+        let mut e = ev(vec![obs("pod-0", 1.0, 0)]);
+        e.unknown_targets.push(UnknownTarget {
+            target: TargetId("pod-1".into()),
+            last_error: Some("connection refused".into()),
+        });
+        let a = stateful_floor(&ctx(&s), &e, 0);
+        assert_eq!(
+            a.outcome,
+            Outcome::Refused {
+                kind: RefusalKind::IncompleteFloor,
+                known_lower_bound: Some(1)
+            }
+        );
+        assert!(a.reason.contains("connection refused"), "{}", a.reason);
+        // Garbage-only index series are unknown too.
+        let a = stateful_floor(&ctx(&s), &ev(vec![obs("p", f64::NAN, 0)]), 0);
+        assert_eq!(a.refusal(), Some(RefusalKind::IncompleteFloor));
+    }
+
+    #[test]
+    fn floor_subtracts_the_ordinal_start() {
+        let s = series();
+        let a = stateful_floor(&ctx(&s), &ev(vec![obs("web-4", 5.0, 0)]), 3);
+        assert_eq!(a.value(), Some(2));
+    }
+}

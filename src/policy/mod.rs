@@ -1,0 +1,26 @@
+//! The decision rules. Pure: evidence and a clock value in, an `Answer` out.
+//!
+//! The refusal is a first-class answer. An HPA that gets an error (any non-2xx) treats the
+//! metric as invalid, and an invalid metric freezes scale-in while still allowing scale-out
+//! through other metrics (REFERENCE.md §1.6). A served 0 or a guess would instead drive a
+//! scale-in, so every path that cannot prove a value refuses, with the reason.
+//!
+//! One file per rule; each is pure. `observation` classifies inputs the same way for all.
+
+pub mod answer;
+pub mod combine;
+mod floor;
+pub mod observation;
+mod recommendation;
+mod target;
+pub mod threshold;
+pub mod valid_when;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RefusalKind};
+pub use floor::stateful_floor;
+pub use observation::{describe_scope, QueryContext};
+pub use recommendation::recommendation;
+pub use target::target;

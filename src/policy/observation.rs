@@ -1,0 +1,111 @@
+//! What a query asked for, and how one observation reads at query time: gone, stale, invalid
+//! or fresh. Every rule classifies its inputs through `read`, so "stale" and "invalid" mean
+//! the same thing in every explanation.
+
+use std::fmt::Write as _;
+
+use super::answer::InputNote;
+use crate::clock::Millis;
+use crate::store::Observation;
+
+/// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
+#[derive(Clone, Debug)]
+pub struct QueryContext<'a> {
+    pub metric: &'a str,
+    pub series: &'a [String],
+    pub scope: String,
+    pub now: Millis,
+    pub stale_after_ms: Millis,
+}
+
+impl QueryContext<'_> {
+    pub(crate) fn series_names(&self) -> String {
+        self.series.join("|")
+    }
+}
+
+pub(crate) fn age_s(now: Millis, at: Millis) -> f64 {
+    ((now - at).max(0) as f64) / 1000.0
+}
+
+/// `45s`, or `1.5s` when the limit is not whole seconds.
+pub(crate) fn fmt_limit(ms: Millis) -> String {
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+pub(crate) fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+pub(crate) fn note(q: &QueryContext<'_>, o: &Observation, status: String, used: bool) -> InputNote {
+    InputNote {
+        target: o.target.to_string(),
+        series: o.series.clone(),
+        labels: (*o.labels).clone(),
+        value: fmt_value(o.value),
+        age_seconds: age_s(q.now, o.observed_at_ms),
+        status,
+        used,
+    }
+}
+
+pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
+    let ids: Vec<String> = ids.collect();
+    let shown: Vec<&str> = ids.iter().take(3).map(String::as_str).collect();
+    let mut s = shown.join(", ");
+    if ids.len() > 3 {
+        let _ = write!(s, " and {} more", ids.len() - 3);
+    }
+    s
+}
+
+/// `scope` text for messages: `namespace=default,hpa_target_name=lobby`.
+pub fn describe_scope(namespace_label: &str, namespace: &str, selector: &str) -> String {
+    if selector.is_empty() {
+        format!("{namespace_label}={namespace}")
+    } else {
+        format!("{namespace_label}={namespace},{selector}")
+    }
+}
+
+/// How one observation reads at query time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reading {
+    /// The series is no longer exported by its target.
+    Gone,
+    /// Older than `staleAfter`.
+    Stale { age_ms: Millis },
+    /// Fresh, but the value cannot be used (the reason says why).
+    Invalid(&'static str),
+    /// Fresh and usable.
+    Fresh(f64),
+}
+
+/// Classify `o` for query `q`; `invalid` says why a fresh value cannot be used, if it cannot.
+pub fn read(
+    q: &QueryContext<'_>,
+    o: &Observation,
+    invalid: fn(f64) -> Option<&'static str>,
+) -> Reading {
+    if !o.present {
+        return Reading::Gone;
+    }
+    let age_ms = q.now - o.observed_at_ms;
+    if age_ms > q.stale_after_ms {
+        Reading::Stale { age_ms }
+    } else if let Some(why) = invalid(o.value) {
+        Reading::Invalid(why)
+    } else {
+        Reading::Fresh(o.value)
+    }
+}

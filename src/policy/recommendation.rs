@@ -1,0 +1,252 @@
+//! The recommendation rule: the max over fresh series, never the sum.
+
+use std::fmt::Write as _;
+
+use super::answer::*;
+use super::observation::*;
+use crate::clock::Millis;
+use crate::config::MetricKind;
+use crate::store::{invalid_reason, Evidence, Observation};
+
+/// An absolute replica recommendation: the max over fresh, valid series, never the sum.
+///
+/// Several series per workload are normal: a former controller keeps exporting its last value
+/// (REFERENCE.md §4.1), and the HPA would sum every item it receives (§1.2), so exactly one
+/// value, the max, is served. A series that is unknown (stale or invalid) and might hold a
+/// higher value than the fresh max blocks the answer: serving the lower fresh max would let
+/// partial data shrink the workload.
+pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
+    const RULE: &str = "max over fresh series (never sum)";
+    let kind = MetricKind::Recommendation;
+    let mut inputs = Vec::new();
+    let mut best: Option<(u64, Millis)> = None;
+    let mut newest_used: Millis = Millis::MIN;
+    let mut stale: Vec<&Observation> = Vec::new();
+    let mut invalid: Vec<(&Observation, &'static str)> = Vec::new();
+    let mut gone = 0usize;
+    for o in &ev.observations {
+        match read(q, o, invalid_reason) {
+            Reading::Gone => gone += 1,
+            Reading::Stale { .. } => stale.push(o),
+            Reading::Invalid(why) => invalid.push((o, why)),
+            Reading::Fresh(value) => {
+                let v = value as u64;
+                if best.is_none_or(|(b, _)| v > b) {
+                    best = Some((v, o.observed_at_ms));
+                }
+                newest_used = newest_used.max(o.observed_at_ms);
+            }
+        }
+    }
+    let best_value = best.map(|(v, _)| v);
+    for o in &ev.observations {
+        let status = match read(q, o, invalid_reason) {
+            Reading::Gone => continue,
+            Reading::Stale { age_ms } => format!(
+                "stale: {:.0}s old (staleAfter {}){}",
+                age_ms as f64 / 1000.0,
+                fmt_limit(q.stale_after_ms),
+                if o.target_failing {
+                    ", target failing"
+                } else {
+                    ""
+                }
+            ),
+            Reading::Invalid(why) => format!("invalid: {why}"),
+            Reading::Fresh(_) => "fresh".into(),
+        };
+        let used = status == "fresh";
+        inputs.push(note(q, o, status, used));
+    }
+
+    let present = ev.observations.len() - gone;
+    let mut answer = if present == 0 {
+        let mut reason = format!("no series of {} match {}", q.series_names(), q.scope);
+        if gone > 0 {
+            let _ = write!(
+                reason,
+                " ({gone} series are no longer exported by their targets)"
+            );
+        }
+        if !ev.unknown_targets.is_empty() {
+            let _ = write!(
+                reason,
+                "; {} target(s) that may export them have never been scraped successfully: {}",
+                ev.unknown_targets.len(),
+                target_list(ev.unknown_targets.iter().map(|t| t.target.to_string()))
+            );
+            Answer::refused(q.metric, kind, RefusalKind::Partial, None, RULE, reason)
+        } else {
+            Answer::refused(q.metric, kind, RefusalKind::NoMatch, None, RULE, reason)
+        }
+    } else if let Some(best_value) = best_value {
+        // Unknown inputs that could be higher than the fresh max.
+        let blockers_stale: Vec<&&Observation> = stale
+            .iter()
+            .filter(|o| o.last_valid.is_none_or(|(v, _)| v > best_value))
+            .collect();
+        if !invalid.is_empty() || !blockers_stale.is_empty() {
+            let mut why = Vec::new();
+            for (o, reason) in &invalid {
+                why.push(format!(
+                    "{} from {} is {} ({})",
+                    o.series,
+                    o.target,
+                    fmt_value(o.value),
+                    reason
+                ));
+            }
+            for o in &blockers_stale {
+                why.push(format!(
+                    "{} from {} is {:.0}s old (staleAfter {}) with last value {}",
+                    o.series,
+                    o.target,
+                    age_s(q.now, o.observed_at_ms),
+                    fmt_limit(q.stale_after_ms),
+                    o.last_valid
+                        .map(|(v, _)| v.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ));
+            }
+            let reason = format!(
+                "the fresh max of {} for {} is {best_value}, but {}: serving {best_value} could shrink the workload on unknown input",
+                q.series_names(),
+                q.scope,
+                why.join("; ")
+            );
+            Answer::refused(
+                q.metric,
+                kind,
+                RefusalKind::Partial,
+                Some(best_value),
+                RULE,
+                reason,
+            )
+        } else {
+            let fresh = inputs.iter().filter(|i| i.used).count();
+            let mut reason = if fresh == 1 {
+                format!(
+                    "1 fresh series of {} matches {}: value {best_value}",
+                    q.series_names(),
+                    q.scope
+                )
+            } else {
+                format!(
+                    "max of {fresh} fresh series of {} matching {} is {best_value}",
+                    q.series_names(),
+                    q.scope
+                )
+            };
+            if !stale.is_empty() {
+                let _ = write!(
+                    reason,
+                    "; {} stale series ignored, all with lower last values",
+                    stale.len()
+                );
+            }
+            Answer::valued(q.metric, kind, best_value, newest_used, RULE, reason)
+        }
+    } else if !stale.is_empty() {
+        let newest = stale
+            .iter()
+            .map(|o| o.observed_at_ms)
+            .max()
+            .unwrap_or(q.now);
+        let reason = format!(
+            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}",
+            stale.len(),
+            q.series_names(),
+            q.scope,
+            age_s(q.now, newest),
+            fmt_limit(q.stale_after_ms),
+            if invalid.is_empty() {
+                String::new()
+            } else {
+                format!(", and {} fresh series are invalid", invalid.len())
+            }
+        );
+        Answer::refused(q.metric, kind, RefusalKind::Stale, None, RULE, reason)
+    } else {
+        let reason = format!(
+            "every fresh series of {} matching {} is invalid: {}",
+            q.series_names(),
+            q.scope,
+            invalid
+                .iter()
+                .map(|(o, why)| format!("{} from {} ({why})", fmt_value(o.value), o.target))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, reason)
+    };
+    answer.inputs = inputs;
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::fixtures::*;
+    use crate::store::{TargetId, UnknownTarget};
+
+    #[test]
+    fn recommendation_is_max_never_sum() {
+        let s = series();
+        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 3.0, 0), obs("b", 7.0, 1000)]));
+        assert_eq!(a.value(), Some(7));
+        assert!(a.reason.contains("max of 2 fresh series"), "{}", a.reason);
+    }
+
+    #[test]
+    fn all_stale_is_refused_with_age() {
+        let s = series();
+        let a = recommendation(
+            &ctx(&s),
+            &ev(vec![obs("a", 3.0, 93_000), obs("b", 4.0, 100_000)]),
+        );
+        assert_eq!(a.refusal(), Some(RefusalKind::Stale));
+        assert_eq!(
+            a.reason,
+            "2 series of hpa_expect_replicas match namespace=default,hpa_target_name=lobby but the newest is 93s old (staleAfter 45s)"
+        );
+    }
+
+    #[test]
+    fn a_stale_series_that_may_be_higher_blocks() {
+        let s = series();
+        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 3.0, 0), obs("b", 9.0, 60_000)]));
+        assert_eq!(a.refusal(), Some(RefusalKind::Partial));
+        assert!(a.reason.contains("last value 9"), "{}", a.reason);
+        // A lower stale series cannot hide a higher value: ignored.
+        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 0), obs("b", 3.0, 60_000)]));
+        assert_eq!(a.value(), Some(9));
+    }
+
+    #[test]
+    fn invalid_values_are_never_served() {
+        let s = series();
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 2.5, 1e15] {
+            let a = recommendation(&ctx(&s), &ev(vec![obs("a", bad, 0)]));
+            assert_eq!(a.refusal(), Some(RefusalKind::Invalid), "{bad}");
+            let a = recommendation(&ctx(&s), &ev(vec![obs("a", 5.0, 0), obs("b", bad, 0)]));
+            assert_eq!(a.refusal(), Some(RefusalKind::Partial), "{bad}");
+            assert!(a.inputs.iter().any(|i| i.status.starts_with("invalid")));
+        }
+    }
+
+    #[test]
+    fn nothing_matched_is_not_found_and_unknown_targets_are_partial() {
+        let s = series();
+        let a = recommendation(&ctx(&s), &ev(vec![]));
+        assert_eq!(a.refusal(), Some(RefusalKind::NoMatch));
+        let mut e = ev(vec![]);
+        e.unknown_targets.push(UnknownTarget {
+            target: TargetId("http://x/m".into()),
+            last_error: None,
+        });
+        assert_eq!(
+            recommendation(&ctx(&s), &e).refusal(),
+            Some(RefusalKind::Partial)
+        );
+    }
+}

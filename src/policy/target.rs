@@ -1,0 +1,141 @@
+//! The target rule: max(recommendation, floor).
+
+use super::answer::*;
+use crate::config::MetricKind;
+
+/// The served target: `max(recommendation, floor)`.
+///
+/// A refused recommendation refuses the target: the HPA then keeps its replicas (§1.6). An
+/// incomplete floor refuses too, unless the workload's current `spec.replicas` is known: then
+/// `max(recommendation, known floor, current)` allows scale-out and blocks scale-in.
+pub fn target(
+    metric: &str,
+    recommendation: Answer,
+    floor: Option<Answer>,
+    current_replicas: Option<u64>,
+) -> Answer {
+    const RULE: &str = "max(recommendation, floor)";
+    let kind = MetricKind::Target;
+    let rec_value = recommendation.value();
+    let mut answer = match (&rec_value, &floor) {
+        (None, _) => {
+            let code = recommendation.refusal().unwrap_or(RefusalKind::NoMatch);
+            Answer::refused(
+                metric,
+                kind,
+                code,
+                None,
+                RULE,
+                format!(
+                    "recommendation {} has no value: {}",
+                    recommendation.metric, recommendation.reason
+                ),
+            )
+        }
+        (Some(r), None) => Answer::valued(
+            metric,
+            kind,
+            *r,
+            recommendation.timestamp_ms().unwrap_or_default(),
+            RULE,
+            format!(
+                "recommendation {} = {r} (no floor configured)",
+                recommendation.metric
+            ),
+        ),
+        (Some(r), Some(f)) => match f.outcome {
+            Outcome::Value {
+                value,
+                timestamp_ms,
+            } => {
+                let v = (*r).max(value);
+                let ts = timestamp_ms.max(recommendation.timestamp_ms().unwrap_or_default());
+                let winner = if value > *r {
+                    "floor"
+                } else {
+                    "recommendation"
+                };
+                Answer::valued(
+                    metric,
+                    kind,
+                    v,
+                    ts,
+                    RULE,
+                    format!(
+                        "max(recommendation {} = {r}, floor {} = {value}) = {v} ({winner})",
+                        recommendation.metric, f.metric
+                    ),
+                )
+            }
+            Outcome::Refused {
+                kind: RefusalKind::IncompleteFloor,
+                known_lower_bound,
+            } if current_replicas.is_some() => {
+                let current = current_replicas.unwrap_or_default();
+                let known = known_lower_bound.unwrap_or(0);
+                let v = (*r).max(known).max(current);
+                Answer::valued(
+                    metric,
+                    kind,
+                    v,
+                    recommendation.timestamp_ms().unwrap_or_default(),
+                    "max(recommendation, known floor, current spec.replicas) while the floor is incomplete",
+                    format!(
+                        "floor {} is incomplete ({}); holding at max(recommendation {r}, known floor {known}, current spec.replicas {current}) = {v}: scale-out allowed, scale-in blocked",
+                        f.metric, f.reason
+                    ),
+                )
+            }
+            Outcome::Refused { kind: code, .. } => Answer::refused(
+                metric,
+                kind,
+                code,
+                Some(*r),
+                RULE,
+                format!("floor {} has no value: {}", f.metric, f.reason),
+            ),
+        },
+    };
+    answer.parts.push(recommendation);
+    answer.parts.extend(floor);
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::fixtures::*;
+    use crate::policy::{recommendation, stateful_floor};
+    use crate::store::{TargetId, UnknownTarget};
+
+    #[test]
+    fn target_is_max_and_refuses_on_unknown() {
+        let s = series();
+        let rec = recommendation(&ctx(&s), &ev(vec![obs("a", 2.0, 0)]));
+        let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
+        let t = target("t", rec.clone(), Some(floor), None);
+        assert_eq!(t.value(), Some(5));
+        assert_eq!(t.parts.len(), 2);
+
+        let stale = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 90_000)]));
+        let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
+        assert_eq!(
+            target("t", stale, Some(floor), Some(3)).refusal(),
+            Some(RefusalKind::Stale)
+        );
+
+        let mut e = ev(vec![obs("p", 4.0, 0)]);
+        e.unknown_targets.push(UnknownTarget {
+            target: TargetId("new".into()),
+            last_error: None,
+        });
+        let incomplete = stateful_floor(&ctx(&s), &e, 0);
+        assert_eq!(
+            target("t", rec.clone(), Some(incomplete.clone()), None).refusal(),
+            Some(RefusalKind::IncompleteFloor)
+        );
+        let held = target("t", rec, Some(incomplete), Some(6));
+        assert_eq!(held.value(), Some(6));
+        assert!(held.reason.contains("scale-in blocked"));
+    }
+}
