@@ -195,6 +195,16 @@ pub struct ScrapeConfig {
     pub stale_after: Option<HumanDuration>,
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
+    /// Parse limits for the lines of wanted series (issue 13: every scraped pod may be
+    /// hostile); a page that exceeds one fails its scrape with an error naming the limit.
+    #[serde(default = "default_max_line_bytes")]
+    pub max_line_bytes: usize,
+    #[serde(default = "default_max_labels_per_series")]
+    pub max_labels_per_series: usize,
+    #[serde(default = "default_max_label_name_bytes")]
+    pub max_label_name_bytes: usize,
+    #[serde(default = "default_max_label_value_bytes")]
+    pub max_label_value_bytes: usize,
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
     /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
@@ -214,6 +224,10 @@ impl Default for ScrapeConfig {
             timeout: default_timeout(),
             stale_after: None,
             max_body_bytes: default_max_body(),
+            max_line_bytes: default_max_line_bytes(),
+            max_labels_per_series: default_max_labels_per_series(),
+            max_label_name_bytes: default_max_label_name_bytes(),
+            max_label_value_bytes: default_max_label_value_bytes(),
             static_targets: Vec::new(),
             kubernetes: None,
         }
@@ -223,6 +237,15 @@ impl Default for ScrapeConfig {
 impl ScrapeConfig {
     pub fn stale_after(&self) -> Duration {
         self.stale_after.map(|d| d.0).unwrap_or(self.interval.0 * 3)
+    }
+
+    pub fn limits(&self) -> crate::exposition::Limits {
+        crate::exposition::Limits {
+            max_line_bytes: self.max_line_bytes,
+            max_labels_per_series: self.max_labels_per_series,
+            max_label_name_bytes: self.max_label_name_bytes,
+            max_label_value_bytes: self.max_label_value_bytes,
+        }
     }
 }
 
@@ -234,6 +257,18 @@ fn default_timeout() -> HumanDuration {
 }
 fn default_max_body() -> u64 {
     16 * 1024 * 1024
+}
+fn default_max_line_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_line_bytes
+}
+fn default_max_labels_per_series() -> usize {
+    crate::exposition::Limits::DEFAULT.max_labels_per_series
+}
+fn default_max_label_name_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_label_name_bytes
+}
+fn default_max_label_value_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_label_value_bytes
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -543,6 +578,26 @@ impl Config {
         }
         if s.max_body_bytes < 1024 {
             return Err(invalid("scrape.maxBodyBytes", "must be at least 1024"));
+        }
+        // Zero would refuse every line or label; there is no "unlimited": all work is bounded.
+        for (key, value, min) in [
+            ("scrape.maxLineBytes", s.max_line_bytes, 128),
+            ("scrape.maxLabelsPerSeries", s.max_labels_per_series, 1),
+            ("scrape.maxLabelNameBytes", s.max_label_name_bytes, 1),
+            ("scrape.maxLabelValueBytes", s.max_label_value_bytes, 1),
+        ] {
+            if value < min {
+                return Err(invalid(key, format!("must be at least {min}")));
+            }
+        }
+        if s.max_line_bytes as u64 > s.max_body_bytes {
+            return Err(invalid(
+                "scrape.maxLineBytes",
+                format!(
+                    "{} is larger than scrape.maxBodyBytes {}",
+                    s.max_line_bytes, s.max_body_bytes
+                ),
+            ));
         }
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");

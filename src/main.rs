@@ -722,6 +722,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             ScrapeSettings {
                 timeout: scrape.timeout.0,
                 max_body_bytes: scrape.max_body_bytes,
+                limits: scrape.limits(),
                 wanted: Arc::new(adapter.config.wanted_series()),
                 concurrency: 512,
             },

@@ -276,6 +276,7 @@ async fn measure(
         ScrapeSettings {
             timeout: scrape.timeout.0,
             max_body_bytes: scrape.max_body_bytes,
+            limits: scrape.limits(),
             wanted: Arc::new(adapter.config.wanted_series()),
             concurrency: plan.concurrency,
         },

@@ -878,6 +878,7 @@ impl AdapterInstance {
             ScrapeSettings {
                 timeout: scrape.timeout.0,
                 max_body_bytes: scrape.max_body_bytes,
+                limits: scrape.limits(),
                 wanted: Arc::new(adapter.config.wanted_series()),
                 concurrency: 64,
             },
