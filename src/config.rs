@@ -188,8 +188,9 @@ fn default_retain_for() -> HumanDuration {
 pub struct ScrapeConfig {
     #[serde(default = "default_interval")]
     pub interval: HumanDuration,
-    #[serde(default = "default_timeout")]
-    pub timeout: HumanDuration,
+    /// Unset means 3s, or the interval if that is shorter; read it through `timeout()`.
+    #[serde(default)]
+    pub timeout: Option<HumanDuration>,
     /// Defaults to three intervals.
     #[serde(default)]
     pub stale_after: Option<HumanDuration>,
@@ -221,7 +222,7 @@ impl Default for ScrapeConfig {
     fn default() -> Self {
         ScrapeConfig {
             interval: default_interval(),
-            timeout: default_timeout(),
+            timeout: None,
             stale_after: None,
             max_body_bytes: default_max_body(),
             max_line_bytes: default_max_line_bytes(),
@@ -235,13 +236,24 @@ impl Default for ScrapeConfig {
 }
 
 impl ScrapeConfig {
+    /// The scrape deadline. Prometheus clamps an unset `scrape_timeout` to the interval, so a
+    /// short interval alone is a valid config; an explicit timeout above it is refused instead.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+            .map(|d| d.0)
+            .unwrap_or_else(|| default_timeout().min(self.interval.0))
+    }
+
     pub fn stale_after(&self) -> Duration {
         self.stale_after.map(|d| d.0).unwrap_or(self.interval.0 * 3)
     }
 
     pub fn limits(&self) -> crate::exposition::Limits {
         crate::exposition::Limits {
-            max_line_bytes: self.max_line_bytes,
+            // A line cannot be longer than the body that holds it.
+            max_line_bytes: self
+                .max_line_bytes
+                .min(usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX)),
             max_labels_per_series: self.max_labels_per_series,
             max_label_name_bytes: self.max_label_name_bytes,
             max_label_value_bytes: self.max_label_value_bytes,
@@ -252,8 +264,8 @@ impl ScrapeConfig {
 fn default_interval() -> HumanDuration {
     HumanDuration(Duration::from_secs(10))
 }
-fn default_timeout() -> HumanDuration {
-    HumanDuration(Duration::from_secs(3))
+fn default_timeout() -> Duration {
+    Duration::from_secs(3)
 }
 fn default_max_body() -> u64 {
     16 * 1024 * 1024
@@ -553,17 +565,16 @@ impl Config {
         if s.interval.0 < Duration::from_millis(100) {
             return Err(invalid("scrape.interval", "must be at least 100ms"));
         }
-        if s.timeout.0.is_zero() {
-            return Err(invalid("scrape.timeout", "must be greater than zero"));
-        }
-        if s.timeout.0 > s.interval.0 {
-            return Err(invalid(
-                "scrape.timeout",
-                format!(
-                    "{} is longer than scrape.interval {}",
-                    s.timeout, s.interval
-                ),
-            ));
+        if let Some(timeout) = s.timeout {
+            if timeout.0.is_zero() {
+                return Err(invalid("scrape.timeout", "must be greater than zero"));
+            }
+            if timeout.0 > s.interval.0 {
+                return Err(invalid(
+                    "scrape.timeout",
+                    format!("{timeout} is longer than scrape.interval {}", s.interval),
+                ));
+            }
         }
         if let Some(stale) = s.stale_after {
             if stale.0 < s.interval.0 {
@@ -590,21 +601,17 @@ impl Config {
                 return Err(invalid(key, format!("must be at least {min}")));
             }
         }
-        if s.max_line_bytes as u64 > s.max_body_bytes {
-            return Err(invalid(
-                "scrape.maxLineBytes",
-                format!(
-                    "{} is larger than scrape.maxBodyBytes {}",
-                    s.max_line_bytes, s.max_body_bytes
-                ),
-            ));
-        }
+        // Each URL is one target and one series identity: a second entry with the same URL
+        // (or one differing only in its password, which ids do not show) would silently
+        // replace the first, whose workload would then answer 404.
+        let mut seen_urls: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");
+            let shown = crate::telemetry::redact_url(&t.url);
             let uri: http::Uri = t
                 .url
                 .parse()
-                .map_err(|e| invalid(&key, format!("{:?} is not a URL: {e}", t.url)))?;
+                .map_err(|e| invalid(&key, format!("{shown:?} is not a URL: {e}")))?;
             match uri.scheme_str() {
                 Some("http") => {}
                 Some(other) => {
@@ -613,10 +620,18 @@ impl Config {
                         format!("scheme {other:?} is not supported (use http)"),
                     ))
                 }
-                None => return Err(invalid(&key, format!("{:?} has no scheme", t.url))),
+                None => return Err(invalid(&key, format!("{shown:?} has no scheme"))),
             }
             if uri.host().is_none() {
-                return Err(invalid(&key, format!("{:?} has no host", t.url)));
+                return Err(invalid(&key, format!("{shown:?} has no host")));
+            }
+            if let Some(first) = seen_urls.insert(shown.clone().into_owned(), i) {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{shown:?} is already scrape.static[{first}].url: one URL is one target, so merge the two entries' labels into one"
+                    ),
+                ));
             }
         }
         if let Some(k) = &s.kubernetes {
@@ -943,11 +958,71 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_timeout_is_clamped_to_the_interval_and_a_set_one_is_not() {
+        let timeout = |yaml: &str| Config::from_yaml(yaml).unwrap().scrape.timeout();
+        assert_eq!(timeout(""), Duration::from_secs(3));
+        assert_eq!(
+            timeout("scrape: {interval: 500ms}"),
+            Duration::from_millis(500)
+        );
+        assert_eq!(timeout("scrape: {interval: 1m}"), Duration::from_secs(3));
+        assert_eq!(
+            timeout("scrape: {interval: 500ms, timeout: 200ms}"),
+            Duration::from_millis(200)
+        );
+        let e = err("scrape: {interval: 500ms, timeout: 3s}");
+        assert!(
+            e.contains("scrape.timeout") && e.contains("longer than scrape.interval"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn parse_limits_are_configurable_and_bounded() {
+        let c = Config::from_yaml(
+            "scrape: {maxLineBytes: 4096, maxLabelsPerSeries: 16, maxLabelNameBytes: 64, maxLabelValueBytes: 256}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.scrape.limits(),
+            crate::exposition::Limits {
+                max_line_bytes: 4096,
+                max_labels_per_series: 16,
+                max_label_name_bytes: 64,
+                max_label_value_bytes: 256,
+            }
+        );
+        assert_eq!(
+            Config::from_yaml("").unwrap().scrape.limits(),
+            crate::exposition::Limits::DEFAULT
+        );
+        assert!(err("scrape: {maxLabelsPerSeries: 0}").contains("scrape.maxLabelsPerSeries"));
+        assert!(err("scrape: {maxLineBytes: 0}").contains("scrape.maxLineBytes"));
+        assert!(err("scrape: {maxLabelValueBytes: 0}").contains("scrape.maxLabelValueBytes"));
+        assert!(err("scrape: {maxLabelNameBytes: 0}").contains("scrape.maxLabelNameBytes"));
+        let small = Config::from_yaml("scrape: {maxBodyBytes: 4096}").unwrap();
+        assert_eq!(small.scrape.limits().max_line_bytes, 4096);
+    }
+
+    #[test]
     fn errors_name_the_key() {
         assert!(err("scrape: {intervall: 10s}").contains("intervall"));
         assert!(err("scrape: {interval: 10 s}").contains("unknown unit"));
         assert!(err("scrape: {interval: 1s, timeout: 3s}").contains("scrape.timeout"));
+        assert!(err("scrape: {interval: 1s, timeout: 0s}").contains("scrape.timeout"));
         assert!(err("scrape: {interval: 10s, staleAfter: 5s}").contains("scrape.staleAfter"));
+        let dup = err(
+            "scrape: {static: [{url: 'http://a/m', labels: {pod: a}}, {url: 'http://b/m'}, {url: 'http://c/m'}, {url: 'http://a/m', labels: {pod: b}}]}",
+        );
+        assert!(
+            dup.contains("scrape.static[3].url") && dup.contains("scrape.static[0].url"),
+            "{dup}"
+        );
+        let dup =
+            err("scrape: {static: [{url: 'http://u:hunter1@a/m'}, {url: 'http://u:hunter2@a/m'}]}");
+        assert!(dup.contains("scrape.static[1].url") && dup.contains("scrape.static[0].url"));
+        assert!(!dup.contains("hunter"), "{dup}");
+        assert!(!err("scrape: {static: [{url: 'http://u:secret@'}]}").contains("secret"));
         assert!(
             err("scrape: {static: [{url: 'ftp://x/metrics'}]}").contains("scrape.static[0].url")
         );

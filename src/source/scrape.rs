@@ -20,7 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use crate::clock::Clock;
 use crate::exposition;
 use crate::store::{ScrapeTarget, Store};
-use crate::telemetry::SelfMetrics;
+use crate::telemetry::{redact_url, SelfMetrics};
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]
@@ -170,7 +170,7 @@ impl Scraper {
         let uri: http::Uri = target
             .url
             .parse()
-            .map_err(|_| ScrapeError::Url(target.url.clone()))?;
+            .map_err(|_| ScrapeError::Url(redact_url(&target.url).into_owned()))?;
         let request = http::Request::get(uri)
             .header(
                 http::header::ACCEPT,
