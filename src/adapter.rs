@@ -622,7 +622,7 @@ impl Adapter {
             .map(|(t, h)| {
                 json!({
                     "id": t.id,
-                    "url": t.url,
+                    "url": crate::telemetry::redact_url(&t.url),
                     "labels": t.labels,
                     "workload": t.workload,
                     "healthy": h.last_error.is_none() && h.ever_succeeded(),
@@ -639,7 +639,7 @@ impl Adapter {
             "ready": self.is_ready(),
             "scrape": {
                 "interval": self.config.scrape.interval.to_string(),
-                "timeout": self.config.scrape.timeout.to_string(),
+                "timeout": crate::config::HumanDuration(self.config.scrape.timeout()).to_string(),
                 "staleAfterSeconds": self.stale_after_ms() as f64 / 1000.0,
             },
             "workloads": workloads,
@@ -680,6 +680,11 @@ impl Adapter {
     }
 }
 
+/// The identity of a `scrape.static` target: its URL as it may be shown.
+pub fn static_target_id(url: &str) -> TargetId {
+    TargetId(crate::telemetry::redact_url(url).as_ref().into())
+}
+
 /// The `scrape.static` targets, which carry no workload.
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
     config
@@ -687,7 +692,9 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
         .static_targets
         .iter()
         .map(|t| ScrapeTarget {
-            id: TargetId(t.url.as_str().into()),
+            // The id is shown in /status, metric labels and logs, so it never holds a password.
+            // `Config` refuses two entries with the same id (issue 13).
+            id: static_target_id(&t.url),
             url: t.url.clone(),
             labels: t.labels.clone(),
             workload: None,

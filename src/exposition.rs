@@ -35,7 +35,65 @@
 //! - Quoted (UTF-8) metric names from the newer `{"name", ...}` syntax are not supported; such
 //!   a line is an error because its name cannot be extracted.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use memchr::{memchr, memchr2};
+
+/// Bounds on the work one page can cause (issue 13): every scraped pod may be hostile.
+///
+/// They apply to the lines of wanted families, the only lines parsed in full; every other line
+/// costs one `memchr` for its newline, which is linear and bounded by `scrape.maxBodyBytes`, so
+/// an oversized line in a family nobody asked for does not fail the scrape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes on one sample line, checked before any label is looked at.
+    pub max_line_bytes: usize,
+    /// Labels on one sample line (Prometheus's `label_limit`, which has no default; ours must).
+    pub max_labels_per_series: usize,
+    /// Bytes of one label name (Prometheus's `label_name_length_limit`).
+    pub max_label_name_bytes: usize,
+    /// Bytes of one decoded label value (Prometheus's `label_value_length_limit`).
+    pub max_label_value_bytes: usize,
+}
+
+impl Limits {
+    /// 64 KiB lines and 128 labels: far above what exporters emit (a Kubernetes pod carries a
+    /// few dozen labels), and low enough that the worst wanted line is cheap.
+    pub const DEFAULT: Limits = Limits {
+        max_line_bytes: 64 * 1024,
+        max_labels_per_series: 128,
+        max_label_name_bytes: 1024,
+        max_label_value_bytes: 16 * 1024,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// How one page is parsed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    pub limits: Limits,
+    /// Set by the scraper once the scrape deadline has passed: the parse, which runs on a
+    /// blocking thread that a timeout cannot stop, then gives up at the next line.
+    pub cancel: Option<&'a AtomicBool>,
+}
+
+/// What kind of failure an [`ExpositionError`] is; the scraper turns it into the `reason` of
+/// its error counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The page is not valid exposition text.
+    Syntax,
+    /// The page exceeds one of [`Limits`].
+    Limit,
+    /// [`Options::cancel`] was set.
+    Cancelled,
+}
 
 /// One sample of a wanted family.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +109,29 @@ pub struct ExposedSample {
 pub struct ExpositionError {
     pub line: usize,
     pub message: String,
+    pub kind: ErrorKind,
+}
+
+impl ExpositionError {
+    fn syntax(line: usize, message: String) -> Self {
+        ExpositionError {
+            line,
+            message,
+            kind: ErrorKind::Syntax,
+        }
+    }
+}
+
+/// Why a wanted line was not turned into a sample.
+enum LineError {
+    Syntax(String),
+    Limit(String),
+}
+
+impl From<String> for LineError {
+    fn from(message: String) -> Self {
+        LineError::Syntax(message)
+    }
 }
 
 /// Parses the samples whose metric name satisfies `wanted`; other lines are skipped cheaply.
@@ -63,6 +144,19 @@ pub fn parse(
     body: &[u8],
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<ExposedSample>, ExpositionError> {
+    parse_with(body, wanted, &Options::default())
+}
+
+/// [`parse`] with explicit limits and cancellation.
+///
+/// The work is linear in the size of `body`: unwanted lines cost a newline search, and a
+/// wanted line is refused by `options.limits` before its cost can grow past them.
+pub fn parse_with(
+    body: &[u8],
+    wanted: &dyn Fn(&str) -> bool,
+    options: &Options<'_>,
+) -> Result<Vec<ExposedSample>, ExpositionError> {
+    let limits = &options.limits;
     let mut out = Vec::new();
     let mut pos = 0;
     let mut line_no = 0;
@@ -73,6 +167,13 @@ pub fn parse(
 
     while pos < body.len() {
         line_no += 1;
+        if options.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(ExpositionError {
+                line: line_no,
+                message: "parsing cancelled: the scrape deadline passed".to_owned(),
+                kind: ErrorKind::Cancelled,
+            });
+        }
         let line_start = pos;
         let line_end = match memchr(b'\n', &body[pos..]) {
             Some(i) => {
@@ -111,10 +212,8 @@ pub fn parse(
         let (name_len, is_wanted) = match cached {
             Some(hit) => hit,
             None => {
-                let name = extract_name(rest).map_err(|message| ExpositionError {
-                    line: line_no,
-                    message,
-                })?;
+                let name = extract_name(rest)
+                    .map_err(|message| ExpositionError::syntax(line_no, message))?;
                 let w = wanted(name);
                 let abs = line_start + start;
                 last = Some((abs, abs + name.len(), w));
@@ -124,11 +223,25 @@ pub fn parse(
         if !is_wanted {
             continue;
         }
-        let sample =
-            parse_sample(line, start, start + name_len).map_err(|message| ExpositionError {
+        if line.len() > limits.max_line_bytes {
+            return Err(ExpositionError {
+                line: line_no,
+                message: format!(
+                    "line is {} bytes, more than scrape.maxLineBytes ({})",
+                    line.len(),
+                    limits.max_line_bytes
+                ),
+                kind: ErrorKind::Limit,
+            });
+        }
+        let sample = parse_sample(line, start, start + name_len, limits).map_err(|e| match e {
+            LineError::Syntax(message) => ExpositionError::syntax(line_no, message),
+            LineError::Limit(message) => ExpositionError {
                 line: line_no,
                 message,
-            })?;
+                kind: ErrorKind::Limit,
+            },
+        })?;
         out.push(sample);
     }
     Ok(out)
@@ -228,7 +341,12 @@ fn extract_name(rest: &[u8]) -> Result<&str, String> {
     }
 }
 
-fn parse_sample(line: &[u8], name_start: usize, name_end: usize) -> Result<ExposedSample, String> {
+fn parse_sample(
+    line: &[u8],
+    name_start: usize,
+    name_end: usize,
+    limits: &Limits,
+) -> Result<ExposedSample, LineError> {
     let line = std::str::from_utf8(line).map_err(|e| {
         format!(
             "sample line is not valid UTF-8 (invalid byte at column {})",
@@ -241,13 +359,13 @@ fn parse_sample(line: &[u8], name_start: usize, name_end: usize) -> Result<Expos
     let mut p = skip_ws(b, name_end);
     let mut labels = Vec::new();
     if b.get(p) == Some(&b'{') {
-        p = parse_labels(line, p + 1, name, &mut labels)?;
+        p = parse_labels(line, p + 1, name, limits, &mut labels)?;
         p = skip_ws(b, p);
     }
 
     let value_end = token_end(b, p);
     if value_end == p {
-        return Err(format!("missing value for {name:?}"));
+        return Err(format!("missing value for {name:?}").into());
     }
     let value_text = &line[p..value_end];
     let value = parse_go_float(value_text)
@@ -267,7 +385,8 @@ fn parse_sample(line: &[u8], name_start: usize, name_end: usize) -> Result<Expos
             return Err(format!(
                 "unexpected {:?} after the timestamp of {name:?}",
                 &line[p..]
-            ));
+            )
+            .into());
         }
     }
     // Whatever remains starts with `#`: an OpenMetrics exemplar, which we have no use for.
@@ -285,20 +404,22 @@ fn parse_labels(
     line: &str,
     mut p: usize,
     metric: &str,
+    limits: &Limits,
     labels: &mut Vec<(String, String)>,
-) -> Result<usize, String> {
+) -> Result<usize, LineError> {
     let b = line.as_bytes();
+    let mut names = LabelNames::default();
     loop {
         p = skip_ws(b, p);
         match b.get(p) {
-            None => return Err(format!("label set of {metric:?} is not terminated")),
+            None => return Err(format!("label set of {metric:?} is not terminated").into()),
             Some(b'}') => return Ok(p + 1),
             Some(&c) if is_label_name_start(c) => {}
             Some(_) => {
-                return Err(format!(
+                return Err(LineError::Syntax(format!(
                     "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]* or '}}' in the labels of {metric:?}, found {}",
                     describe(line, p)
-                ))
+                )))
             }
         }
         let name_start = p;
@@ -307,25 +428,45 @@ fn parse_labels(
             p += 1;
         }
         let label = &line[name_start..p];
+        if label.len() > limits.max_label_name_bytes {
+            return Err(LineError::Limit(format!(
+                "a label name of {metric:?} is {} bytes, more than scrape.maxLabelNameBytes ({})",
+                label.len(),
+                limits.max_label_name_bytes
+            )));
+        }
+        if labels.len() >= limits.max_labels_per_series {
+            return Err(LineError::Limit(format!(
+                "{metric:?} has more than scrape.maxLabelsPerSeries ({}) labels",
+                limits.max_labels_per_series
+            )));
+        }
 
         p = skip_ws(b, p);
         if b.get(p) != Some(&b'=') {
-            return Err(format!(
+            return Err(LineError::Syntax(format!(
                 "expected '=' after label name {label:?}, found {}",
                 describe(line, p)
-            ));
+            )));
         }
         p = skip_ws(b, p + 1);
         if b.get(p) != Some(&b'"') {
-            return Err(format!(
+            return Err(LineError::Syntax(format!(
                 "expected '\"' to open the value of label {label:?}, found {}",
                 describe(line, p)
-            ));
+            )));
         }
         let (value, after) = parse_label_value(line, p + 1)
             .ok_or_else(|| format!("label value for {label:?} is not terminated"))?;
-        if labels.iter().any(|(n, _)| n == label) {
-            return Err(format!("duplicate label {label:?}"));
+        if value.len() > limits.max_label_value_bytes {
+            return Err(LineError::Limit(format!(
+                "value of label {label:?} is {} bytes, more than scrape.maxLabelValueBytes ({})",
+                value.len(),
+                limits.max_label_value_bytes
+            )));
+        }
+        if !names.insert(label) {
+            return Err(format!("duplicate label {label:?}").into());
         }
         labels.push((label.to_owned(), value));
 
@@ -334,14 +475,60 @@ fn parse_labels(
             Some(b',') => p += 1,
             Some(b'}') => return Ok(p + 1),
             _ => {
-                return Err(format!(
+                return Err(LineError::Syntax(format!(
                     "expected ',' or '}}' after the value of label {label:?}, found {}",
                     describe(line, p)
-                ))
+                )))
             }
         }
     }
 }
+
+/// The label names seen so far on one line, for the duplicate check. A plain scan while the
+/// set is small (most lines), a hash set beyond that: one line with N labels costs O(N), not
+/// the O(N²) of scanning every earlier name for every label (issue 13: 80k labels took 16 s).
+#[derive(Default)]
+struct LabelNames<'a> {
+    seen: Vec<&'a str>,
+    large: Option<HashSet<&'a str>>,
+}
+
+/// Below this many labels a scan of the earlier names beats hashing.
+const LABEL_SCAN_MAX: usize = 16;
+
+impl<'a> LabelNames<'a> {
+    /// Records `name`; false if it was already present.
+    fn insert(&mut self, name: &'a str) -> bool {
+        if let Some(set) = &mut self.large {
+            count_label_work(1);
+            return set.insert(name);
+        }
+        count_label_work(self.seen.len() as u64);
+        if self.seen.contains(&name) {
+            return false;
+        }
+        self.seen.push(name);
+        if self.seen.len() > LABEL_SCAN_MAX {
+            self.large = Some(self.seen.drain(..).collect());
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Name comparisons and hash probes of the duplicate-label check, for the linearity test.
+    static LABEL_WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+fn count_label_work(n: u64) {
+    LABEL_WORK.with(|w| w.set(w.get() + n));
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn count_label_work(_: u64) {}
 
 /// Decodes a quoted label value starting just after its opening quote. Returns the value and
 /// the position after the closing quote, or `None` if the line ends first.
@@ -874,10 +1061,166 @@ mod tests {
         let e = ExpositionError {
             line: 3,
             message: "label value for \"pod\" is not terminated".into(),
+            kind: ErrorKind::Syntax,
         };
         assert_eq!(
             e.to_string(),
             "line 3: label value for \"pod\" is not terminated"
+        );
+    }
+
+    // ---- limits: bounded, linear work on hostile pages (issue 13) -------------------------
+
+    fn many_labels(n: usize) -> Vec<u8> {
+        let mut line = String::from("m{");
+        for i in 0..n {
+            line.push_str(&format!("l{i}=\"v\","));
+        }
+        line.push_str("} 1\n");
+        line.into_bytes()
+    }
+
+    fn label_work() -> u64 {
+        LABEL_WORK.with(|w| w.get())
+    }
+
+    fn label_work_for(
+        body: &[u8],
+        limits: Limits,
+    ) -> (Result<Vec<ExposedSample>, ExpositionError>, u64) {
+        let before = label_work();
+        let options = Options {
+            limits,
+            cancel: None,
+        };
+        let got = parse_with(body, &|_| true, &options);
+        (got, label_work() - before)
+    }
+
+    const ROOMY: Limits = Limits {
+        max_line_bytes: usize::MAX,
+        max_labels_per_series: usize::MAX,
+        max_label_name_bytes: usize::MAX,
+        max_label_value_bytes: usize::MAX,
+    };
+
+    #[test]
+    fn a_hundred_thousand_labels_are_refused_by_the_label_cap() {
+        let page = many_labels(100_000);
+        let limits = Limits {
+            max_line_bytes: usize::MAX,
+            ..Limits::DEFAULT
+        };
+        let (got, work) = label_work_for(&page, limits);
+        let e = got.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Limit);
+        assert_eq!(
+            e.to_string(),
+            "line 1: \"m\" has more than scrape.maxLabelsPerSeries (128) labels"
+        );
+        // Refused at label 129, not after reading all 100k.
+        assert!(work < 16 * 16 + 128, "duplicate check did {work} steps");
+    }
+
+    #[test]
+    fn an_oversized_wanted_line_is_refused_before_any_label_work() {
+        let page = many_labels(110_000);
+        assert!(page.len() > 1_100_000);
+        let (got, work) = label_work_for(&page, Limits::DEFAULT);
+        let e = got.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Limit);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "line 1: line is {} bytes, more than scrape.maxLineBytes (65536)",
+                page.len() - 1
+            )
+        );
+        assert_eq!(work, 0);
+        // The same line in a family nobody wants is skipped, not refused.
+        let mut mixed = page.clone();
+        mixed.extend_from_slice(b"ok 1\n");
+        let got = parse_with(&mixed, &|n| n == "ok", &Options::default()).unwrap();
+        assert_eq!(got, vec![s("ok", &[], 1.0, None)]);
+    }
+
+    #[test]
+    fn duplicate_label_check_is_linear_in_the_labels() {
+        let (got, w1) = label_work_for(&many_labels(10_000), ROOMY);
+        assert_eq!(got.unwrap()[0].labels.len(), 10_000);
+        let (got, w2) = label_work_for(&many_labels(20_000), ROOMY);
+        assert_eq!(got.unwrap()[0].labels.len(), 20_000);
+        let (_, w4) = label_work_for(&many_labels(40_000), ROOMY);
+        // O(N): doubling the labels at most doubles the work (plus the small-set scan).
+        assert!(w1 <= 10_000 + 16 * 16, "10k labels: {w1} steps");
+        assert!(w2 <= 2 * w1 && w4 <= 2 * w2, "{w1}, {w2}, {w4}");
+        // Duplicates are still found past the small-set scan, at their first repeat.
+        let mut dup = many_labels(100);
+        dup.splice(2..2, b"l77=\"x\",".iter().copied());
+        assert_eq!(
+            parse_with(
+                &dup,
+                &|_| true,
+                &Options {
+                    limits: ROOMY,
+                    cancel: None
+                }
+            )
+            .unwrap_err()
+            .to_string(),
+            "line 1: duplicate label \"l77\""
+        );
+    }
+
+    #[test]
+    fn label_name_and_value_caps() {
+        let limits = Limits {
+            max_label_name_bytes: 4,
+            max_label_value_bytes: 3,
+            ..Limits::DEFAULT
+        };
+        let options = Options {
+            limits,
+            cancel: None,
+        };
+        let e = parse_with(
+            b"a 1\nm{abcd=\"xyz\"} 1\nm{abcde=\"x\"} 1\n",
+            &|_| true,
+            &options,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.kind, e.to_string()),
+            (
+                ErrorKind::Limit,
+                "line 3: a label name of \"m\" is 5 bytes, more than scrape.maxLabelNameBytes (4)"
+                    .to_owned()
+            )
+        );
+        // The decoded value counts: `\"` is one byte.
+        assert!(parse_with(b"m{a=\"\\\"\\\"\\\"\"} 1", &|_| true, &options).is_ok());
+        let e = parse_with(b"m{a=\"wxyz\"} 1", &|_| true, &options).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: value of label \"a\" is 4 bytes, more than scrape.maxLabelValueBytes (3)"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_parse_stops_at_the_next_line() {
+        let cancel = AtomicBool::new(true);
+        let options = Options {
+            limits: Limits::DEFAULT,
+            cancel: Some(&cancel),
+        };
+        let e = parse_with(b"a 1\nb 2\n", &|_| true, &options).unwrap_err();
+        assert_eq!((e.line, e.kind), (1, ErrorKind::Cancelled));
+        cancel.store(false, Ordering::Relaxed);
+        assert_eq!(
+            parse_with(b"a 1\nb 2\n", &|_| true, &options)
+                .unwrap()
+                .len(),
+            2
         );
     }
 

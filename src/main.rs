@@ -696,8 +696,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let scraper = Scraper::new(
             adapter.store.clone(),
             ScrapeSettings {
-                timeout: scrape.timeout.0,
+                timeout: scrape.timeout(),
                 max_body_bytes: scrape.max_body_bytes,
+                limits: scrape.limits(),
                 wanted: Arc::new(adapter.config.wanted_series()),
                 concurrency: 512,
             },

@@ -29,10 +29,15 @@ impl fmt::Display for TargetId {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ScrapeTarget {
     pub id: TargetId,
+    #[serde(serialize_with = "serialize_redacted_url")]
     pub url: String,
     pub labels: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadRef>,
+}
+
+fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::telemetry::redact_url(url))
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

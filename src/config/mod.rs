@@ -193,11 +193,71 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_timeout_is_clamped_to_the_interval_and_a_set_one_is_not() {
+        let timeout = |yaml: &str| Config::from_yaml(yaml).unwrap().scrape.timeout();
+        assert_eq!(timeout(""), Duration::from_secs(3));
+        assert_eq!(
+            timeout("scrape: {interval: 500ms}"),
+            Duration::from_millis(500)
+        );
+        assert_eq!(timeout("scrape: {interval: 1m}"), Duration::from_secs(3));
+        assert_eq!(
+            timeout("scrape: {interval: 500ms, timeout: 200ms}"),
+            Duration::from_millis(200)
+        );
+        let e = err("scrape: {interval: 500ms, timeout: 3s}");
+        assert!(
+            e.contains("scrape.timeout") && e.contains("longer than scrape.interval"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn parse_limits_are_configurable_and_bounded() {
+        let c = Config::from_yaml(
+            "scrape: {maxLineBytes: 4096, maxLabelsPerSeries: 16, maxLabelNameBytes: 64, maxLabelValueBytes: 256}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.scrape.limits(),
+            crate::exposition::Limits {
+                max_line_bytes: 4096,
+                max_labels_per_series: 16,
+                max_label_name_bytes: 64,
+                max_label_value_bytes: 256,
+            }
+        );
+        assert_eq!(
+            Config::from_yaml("").unwrap().scrape.limits(),
+            crate::exposition::Limits::DEFAULT
+        );
+        assert!(err("scrape: {maxLabelsPerSeries: 0}").contains("scrape.maxLabelsPerSeries"));
+        assert!(err("scrape: {maxLineBytes: 0}").contains("scrape.maxLineBytes"));
+        assert!(err("scrape: {maxLabelValueBytes: 0}").contains("scrape.maxLabelValueBytes"));
+        assert!(err("scrape: {maxLabelNameBytes: 0}").contains("scrape.maxLabelNameBytes"));
+        let small = Config::from_yaml("scrape: {maxBodyBytes: 4096}").unwrap();
+        assert_eq!(small.scrape.limits().max_line_bytes, 4096);
+    }
+
+    #[test]
     fn errors_name_the_key() {
         assert!(err("scrape: {intervall: 10s}").contains("intervall"));
         assert!(err("scrape: {interval: 10 s}").contains("unknown unit"));
         assert!(err("scrape: {interval: 1s, timeout: 3s}").contains("scrape.timeout"));
+        assert!(err("scrape: {interval: 1s, timeout: 0s}").contains("scrape.timeout"));
         assert!(err("scrape: {interval: 10s, staleAfter: 5s}").contains("scrape.staleAfter"));
+        let dup = err(
+            "scrape: {static: [{url: 'http://a/m', labels: {pod: a}}, {url: 'http://b/m'}, {url: 'http://c/m'}, {url: 'http://a/m', labels: {pod: b}}]}",
+        );
+        assert!(
+            dup.contains("scrape.static[3].url") && dup.contains("scrape.static[0].url"),
+            "{dup}"
+        );
+        let dup =
+            err("scrape: {static: [{url: 'http://u:hunter1@a/m'}, {url: 'http://u:hunter2@a/m'}]}");
+        assert!(dup.contains("scrape.static[1].url") && dup.contains("scrape.static[0].url"));
+        assert!(!dup.contains("hunter"), "{dup}");
+        assert!(!err("scrape: {static: [{url: 'http://u:secret@'}]}").contains("secret"));
         assert!(
             err("scrape: {static: [{url: 'ftp://x/metrics'}]}").contains("scrape.static[0].url")
         );

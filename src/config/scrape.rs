@@ -13,13 +13,24 @@ use super::{invalid, ConfigError, HumanDuration};
 pub struct ScrapeConfig {
     #[serde(default = "default_interval")]
     pub interval: HumanDuration,
-    #[serde(default = "default_timeout")]
-    pub timeout: HumanDuration,
+    /// Unset means 3s, or the interval if that is shorter; read it through `timeout()`.
+    #[serde(default)]
+    pub timeout: Option<HumanDuration>,
     /// Defaults to three intervals.
     #[serde(default)]
     pub stale_after: Option<HumanDuration>,
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
+    /// Parse limits for the lines of wanted series (every scraped pod may be hostile); a page
+    /// that exceeds one fails its scrape with an error naming the limit.
+    #[serde(default = "default_max_line_bytes")]
+    pub max_line_bytes: usize,
+    #[serde(default = "default_max_labels_per_series")]
+    pub max_labels_per_series: usize,
+    #[serde(default = "default_max_label_name_bytes")]
+    pub max_label_name_bytes: usize,
+    #[serde(default = "default_max_label_value_bytes")]
+    pub max_label_value_bytes: usize,
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
     /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
@@ -36,9 +47,13 @@ impl Default for ScrapeConfig {
     fn default() -> Self {
         ScrapeConfig {
             interval: default_interval(),
-            timeout: default_timeout(),
+            timeout: None,
             stale_after: None,
             max_body_bytes: default_max_body(),
+            max_line_bytes: default_max_line_bytes(),
+            max_labels_per_series: default_max_labels_per_series(),
+            max_label_name_bytes: default_max_label_name_bytes(),
+            max_label_value_bytes: default_max_label_value_bytes(),
             static_targets: Vec::new(),
             kubernetes: None,
         }
@@ -46,6 +61,26 @@ impl Default for ScrapeConfig {
 }
 
 impl ScrapeConfig {
+    /// The scrape deadline. Prometheus clamps an unset `scrape_timeout` to the interval, so a
+    /// short interval alone is a valid config; an explicit timeout above it is refused instead.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+            .map(|d| d.0)
+            .unwrap_or_else(|| default_timeout().min(self.interval.0))
+    }
+
+    pub fn limits(&self) -> crate::exposition::Limits {
+        crate::exposition::Limits {
+            // A line cannot be longer than the body that holds it.
+            max_line_bytes: self
+                .max_line_bytes
+                .min(usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX)),
+            max_labels_per_series: self.max_labels_per_series,
+            max_label_name_bytes: self.max_label_name_bytes,
+            max_label_value_bytes: self.max_label_value_bytes,
+        }
+    }
+
     pub fn stale_after(&self) -> Duration {
         self.stale_after.map(|d| d.0).unwrap_or(self.interval.0 * 3)
     }
@@ -54,11 +89,23 @@ impl ScrapeConfig {
 fn default_interval() -> HumanDuration {
     HumanDuration(Duration::from_secs(10))
 }
-fn default_timeout() -> HumanDuration {
-    HumanDuration(Duration::from_secs(3))
+fn default_timeout() -> Duration {
+    Duration::from_secs(3)
 }
 fn default_max_body() -> u64 {
     16 * 1024 * 1024
+}
+fn default_max_line_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_line_bytes
+}
+fn default_max_labels_per_series() -> usize {
+    crate::exposition::Limits::DEFAULT.max_labels_per_series
+}
+fn default_max_label_name_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_label_name_bytes
+}
+fn default_max_label_value_bytes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_label_value_bytes
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -163,17 +210,16 @@ impl ScrapeConfig {
         if s.interval.0 < Duration::from_millis(100) {
             return Err(invalid("scrape.interval", "must be at least 100ms"));
         }
-        if s.timeout.0.is_zero() {
-            return Err(invalid("scrape.timeout", "must be greater than zero"));
-        }
-        if s.timeout.0 > s.interval.0 {
-            return Err(invalid(
-                "scrape.timeout",
-                format!(
-                    "{} is longer than scrape.interval {}",
-                    s.timeout, s.interval
-                ),
-            ));
+        if let Some(timeout) = s.timeout {
+            if timeout.0.is_zero() {
+                return Err(invalid("scrape.timeout", "must be greater than zero"));
+            }
+            if timeout.0 > s.interval.0 {
+                return Err(invalid(
+                    "scrape.timeout",
+                    format!("{timeout} is longer than scrape.interval {}", s.interval),
+                ));
+            }
         }
         if let Some(stale) = s.stale_after {
             if stale.0 < s.interval.0 {
@@ -189,12 +235,28 @@ impl ScrapeConfig {
         if s.max_body_bytes < 1024 {
             return Err(invalid("scrape.maxBodyBytes", "must be at least 1024"));
         }
+        // Zero would refuse every line or label; there is no "unlimited": all work is bounded.
+        for (key, value, min) in [
+            ("scrape.maxLineBytes", s.max_line_bytes, 128),
+            ("scrape.maxLabelsPerSeries", s.max_labels_per_series, 1),
+            ("scrape.maxLabelNameBytes", s.max_label_name_bytes, 1),
+            ("scrape.maxLabelValueBytes", s.max_label_value_bytes, 1),
+        ] {
+            if value < min {
+                return Err(invalid(key, format!("must be at least {min}")));
+            }
+        }
+        // Each URL is one target and one series identity: a second entry with the same URL
+        // (or one differing only in its password, which ids do not show) would silently
+        // replace the first, whose workload would then answer 404.
+        let mut seen_urls: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");
+            let shown = crate::telemetry::redact_url(&t.url);
             let uri: http::Uri = t
                 .url
                 .parse()
-                .map_err(|e| invalid(&key, format!("{:?} is not a URL: {e}", t.url)))?;
+                .map_err(|e| invalid(&key, format!("{shown:?} is not a URL: {e}")))?;
             match uri.scheme_str() {
                 Some("http") => {}
                 Some(other) => {
@@ -203,10 +265,18 @@ impl ScrapeConfig {
                         format!("scheme {other:?} is not supported (use http)"),
                     ))
                 }
-                None => return Err(invalid(&key, format!("{:?} has no scheme", t.url))),
+                None => return Err(invalid(&key, format!("{shown:?} has no scheme"))),
             }
             if uri.host().is_none() {
-                return Err(invalid(&key, format!("{:?} has no host", t.url)));
+                return Err(invalid(&key, format!("{shown:?} has no host")));
+            }
+            if let Some(first) = seen_urls.insert(shown.clone().into_owned(), i) {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{shown:?} is already scrape.static[{first}].url: one URL is one target, so merge the two entries' labels into one"
+                    ),
+                ));
             }
         }
         if let Some(k) = &s.kubernetes {

@@ -878,8 +878,9 @@ impl AdapterInstance {
         let scraper = Scraper::new(
             adapter.store.clone(),
             ScrapeSettings {
-                timeout: scrape.timeout.0,
+                timeout: scrape.timeout(),
                 max_body_bytes: scrape.max_body_bytes,
+                limits: scrape.limits(),
                 wanted: Arc::new(adapter.config.wanted_series()),
                 concurrency: 64,
             },
@@ -1453,7 +1454,7 @@ impl Runner {
                 body,
                 delay
                     .map(|d| d.0)
-                    .unwrap_or(self.config.scrape.timeout.0 * 5),
+                    .unwrap_or(self.config.scrape.timeout() * 5),
             ),
         }
     }

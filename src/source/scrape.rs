@@ -1,9 +1,12 @@
 //! Scraping Prometheus-text endpoints into the store.
 //!
-//! Each target is scraped with a deadline covering connect, headers and body, and a body cap,
-//! so a slow, huge or garbage target fails its own scrape and nothing else.
+//! Each target is scraped with a deadline covering connect, headers, body and parse, a body cap
+//! and parse limits, so a slow, huge or garbage target fails its own scrape and nothing else.
+//! The parse runs on a blocking thread: however hostile the page, the async workers that serve
+//! the API and `/healthz` never wait for it (issue 13).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use crate::clock::Clock;
 use crate::exposition;
 use crate::store::{ScrapeTarget, Store};
-use crate::telemetry::SelfMetrics;
+use crate::telemetry::{redact_url, SelfMetrics};
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +37,8 @@ pub enum ScrapeError {
     TooLarge { limit: u64 },
     #[error("reading body failed: {0}")]
     Body(String),
+    #[error("parser thread failed: {0}")]
+    Parser(String),
     #[error("malformed exposition text: {0}")]
     Parse(#[from] exposition::ExpositionError),
 }
@@ -48,7 +53,12 @@ impl ScrapeError {
             ScrapeError::Status(_) => "status",
             ScrapeError::TooLarge { .. } => "too_large",
             ScrapeError::Body(_) => "body",
-            ScrapeError::Parse(_) => "parse",
+            ScrapeError::Parser(_) => "parse",
+            ScrapeError::Parse(e) => match e.kind {
+                exposition::ErrorKind::Syntax => "parse",
+                exposition::ErrorKind::Limit => "limit",
+                exposition::ErrorKind::Cancelled => "timeout",
+            },
         }
     }
 }
@@ -57,6 +67,8 @@ impl ScrapeError {
 pub struct ScrapeSettings {
     pub timeout: Duration,
     pub max_body_bytes: u64,
+    /// Bounds on the parse of each page.
+    pub limits: exposition::Limits,
     /// Source series names to keep; every other family is skipped before full parsing.
     pub wanted: Arc<BTreeSet<String>>,
     /// Scrapes in flight at once.
@@ -136,17 +148,29 @@ impl Scraper {
         target: &ScrapeTarget,
     ) -> Result<Vec<exposition::ExposedSample>, ScrapeError> {
         let body = self.fetch(target).await?;
-        let wanted = &self.settings.wanted;
-        Ok(exposition::parse(&body, &|name: &str| {
-            wanted.contains(name)
-        })?)
+        let wanted = self.settings.wanted.clone();
+        let limits = self.settings.limits;
+        // The deadline drops this future; the guard then tells the parse, which a dropped
+        // JoinHandle cannot stop, to give up at its next line.
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let flag = cancel.0.clone();
+        let parsed = tokio::task::spawn_blocking(move || {
+            let options = exposition::Options {
+                limits,
+                cancel: Some(&flag),
+            };
+            exposition::parse_with(&body, &|name: &str| wanted.contains(name), &options)
+        })
+        .await
+        .map_err(|e| ScrapeError::Parser(e.to_string()))?;
+        Ok(parsed?)
     }
 
     async fn fetch(&self, target: &ScrapeTarget) -> Result<Bytes, ScrapeError> {
         let uri: http::Uri = target
             .url
             .parse()
-            .map_err(|_| ScrapeError::Url(target.url.clone()))?;
+            .map_err(|_| ScrapeError::Url(redact_url(&target.url).into_owned()))?;
         let request = http::Request::get(uri)
             .header(
                 http::header::ACCEPT,
@@ -190,6 +214,15 @@ impl Scraper {
     }
 }
 
+/// Sets its flag when dropped, which includes being dropped by an expired timeout.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The error and its causes on one line: hyper's top-level message alone is rarely enough.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
@@ -203,4 +236,118 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::collections::{BTreeMap, HashMap};
+    use std::net::SocketAddr;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback exporter answering each path with a fixed content type and body.
+    pub(crate) async fn serve_pages(pages: HashMap<String, (String, Vec<u8>)>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pages = Arc::new(pages);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let pages = pages.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head);
+                    let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+                    let (status, ct, body) = match pages.get(&path) {
+                        Some((ct, body)) => ("200 OK", ct.as_str(), body.as_slice()),
+                        None => ("404 Not Found", "text/plain", &b""[..]),
+                    };
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = conn.write_all(response.as_bytes()).await;
+                    let _ = conn.write_all(body).await;
+                });
+            }
+        });
+        addr
+    }
+
+    pub(crate) fn static_target(url: String) -> ScrapeTarget {
+        ScrapeTarget {
+            id: crate::store::TargetId(url.as_str().into()),
+            url,
+            labels: BTreeMap::from([("namespace".to_owned(), "default".to_owned())]),
+            workload: None,
+        }
+    }
+
+    pub(crate) fn scraper(store: Arc<Store>, metrics: Arc<SelfMetrics>) -> Scraper {
+        Scraper::new(
+            store,
+            ScrapeSettings {
+                timeout: Duration::from_secs(30),
+                max_body_bytes: 16 << 20,
+                limits: exposition::Limits::DEFAULT,
+                wanted: Arc::new(BTreeSet::from(["idx".to_owned()])),
+                concurrency: 4,
+            },
+            Arc::new(ManualClock::new(1_000_000)),
+            metrics,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_hostile_page_fails_its_own_scrape_and_nothing_else() {
+        let mut huge = String::from("idx{");
+        for i in 0..100_000 {
+            huge.push_str(&format!("l{i}=\"v\","));
+        }
+        huge.push_str("} 1\n");
+        let text = "text/plain; version=0.0.4".to_owned();
+        let addr = serve_pages(HashMap::from([
+            ("/hostile".to_owned(), (text.clone(), huge.into_bytes())),
+            ("/fine".to_owned(), (text, b"idx 3\n".to_vec())),
+        ]))
+        .await;
+        let store = Arc::new(Store::new());
+        let (hostile, fine) = (
+            static_target(format!("http://{addr}/hostile")),
+            static_target(format!("http://{addr}/fine")),
+        );
+        store.set_targets(vec![hostile.clone(), fine.clone()]);
+        let metrics = Arc::new(SelfMetrics::new());
+        scraper(store.clone(), metrics.clone()).scrape_round().await;
+
+        let health: HashMap<String, _> = store
+            .target_health()
+            .into_iter()
+            .map(|(t, h)| (t.url.clone(), h))
+            .collect();
+        let h = &health[&hostile.url];
+        assert!(!h.ever_succeeded());
+        let error = h.last_error.as_deref().unwrap();
+        assert!(
+            error.contains("line 1") && error.contains("scrape.maxLineBytes (65536)"),
+            "{error}"
+        );
+        assert!(health[&fine.url].ever_succeeded());
+        assert!(health[&fine.url].last_error.is_none());
+        let rendered = metrics.render();
+        assert!(
+            rendered.contains(&format!(
+                "hpa_bridge_scrape_errors_total{{target=\"{}\",reason=\"limit\"}} 1",
+                hostile.url
+            )),
+            "{rendered}"
+        );
+    }
 }

@@ -274,8 +274,9 @@ async fn measure(
     let scraper = Arc::new(Scraper::new(
         adapter.store.clone(),
         ScrapeSettings {
-            timeout: scrape.timeout.0,
+            timeout: scrape.timeout(),
             max_body_bytes: scrape.max_body_bytes,
+            limits: scrape.limits(),
             wanted: Arc::new(adapter.config.wanted_series()),
             concurrency: plan.concurrency,
         },
