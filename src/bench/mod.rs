@@ -13,6 +13,7 @@
 //! the same run with the same client are what the goals are stated in.
 
 pub mod exporter;
+pub mod hostile;
 pub mod pages;
 pub mod parse;
 pub mod prometheus;
@@ -51,7 +52,7 @@ pub struct BenchOptions {
     /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
     pub quick: bool,
     pub out_dir: PathBuf,
-    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`.
+    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -123,6 +124,13 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     if opts.wants("serve") {
         eprintln!("bench: serve...");
         report.serve = Some(serve::run(&plan)?);
+    }
+    if opts.wants("hostile") {
+        eprintln!("bench: hostile connections...");
+        report.hostile = Some(hostile::run(
+            &hostile::HostilePlan::new(opts.quick),
+            &opts.exe,
+        )?);
     }
     if opts.wants("prometheus") {
         eprintln!("bench: prometheus...");
