@@ -9,6 +9,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hpa_bridge::adapter::{static_targets, Adapter};
+use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
+use hpa_bridge::api::server::Listening;
+use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::api::{server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
@@ -149,10 +152,51 @@ struct ServeArgs {
     /// Extra DNS names or IPs for the self-signed certificate (e.g. hpa-bridge.hpa-bridge.svc).
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     self_signed_names: Vec<String>,
-    /// Plain-HTTP address serving /metrics (Prometheus) and /status (the explanation of every answer).
-    /// Empty disables it.
+    /// Address serving /metrics (Prometheus). On a loopback address it also serves /status (the
+    /// explanation of every answer). Empty disables it. A non-loopback address needs
+    /// --metrics-secure, or --allow-insecure-metrics-bind to serve /metrics in the clear.
     #[arg(long, default_value = "127.0.0.1:9100")]
     metrics_bind_address: String,
+    /// Serve the metrics port over TLS (the serving certificate of --secure-port) with the same
+    /// delegated authentication and authorization: a SubjectAccessReview of the non-resource
+    /// verb `get` on the path (/metrics, /status), as controller-runtime's secure metrics do.
+    #[arg(long)]
+    metrics_secure: bool,
+    /// Allow --metrics-bind-address on a non-loopback address without --metrics-secure: anyone
+    /// who can connect reads /metrics. The status pages are never served there.
+    #[arg(long)]
+    allow_insecure_metrics_bind: bool,
+    /// A loopback address serving the status pages (/status and below) over plain HTTP, for when
+    /// --metrics-bind-address faces the network. Empty: the status pages are served on the
+    /// metrics address only when it is a loopback one.
+    #[arg(long, default_value = "")]
+    status_bind_address: String,
+    /// Open connections per listener (API, metrics); the excess is closed at accept and counted
+    /// in hpa_bridge_connections_refused_total.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Open connections per client IP address per listener; the excess is closed at accept.
+    #[arg(long, default_value_t = 64)]
+    max_connections_per_client: usize,
+    /// Time a client has for the TLS handshake and a complete request head; HTTP/1.1
+    /// keep-alive connections must send their next request head within it too.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    request_header_timeout: Duration,
+    /// Time an HTTP/2 connection may stay open without a request.
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Largest request head in bytes (request line and headers; at least 8192). Larger heads
+    /// get 431 on HTTP/1.1; on HTTP/2 it is the advertised header list size.
+    #[arg(long, default_value_t = 32 * 1024)]
+    max_request_header_bytes: usize,
+    /// After SIGTERM, how long /readyz fails while requests are still served, so endpoints
+    /// and the aggregator stop routing here first (kube-apiserver's --shutdown-delay-duration).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    shutdown_delay: Duration,
+    /// After the delay, how long in-flight requests get to finish before the process exits.
+    /// terminationGracePeriodSeconds must cover the delay plus this.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    shutdown_timeout: Duration,
     /// Kubeconfig for pod discovery (scrape.kubernetes). Without it, KUBECONFIG, ~/.kube/config or the
     /// in-cluster service account are used, in that order.
     #[arg(long, value_name = "FILE")]
@@ -407,6 +451,9 @@ fn main() {
             Command::Check(_) | Command::Bench(_) => unreachable!("handled above"),
         }
     });
+    // Tasks still running (connections cut by the shutdown timeout, scrapes) end with the
+    // runtime; a blocking task must not hold the exit past the shutdown bound.
+    runtime.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
         tracing::error!(error = %format!("{e:#}"), "exiting");
         eprintln!("error: {e:#}");
@@ -645,11 +692,23 @@ async fn serve(args: ServeArgs) -> Result<()> {
     )?);
     let gate = auth.map(|(gate, _)| gate as Arc<dyn server::Gatekeeper>);
 
+    let limits = ConnectionLimits {
+        max_connections: args.max_connections.max(1),
+        max_connections_per_client: args.max_connections_per_client.max(1),
+        header_timeout: args.request_header_timeout,
+        idle_timeout: args.idle_timeout,
+        max_header_bytes: args.max_request_header_bytes,
+    };
+    if limits.max_header_bytes < MIN_HEADER_BYTES {
+        bail!("--max-request-header-bytes must be at least {MIN_HEADER_BYTES}");
+    }
+    let shutdown = Shutdown::new();
     let api_addr = SocketAddr::new(args.bind_address, args.secure_port);
     let api_listener = tokio::net::TcpListener::bind(api_addr)
         .await
         .with_context(|| format!("binding --secure-port on {api_addr}"))?;
     let api_addr = api_listener.local_addr()?;
+    let mut gates = Vec::new();
     if !args.metrics_bind_address.is_empty() {
         let listener = tokio::net::TcpListener::bind(&args.metrics_bind_address)
             .await
@@ -659,8 +718,65 @@ async fn serve(args: ServeArgs) -> Result<()> {
                     args.metrics_bind_address
                 )
             })?;
-        tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /status over HTTP");
-        tokio::spawn(server::serve_metrics(listener, adapter.clone()));
+        let addr = listener.local_addr()?;
+        let loopback = addr.ip().is_loopback();
+        if args.metrics_secure && gate.is_none() {
+            bail!(
+                "--metrics-secure needs authentication configured (the same flags as the API: \
+                 --client-ca-file, --authentication-kubeconfig, or running in a cluster)"
+            );
+        }
+        if !loopback && !args.metrics_secure && !args.allow_insecure_metrics_bind {
+            bail!(
+                "refusing to serve /metrics over plain HTTP on {addr} without authentication: use \
+                 --metrics-secure, a loopback --metrics-bind-address, or --allow-insecure-metrics-bind"
+            );
+        }
+        if !loopback && !args.metrics_secure {
+            tracing::warn!(%addr, "serving /metrics over plain HTTP without authentication (--allow-insecure-metrics-bind)");
+        }
+        let metrics_gate = ConnectionGate::new("metrics", limits.clone(), metrics.clone());
+        gates.push(metrics_gate.clone());
+        let listening = Listening {
+            gate: metrics_gate,
+            tls: args.metrics_secure.then(|| tls_config.clone()),
+            shutdown: shutdown.clone(),
+        };
+        let secure = args.metrics_secure.then(|| gate.clone()).flatten();
+        tracing::info!(
+            %addr,
+            tls = args.metrics_secure,
+            status_pages = loopback,
+            "serving /metrics"
+        );
+        tokio::spawn(server::serve(
+            listener,
+            listening,
+            server::metrics_responder(adapter.clone(), secure, loopback),
+        ));
+    }
+    if !args.status_bind_address.is_empty() {
+        let listener = tokio::net::TcpListener::bind(&args.status_bind_address)
+            .await
+            .with_context(|| {
+                format!("binding --status-bind-address {}", args.status_bind_address)
+            })?;
+        let addr = listener.local_addr()?;
+        if !addr.ip().is_loopback() {
+            bail!("--status-bind-address {addr} must be a loopback address: the status pages show every workload, label and target");
+        }
+        let status_gate = ConnectionGate::new("status", limits.clone(), metrics.clone());
+        gates.push(status_gate.clone());
+        tracing::info!(%addr, "serving /status over HTTP");
+        tokio::spawn(server::serve(
+            listener,
+            Listening {
+                gate: status_gate,
+                tls: None,
+                shutdown: shutdown.clone(),
+            },
+            server::metrics_responder(adapter.clone(), None, true),
+        ));
     }
 
     if let Some(p) = prometheus {
@@ -730,11 +846,55 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "serving external.metrics.k8s.io/v1beta1 over TLS"
     );
     let handler = Arc::new(ApiHandler::new(adapter.clone()));
-    tokio::select! {
-        _ = server::serve_api(api_listener, tls_config, handler, gate) => {}
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+    let api_gate = ConnectionGate::new("api", limits, adapter.metrics.clone());
+    gates.push(api_gate.clone());
+    tokio::spawn(server::serve(
+        api_listener,
+        Listening {
+            gate: api_gate,
+            tls: Some(tls_config),
+            shutdown: shutdown.clone(),
+        },
+        server::api_responder(handler, gate, shutdown.clone()),
+    ));
+    let signal = termination_signal().await?;
+    // kube-apiserver's order (--shutdown-delay-duration): fail readiness, keep serving while
+    // the endpoints and the aggregator catch up, then stop accepting and drain.
+    shutdown.advance(Phase::Terminating);
+    tracing::info!(
+        signal,
+        delay = ?args.shutdown_delay,
+        "shutting down: /readyz fails; still serving for the shutdown delay"
+    );
+    tokio::time::sleep(args.shutdown_delay).await;
+    shutdown.advance(Phase::Stopping);
+    let open: usize = gates.iter().map(|g| g.open()).sum();
+    tracing::info!(
+        connections = open,
+        timeout = ?args.shutdown_timeout,
+        "shutdown delay over: listeners closed; draining in-flight requests"
+    );
+    let left = drain(&gates, args.shutdown_timeout).await;
+    if left == 0 {
+        tracing::info!("drained; exiting");
+    } else {
+        tracing::warn!(
+            connections = left,
+            "shutdown timeout reached; closing the remaining connections"
+        );
     }
     Ok(())
+}
+
+/// SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C); the name of the one received.
+async fn termination_signal() -> Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
 }
 
 /// The Kubernetes client for discovery: an explicit kubeconfig, or whatever `Config::infer`

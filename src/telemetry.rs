@@ -39,6 +39,17 @@ struct OutcomeLabel {
     outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConnectionLabels {
+    listener: String,
+    reason: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.5, 14))
 }
@@ -60,6 +71,9 @@ pub struct SelfMetrics {
     /// 1 while the newest Prometheus query succeeded, 0 after a failure.
     pub prometheus_up: Gauge,
     pub prometheus_cache_hits: Counter,
+    connections: Family<ListenerLabel, Gauge>,
+    connections_refused: Family<ConnectionLabels, Counter>,
+    connections_expired: Family<ConnectionLabels, Counter>,
 }
 
 impl std::fmt::Debug for SelfMetrics {
@@ -160,8 +174,30 @@ impl SelfMetrics {
             "Answers computed by metric and outcome (value or refusal kind)",
             answers.clone(),
         );
+        let connections = Family::<ListenerLabel, Gauge>::default();
+        let connections_refused = Family::<ConnectionLabels, Counter>::default();
+        let connections_expired = Family::<ConnectionLabels, Counter>::default();
+        registry.register(
+            "connections",
+            "Open client connections by listener (api, metrics)",
+            connections.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Client connections closed at accept by a connection cap, by listener and cap",
+            connections_refused.clone(),
+        );
+        registry.register(
+            "connections_expired",
+            "Client connections closed by the server for sending no request in time \
+             (tls-handshake-timeout, header-timeout, idle-timeout), by listener",
+            connections_expired.clone(),
+        );
         SelfMetrics {
             registry,
+            connections,
+            connections_refused,
+            connections_expired,
             scrape_duration,
             scrape_round_duration,
             scrape_errors,
@@ -189,6 +225,32 @@ impl SelfMetrics {
         self.prometheus_query_duration.observe(seconds);
         self.prometheus_up
             .set(if outcome == "success" { 1 } else { 0 });
+    }
+
+    pub fn connections_open(&self, listener: &str, open: usize) {
+        self.connections
+            .get_or_create(&ListenerLabel {
+                listener: listener.into(),
+            })
+            .set(open as i64);
+    }
+
+    pub fn connection_refused(&self, listener: &str, reason: &str) {
+        self.connections_refused
+            .get_or_create(&ConnectionLabels {
+                listener: listener.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn connection_expired(&self, listener: &str, reason: &str) {
+        self.connections_expired
+            .get_or_create(&ConnectionLabels {
+                listener: listener.into(),
+                reason: reason.into(),
+            })
+            .inc();
     }
 
     pub fn scrape_error(&self, target: &TargetId, reason: &str) {

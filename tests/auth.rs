@@ -251,6 +251,82 @@ async fn client_certificate_is_user_cn_with_groups_o_and_masters_skip_review() {
     assert_eq!(w.sar_count(), before);
 }
 
+/// A certificate whose subject holds two CN attributes, `first` then `second`, signed by `pki`.
+/// rcgen keeps one value per attribute type, so the second CN goes in under its OID (2.5.4.3).
+fn two_cn_client(pki: &Pki, file: &str, first: &str, second: &str) -> Issued {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, first);
+    params.distinguished_name.push(
+        rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
+        rcgen::DnValue::Utf8String(second.into()),
+    );
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_params(&pki.ca_params, &pki.ca_key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let cert_path = pki.dir.path().join(format!("{file}.crt"));
+    let key_path = pki.dir.path().join(format!("{file}.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        cert_path,
+        key_path,
+    }
+}
+
+/// Go's x509 keeps the last CN (issue 13, item 4); kube-apiserver decides with it, so must we.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_common_names_the_last_one_counts_as_in_go() {
+    let w = world(&[]).await;
+    w.allow("alice");
+    w.allow("bob");
+    let headers = [("X-Remote-User", "alice")];
+
+    // Front proxy: the allowed name first, another last: kube-apiserver refuses it, so the
+    // headers are not trusted and the request is anonymous.
+    let evil_last = two_cn_client(&w.front, "evil-last", FRONT_PROXY_CN, "evil-proxy");
+    let (code, v) = get(&w.with_cert(&evil_last), METRIC, &headers).await;
+    assert_eq!(code, 401, "{v}");
+    assert_status(&v, 401, "Unauthorized");
+    // The other order is the allowed proxy.
+    let allowed_last = two_cn_client(&w.front, "allowed-last", "evil-proxy", FRONT_PROXY_CN);
+    let (code, v) = get(&w.with_cert(&allowed_last), METRIC, &headers).await;
+    assert_value_7(code, &v);
+    assert_eq!(w.last_sar_spec()["user"], "alice");
+
+    // x509 user: the last CN, in both orders.
+    let (code, v) = get(
+        &w.with_cert(&two_cn_client(
+            &w.clients,
+            "admin-bob",
+            "system:admin",
+            "bob",
+        )),
+        METRIC,
+        &[],
+    )
+    .await;
+    assert_value_7(code, &v);
+    assert_eq!(w.last_sar_spec()["user"], "bob");
+    let (code, v) = get(
+        &w.with_cert(&two_cn_client(
+            &w.clients,
+            "bob-admin",
+            "bob",
+            "system:admin",
+        )),
+        METRIC,
+        &[],
+    )
+    .await;
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(w.last_sar_spec()["user"], "system:admin");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_reaches_only_health() {
     let w = world(&[]).await;
@@ -793,4 +869,157 @@ async fn serving_certificate_files_are_reloaded_without_restart() {
         .unwrap();
     assert_eq!(code, 200);
     assert!(!adapter.log().contains("PRIVATE KEY"));
+}
+
+/// `--metrics-secure` (issue 13, item 9): the metrics port speaks TLS and asks the same
+/// delegated authentication and authorization as the API, with the non-resource attributes
+/// controller-runtime's secure metrics use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_metrics_port_needs_authentication_and_a_review_of_get_on_the_path() {
+    let w = world(&["--metrics-secure"]).await;
+    let scraper = w.clients.client("scraper", "prometheus", &[]);
+    let nobody = w.clients.client("nobody", "nobody", &[]);
+    let metrics_port = |issued: Option<&Issued>| {
+        HttpsClient::new(
+            w.adapter.metrics_port,
+            &[w.adapter.pki.ca_der()],
+            issued.map(|i| (i.cert_path.as_path(), i.key_path.as_path())),
+        )
+    };
+
+    // Anonymous: 401, nothing rendered.
+    let (code, body) = metrics_port(None).get("/metrics", &[]).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("hpa_bridge_"), "{body}");
+    // Authenticated but not allowed: 403, after a review of get on /metrics.
+    let (code, body) = metrics_port(Some(&nobody))
+        .get("/metrics", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(
+        w.last_sar_spec()["nonResourceAttributes"],
+        json!({"path": "/metrics", "verb": "get"})
+    );
+    // Allowed.
+    w.allow("prometheus");
+    let (code, body) = metrics_port(Some(&scraper))
+        .get("/metrics", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("hpa_bridge_connections{"), "{body}");
+    assert_eq!(w.last_sar_spec()["user"], "prometheus");
+    // On a loopback listener the status page is there too, behind a review of its own path.
+    let (code, body) = metrics_port(Some(&scraper))
+        .get("/status", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        w.last_sar_spec()["nonResourceAttributes"],
+        json!({"path": "/status", "verb": "get"})
+    );
+    // Plain HTTP gets no answer from a TLS port.
+    let mport = w.adapter.metrics_port;
+    let plain = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn(async move {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", mport))
+                .await
+                .unwrap();
+            let io = hyper_util::rt::TokioIo::new(tcp);
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            let req = http::Request::get("/metrics")
+                .header("host", "127.0.0.1")
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap();
+            sender.send_request(req).await.map(|r| r.status().as_u16())
+        }),
+    )
+    .await
+    .expect("the TLS port neither answered nor closed")
+    .unwrap();
+    assert!(plain.is_err(), "plain HTTP was answered: {plain:?}");
+}
+
+/// `hpa-bridge serve` with these flags (plus free ports and no config); the child.
+fn serve_with(metrics_bind: &str, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["serve", "--secure-port", &free_port().to_string()])
+        .args(["--metrics-bind-address", metrics_bind])
+        .args(extra)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn hpa-bridge")
+}
+
+/// A plain-HTTP metrics bind off loopback serves /status to anyone who can connect: refused
+/// unless asked for, and then without the status pages (issue 13, item 9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_port_off_loopback_is_refused_in_the_clear_and_never_shows_status() {
+    let port = free_port();
+    let out = serve_with(&format!("0.0.0.0:{port}"), &[])
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to serve /metrics over plain HTTP"),
+        "{err}"
+    );
+    // --metrics-secure needs authentication to delegate to.
+    let out = serve_with(&format!("127.0.0.1:{port}"), &["--metrics-secure"])
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--metrics-secure needs authentication"),
+        "{err}"
+    );
+    // A status listener must be loopback.
+    let out = serve_with(
+        &format!("127.0.0.1:{port}"),
+        &["--status-bind-address", &format!("0.0.0.0:{}", free_port())],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(!out.status.success());
+
+    // Asked for explicitly: /metrics in the clear, the status pages not at all.
+    let status_port = free_port();
+    let mut child = serve_with(
+        &format!("0.0.0.0:{port}"),
+        &[
+            "--allow-insecure-metrics-bind",
+            "--status-bind-address",
+            &format!("127.0.0.1:{status_port}"),
+        ],
+    );
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "metrics port never opened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, body) = plain_http_get(addr, "/metrics").await;
+    assert_eq!(code, 200, "{body}");
+    for page in ["/status", "/status/anything", "/"] {
+        let (code, body) = plain_http_get(addr, page).await;
+        assert_eq!(code, 404, "{page}: {body}");
+        assert!(body.contains("loopback"), "{body}");
+    }
+    // The status pages live on their own loopback listener.
+    let (code, body) = plain_http_get(
+        std::net::SocketAddr::from(([127, 0, 0, 1], status_port)),
+        "/status",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let _ = child.kill();
+    let _ = child.wait();
 }

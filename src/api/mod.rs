@@ -2,8 +2,10 @@
 //! `Status` errors. Every response is `application/json`, whatever the request asked for:
 //! answering 406 to a protobuf-first Accept header would break the HPA (REFERENCE.md §2).
 
+pub mod connection;
 pub mod discovery;
 pub mod server;
+pub mod shutdown;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -151,17 +153,76 @@ fn percent_decode(s: &str) -> String {
         .into_owned()
 }
 
-/// The `labelSelector` query parameter, form-decoded (`+` is a space).
-pub fn label_selector_param(query: Option<&str>) -> Option<String> {
-    let query = query?;
+/// A query Go's `url.ParseQuery` reports an error for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueryParamError {
+    #[error("invalid URL escape {0:?} in the query")]
+    Escape(String),
+    #[error("invalid semicolon separator in query")]
+    Semicolon,
+    #[error("query parameter {0:?} is not valid UTF-8 once decoded")]
+    Utf8(String),
+}
+
+/// The `labelSelector` query parameter, decoded as Go's `url.ParseQuery` does: names and
+/// values are percent-decoded (`label%53elector` is `labelSelector`), `+` is a space in both,
+/// and of repeated parameters the first counts (`url.Values.Get`).
+///
+/// Where Go reports an error (a bad escape, a `;`), the API server's handlers read
+/// `req.URL.Query()`, which drops the pair and carries on; dropping a `labelSelector` would
+/// widen the answer to the whole namespace, so any such query is refused instead (400).
+pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, QueryParamError> {
+    let Some(query) = query else {
+        return Ok(None);
+    };
     let mut found = None;
-    for pair in query.split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "labelSelector" {
-            found = Some(percent_decode(&v.replace('+', " ")));
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        if pair.contains(';') {
+            return Err(QueryParamError::Semicolon);
+        }
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = query_unescape(name)?;
+        let value = query_unescape(value)?;
+        if name == "labelSelector" && found.is_none() {
+            found = Some(value);
         }
     }
-    found
+    Ok(found)
+}
+
+/// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.
+fn query_unescape(s: &str) -> Result<String, QueryParamError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let digit = |j: usize| {
+                    let c = *bytes.get(j).filter(|c| c.is_ascii_hexdigit())?;
+                    (c as char).to_digit(16).map(|d| d as u8)
+                };
+                let (Some(high), Some(low)) = (digit(i + 1), digit(i + 2)) else {
+                    let end = (i + 3).min(bytes.len());
+                    return Err(QueryParamError::Escape(
+                        String::from_utf8_lossy(&bytes[i..end]).into_owned(),
+                    ));
+                };
+                let b = high << 4 | low;
+                out.push(b);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| QueryParamError::Utf8(s.to_string()))
 }
 
 /// A DNS-1123 label, which every namespace name is.
@@ -274,7 +335,10 @@ impl ApiHandler {
                 &format!("invalid namespace {ns:?}: must be a DNS-1123 label"),
             );
         }
-        let selector_text = label_selector_param(query).unwrap_or_default();
+        let selector_text = match label_selector_param(query) {
+            Ok(s) => s.unwrap_or_default(),
+            Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
+        };
         let selector = match LabelSelector::parse(&selector_text) {
             Ok(s) => s,
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
@@ -429,10 +493,58 @@ mod tests {
     fn selector_param_is_form_decoded() {
         assert_eq!(
             label_selector_param(Some("labelSelector=app%3Dlobby%2Ctier+in+%28a%29")),
-            Some("app=lobby,tier in (a)".into())
+            Ok(Some("app=lobby,tier in (a)".into()))
         );
-        assert_eq!(label_selector_param(Some("x=1")), None);
-        assert_eq!(label_selector_param(None), None);
+        assert_eq!(label_selector_param(Some("x=1")), Ok(None));
+        assert_eq!(label_selector_param(None), Ok(None));
+    }
+
+    /// The cases where a naive split differs from Go's `url.ParseQuery` + `Values.Get`.
+    #[test]
+    fn selector_param_is_decoded_as_go_does() {
+        let get = |q: &str| label_selector_param(Some(q));
+        // Percent-encoded names are decoded.
+        assert_eq!(get("label%53elector=app%3Da"), Ok(Some("app=a".into())));
+        // The first of repeated parameters wins.
+        assert_eq!(
+            get("labelSelector=app%3Da&labelSelector=app%3Db"),
+            Ok(Some("app=a".into()))
+        );
+        assert_eq!(
+            get("labelSelector=&labelSelector=app%3Db"),
+            Ok(Some("".into()))
+        );
+        // `+` is a space in names and values; a literal plus is %2B.
+        assert_eq!(
+            get("label+Selector=x&labelSelector=a+b"),
+            Ok(Some("a b".into()))
+        );
+        assert_eq!(get("labelSelector=a%2Bb"), Ok(Some("a+b".into())));
+        // A name without `=` has the empty value; empty pairs are skipped.
+        assert_eq!(get("&&labelSelector&x=1"), Ok(Some("".into())));
+        // What ParseQuery reports as errors, wherever in the query.
+        assert_eq!(
+            get("labelSelector=%zz"),
+            Err(QueryParamError::Escape("%zz".into()))
+        );
+        assert_eq!(
+            get("labelSelector=a%2"),
+            Err(QueryParamError::Escape("%2".into()))
+        );
+        assert_eq!(
+            get("x=%&labelSelector=a"),
+            Err(QueryParamError::Escape("%".into()))
+        );
+        assert_eq!(get("labelSelector=a;b"), Err(QueryParamError::Semicolon));
+        assert_eq!(
+            get("labelSelector=%ff"),
+            Err(QueryParamError::Utf8("%ff".into()))
+        );
+        // A leading sign is not a hex digit for Go either.
+        assert_eq!(
+            get("labelSelector=%+1"),
+            Err(QueryParamError::Escape("%+1".into()))
+        );
     }
 
     fn answers_computed(adapter: &Adapter) -> usize {
@@ -486,6 +598,28 @@ mod tests {
             3,
             "recomputed after a store change"
         );
+    }
+
+    #[tokio::test]
+    async fn a_query_go_cannot_parse_is_a_bad_request() {
+        let adapter = Arc::new(Adapter::new(
+            crate::config::Config::from_yaml("").unwrap(),
+            Arc::new(crate::clock::ManualClock::new(1_000_000)),
+            Arc::new(crate::telemetry::SelfMetrics::new()),
+        ));
+        let handler = ApiHandler::new(adapter);
+        for query in ["labelSelector=%zz", "x=1;y=2&labelSelector=a%3Db"] {
+            let req = Request::get(format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?{query}"
+            ))
+            .body(())
+            .unwrap();
+            let resp = handler.handle(&req).await;
+            assert_eq!(resp.status().as_u16(), 400, "{query}");
+            let body: serde_json::Value =
+                serde_json::from_slice(&response_bytes(&resp).unwrap()).unwrap();
+            assert_eq!(body["reason"], "BadRequest", "{query}");
+        }
     }
 
     #[test]

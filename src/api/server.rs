@@ -1,4 +1,5 @@
-//! Accept loops: the TLS API port and the plain-HTTP metrics port.
+//! Accept loops: the TLS API port and the metrics port, each bounded by its
+//! [`ConnectionLimits`] and stopped by the shared [`Shutdown`].
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,12 +13,17 @@ use http::Request;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::connection::{
+    AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
+};
+use super::shutdown::Shutdown;
 use super::{json_response, plain, route, ApiHandler, ApiResponse, Route};
 use crate::adapter::Adapter;
 
@@ -40,61 +46,273 @@ pub trait Gatekeeper: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>>;
 }
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Answers one request on a listener: the API's routing and gate, or the metrics port's pages.
+pub type Respond = Arc<
+    dyn Fn(Request<Incoming>, Arc<Peer>) -> Pin<Box<dyn Future<Output = ApiResponse> + Send>>
+        + Send
+        + Sync,
+>;
 
-/// Serve the API over TLS until the listener fails.
+/// How one listener serves: its connection bounds, TLS or not, and the shared lifecycle.
+#[derive(Clone)]
+pub struct Listening {
+    pub gate: Arc<ConnectionGate>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub shutdown: Arc<Shutdown>,
+}
+
+/// After the server closes an expired connection gracefully (an HTTP/2 GOAWAY, or closing an
+/// idle HTTP/1.1 connection), how long the client gets before the socket is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// HTTP/2 streams one connection may have open; the aggregator multiplexes many HPAs over few
+/// connections, but every stream holds a request in memory.
+const MAX_CONCURRENT_STREAMS: u32 = 250;
+
+/// While shutting down, how often a connection that has not sent its first request checks.
+const FIRST_REQUEST_POLL: Duration = Duration::from_millis(10);
+
+fn http_builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS);
+    builder
+}
+
+/// Accept connections until the shutdown reaches [`Phase::Stopping`]; every connection is
+/// bounded by the listener's [`ConnectionLimits`].
+pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond) {
+    let name = listening.gate.listener();
+    let http = Arc::new(http_builder(listening.gate.limits()));
+    let acceptor = listening.tls.clone().map(TlsAcceptor::from);
+    let mut backoff = AcceptBackoff::new(name);
+    let stopping = listening.shutdown.clone();
+    let stopping = stopping.stopping();
+    tokio::pin!(stopping);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut stopping => {
+                tracing::info!(listener = name, "no longer accepting connections");
+                return;
+            }
+        };
+        let (tcp, addr) = match accepted {
+            Ok(c) => {
+                backoff.succeeded();
+                c
+            }
+            Err(e) => {
+                // ECONNABORTED and friends concern one connection; the descriptor-table errors
+                // repeat until a connection closes, so wait instead of spinning.
+                tokio::time::sleep(backoff.failed(&e)).await;
+                continue;
+            }
+        };
+        let permit = match listening.gate.admit(addr.ip()) {
+            Ok(p) => p,
+            Err(refusal) => {
+                tracing::debug!(listener = name, peer = %addr, cap = refusal.as_str(), "connection refused");
+                // Dropping the socket closes it: no TLS or HTTP work for the excess.
+                drop(tcp);
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let http = http.clone();
+        let acceptor = acceptor.clone();
+        let respond = respond.clone();
+        let listening = listening.clone();
+        tokio::spawn(async move {
+            let opened = Instant::now();
+            let _permit = permit;
+            match acceptor {
+                Some(acceptor) => {
+                    let limits = listening.gate.limits();
+                    let handshake =
+                        tokio::time::timeout(limits.header_timeout, acceptor.accept(tcp));
+                    // Not cut short by a shutdown: the client may already count the session
+                    // as established, and its first request is served (see `drive`).
+                    let tls = match handshake.await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(listener = name, peer = %addr, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(listener = name, peer = %addr, "TLS handshake timed out");
+                            listening
+                                .gate
+                                .metrics()
+                                .connection_expired(name, "tls-handshake-timeout");
+                            return;
+                        }
+                    };
+                    let certificates = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
+                    let peer = Arc::new(Peer { addr, certificates });
+                    drive(TokioIo::new(tls), peer, opened, &http, &listening, respond).await;
+                }
+                None => {
+                    let peer = Arc::new(Peer {
+                        addr,
+                        certificates: None,
+                    });
+                    drive(TokioIo::new(tcp), peer, opened, &http, &listening, respond).await;
+                }
+            }
+        });
+    }
+}
+
+/// Serve one connection until it ends, expires (no request head within the header timeout,
+/// or idle past the idle timeout), or the server stops.
+async fn drive<I>(
+    io: I,
+    peer: Arc<Peer>,
+    opened: Instant,
+    http: &auto::Builder<TokioExecutor>,
+    listening: &Listening,
+    respond: Respond,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let name = listening.gate.listener();
+    let limits = listening.gate.limits();
+    let activity = Arc::new(Activity::since(opened));
+    let service = {
+        let activity = activity.clone();
+        let peer = peer.clone();
+        service_fn(move |req: Request<Incoming>| {
+            let in_flight = InFlight::start(&activity);
+            let head = req.method() == http::Method::HEAD;
+            let answer = respond(req, peer.clone());
+            async move {
+                let resp = answer.await;
+                drop(in_flight);
+                Ok::<_, Infallible>(if head { without_body(resp) } else { resp })
+            }
+        })
+    };
+    let conn = http.serve_connection(io, service);
+    tokio::pin!(conn);
+    let stopping = listening.shutdown.stopping();
+    tokio::pin!(stopping);
+    let mut stopping_seen = false;
+    let mut stopped = false;
+    let mut hard_close: Option<Instant> = None;
+    let far = || Instant::now() + Duration::from_secs(86_400);
+    loop {
+        let expiry = activity.deadline(limits);
+        let wake = expiry.map(|(at, _)| at).unwrap_or_else(far);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    let timed_out = e
+                        .downcast_ref::<hyper::Error>()
+                        .is_some_and(|e| e.is_timeout());
+                    if timed_out {
+                        listening.gate.metrics().connection_expired(name, "header-timeout");
+                    }
+                    tracing::debug!(listener = name, peer = %peer.addr, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = &mut stopping, if !stopping_seen => stopping_seen = true,
+            // Shutting down: finish what is in flight, then close (HTTP/2: GOAWAY). A
+            // connection accepted just before the listener closed has not sent its request
+            // yet; closing it now would fail a request the client has every right to think
+            // accepted, so it gets until its first request starts (or its header timeout).
+            _ = tokio::time::sleep(FIRST_REQUEST_POLL), if stopping_seen && !stopped => {
+                if activity.requests() > 0 {
+                    conn.as_mut().graceful_shutdown();
+                    stopped = true;
+                }
+            }
+            _ = tokio::time::sleep_until(wake), if expiry.is_some() && hard_close.is_none() && !stopped => {
+                // Re-read: a request may have started or ended since the sleep was armed.
+                if let Some((at, why)) = activity.deadline(limits) {
+                    if at <= Instant::now() {
+                        let reason = match why {
+                            Expiry::HeaderTimeout => "header-timeout",
+                            Expiry::IdleTimeout => "idle-timeout",
+                        };
+                        tracing::debug!(listener = name, peer = %peer.addr, reason, "closing connection");
+                        listening.gate.metrics().connection_expired(name, reason);
+                        conn.as_mut().graceful_shutdown();
+                        hard_close = Some(Instant::now() + CLOSE_GRACE);
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(hard_close.unwrap_or_else(far)), if hard_close.is_some() => return,
+        }
+    }
+}
+
+/// The answer to a HEAD request: the GET answer's status and headers, with its length, and no
+/// body. hyper drops the body of a HEAD answer on HTTP/1.1 but sends it on HTTP/2, where
+/// strict clients fail on the unexpected DATA (issue 13, item 8).
+fn without_body(resp: ApiResponse) -> ApiResponse {
+    use hyper::body::Body;
+    let (mut parts, body) = resp.into_parts();
+    if let Some(len) = body.size_hint().exact() {
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+    }
+    http::Response::from_parts(parts, Full::new(Bytes::new()))
+}
+
+/// Serve the API over TLS with default connection limits, until the process ends.
 pub async fn serve_api(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     handler: Arc<ApiHandler>,
     gate: Option<Arc<dyn Gatekeeper>>,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (tcp, addr) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
+    let metrics = handler.adapter.metrics.clone();
+    let listening = Listening {
+        gate: ConnectionGate::new("api", ConnectionLimits::default(), metrics),
+        tls: Some(tls),
+        shutdown: Shutdown::new(),
+    };
+    serve(
+        listener,
+        listening.clone(),
+        api_responder(handler, gate, listening.shutdown),
+    )
+    .await
+}
+
+/// The API's answer to one request: health, then the gate, then the handler.
+pub fn api_responder(
+    handler: Arc<ApiHandler>,
+    gate: Option<Arc<dyn Gatekeeper>>,
+    shutdown: Arc<Shutdown>,
+) -> Respond {
+    Arc::new(move |req, peer| {
         let handler = handler.clone();
         let gate = gate.clone();
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(peer = %addr, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let certificates = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
-            let peer = Arc::new(Peer { addr, certificates });
-            let service = service_fn(move |req: Request<Incoming>| {
-                let handler = handler.clone();
-                let gate = gate.clone();
-                let peer = peer.clone();
-                async move { Ok::<_, Infallible>(respond(&handler, gate.as_deref(), &peer, req).await) }
-            });
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(peer = %addr, error = %e, "connection ended with an error");
+        let shutdown = shutdown.clone();
+        Box::pin(async move {
+            if shutdown.terminating() && route(req.uri().path()) == Route::Health("readyz") {
+                return plain(503, "not ready: shutting down\n");
             }
-        });
-    }
+            respond(&handler, gate.as_deref(), &peer, req).await
+        })
+    })
 }
 
 async fn respond(
@@ -124,28 +342,59 @@ async fn respond(
     handler.handle(&req).await
 }
 
-/// Serve `/metrics` and `/status` over plain HTTP.
-pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
-    loop {
-        let (tcp, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+/// The metrics port's answer to one request. `/metrics` may face the network, but only behind
+/// `gate` (TLS with delegated authentication and authorization); the status pages (`/`,
+/// `/status`, `/status/*`), which show every workload, label and target, are served only when
+/// `status_pages` says the listener is a loopback one.
+pub fn metrics_responder(
+    adapter: Arc<Adapter>,
+    gate: Option<Arc<dyn Gatekeeper>>,
+    status_pages: bool,
+) -> Respond {
+    Arc::new(move |req, peer| {
         let adapter = adapter.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let adapter = adapter.clone();
-                async move { Ok::<_, Infallible>(metrics_response(&adapter, req.uri().path()).await) }
-            });
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tcp), service)
-                .await;
-        });
-    }
+        let gate = gate.clone();
+        Box::pin(async move {
+            let path = req.uri().path();
+            if path == "/healthz" {
+                return plain(200, "ok\n");
+            }
+            if is_status_page(path) && !status_pages {
+                return plain(
+                    404,
+                    "not found: the status pages are served only on a loopback listener \
+                     (--metrics-bind-address on loopback, or --status-bind-address)\n",
+                );
+            }
+            if let Some(gate) = &gate {
+                // A non-resource request: SubjectAccessReview of `get` on the path, the
+                // convention of controller-runtime's secure metrics.
+                if let Err(denied) = gate.admit(&req, &peer, &Route::NotFound).await {
+                    return denied;
+                }
+            }
+            metrics_response(&adapter, path).await
+        })
+    })
+}
+
+/// The pages that explain answers: every workload, label and target URL.
+pub fn is_status_page(path: &str) -> bool {
+    path == "/" || path == "/status" || path.starts_with("/status/")
+}
+
+/// Serve `/metrics` and `/status` over plain HTTP with default connection limits.
+pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
+    let listening = Listening {
+        gate: ConnectionGate::new(
+            "metrics",
+            ConnectionLimits::default(),
+            adapter.metrics.clone(),
+        ),
+        tls: None,
+        shutdown: Shutdown::new(),
+    };
+    serve(listener, listening, metrics_responder(adapter, None, true)).await
 }
 
 async fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {

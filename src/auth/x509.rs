@@ -10,13 +10,19 @@ pub enum SubjectError {
 }
 
 /// (CN, every O) of the certificate's subject. A missing CN is the empty string.
+///
+/// With several CN attributes the LAST one counts, as in Go's `pkix.Name.FillFromRDNSequence`,
+/// which kube-apiserver uses for both the front-proxy allowed-names check and the x509 user
+/// (docs/hpa-behaviour.md §3.2): reading the first would accept a proxy certificate
+/// `CN=front-proxy-client, CN=evil` that the API server refuses, and make
+/// `CN=system:admin, CN=bob` an admin.
 pub fn subject(cert: &CertificateDer<'_>) -> Result<(String, Vec<String>), SubjectError> {
     let (_, parsed) =
         X509Certificate::from_der(cert.as_ref()).map_err(|e| SubjectError::Parse(e.to_string()))?;
     let subject = parsed.subject();
     let cn = subject
         .iter_common_name()
-        .next()
+        .last()
         .map(|a| a.as_str().map(String::from))
         .transpose()
         .map_err(|e| SubjectError::Parse(e.to_string()))?
@@ -55,5 +61,34 @@ mod tests {
         assert_eq!(cn, "alice");
         assert_eq!(orgs, vec!["team-a"]);
         assert!(subject(&CertificateDer::from(vec![1, 2, 3])).is_err());
+    }
+
+    /// A subject with two CN attributes, in this order. rcgen keeps one value per attribute
+    /// type, so the second CN goes in under its OID (2.5.4.3) as a custom type.
+    pub(crate) fn two_cn_params(first: &str, second: &str) -> rcgen::CertificateParams {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, first);
+        params.distinguished_name.push(
+            rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
+            rcgen::DnValue::Utf8String(second.into()),
+        );
+        params
+    }
+
+    #[test]
+    fn the_last_of_two_common_names_counts_as_in_go() {
+        for (first, second) in [("system:admin", "bob"), ("bob", "system:admin")] {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = two_cn_params(first, second).self_signed(&key).unwrap();
+            let (_, parsed) = X509Certificate::from_der(cert.der().as_ref()).unwrap();
+            assert_eq!(
+                parsed.subject().iter_common_name().count(),
+                2,
+                "the certificate carries both CNs"
+            );
+            assert_eq!(common_name(cert.der()).unwrap(), second);
+        }
     }
 }

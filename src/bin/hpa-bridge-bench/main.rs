@@ -15,6 +15,7 @@
 //! the same run with the same client are what the goals are stated in.
 
 mod exporter;
+mod hostile;
 mod pages;
 mod parse;
 mod prometheus;
@@ -177,7 +178,7 @@ pub struct BenchOptions {
     /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
     pub quick: bool,
     pub out_dir: PathBuf,
-    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`.
+    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -249,6 +250,13 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     if opts.wants("serve") {
         eprintln!("bench: serve...");
         report.serve = Some(serve::run(&plan)?);
+    }
+    if opts.wants("hostile") {
+        eprintln!("bench: hostile connections...");
+        report.hostile = Some(hostile::run(
+            &hostile::HostilePlan::new(opts.quick),
+            &opts.exe,
+        )?);
     }
     if opts.wants("prometheus") {
         eprintln!("bench: prometheus...");

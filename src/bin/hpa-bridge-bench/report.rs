@@ -64,7 +64,7 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn new(section: &'static str, name: impl Into<String>, unit: &'static str) -> Self {
+    pub(crate) fn new(section: &'static str, name: impl Into<String>, unit: &'static str) -> Self {
         Figure {
             section,
             name: name.into(),
@@ -78,7 +78,7 @@ impl Figure {
         }
     }
 
-    fn compare(mut self, baseline: f64, adapter: f64, goal: Option<Goal>) -> Self {
+    pub(crate) fn compare(mut self, baseline: f64, adapter: f64, goal: Option<Goal>) -> Self {
         let ratio = adapter / baseline;
         self.baseline = Some(baseline);
         self.adapter = Some(adapter);
@@ -88,7 +88,7 @@ impl Figure {
         self
     }
 
-    fn value(mut self, adapter: f64) -> Self {
+    pub(crate) fn value(mut self, adapter: f64) -> Self {
         self.adapter = Some(adapter);
         self
     }
@@ -117,6 +117,7 @@ pub struct Report {
     pub parse: Option<ParseResult>,
     pub scale: Option<ScaleResult>,
     pub prometheus: Option<PrometheusResult>,
+    pub hostile: Option<super::hostile::HostileResult>,
 }
 
 fn load_average() -> String {
@@ -168,6 +169,7 @@ impl Report {
             parse: None,
             scale: None,
             prometheus: None,
+            hostile: None,
         }
     }
 
@@ -373,6 +375,9 @@ impl Report {
                     goal,
                 ),
             );
+        }
+        if let Some(h) = &self.hostile {
+            f.extend(super::hostile::figures(h));
         }
         self.figures = f;
     }

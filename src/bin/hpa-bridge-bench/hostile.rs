@@ -1,0 +1,464 @@
+//! `hostile`: the HPA's request while hostile clients hold connections (issue 13, "Prove it").
+//!
+//! The real binary is started as a child process (so its resident memory is its own), with the
+//! default connection limits. Four keep-alive TLS connections from 127.0.0.1 measure the API's
+//! latency, first alone, then while 2,000 hostile connections from other loopback addresses are
+//! held: a third idle after the TLS handshake, a third slowloris (a partial request head, one
+//! byte a second), a third sending an unterminated 400 KB head. A hostile connection the server
+//! closes is opened again after a second, as a persistent attacker would.
+//!
+//! `HPA_BRIDGE_BENCH_SERVER=/path/to/hpa-bridge` measures another build (for a before/after).
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde::Serialize;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::report::{Figure, Goal};
+use super::{quantile, BenchError};
+
+const PART: &str = "hostile";
+const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
+const BIG_HEAD: usize = 400 * 1024;
+const LEGIT_CONNECTIONS: usize = 4;
+/// How long a hostile slot waits before reconnecting after the server closed it.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Debug)]
+pub struct HostilePlan {
+    pub hostile: usize,
+    pub requests: usize,
+    /// Loopback source addresses the hostile connections come from.
+    pub sources: u8,
+}
+
+impl HostilePlan {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            HostilePlan {
+                hostile: 150,
+                requests: 300,
+                sources: 3,
+            }
+        } else {
+            HostilePlan {
+                hostile: 2000,
+                requests: 4000,
+                sources: 40,
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostileResult {
+    pub server: String,
+    pub hostile_connections: usize,
+    pub requests: usize,
+    pub p50_alone_us: f64,
+    pub p99_alone_us: f64,
+    pub p50_hostile_us: f64,
+    pub p99_hostile_us: f64,
+    /// Requests of the measuring client that failed while the hostile connections were held.
+    pub failed_requests: usize,
+    pub rss_idle_bytes: u64,
+    /// The largest resident set sampled while the hostile connections were held.
+    pub rss_hostile_bytes: u64,
+    /// Two seconds after the hostile clients left.
+    pub rss_after_bytes: u64,
+    /// Hostile connection attempts the server closed (refused at accept or expired).
+    pub hostile_closed: usize,
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::part(PART, e)
+}
+
+struct Server {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> Result<u16, BenchError> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(err)?
+        .local_addr()
+        .map_err(err)?
+        .port())
+}
+
+fn rss(pid: u32) -> u64 {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn start_server(
+    exe: &std::path::Path,
+) -> Result<(Server, u16, CertificateDer<'static>), BenchError> {
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .map_err(err)?;
+    let dir = std::env::temp_dir().join(format!("hpa-bridge-bench-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, generated.cert.pem()).map_err(err)?;
+    std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(err)?;
+    let port = free_port()?;
+    let child = Command::new(exe)
+        .args(["serve", "--secure-port", &port.to_string()])
+        .args([
+            "--metrics-bind-address",
+            &format!("127.0.0.1:{}", free_port()?),
+        ])
+        .arg("--tls-cert-file")
+        .arg(&cert)
+        .arg("--tls-private-key-file")
+        .arg(&key)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| err(format!("starting {}: {e}", exe.display())))?;
+    Ok((Server { child, dir }, port, generated.cert.der().clone()))
+}
+
+fn client_config(cert: CertificateDer<'static>) -> Result<Arc<rustls::ClientConfig>, BenchError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).map_err(err)?;
+    Ok(Arc::new(
+        rustls::ClientConfig::builder_with_provider(hpa_bridge::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .map_err(err)?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>;
+
+async fn legit_connection(port: u16, tls: &Arc<rustls::ClientConfig>) -> Result<Sender, String> {
+    let tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = tcp.set_nodelay(true);
+    let stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(
+            ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?,
+            tcp,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn get(sender: &mut Sender, port: u16) -> Result<(), String> {
+    sender.ready().await.map_err(|e| e.to_string())?;
+    let req = http::Request::get(PATH)
+        .header("host", format!("127.0.0.1:{port}"))
+        .body(http_body_util::Empty::new())
+        .map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    resp.into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `n` requests spread over the senders; latencies in µs, sorted, and the failures. A sender
+/// whose connection the server closed (HTTP/1.1 keep-alive idle) is reconnected.
+async fn measure(
+    senders: &mut Vec<Sender>,
+    port: u16,
+    tls: &Arc<rustls::ClientConfig>,
+    n: usize,
+) -> (Vec<u32>, usize) {
+    let per = n / senders.len().max(1);
+    let mut tasks = Vec::new();
+    let taken: Vec<Sender> = std::mem::take(senders);
+    for mut s in taken {
+        let tls = tls.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per);
+            let mut failed = 0;
+            for _ in 0..per {
+                let t = Instant::now();
+                let mut r = get(&mut s, port).await;
+                if r.is_err() {
+                    if let Ok(fresh) = legit_connection(port, &tls).await {
+                        s = fresh;
+                        r = get(&mut s, port).await;
+                    }
+                }
+                match r {
+                    Ok(()) => lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32),
+                    Err(_) => failed += 1,
+                }
+            }
+            (lat, failed, s)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut failed = 0;
+    for t in tasks {
+        if let Ok((lat, f, s)) = t.await {
+            all.extend(lat);
+            failed += f;
+            senders.push(s);
+        }
+    }
+    all.sort_unstable();
+    (all, failed)
+}
+
+/// One hostile client slot: connect, misbehave, and when the server closes, wait and return.
+async fn hostile_slot(
+    kind: usize,
+    source: IpAddr,
+    to: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    stop: Arc<AtomicBool>,
+    closed: Arc<AtomicUsize>,
+    opened: Arc<AtomicUsize>,
+) {
+    let mut counted = false;
+    while !stop.load(Ordering::Relaxed) {
+        let attempt = async {
+            let socket = TcpSocket::new_v4().ok()?;
+            socket.bind(SocketAddr::new(source, 0)).ok()?;
+            let tcp = socket.connect(to).await.ok()?;
+            let mut stream = tokio_rustls::TlsConnector::from(tls.clone())
+                .connect(ServerName::try_from("127.0.0.1").ok()?, tcp)
+                .await
+                .ok()?;
+            if !counted {
+                counted = true;
+                opened.fetch_add(1, Ordering::Relaxed);
+            }
+            match kind {
+                0 => {
+                    // Idle after the handshake: read until the server closes.
+                    let mut buf = [0u8; 64];
+                    let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await;
+                }
+                1 => {
+                    // Slowloris: a head that never ends, one byte a second.
+                    stream
+                        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                        .await
+                        .ok()?;
+                    while !stop.load(Ordering::Relaxed) {
+                        stream.write_all(b"a").await.ok()?;
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                _ => {
+                    // An unterminated 400 KB head, then silence.
+                    let mut head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n".to_vec();
+                    while head.len() < BIG_HEAD {
+                        head.extend_from_slice(
+                            b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+                        );
+                    }
+                    stream.write_all(&head).await.ok()?;
+                    let mut buf = [0u8; 512];
+                    while tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+                        .await
+                        .ok()?
+                        > 0
+                    {}
+                }
+            }
+            Some(())
+        };
+        let held = tokio::select! {
+            a = attempt => a,
+            _ = async { while !stop.load(Ordering::Relaxed) { tokio::time::sleep(Duration::from_millis(100)).await } } => return,
+        };
+        let _ = held;
+        closed.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+pub fn run(plan: &HostilePlan, exe: &std::path::Path) -> Result<HostileResult, BenchError> {
+    let exe = std::env::var_os("HPA_BRIDGE_BENCH_SERVER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| exe.to_path_buf());
+    let (server, port, cert) = start_server(&exe)?;
+    let pid = server.child.id();
+    let tls = client_config(cert)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    // The attackers run on their own thread, so the measuring client's tasks never queue
+    // behind theirs: what is measured is the server's delay.
+    let attackers = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let attack = attackers.handle().clone();
+    let result = runtime.block_on(async {
+        // Up and answering.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut senders = loop {
+            let mut senders = Vec::new();
+            for _ in 0..LEGIT_CONNECTIONS {
+                if let Ok(s) = legit_connection(port, &tls).await {
+                    senders.push(s);
+                }
+            }
+            if senders.len() == LEGIT_CONNECTIONS {
+                break senders;
+            }
+            if Instant::now() > deadline {
+                return Err(err("the server never accepted connections"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        measure(&mut senders, port, &tls, plan.requests / 4).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rss_idle = rss(pid);
+        let (alone, _) = measure(&mut senders, port, &tls, plan.requests).await;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let to = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut slots = Vec::new();
+        for i in 0..plan.hostile {
+            let source = IpAddr::from([127, 0, 1, 1 + (i % plan.sources as usize) as u8]);
+            slots.push(attack.spawn(hostile_slot(
+                i % 3,
+                source,
+                to,
+                tls.clone(),
+                stop.clone(),
+                closed.clone(),
+                opened.clone(),
+            )));
+        }
+        // Let the attack settle: every slot has tried at least once.
+        let settle = Instant::now() + Duration::from_secs(20);
+        while opened.load(Ordering::Relaxed) + closed.load(Ordering::Relaxed) < plan.hostile
+            && Instant::now() < settle
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss(pid)));
+        let sampler = {
+            let (peak, stop) = (peak.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(rss(pid), Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let (hostile, failed) = measure(&mut senders, port, &tls, plan.requests).await;
+        peak.fetch_max(rss(pid), Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        for s in slots {
+            let _ = s.await;
+        }
+        let _ = sampler.await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(HostileResult {
+            server: exe.display().to_string(),
+            hostile_connections: plan.hostile,
+            requests: plan.requests,
+            p50_alone_us: quantile(&alone, 0.5),
+            p99_alone_us: quantile(&alone, 0.99),
+            p50_hostile_us: quantile(&hostile, 0.5),
+            p99_hostile_us: quantile(&hostile, 0.99),
+            failed_requests: failed,
+            rss_idle_bytes: rss_idle,
+            rss_hostile_bytes: peak.load(Ordering::Relaxed),
+            rss_after_bytes: rss(pid),
+            hostile_closed: closed.load(Ordering::Relaxed),
+        })
+    });
+    drop(server);
+    attackers.shutdown_background();
+    result
+}
+
+/// The report's rows for this part.
+pub fn figures(h: &HostileResult) -> Vec<Figure> {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let n = h.hostile_connections;
+    let above = h.rss_hostile_bytes.saturating_sub(h.rss_idle_bytes) as f64 / MIB;
+    vec![
+        Figure::new(
+            "hostile",
+            format!(
+                "Hostile: API p99 with {n} idle/slowloris/400 KB-head connections held (vs none)"
+            ),
+            "µs",
+        )
+        .compare(h.p99_alone_us, h.p99_hostile_us, Some(Goal::AtMost(1.5))),
+        // The goal is < 64 MiB above idle: compared against idle + 64 MiB, the ratio is < 1.
+        Figure::new(
+            "hostile",
+            format!(
+                "Hostile: resident memory with {n} hostile connections held (vs idle + 64 MiB)"
+            ),
+            "MiB",
+        )
+        .compare(
+            h.rss_idle_bytes as f64 / MIB + 64.0,
+            h.rss_hostile_bytes as f64 / MIB,
+            Some(Goal::Below(1.0)),
+        ),
+        Figure::new(
+            "hostile",
+            format!("Hostile: resident memory above idle with {n} hostile connections held"),
+            "MiB",
+        )
+        .value(above),
+        Figure::new(
+            "hostile",
+            "Hostile: resident memory 2 s after the hostile clients left, above idle",
+            "MiB",
+        )
+        .value(h.rss_after_bytes.saturating_sub(h.rss_idle_bytes) as f64 / MIB),
+        Figure::new(
+            "hostile",
+            "Hostile: measuring client's requests failed while under attack",
+            "requests",
+        )
+        .value(h.failed_requests as f64),
+    ]
+}

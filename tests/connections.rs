@@ -1,0 +1,360 @@
+//! Hostile clients against the real binary (issue 13, item 3): the connection caps, the header
+//! and handshake timeouts and the request-head size cap, on the API port (TLS) and the metrics
+//! port (plain HTTP). Assertions are about what the server did (closed, refused, answered 431,
+//! counted), never about how fast.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A test bound: the test fails instead of hanging. Never a claim about speed.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn connect_from(source: IpAddr, to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+fn hostile_source() -> IpAddr {
+    // Another loopback address: the readiness probes from 127.0.0.1 are a different client.
+    IpAddr::from([127, 0, 0, 2])
+}
+
+async fn tls(
+    adapter: &AdapterProcess,
+    tcp: TcpStream,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(adapter.pki.ca_der()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Read until the server closes; what it sent before. A reset counts as closed.
+async fn until_closed<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, read_all)
+        .await
+        .expect("the server never closed the connection");
+    got
+}
+
+/// Whether the server still holds the connection open after `wait`.
+async fn still_open<S: AsyncRead + Unpin>(stream: &mut S, wait: Duration) -> bool {
+    let mut buf = [0u8; 1];
+    tokio::time::timeout(wait, stream.read(&mut buf))
+        .await
+        .is_err()
+}
+
+fn counter(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|lab| l.contains(lab)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn api_addr(a: &AdapterProcess) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], a.port))
+}
+
+fn metrics_addr(a: &AdapterProcess) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], a.metrics_port))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_over_the_per_client_cap_is_closed_and_counted() {
+    let adapter =
+        AdapterProcess::start_with(&fast_config(&[]), &["--max-connections-per-client", "3"]).await;
+    for (addr, listener) in [
+        (api_addr(&adapter), "api"),
+        (metrics_addr(&adapter), "metrics"),
+    ] {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(connect_from(hostile_source(), addr).await);
+        }
+        let mut extra = connect_from(hostile_source(), addr).await;
+        let sent = until_closed(&mut extra).await;
+        assert!(sent.is_empty(), "the refused connection got {sent:?}");
+        for c in &mut held {
+            assert!(
+                still_open(c, Duration::from_millis(200)).await,
+                "{listener}: an admitted connection was closed"
+            );
+        }
+        // Another client is unaffected by this one's cap.
+        let (code, _) = adapter.plain_get("/metrics").await;
+        assert_eq!(code, 200);
+        let (code, _) = adapter.get_anonymous("/healthz").await.unwrap();
+        assert_eq!(code, 200);
+        // A freed slot admits the client again.
+        drop(held.pop());
+        let reached = async {
+            loop {
+                let mut again = connect_from(hostile_source(), addr).await;
+                if still_open(&mut again, Duration::from_millis(300)).await {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(PATIENCE, reached)
+            .await
+            .expect("the freed slot was never given back");
+        let (_, m) = adapter.plain_get("/metrics").await;
+        assert!(
+            counter(
+                &m,
+                "hpa_bridge_connections_refused_total",
+                &[
+                    &format!("listener=\"{listener}\""),
+                    "reason=\"max-connections-per-client\""
+                ]
+            ) >= 1.0,
+            "{m}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_cap_refuses_every_client() {
+    let adapter = AdapterProcess::start_with(&fast_config(&[]), &["--max-connections", "4"]).await;
+    let addr = api_addr(&adapter);
+    let mut held = Vec::new();
+    for i in 0..4u8 {
+        held.push(connect_from(IpAddr::from([127, 0, 0, 10 + i]), addr).await);
+    }
+    let mut extra = connect_from(IpAddr::from([127, 0, 0, 20]), addr).await;
+    until_closed(&mut extra).await;
+    let (_, m) = adapter.plain_get("/metrics").await;
+    assert!(
+        counter(
+            &m,
+            "hpa_bridge_connections_refused_total",
+            &["listener=\"api\"", "reason=\"max-connections\""]
+        ) >= 1.0,
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_slow_clients_are_closed_after_the_header_timeout() {
+    let adapter =
+        AdapterProcess::start_with(&fast_config(&[]), &["--request-header-timeout", "1s"]).await;
+    // No TLS handshake at all.
+    let mut silent = connect_from(hostile_source(), api_addr(&adapter)).await;
+    // A TLS session that never finishes its request head (slowloris).
+    let mut slow_tls = tls(
+        &adapter,
+        connect_from(hostile_source(), api_addr(&adapter)).await,
+    )
+    .await;
+    slow_tls
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    slow_tls.flush().await.unwrap();
+    // The same on the plain metrics port, one byte after another.
+    let mut slow_plain = connect_from(hostile_source(), metrics_addr(&adapter)).await;
+    slow_plain
+        .write_all(b"GET /metrics HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    // A keep-alive connection that sent one request and then nothing.
+    let mut kept = connect_from(hostile_source(), metrics_addr(&adapter)).await;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+
+    until_closed(&mut silent).await;
+    until_closed(&mut slow_tls).await;
+    let trickle = async {
+        // Keep trickling: bytes that never complete the head do not extend the deadline.
+        for _ in 0..600 {
+            if slow_plain.write_all(b"X").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, trickle).await.ok();
+    until_closed(&mut slow_plain).await;
+    let answer = until_closed(&mut kept).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    let (_, m) = adapter.plain_get("/metrics").await;
+    assert!(
+        counter(
+            &m,
+            "hpa_bridge_connections_expired_total",
+            &["listener=\"api\""]
+        ) >= 2.0,
+        "{m}"
+    );
+    // The server is still serving.
+    let (code, _) = adapter.get_anonymous("/healthz").await.unwrap();
+    assert_eq!(code, 200);
+}
+
+/// Send `head`, read what comes back; the write may fail once the server closes.
+async fn send_head<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, head: Vec<u8>) -> Vec<u8> {
+    let (mut r, mut w) = tokio::io::split(&mut stream);
+    let write = async move {
+        let _ = w.write_all(&head).await;
+        let _ = w.flush().await;
+    };
+    let read = until_closed(&mut r);
+    let ((), got) = tokio::join!(write, read);
+    got
+}
+
+fn huge_head(path: &str) -> Vec<u8> {
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n").into_bytes();
+    for i in 0..1024 {
+        head.extend_from_slice(format!("X-Filler-{i}: {}\r\n", "a".repeat(1000)).as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_megabyte_head_is_refused_with_431() {
+    let adapter = AdapterProcess::start_with(&fast_config(&[]), &[]).await;
+    let head = huge_head("/metrics");
+    assert!(head.len() > 1_000_000);
+    let plain = send_head(
+        connect_from(hostile_source(), metrics_addr(&adapter)).await,
+        head.clone(),
+    )
+    .await;
+    let tls_stream = tls(
+        &adapter,
+        connect_from(hostile_source(), api_addr(&adapter)).await,
+    )
+    .await;
+    let secure = send_head(tls_stream, huge_head("/healthz")).await;
+    for (port, got) in [("metrics", plain), ("api", secure)] {
+        // The server answers 431 and closes; a reset racing the answer may swallow it, but
+        // never may the request be served.
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            got.is_empty() || text.starts_with("HTTP/1.1 431"),
+            "{port}: {text}"
+        );
+    }
+    // A head under the cap is still served.
+    let mut ok = connect_from(hostile_source(), metrics_addr(&adapter)).await;
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_vec();
+    head.extend_from_slice(format!("X-Filler: {}\r\n\r\n", "a".repeat(16_000)).as_bytes());
+    ok.write_all(&head).await.unwrap();
+    let got = until_closed(&mut ok).await;
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+async fn h2_sender(
+    adapter: &AdapterProcess,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(adapter.pki.ca_der()).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(api_addr(adapter)).await.unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// hyper's HTTP/2 client is strict: DATA on a HEAD answer fails the body with an
+/// InvalidBodyLength-style error (issue 13, item 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_over_http2_has_no_body() {
+    use http_body_util::BodyExt;
+    let adapter = AdapterProcess::start_with(&fast_config(&[]), &[]).await;
+    let mut sender = h2_sender(&adapter).await;
+    for path in [
+        "/healthz",
+        "/apis/external.metrics.k8s.io/v1beta1",
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas",
+        "/no/such/path",
+    ] {
+        let get = sender
+            .send_request(
+                http::Request::get(format!("https://127.0.0.1{path}"))
+                    .body(http_body_util::Empty::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let get_code = get.status();
+        let get_body = get.into_body().collect().await.unwrap().to_bytes();
+        assert!(!get_body.is_empty(), "GET {path} has a body");
+
+        let head = sender
+            .send_request(
+                http::Request::head(format!("https://127.0.0.1{path}"))
+                    .body(http_body_util::Empty::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(head.status(), get_code, "HEAD {path}");
+        let body = head
+            .into_body()
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("HEAD {path}: {e}"))
+            .to_bytes();
+        assert!(body.is_empty(), "HEAD {path} sent {body:?}");
+    }
+}
