@@ -16,7 +16,6 @@ use crate::adapter::Adapter;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::selector::LabelSelector;
-use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::store::{ScrapeTarget, TargetId};
 use crate::telemetry::SelfMetrics;
 
@@ -269,23 +268,12 @@ async fn measure(
             }
         })
         .collect();
-    adapter.store.set_targets(targets);
-    let scrape = &adapter.config.scrape;
-    let scraper = Arc::new(Scraper::new(
-        adapter.store.clone(),
-        ScrapeSettings {
-            timeout: scrape.timeout.0,
-            max_body_bytes: scrape.max_body_bytes,
-            wanted: Arc::new(adapter.config.wanted_series()),
-            concurrency: plan.concurrency,
-        },
-        clock.clone(),
-        metrics,
-    ));
+    adapter.scrape_store().set_targets(targets);
+    let scraper = Arc::new(adapter.scraper(plan.concurrency));
 
     let failed = || {
         adapter
-            .store
+            .scrape_store()
             .target_health()
             .iter()
             .filter(|(_, h)| h.last_error.is_some() || !h.ever_succeeded())
@@ -315,7 +303,7 @@ async fn measure(
         .saturating_sub(ticks_after_cold);
     let (rss, hwm) = memory().unwrap_or_default();
     let tracked_series = adapter
-        .store
+        .scrape_store()
         .series_counts(clock.now_ms(), adapter.stale_after_ms())
         .0;
     let cold_round = rounds.remove(0);
