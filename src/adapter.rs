@@ -18,14 +18,47 @@ use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, Thre
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
 use crate::policy::{self, Answer, InputNote, QueryContext};
 use crate::selector::LabelSelector;
-use crate::source::EvidenceSource;
-use crate::store::{Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::source::scrape::{ScrapeSettings, Scraper};
+use crate::source::{EvidenceSource, SourceError};
+use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
     UnknownMetric { metric: String, served: String },
+}
+
+/// Evidence already read while answering one request. A target reads the floor's series for the
+/// floor itself and again for the workload's current count, and a gated recommender may read
+/// the current count's series twice: each (series set, scope) is fetched once and reused, which
+/// also gives every rule of the request the same snapshot.
+#[derive(Default)]
+struct Fetched {
+    evidence: Mutex<Vec<(FetchKey, Result<Evidence, SourceError>)>>,
+}
+
+#[derive(PartialEq)]
+struct FetchKey {
+    series: Vec<String>,
+    namespace_label: String,
+    namespace: String,
+    selector: String,
+}
+
+impl Fetched {
+    fn get(&self, key: &FetchKey) -> Option<Result<Evidence, SourceError>> {
+        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        fetched
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, r)| r.clone())
+    }
+
+    fn put(&self, key: FetchKey, result: Result<Evidence, SourceError>) {
+        let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        fetched.push((key, result));
+    }
 }
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
@@ -40,10 +73,11 @@ struct QueryKey {
 }
 
 pub struct Adapter {
-    pub config: Arc<Config>,
-    pub store: Arc<Store>,
-    pub clock: Arc<dyn Clock>,
-    pub metrics: Arc<SelfMetrics>,
+    config: Arc<Config>,
+    /// The embedded scraper's sink; the evidence source unless another one is set.
+    store: Arc<Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<SelfMetrics>,
     /// Where evidence comes from: the scrape store by default.
     source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
@@ -78,6 +112,75 @@ impl Adapter {
     pub fn with_source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
         self.source = source;
         self
+    }
+
+    /// The scrape store the scrape loop and discovery fill (the wiring's handle; answers read
+    /// the active source).
+    pub fn scrape_store(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
+    /// The embedded scraper over the configured targets, filling `scrape_store`.
+    pub fn scraper(&self, concurrency: usize) -> Scraper {
+        let scrape = &self.config.scrape;
+        Scraper::new(
+            self.store.clone(),
+            ScrapeSettings {
+                timeout: scrape.timeout(),
+                max_body_bytes: scrape.max_body_bytes,
+                limits: scrape.limits(),
+                wanted: Arc::new(self.config.wanted_series()),
+                concurrency,
+            },
+            self.clock.clone(),
+            self.metrics.clone(),
+        )
+    }
+
+    pub fn scrape_interval(&self) -> std::time::Duration {
+        self.config.scrape.interval.0
+    }
+
+    /// `scrape.kubernetes`, for starting discovery.
+    pub fn kubernetes_discovery(&self) -> Option<&crate::config::KubernetesDiscoveryConfig> {
+        self.config.scrape.kubernetes.as_ref()
+    }
+
+    /// The `scrape.static` targets, which carry no workload.
+    pub fn static_targets(&self) -> Vec<ScrapeTarget> {
+        static_targets(&self.config)
+    }
+
+    /// The `window` of a served value: one scrape interval, in whole seconds.
+    pub fn answer_window_secs(&self) -> u64 {
+        self.config.scrape.interval.0.as_secs().max(1)
+    }
+
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    /// Changes whenever the scraped evidence changes, so a rendered answer can be reused
+    /// while it stays the same.
+    pub fn generation(&self) -> u64 {
+        self.store.generation()
+    }
+
+    /// Count one API request in the self-metrics.
+    /// The self-metrics registry, for the connection gates that count refused and expired
+    /// connections beside the request counters.
+    pub fn self_metrics(&self) -> Arc<SelfMetrics> {
+        self.metrics.clone()
+    }
+
+    pub fn record_request(&self, code: u16, metric: &str, seconds: f64) {
+        self.metrics.request(code, metric, seconds);
+    }
+
+    /// The self-metrics in the Prometheus text format, gauges refreshed from the source.
+    pub fn render_self_metrics(&self) -> String {
+        self.refresh_gauges();
+        self.metrics.render()
     }
 
     pub fn set_workload_state(&self, state: Arc<dyn Cluster>) {
@@ -138,7 +241,9 @@ impl Adapter {
                 served: self.served_metric_names().join(", "),
             })?;
         let now = self.clock.now_ms();
-        let answer = self.answer_spec(spec, namespace, selector, now).await;
+        let answer = self
+            .answer_spec(spec, namespace, selector, now, &Fetched::default())
+            .await;
         self.metrics.answer(
             spec.name(),
             match answer.refusal() {
@@ -156,6 +261,7 @@ impl Adapter {
         namespace: &'a str,
         selector: &'a LabelSelector,
         now: Millis,
+        fetched: &'a Fetched,
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
             let selector_text = selector.to_string();
@@ -173,20 +279,29 @@ impl Adapter {
                 selector,
             };
             match spec.kind() {
-                MetricKind::Recommendation => match self.source.evidence(&scope, now).await {
+                MetricKind::Recommendation => match self.evidence(fetched, &scope, now).await {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
-                        self.gated(spec, answer, namespace, selector, now, &ev.workloads, None)
-                            .await
+                        self.gated(
+                            spec,
+                            answer,
+                            namespace,
+                            selector,
+                            now,
+                            fetched,
+                            &ev.workloads,
+                            None,
+                        )
+                        .await
                     }
                     Err(e) => policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
                 },
                 MetricKind::Threshold => {
-                    self.threshold_answer(spec, &q, &scope, namespace, selector, now)
+                    self.threshold_answer(spec, &q, &scope, namespace, selector, now, fetched)
                         .await
                 }
                 MetricKind::StatefulFloor => {
-                    let ev = match self.source.evidence(&scope, now).await {
+                    let ev = match self.evidence(fetched, &scope, now).await {
                         Ok(ev) => ev,
                         Err(e) => {
                             return policy::source_unavailable(
@@ -232,19 +347,25 @@ impl Adapter {
                         );
                     };
                     let rec = if inputs.len() == 1 {
-                        self.answer_spec(rec_spec, namespace, selector, now).await
+                        self.answer_spec(rec_spec, namespace, selector, now, fetched)
+                            .await
                     } else {
                         let mut parts = Vec::with_capacity(inputs.len());
                         for input in &inputs {
-                            parts.push(self.answer_spec(input, namespace, selector, now).await);
+                            parts.push(
+                                self.answer_spec(input, namespace, selector, now, fetched)
+                                    .await,
+                            );
                         }
                         let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
                         let current = if parts.iter().all(|p| p.value().is_some()) {
                             // Not needed: nothing blocks a decrease.
                             Err("not needed".to_string())
                         } else {
-                            self.current_for_target(spec, &inputs, namespace, selector, now)
-                                .await
+                            self.current_for_target(
+                                spec, &inputs, namespace, selector, now, fetched,
+                            )
+                            .await
                         };
                         combine::combine(
                             &combine::combined_name(&names),
@@ -254,11 +375,13 @@ impl Adapter {
                         )
                     };
                     let floor = match floor_spec {
-                        Some(f) => Some(self.answer_spec(f, namespace, selector, now).await),
+                        Some(f) => {
+                            Some(self.answer_spec(f, namespace, selector, now, fetched).await)
+                        }
                         None => None,
                     };
                     let current = self
-                        .current_replicas_for(spec, namespace, selector, now)
+                        .current_replicas_for(spec, namespace, selector, now, fetched)
                         .await;
                     policy::target(spec.name(), rec, floor, current)
                 }
@@ -268,6 +391,7 @@ impl Adapter {
 
     /// A threshold metric: the load total, the current count, the evaluation history, then the
     /// validity gate.
+    #[allow(clippy::too_many_arguments)]
     async fn threshold_answer(
         &self,
         spec: &MetricSpec,
@@ -276,15 +400,16 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         now: Millis,
+        fetched: &Fetched,
     ) -> Answer {
-        let ev = match self.source.evidence(scope, now).await {
+        let ev = match self.evidence(fetched, scope, now).await {
             Ok(ev) => ev,
             Err(e) => return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
         };
         let rule = threshold_rule(spec);
         let load = threshold::load_total(q, &ev);
         let (mut current, current_inputs) = self
-            .current_replicas(spec, namespace, selector, now, &ev.workloads)
+            .current_replicas(spec, namespace, selector, now, fetched, &ev.workloads)
             .await;
         // Counting live targets stands in for the replica count only when every target's load
         // is known: with partial data the count leaves out exactly the unknown pods, and holding
@@ -334,6 +459,7 @@ impl Adapter {
             namespace,
             selector,
             now,
+            fetched,
             &ev.workloads,
             Some(current),
         )
@@ -349,6 +475,7 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         now: Millis,
+        fetched: &Fetched,
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
     ) -> Answer {
@@ -369,7 +496,7 @@ impl Adapter {
             namespace,
             selector,
         };
-        let check = match self.source.evidence(&scope, now).await {
+        let check = match self.evidence(fetched, &scope, now).await {
             Ok(ev) => gate::check_gate(valid_when, &q, &ev),
             Err(e) => gate::GateCheck {
                 open: false,
@@ -383,7 +510,7 @@ impl Adapter {
         let current = match current {
             Some(c) => c,
             None => {
-                self.current_replicas(spec, namespace, selector, now, workloads)
+                self.current_replicas(spec, namespace, selector, now, fetched, workloads)
                     .await
                     .0
             }
@@ -404,6 +531,7 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         now: Millis,
+        fetched: &Fetched,
         workloads: &[WorkloadRef],
     ) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
         if let (Some(state), [w]) = (self.workload_state(), workloads) {
@@ -440,7 +568,7 @@ impl Adapter {
             namespace,
             selector,
         };
-        match self.source.evidence(&scope, now).await {
+        match self.evidence(fetched, &scope, now).await {
             Ok(ev) => gate::current_from_series(&q, &ev),
             Err(e) => (Err(e.to_string()), Vec::new()),
         }
@@ -455,9 +583,10 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         now: Millis,
+        fetched: &Fetched,
     ) -> Result<CurrentReplicas, String> {
         if let Some(v) = self
-            .current_replicas_for(spec, namespace, selector, now)
+            .current_replicas_for(spec, namespace, selector, now, fetched)
             .await
         {
             return Ok(CurrentReplicas {
@@ -484,7 +613,7 @@ impl Adapter {
                 Err(_) => Vec::new(),
             };
             match self
-                .current_replicas(input, namespace, selector, now, &workloads)
+                .current_replicas(input, namespace, selector, now, fetched, &workloads)
                 .await
                 .0
             {
@@ -502,6 +631,7 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         now: Millis,
+        fetched: &Fetched,
     ) -> Option<u64> {
         let state = self.workload_state()?;
         let floor = self.config.metric(spec.floor()?)?;
@@ -511,11 +641,32 @@ impl Adapter {
             namespace,
             selector,
         };
-        let ev = self.source.evidence(&scope, now).await.ok()?;
+        let ev = self.evidence(fetched, &scope, now).await.ok()?;
         match ev.workloads.as_slice() {
             [w] => state.fetch_current_replicas(w).await,
             _ => None,
         }
+    }
+
+    /// Evidence for `scope`, read from the source once per request (see `Fetched`).
+    async fn evidence(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+    ) -> Result<Evidence, SourceError> {
+        let key = FetchKey {
+            series: scope.series.to_vec(),
+            namespace_label: scope.namespace_label.to_string(),
+            namespace: scope.namespace.to_string(),
+            selector: scope.selector.to_string(),
+        };
+        if let Some(hit) = fetched.get(&key) {
+            return hit;
+        }
+        let result = self.source.evidence(scope, now).await;
+        fetched.put(key, result.clone());
+        result
     }
 
     fn warn_once(&self, w: &WorkloadRef, warning: &str) {
@@ -552,12 +703,13 @@ impl Adapter {
 
     /// Refresh gauges that are derived from the store.
     pub fn refresh_gauges(&self) {
-        let (series, stale) = self
-            .store
-            .series_counts(self.clock.now_ms(), self.stale_after_ms());
-        self.metrics.series.set(series as i64);
-        self.metrics.stale_series.set(stale as i64);
-        self.metrics.targets.set(self.store.targets().len() as i64);
+        let held = self
+            .source
+            .inventory(self.clock.now_ms(), self.stale_after_ms());
+        let m = &self.metrics;
+        m.set_gauge("series", &m.series, held.series);
+        m.set_gauge("stale_series", &m.stale_series, held.stale_series);
+        m.set_gauge("targets", &m.targets, held.targets);
     }
 
     /// The `/status` document: every workload seen in requests or found in the data, with its
@@ -580,7 +732,9 @@ impl Adapter {
             };
             // Not `answer()`: looking at /status must not count as serving an answer.
             if let Some(spec) = self.config.metric(&key.metric) {
-                let answer = self.answer_spec(spec, &key.namespace, &selector, now).await;
+                let answer = self
+                    .answer_spec(spec, &key.namespace, &selector, now, &Fetched::default())
+                    .await;
                 workloads.push(WorkloadStatus {
                     namespace: key.namespace.clone(),
                     selector: key.selector.clone(),
@@ -611,13 +765,15 @@ impl Adapter {
                     metric: spec.name().to_string(),
                     source: "discovered",
                     last_requested: None,
-                    answer: self.answer_spec(spec, &namespace, &selector, now).await,
+                    answer: self
+                        .answer_spec(spec, &namespace, &selector, now, &Fetched::default())
+                        .await,
                 });
             }
         }
         let targets: Vec<serde_json::Value> = self
-            .store
-            .target_health()
+            .source
+            .targets()
             .into_iter()
             .map(|(t, h)| {
                 json!({
@@ -750,4 +906,63 @@ struct WorkloadStatus {
     source: &'static str,
     last_requested: Option<String>,
     answer: Answer,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    /// The scrape store, counting every evidence read.
+    struct Counting {
+        store: Arc<Store>,
+        reads: AtomicUsize,
+    }
+
+    impl EvidenceSource for Counting {
+        fn evidence<'a>(
+            &'a self,
+            scope: &'a Scope<'a>,
+            now: Millis,
+        ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            EvidenceSource::evidence(&*self.store, scope, now)
+        }
+    }
+
+    struct OneStatefulSet;
+
+    impl Cluster for OneStatefulSet {
+        fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
+            Some(3)
+        }
+        fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+            0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_target_request_reads_each_series_set_once() {
+        let counting = Arc::new(Counting {
+            store: Arc::new(Store::new()),
+            reads: AtomicUsize::new(0),
+        });
+        let adapter = Adapter::new(
+            Config::from_yaml("").unwrap(),
+            Arc::new(ManualClock::new(1_000_000)),
+            Arc::new(SelfMetrics::new()),
+        )
+        .with_source(counting.clone());
+        adapter.set_workload_state(Arc::new(OneStatefulSet));
+        let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        adapter
+            .answer("hpa_target_replicas", "default", &selector)
+            .await
+            .unwrap();
+        // The recommendation's series and the floor's series: the floor's are read once, not
+        // again for the workload's current count.
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 2);
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge::adapter::{static_targets, Adapter};
+use hpa_bridge::adapter::Adapter;
 use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
 use hpa_bridge::api::server::Listening;
 use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
@@ -17,7 +17,6 @@ use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::source::prometheus::PrometheusSource;
-use hpa_bridge::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
 
@@ -657,17 +656,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
         adapter = adapter.with_source(p.clone());
     }
     let adapter = Arc::new(adapter);
-    let discovery = match &adapter.config.scrape.kubernetes {
+    let discovery = match adapter.kubernetes_discovery() {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
             // With Prometheus nothing is scraped: discovery only supplies the pod set and the
             // workload state, so its targets go to a store nobody reads or shows.
             let store = match &prometheus {
                 Some(_) => Arc::new(hpa_bridge::store::Store::new()),
-                None => adapter.store.clone(),
+                None => adapter.scrape_store(),
             };
-            let discovery =
-                Discovery::start(client, k.clone(), store, static_targets(&adapter.config));
+            let discovery = Discovery::start(client, k.clone(), store, adapter.static_targets());
             if let Some(p) = &prometheus {
                 p.set_pod_set(discovery.clone(), "pod");
             }
@@ -808,20 +806,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
             }
         });
     } else {
-        let scrape = &adapter.config.scrape;
-        let scraper = Scraper::new(
-            adapter.store.clone(),
-            ScrapeSettings {
-                timeout: scrape.timeout(),
-                max_body_bytes: scrape.max_body_bytes,
-                limits: scrape.limits(),
-                wanted: Arc::new(adapter.config.wanted_series()),
-                concurrency: 512,
-            },
-            clock,
-            metrics,
-        );
-        let interval = scrape.interval.0;
+        let scraper = adapter.scraper(512);
+        let interval = adapter.scrape_interval();
         let scrape_adapter = adapter.clone();
         tokio::spawn(async move {
             // Ready only once the pods are known: a first round without them would serve a
@@ -841,12 +827,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
     tracing::info!(
         addr = %api_addr,
-        targets = adapter.store.targets().len(),
+        targets = adapter.scrape_store().targets().len(),
         metrics = %adapter.served_metric_names().join(","),
         "serving external.metrics.k8s.io/v1beta1 over TLS"
     );
     let handler = Arc::new(ApiHandler::new(adapter.clone()));
-    let api_gate = ConnectionGate::new("api", limits, adapter.metrics.clone());
+    let api_gate = ConnectionGate::new("api", limits, adapter.self_metrics());
     gates.push(api_gate.clone());
     tokio::spawn(server::serve(
         api_listener,

@@ -74,6 +74,9 @@ pub struct SelfMetrics {
     connections: Family<ListenerLabel, Gauge>,
     connections_refused: Family<ConnectionLabels, Counter>,
     connections_expired: Family<ConnectionLabels, Counter>,
+    /// Gauge families that mean nothing for the active source (e.g. `targets` with the
+    /// Prometheus source): left out of the exposition rather than shown as 0.
+    absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
 }
 
 impl std::fmt::Debug for SelfMetrics {
@@ -211,6 +214,7 @@ impl SelfMetrics {
             prometheus_queries,
             prometheus_query_duration,
             prometheus_up,
+            absent: Default::default(),
             prometheus_cache_hits,
         }
     }
@@ -285,13 +289,44 @@ impl SelfMetrics {
             .inc();
     }
 
+    /// Set a gauge family (`series`, `stale_series`, `targets`), or leave it out of the
+    /// exposition when `value` is `None` because it does not apply to the active source.
+    pub fn set_gauge(&self, family: &'static str, gauge: &Gauge, value: Option<usize>) {
+        let mut absent = self.absent.lock().unwrap_or_else(|e| e.into_inner());
+        match value {
+            Some(v) => {
+                gauge.set(v as i64);
+                absent.remove(family);
+            }
+            None => {
+                absent.insert(family);
+            }
+        }
+    }
+
     /// The registry in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
-        out
+        let absent = self.absent.lock().unwrap_or_else(|e| e.into_inner());
+        if absent.is_empty() {
+            return out;
+        }
+        let dropped = |line: &str| {
+            let rest = line
+                .strip_prefix("# HELP ")
+                .or_else(|| line.strip_prefix("# TYPE "))
+                .unwrap_or(line);
+            let name = rest.split([' ', '{']).next().unwrap_or("");
+            name.strip_prefix("hpa_bridge_")
+                .is_some_and(|family| absent.contains(family))
+        };
+        out.lines()
+            .filter(|l| !dropped(l))
+            .flat_map(|l| [l, "\n"])
+            .collect()
     }
 }
 

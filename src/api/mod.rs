@@ -279,7 +279,7 @@ impl ApiHandler {
     pub async fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
         let started = Instant::now();
         let (resp, metric) = self.dispatch(req).await;
-        self.adapter.metrics.request(
+        self.adapter.record_request(
             resp.status().as_u16(),
             metric.as_deref().unwrap_or("-"),
             started.elapsed().as_secs_f64(),
@@ -348,8 +348,8 @@ impl ApiHandler {
             ns.to_string(),
             selector.to_string(),
         );
-        let generation = self.adapter.store.generation();
-        let now = self.adapter.clock.now_ms();
+        let generation = self.adapter.generation();
+        let now = self.adapter.now_ms();
         let reuse = self
             .rendered
             .lock()
@@ -407,7 +407,7 @@ impl ApiHandler {
                 value,
                 timestamp_ms,
             } => {
-                let window = self.adapter.config.scrape.interval.0.as_secs().max(1);
+                let window = self.adapter.answer_window_secs();
                 json_response(
                     200,
                     &json!({
@@ -549,8 +549,7 @@ mod tests {
 
     fn answers_computed(adapter: &Adapter) -> usize {
         adapter
-            .metrics
-            .render()
+            .render_self_metrics()
             .lines()
             .filter(|l| l.starts_with("hpa_bridge_answers_total{"))
             .map(|l| {
@@ -591,7 +590,7 @@ mod tests {
             2,
             "recomputed after the time bound"
         );
-        adapter.store.set_targets(Vec::new());
+        adapter.scrape_store().set_targets(Vec::new());
         assert_eq!(get(&handler).await, 404);
         assert_eq!(
             answers_computed(&adapter),

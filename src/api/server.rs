@@ -282,7 +282,7 @@ pub async fn serve_api(
     handler: Arc<ApiHandler>,
     gate: Option<Arc<dyn Gatekeeper>>,
 ) {
-    let metrics = handler.adapter.metrics.clone();
+    let metrics = handler.adapter.self_metrics();
     let listening = Listening {
         gate: ConnectionGate::new("api", ConnectionLimits::default(), metrics),
         tls: Some(tls),
@@ -334,8 +334,7 @@ async fn respond(
             };
             handler
                 .adapter
-                .metrics
-                .request(denied.status().as_u16(), metric, 0.0);
+                .record_request(denied.status().as_u16(), metric, 0.0);
             return denied;
         }
     }
@@ -389,7 +388,7 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
         gate: ConnectionGate::new(
             "metrics",
             ConnectionLimits::default(),
-            adapter.metrics.clone(),
+            adapter.self_metrics(),
         ),
         tls: None,
         shutdown: Shutdown::new(),
@@ -399,16 +398,13 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
 
 async fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
     match path {
-        "/metrics" => {
-            adapter.refresh_gauges();
-            http::Response::builder()
-                .header(
-                    http::header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )
-                .body(Full::new(Bytes::from(adapter.metrics.render())))
-                .unwrap_or_else(|_| plain(500, "encoding failed\n"))
-        }
+        "/metrics" => http::Response::builder()
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .body(Full::new(Bytes::from(adapter.render_self_metrics())))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
         "/status" => json_response(200, &adapter.status().await),
         "/healthz" => plain(200, "ok\n"),
         _ => plain(404, "not found: try /metrics or /status\n"),

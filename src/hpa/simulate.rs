@@ -40,7 +40,7 @@ use crate::api::{server, ApiHandler};
 use crate::clock::{ManualClock, Millis};
 use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
-use crate::source::scrape::{ScrapeSettings, Scraper};
+use crate::source::scrape::Scraper;
 use crate::store::{ScrapeTarget, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
 use crate::telemetry::SelfMetrics;
 use crate::tls;
@@ -874,19 +874,7 @@ impl AdapterInstance {
         if let Some(w) = workload {
             adapter.set_workload_state(w);
         }
-        let scrape = &adapter.config.scrape;
-        let scraper = Scraper::new(
-            adapter.store.clone(),
-            ScrapeSettings {
-                timeout: scrape.timeout(),
-                max_body_bytes: scrape.max_body_bytes,
-                limits: scrape.limits(),
-                wanted: Arc::new(adapter.config.wanted_series()),
-                concurrency: 64,
-            },
-            clock,
-            metrics,
-        );
+        let scraper = adapter.scraper(64);
         let cert =
             tls::ServingCert::self_signed(&[]).map_err(|e| SimulateError::Io(e.to_string()))?;
         let mut roots = rustls::RootCertStore::empty();
@@ -1386,7 +1374,7 @@ impl Runner {
                 }),
             });
         }
-        self.instance.adapter.store.set_targets(targets);
+        self.instance.adapter.scrape_store().set_targets(targets);
     }
 
     /// Controllers exporting at `t` (live and not dropping the series).

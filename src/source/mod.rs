@@ -9,7 +9,18 @@ pub mod scrape;
 use futures::future::BoxFuture;
 
 use crate::clock::Millis;
-use crate::store::{Evidence, Scope, Store};
+use std::sync::Arc;
+
+use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetHealth};
+
+/// What a source holds, for the self-metrics. A count that does not apply to the source is
+/// `None`, and its gauge is left out rather than shown as 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub series: Option<usize>,
+    pub stale_series: Option<usize>,
+    pub targets: Option<usize>,
+}
 
 /// The source could not say anything about the query (for example Prometheus is down). This
 /// is unknown input: the answer is a refusal, never an empty success or a 0.
@@ -33,6 +44,18 @@ pub trait EvidenceSource: Send + Sync + 'static {
     fn status(&self) -> Option<serde_json::Value> {
         None
     }
+
+    /// The series and targets the source holds, for `hpa_bridge_series`,
+    /// `hpa_bridge_stale_series` and `hpa_bridge_targets`; nothing by default.
+    fn inventory(&self, _now: Millis, _stale_after_ms: Millis) -> Inventory {
+        Inventory::default()
+    }
+
+    /// The scrape targets and their health, for `/status`; none for a source that does not
+    /// scrape.
+    fn targets(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
+        Vec::new()
+    }
 }
 
 impl EvidenceSource for Store {
@@ -42,5 +65,18 @@ impl EvidenceSource for Store {
         _now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         Box::pin(std::future::ready(Ok(Store::evidence(self, scope))))
+    }
+
+    fn inventory(&self, now: Millis, stale_after_ms: Millis) -> Inventory {
+        let (series, stale) = self.series_counts(now, stale_after_ms);
+        Inventory {
+            series: Some(series),
+            stale_series: Some(stale),
+            targets: Some(Store::targets(self).len()),
+        }
+    }
+
+    fn targets(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
+        self.target_health()
     }
 }

@@ -16,7 +16,6 @@ use hpa_bridge::adapter::Adapter;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
 use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge::store::{ScrapeTarget, TargetId};
 use hpa_bridge::telemetry::SelfMetrics;
 
@@ -269,24 +268,12 @@ async fn measure(
             }
         })
         .collect();
-    adapter.store.set_targets(targets);
-    let scrape = &adapter.config.scrape;
-    let scraper = Arc::new(Scraper::new(
-        adapter.store.clone(),
-        ScrapeSettings {
-            timeout: scrape.timeout(),
-            max_body_bytes: scrape.max_body_bytes,
-            limits: scrape.limits(),
-            wanted: Arc::new(adapter.config.wanted_series()),
-            concurrency: plan.concurrency,
-        },
-        clock.clone(),
-        metrics,
-    ));
+    adapter.scrape_store().set_targets(targets);
+    let scraper = Arc::new(adapter.scraper(plan.concurrency));
 
     let failed = || {
         adapter
-            .store
+            .scrape_store()
             .target_health()
             .iter()
             .filter(|(_, h)| h.last_error.is_some() || !h.ever_succeeded())
@@ -316,7 +303,7 @@ async fn measure(
         .saturating_sub(ticks_after_cold);
     let (rss, hwm) = memory().unwrap_or_default();
     let tracked_series = adapter
-        .store
+        .scrape_store()
         .series_counts(clock.now_ms(), adapter.stale_after_ms())
         .0;
     let cold_round = rounds.remove(0);

@@ -419,11 +419,11 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
             workload: None,
         })
         .collect();
-    adapter.store.set_targets(targets.clone());
+    adapter.scrape_store().set_targets(targets.clone());
     let now = hpa_bridge::clock::Clock::now_ms(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
-        adapter.store.record_success(t, now, 1, samples);
+        adapter.scrape_store().record_success(t, now, 1, samples);
     }
     adapter.mark_ready();
     Ok(adapter)

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Module import graph of src/ (crate:: and super:: paths), at file-module and top-level granularity; prints cycles."""
+import os, re, sys
+root = sys.argv[1] if len(sys.argv) > 1 else "src"
+def modname(path):
+    rel = os.path.relpath(path, root)[:-3]
+    parts = rel.split(os.sep)
+    if parts[-1] in ("mod", "lib", "main"): parts = parts[:-1]
+    return "::".join(parts)
+mods = {}
+for d, _, fs in os.walk(root):
+    for f in fs:
+        if f.endswith(".rs"):
+            p = os.path.join(d, f); mods[modname(p)] = p
+names = set(mods)
+def resolve(path):
+    segs = path.split("::")
+    for i in range(len(segs), 0, -1):
+        c = "::".join(segs[:i])
+        if c in names: return c
+    return None
+edges = {m: set() for m in mods}
+for m, p in mods.items():
+    src = open(p).read()
+    # drop test modules: everything after a line '#[cfg(test)]' followed by 'mod tests'
+    src = re.split(r"#\[cfg\(test\)\]\s*mod tests", src)[0]
+    src = re.sub(r"//[^\n]*", "", src)
+    for mm in re.finditer(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", src):
+        t = resolve(mm.group(1))
+        if t and t != m and not m.startswith(t + "::"): edges[m].add(t)
+    for mm in re.finditer(r"\buse super::((?:[a-z_][a-z0-9_]*::)*[a-z_A-Z0-9]*)", src):
+        base = m.rsplit("::", 1)[0] if "::" in m else ""
+        if p.endswith("mod.rs"): base = m.rsplit("::",1)[0] if "::" in m else ""
+        full = (base + "::" + mm.group(1)) if base else mm.group(1)
+        t = resolve(full)
+        if t and t != m and not m.startswith(t + "::"): edges[m].add(t)
+def sccs(g):
+    idx, low, st, on, out, c = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+    def go(v):
+        idx[v] = low[v] = c[0]; c[0] += 1; st.append(v); on.add(v)
+        for w in g.get(v, ()):
+            if w not in idx: go(w); low[v] = min(low[v], low[w])
+            elif w in on: low[v] = min(low[v], idx[w])
+        if low[v] == idx[v]:
+            s = []
+            while True:
+                w = st.pop(); on.discard(w); s.append(w)
+                if w == v: break
+            out.append(s)
+    for v in g:
+        if v not in idx: go(v)
+    return [s for s in out if len(s) > 1]
+top = {}
+for m, ts in edges.items():
+    a = m.split("::")[0]
+    top.setdefault(a, set())
+    for t in ts:
+        b = t.split("::")[0]
+        if a != b: top[a].add(b)
+fc, tc = sccs(edges), sccs(top)
+print("file-module cycles:", fc or "none")
+print("top-level cycles:", tc or "none")
+if "-v" in sys.argv:
+    for a in sorted(top): print(f"  {a} -> {', '.join(sorted(top[a]))}")
+sys.exit(1 if fc or tc else 0)
