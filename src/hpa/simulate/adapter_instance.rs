@@ -1,0 +1,168 @@
+//! One real adapter instance (engine, scraper, TLS API on its own port) and the HPA's HTTPS
+//! client that polls it (docs/hpa-behaviour.md §1.2).
+
+use super::*;
+
+/// What discovery would report about the simulated StatefulSet.
+pub(super) struct SimWorkload {
+    pub(super) spec_replicas: AtomicI64,
+}
+
+impl Cluster for SimWorkload {
+    fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
+        Some(self.spec_replicas.load(Ordering::SeqCst).max(0) as u64)
+    }
+    fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+        0
+    }
+}
+
+/// One adapter process: store, scraper, and the TLS API on its own port.
+pub(super) struct AdapterInstance {
+    pub(super) adapter: Arc<Adapter>,
+    pub(super) scraper: Scraper,
+    pub(super) server: JoinHandle<()>,
+    pub(super) port: u16,
+    pub(super) client: Arc<rustls::ClientConfig>,
+}
+
+impl Drop for AdapterInstance {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The engine and its scraper, wired as `serve` wires them. The only place the simulator
+/// builds them, so the shared builder can replace exactly these lines.
+fn wire_engine(
+    config: Config,
+    clock: Arc<ManualClock>,
+    workload: Option<Arc<SimWorkload>>,
+) -> (Arc<Adapter>, Scraper) {
+    let metrics = Arc::new(SelfMetrics::new());
+    let adapter = Arc::new(Adapter::new(config, clock, metrics));
+    if let Some(w) = workload {
+        adapter.set_workload_state(w);
+    }
+    let scraper = adapter.scraper(64);
+    (adapter, scraper)
+}
+
+impl AdapterInstance {
+    pub(super) async fn start(
+        config: Config,
+        clock: Arc<ManualClock>,
+        workload: Option<Arc<SimWorkload>>,
+    ) -> Result<AdapterInstance, SimulateError> {
+        let (adapter, scraper) = wire_engine(config, clock, workload);
+        let cert =
+            tls::ServingCert::self_signed(&[]).map_err(|e| SimulateError::Io(e.to_string()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in cert.certificate_chain() {
+            roots
+                .add(c)
+                .map_err(|e| SimulateError::Io(format!("trusting the serving cert: {e}")))?;
+        }
+        let client = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| SimulateError::Io(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let server_config =
+            Arc::new(tls::server_config(cert, None).map_err(|e| SimulateError::Io(e.to_string()))?);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| SimulateError::Io(format!("binding the API port: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| SimulateError::Io(e.to_string()))?
+            .port();
+        let handler = Arc::new(ApiHandler::new(adapter.clone()));
+        let server = tokio::spawn(server::serve_api(listener, server_config, handler, None));
+        Ok(AdapterInstance {
+            adapter,
+            scraper,
+            server,
+            port,
+            client: Arc::new(client),
+        })
+    }
+
+    /// One GET as the HPA sends it (REFERENCE.md §1.2), turned into the model's input: the
+    /// items' values, or the error text. An empty list is an error (REFERENCE.md §1.6).
+    pub(super) async fn fetch(
+        &self,
+        namespace: &str,
+        metric: &str,
+        selector: Option<&str>,
+    ) -> MetricInput {
+        let mut path = format!(
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{}",
+            // client-go lower-cases the metric name in the path (REFERENCE.md §1.2).
+            metric.to_ascii_lowercase()
+        );
+        if let Some(sel) = selector {
+            path.push_str("?labelSelector=");
+            path.push_str(
+                &percent_encoding::utf8_percent_encode(sel, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            );
+        }
+        let (code, body) = https_get(self.port, self.client.clone(), &path)
+            .await
+            .map_err(|e| format!("unable to fetch metrics from external metrics API: {e}"))?;
+        let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+            format!("unable to decode the external metrics API answer ({code}): {e}")
+        })?;
+        if !(200..300).contains(&code) {
+            let message = json["message"].as_str().unwrap_or("").to_string();
+            return Err(format!("{code}: {message}"));
+        }
+        let items = json["items"].as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            return Err("no metrics returned from external metrics API".into());
+        }
+        items
+            .iter()
+            .map(|item| {
+                let text = item["value"].as_str().unwrap_or("");
+                Quantity::parse(text)
+                    .map(|q| q.milli_value() as f64 / 1000.0)
+                    .map_err(|e| format!("unparsable item value {text:?}: {e}"))
+            })
+            .collect()
+    }
+}
+
+pub(super) async fn https_get(
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    path: &str,
+) -> Result<(u16, String), String> {
+    let tcp = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = http::Request::get(path)
+        .header(http::header::HOST, format!("127.0.0.1:{port}"))
+        .header(http::header::ACCEPT, "application/json")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let code = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}

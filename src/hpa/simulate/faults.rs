@@ -1,0 +1,79 @@
+//! Fault injection: which exporters misbehave, when, and how (down, garbage, flapping...).
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultMode {
+    /// Connections are closed without a response: unreachable.
+    Down,
+    /// HTTP 500.
+    Error,
+    /// The response comes after `delay`, beyond the scrape timeout.
+    Slow,
+    /// A 200 page that is not exposition text.
+    Garbage,
+    /// A 200 page without the series: the exporter stopped exporting it.
+    Absent,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FaultSpec {
+    /// A controller or pod name (`lobby-3`), `controllers`, `pods` or `all`.
+    pub target: String,
+    pub from: HumanDuration,
+    pub to: HumanDuration,
+    pub mode: FaultMode,
+    /// Alternate: faulty for `flap`, healthy for `flap`, and so on.
+    #[serde(default)]
+    pub flap: Option<HumanDuration>,
+    /// For `slow`: how late the response is (default 5 × scrape.timeout).
+    #[serde(default)]
+    pub delay: Option<HumanDuration>,
+}
+
+impl FaultSpec {
+    pub(super) fn applies_to(&self, exporter: &str, is_pod: bool) -> bool {
+        match self.target.as_str() {
+            "all" => true,
+            "pods" => is_pod,
+            "controllers" => !is_pod,
+            name => name == exporter,
+        }
+    }
+
+    pub(super) fn active_at(&self, t: Millis) -> bool {
+        let (from, to) = (ms(self.from), ms(self.to));
+        if t < from || t >= to {
+            return false;
+        }
+        match self.flap {
+            Some(f) if !f.0.is_zero() => ((t - from) / ms(f)) % 2 == 0,
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flapping_faults_alternate() {
+        let f = FaultSpec {
+            target: "all".into(),
+            from: HumanDuration(Duration::from_secs(60)),
+            to: HumanDuration(Duration::from_secs(180)),
+            mode: FaultMode::Down,
+            flap: Some(HumanDuration(Duration::from_secs(20))),
+            delay: None,
+        };
+        assert!(!f.active_at(59_999));
+        assert!(f.active_at(60_000));
+        assert!(f.active_at(79_999));
+        assert!(!f.active_at(80_000));
+        assert!(f.active_at(100_000));
+        assert!(!f.active_at(180_000));
+    }
+}

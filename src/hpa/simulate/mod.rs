@@ -1,0 +1,98 @@
+//! `hpa-bridge simulate SCENARIO.yaml`: the real adapter against real loopback exporters, polled
+//! over real HTTPS by the HPA model, on a simulated clock.
+//!
+//! What is real: the exporters (one HTTP server per pod or controller on loopback, whose pages
+//! follow the scenario's timeline), the adapter (`Adapter`, `Store`, `Scraper::scrape_round`,
+//! `policy`, `ApiHandler` behind `serve_api` with a self-signed certificate) and the HTTPS GETs
+//! the HPA sends (REFERENCE.md §1.2). What is simulated: time (a `ManualClock` the runner moves
+//! from one scrape tick or HPA sync to the next), the HPA controller (`hpa::model`), and the
+//! StatefulSet (pods 0..N-1 follow the HPA's decision).
+//!
+//! Every sync is checked against ground truth taken from the scenario, never from the adapter:
+//! the floor the pods really hold, which inputs the adapter could not have known, and the
+//! largest recommendation any controller really exported.
+//!
+//! One concern per file: `scenario` (the file format), `faults` (fault injection),
+//! `expectations`, `truth` (ground truth from the scenario), `exporter` (loopback exporters),
+//! `adapter_instance` (the real adapter and the HPA's HTTPS client), `run` (the loop),
+//! `invariants` (what every sync is checked against), `report` and `output`.
+
+mod adapter_instance;
+mod expectations;
+mod exporter;
+mod faults;
+mod invariants;
+mod output;
+mod report;
+mod run;
+mod scenario;
+mod truth;
+
+use adapter_instance::*;
+use exporter::*;
+use invariants::*;
+use truth::*;
+
+pub use expectations::*;
+pub use faults::*;
+pub use report::*;
+pub use run::*;
+pub use scenario::*;
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use serde::Deserialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::model::{
+    ControllerConfig, Decision, Hpa, HpaSpec, MetricInput, PolicyType, ResolvedRules, SelectPolicy,
+    SyncInput, SyncOutcome, SYNC_PERIOD,
+};
+use super::quantity::Quantity;
+use crate::adapter::Adapter;
+use crate::api::{server, ApiHandler};
+use crate::clock::{ManualClock, Millis};
+use crate::cluster::Cluster;
+use crate::config::{Config, HumanDuration};
+use crate::source::scrape::Scraper;
+use crate::store::{ScrapeTarget, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
+use crate::telemetry::SelfMetrics;
+use crate::tls;
+
+/// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).
+const EPOCH_MS: Millis = 1_800_000_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid scenario: {0}")]
+    Yaml(String),
+    #[error("invalid scenario: {key}: {message}")]
+    Invalid { key: String, message: String },
+    #[error("simulation failed: {0}")]
+    Io(String),
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> SimulateError {
+    SimulateError::Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}

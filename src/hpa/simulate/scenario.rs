@@ -1,0 +1,465 @@
+//! The scenario file: its schema, defaults and validation, and the time helpers the whole
+//! simulator uses.
+
+use super::*;
+
+/// One scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Simulated length, e.g. `30m`.
+    pub duration: HumanDuration,
+    #[serde(default)]
+    pub kubernetes: KubernetesStyle,
+    /// The HPA's namespace; every exporter's target carries it as the `namespace` label.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub workload: WorkloadSpec,
+    /// The adapter's own configuration (the `serve --config` schema) without targets: the
+    /// simulator supplies one target per controller and pod.
+    #[serde(default)]
+    pub adapter: serde_yaml::Value,
+    /// The HPA's `spec` (autoscaling/v2 field names); `scaleTargetRef` is ignored.
+    pub hpa: HpaSpec,
+    /// Exporters of `hpa_expect_replicas`, one per controller instance (REFERENCE.md §4.1).
+    #[serde(default)]
+    pub controllers: Vec<ControllerSpec>,
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    /// A load total the Ready pods export as one series, split evenly among them (for
+    /// `kind: threshold` metrics).
+    #[serde(default)]
+    pub load: Option<LoadSpec>,
+    /// Times at which the adapter process restarts: a fresh store, so retained indices are lost.
+    #[serde(default)]
+    pub adapter_restarts: Vec<HumanDuration>,
+    /// What the run must show; any failure makes the run fail.
+    #[serde(default)]
+    pub expect: Vec<Expectation>,
+}
+
+pub(super) fn default_namespace() -> String {
+    "default".into()
+}
+
+/// The Kubernetes version whose HPA controller is modelled, and its flags.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubernetesStyle {
+    /// `1.33` style: decides the tolerance test and the configurable-tolerance gate.
+    #[serde(default = "default_kube_version")]
+    pub version: String,
+    /// `--horizontal-pod-autoscaler-tolerance`.
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// `--horizontal-pod-autoscaler-downscale-stabilization`.
+    #[serde(default)]
+    pub downscale_stabilization: Option<HumanDuration>,
+}
+
+pub(super) fn default_kube_version() -> String {
+    "1.35".into()
+}
+
+impl Default for KubernetesStyle {
+    fn default() -> Self {
+        KubernetesStyle {
+            version: default_kube_version(),
+            tolerance: None,
+            downscale_stabilization: None,
+        }
+    }
+}
+
+impl KubernetesStyle {
+    pub fn controller_config(&self) -> Result<ControllerConfig, SimulateError> {
+        let minor = self
+            .version
+            .strip_prefix("1.")
+            .and_then(|m| m.parse::<u32>().ok())
+            .ok_or_else(|| {
+                invalid(
+                    "kubernetes.version",
+                    format!("{:?} is not of the form 1.<minor>", self.version),
+                )
+            })?;
+        let mut config = ControllerConfig::for_kube_minor(minor);
+        if let Some(t) = self.tolerance {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(invalid("kubernetes.tolerance", "must be >= 0"));
+            }
+            config.tolerance = t;
+        }
+        if let Some(d) = self.downscale_stabilization {
+            config.downscale_stabilization = d.0;
+        }
+        Ok(config)
+    }
+}
+
+/// How a pod's `hpa_stateful_index` behaves when no override says otherwise.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StatefulMode {
+    /// `ordinal + 1` while Ready, until the pod has been above the recommendation for
+    /// `drainAfter` and has handed its state over; then 0 (REFERENCE.md §4.1).
+    #[default]
+    Drain,
+    /// `ordinal + 1` while Ready, never released.
+    Ready,
+    /// Always 0: stateless pods.
+    None,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadSpec {
+    pub name: String,
+    /// `StatefulSet` (ordinals 0..N-1, highest removed first).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    pub initial_replicas: i32,
+    /// A new pod becomes Ready (and exports its index) this long after it is created.
+    #[serde(default = "zero_duration")]
+    pub readiness_delay: HumanDuration,
+    #[serde(default)]
+    pub stateful: StatefulMode,
+    #[serde(default = "default_drain_after")]
+    pub drain_after: HumanDuration,
+    /// Explicit index timelines for some ordinals, replacing `stateful` for them.
+    #[serde(default)]
+    pub index_overrides: Vec<IndexOverride>,
+    /// Whether the adapter knows the workload (discovery: owner, `spec.replicas`). Without it
+    /// an incomplete floor refuses instead of holding at the current count.
+    #[serde(default = "yes")]
+    pub discovery: bool,
+}
+
+pub(super) fn default_kind() -> String {
+    "StatefulSet".into()
+}
+pub(super) fn zero_duration() -> HumanDuration {
+    HumanDuration(Duration::ZERO)
+}
+pub(super) fn default_drain_after() -> HumanDuration {
+    HumanDuration(Duration::from_secs(60))
+}
+pub(super) fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IndexOverride {
+    pub ordinal: u32,
+    pub values: Vec<Step>,
+}
+
+/// From `at` on, the exporter shows `value` (a number, or text such as `NaN` or `+Inf`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    pub at: HumanDuration,
+    pub value: SampleValue,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SampleValue {
+    Number(f64),
+    Text(String),
+}
+
+impl SampleValue {
+    /// The sample text as the exporter writes it.
+    pub(super) fn exposition(&self) -> String {
+        match self {
+            SampleValue::Number(v) if v.is_nan() => "NaN".into(),
+            SampleValue::Number(v) if v.is_infinite() => {
+                if *v > 0.0 { "+Inf" } else { "-Inf" }.into()
+            }
+            SampleValue::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+            SampleValue::Number(v) if v.abs() >= 1e15 => format!("{v:e}"),
+            SampleValue::Number(v) => format!("{v}"),
+            SampleValue::Text(t) => t.clone(),
+        }
+    }
+
+    /// The replica count this value stands for, if it is a usable one. Deliberately written
+    /// here rather than borrowed from the store: ground truth must not share the adapter's code.
+    pub(super) fn replicas(&self) -> Option<i64> {
+        let v = match self {
+            SampleValue::Number(v) => *v,
+            SampleValue::Text(t) => t.trim().parse::<f64>().ok()?,
+        };
+        (v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_REPLICA_VALUE)
+            .then_some(v as i64)
+    }
+}
+
+/// The workload's load: a total `V` over time that the Ready pods export as `series`, each
+/// `V / ready pods`, so the adapter's sum over the pods is `V`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoadSpec {
+    pub series: String,
+    /// Points of the total, joined by straight lines (a ramp) and held after the last.
+    pub total: Vec<LoadPoint>,
+    /// Relative amplitude of a deterministic pseudo-noise on every scraped total: the exported
+    /// total is `V × (1 + noise × u)` with `u` in [-1, 1] derived from the scrape time.
+    #[serde(default)]
+    pub noise: f64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoadPoint {
+    pub at: HumanDuration,
+    pub value: f64,
+}
+
+impl LoadSpec {
+    /// The noise-free total at `t`.
+    pub fn clean(&self, t: Millis) -> f64 {
+        let pts = &self.total;
+        match pts.iter().position(|p| ms(p.at) > t) {
+            Some(0) => pts[0].value,
+            None => pts.last().map(|p| p.value).unwrap_or(0.0),
+            Some(i) => {
+                let (a, b) = (&pts[i - 1], &pts[i]);
+                let f = (t - ms(a.at)) as f64 / (ms(b.at) - ms(a.at)) as f64;
+                a.value + (b.value - a.value) * f
+            }
+        }
+    }
+
+    /// The exported total at `t`: the clean total with its pseudo-noise (splitmix64 of `t`, so
+    /// every run and every reader sees the same figure).
+    pub fn exported(&self, t: Millis) -> f64 {
+        let mut z = (t as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        self.clean(t) * (1.0 + self.noise * u)
+    }
+
+    /// The plateaus: spans where two consecutive points hold the same total.
+    pub(super) fn plateaus(&self) -> Vec<(Millis, Millis, f64)> {
+        self.total
+            .windows(2)
+            .filter(|p| p[0].value == p[1].value)
+            .map(|p| (ms(p[0].at), ms(p[1].at), p[0].value))
+            .collect()
+    }
+}
+
+/// One controller instance exporting `hpa_expect_replicas`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ControllerSpec {
+    pub name: String,
+    pub values: Vec<Step>,
+    /// The controller starts exporting at `from` (a duplicate appearing)...
+    #[serde(default)]
+    pub from: Option<HumanDuration>,
+    /// ...and its exporter is gone from `until` on.
+    #[serde(default)]
+    pub until: Option<HumanDuration>,
+}
+
+pub(super) fn ms(d: HumanDuration) -> Millis {
+    d.0.as_millis() as Millis
+}
+
+/// `12m30s`, `45s`, `0s`.
+pub fn fmt_t(t: Millis) -> String {
+    let s = t / 1000;
+    let frac = t % 1000;
+    let mut out = String::new();
+    if s >= 60 {
+        let _ = write!(out, "{}m", s / 60);
+        if s % 60 != 0 || frac != 0 {
+            let _ = write!(out, "{}s", s % 60);
+        }
+    } else {
+        let _ = write!(out, "{s}s");
+    }
+    if frac != 0 {
+        out.truncate(out.len() - 1);
+        let _ = write!(out, ".{frac:03}s");
+    }
+    out
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, SimulateError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SimulateError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Scenario::from_yaml(&text)
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Scenario, SimulateError> {
+        let s: Scenario =
+            serde_yaml::from_str(text).map_err(|e| SimulateError::Yaml(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// The adapter config, validated by the adapter's own rules.
+    pub fn adapter_config(&self) -> Result<Config, SimulateError> {
+        let text = match &self.adapter {
+            serde_yaml::Value::Null => String::new(),
+            v => serde_yaml::to_string(v).map_err(|e| SimulateError::Yaml(e.to_string()))?,
+        };
+        let config = Config::from_yaml(&text).map_err(|e| invalid("adapter", e.to_string()))?;
+        if !config.scrape.static_targets.is_empty() || config.source.is_some() {
+            return Err(invalid(
+                "adapter",
+                "scrape.static and source are supplied by the simulator (one target per controller and pod)",
+            ));
+        }
+        Ok(config)
+    }
+
+    pub(super) fn validate(&self) -> Result<(), SimulateError> {
+        let d = self.duration.0;
+        if d < SYNC_PERIOD || d > Duration::from_secs(24 * 3600) {
+            return Err(invalid("duration", "must be between 15s and 24h"));
+        }
+        self.kubernetes.controller_config()?;
+        self.adapter_config()?;
+        Hpa::new(self.hpa.clone(), ControllerConfig::default())
+            .map_err(|e| invalid("hpa", e.to_string()))?;
+        let w = &self.workload;
+        if !(0..=1000).contains(&w.initial_replicas) {
+            return Err(invalid(
+                "workload.initialReplicas",
+                "must be between 0 and 1000",
+            ));
+        }
+        if w.kind != "StatefulSet" {
+            return Err(invalid(
+                "workload.kind",
+                "only StatefulSet is simulated (ordinals 0..N-1, highest removed first)",
+            ));
+        }
+        let check_steps = |key: &str, steps: &[Step]| {
+            if steps.is_empty() {
+                return Err(invalid(key, "needs at least one value"));
+            }
+            if steps.windows(2).any(|p| p[0].at >= p[1].at) {
+                return Err(invalid(key, "steps must be in increasing `at` order"));
+            }
+            Ok(())
+        };
+        for (i, o) in w.index_overrides.iter().enumerate() {
+            check_steps(&format!("workload.indexOverrides[{i}].values"), &o.values)?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, c) in self.controllers.iter().enumerate() {
+            check_steps(&format!("controllers[{i}].values"), &c.values)?;
+            if c.name.starts_with(&format!("{}-", w.name))
+                || ["all", "pods", "controllers"].contains(&c.name.as_str())
+                || !names.insert(c.name.clone())
+            {
+                return Err(invalid(
+                    format!("controllers[{i}].name"),
+                    format!("{:?} is a duplicate, a reserved word or a pod name", c.name),
+                ));
+            }
+        }
+        if let Some(l) = &self.load {
+            if l.series.is_empty() || l.series == "hpa_stateful_index" {
+                return Err(invalid(
+                    "load.series",
+                    "must name a series other than hpa_stateful_index",
+                ));
+            }
+            if l.total.is_empty() {
+                return Err(invalid("load.total", "needs at least one point"));
+            }
+            if l.total.windows(2).any(|p| p[0].at >= p[1].at) {
+                return Err(invalid(
+                    "load.total",
+                    "points must be in increasing `at` order",
+                ));
+            }
+            if l.total
+                .iter()
+                .any(|p| !(p.value.is_finite() && p.value >= 0.0))
+            {
+                return Err(invalid("load.total", "values must be finite and >= 0"));
+            }
+            if !(0.0..1.0).contains(&l.noise) {
+                return Err(invalid("load.noise", "must be in [0, 1)"));
+            }
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            if f.from >= f.to {
+                return Err(invalid(format!("faults[{i}]"), "from must be before to"));
+            }
+            let known = matches!(f.target.as_str(), "all" | "pods" | "controllers")
+                || names.contains(&f.target)
+                || f.target
+                    .strip_prefix(&format!("{}-", w.name))
+                    .is_some_and(|o| o.parse::<u32>().is_ok());
+            if !known {
+                return Err(invalid(
+                    format!("faults[{i}].target"),
+                    format!(
+                        "{:?} names no controller or pod (use a controller name, {}-<ordinal>, controllers, pods or all)",
+                        f.target, w.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn fault_at(&self, exporter: &str, is_pod: bool, t: Millis) -> Option<&FaultSpec> {
+        self.faults
+            .iter()
+            .find(|f| f.applies_to(exporter, is_pod) && f.active_at(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_times() {
+        assert_eq!(fmt_t(0), "0s");
+        assert_eq!(fmt_t(45_000), "45s");
+        assert_eq!(fmt_t(750_000), "12m30s");
+        assert_eq!(fmt_t(600_000), "10m");
+        assert_eq!(fmt_t(200), "0.200s");
+    }
+
+    #[test]
+    fn sample_values_render_and_validate_independently_of_the_store() {
+        assert_eq!(SampleValue::Number(8.0).exposition(), "8");
+        assert_eq!(SampleValue::Number(f64::NAN).exposition(), "NaN");
+        assert_eq!(SampleValue::Number(1e300).exposition(), "1e300");
+        assert_eq!(SampleValue::Number(8.0).replicas(), Some(8));
+        assert_eq!(SampleValue::Number(-1.0).replicas(), None);
+        assert_eq!(SampleValue::Number(2.5).replicas(), None);
+        assert_eq!(SampleValue::Text("NaN".into()).replicas(), None);
+        assert_eq!(SampleValue::Text("7".into()).replicas(), Some(7));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Scenario::from_yaml(
+            "name: x\nduration: 1m\nworkload: {name: lobby, initialReplicas: 2}\nhpa: {maxReplicas: 4}\nbogus: 1\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+}
