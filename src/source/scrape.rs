@@ -147,7 +147,7 @@ impl Scraper {
         &self,
         target: &ScrapeTarget,
     ) -> Result<Vec<exposition::ExposedSample>, ScrapeError> {
-        let body = self.fetch(target).await?;
+        let (body, format) = self.fetch(target).await?;
         let wanted = self.settings.wanted.clone();
         let limits = self.settings.limits;
         // The deadline drops this future; the guard then tells the parse, which a dropped
@@ -156,6 +156,7 @@ impl Scraper {
         let flag = cancel.0.clone();
         let parsed = tokio::task::spawn_blocking(move || {
             let options = exposition::Options {
+                format,
                 limits,
                 cancel: Some(&flag),
             };
@@ -166,7 +167,11 @@ impl Scraper {
         Ok(parsed?)
     }
 
-    async fn fetch(&self, target: &ScrapeTarget) -> Result<Bytes, ScrapeError> {
+    /// The body, and its format from the Content-Type.
+    async fn fetch(
+        &self,
+        target: &ScrapeTarget,
+    ) -> Result<(Bytes, exposition::Format), ScrapeError> {
         let uri: http::Uri = target
             .url
             .parse()
@@ -188,6 +193,12 @@ impl Scraper {
         if !status.is_success() {
             return Err(ScrapeError::Status(status.as_u16()));
         }
+        let format = exposition::Format::from_content_type(
+            response
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        );
         let limit = self.settings.max_body_bytes;
         if let Some(len) = response
             .headers()
@@ -210,7 +221,7 @@ impl Scraper {
                 buf.extend_from_slice(&data);
             }
         }
-        Ok(buf.freeze())
+        Ok((buf.freeze(), format))
     }
 }
 
@@ -349,5 +360,48 @@ pub(crate) mod tests {
             )),
             "{rendered}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_content_type_decides_the_timestamp_unit() {
+        let addr = serve_pages(HashMap::from([
+            (
+                "/om".to_owned(),
+                (
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8".to_owned(),
+                    b"idx 1 123\n# EOF\n".to_vec(),
+                ),
+            ),
+            (
+                "/text".to_owned(),
+                (
+                    "text/plain; version=0.0.4".to_owned(),
+                    b"idx 1 123\n".to_vec(),
+                ),
+            ),
+        ]))
+        .await;
+        let store = Arc::new(Store::new());
+        let om = static_target(format!("http://{addr}/om"));
+        let text = static_target(format!("http://{addr}/text"));
+        store.set_targets(vec![om.clone(), text.clone()]);
+        scraper(store.clone(), Arc::new(SelfMetrics::new()))
+            .scrape_round()
+            .await;
+        let series = vec!["idx".to_owned()];
+        let selector = crate::selector::LabelSelector::everything();
+        let ev = store.evidence(&crate::store::Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &selector,
+        });
+        let at: HashMap<String, i64> = ev
+            .observations
+            .iter()
+            .map(|o| (o.target.to_string(), o.observed_at_ms))
+            .collect();
+        assert_eq!(at[&om.url], 123_000, "OpenMetrics: seconds");
+        assert_eq!(at[&text.url], 123, "Prometheus text: milliseconds");
     }
 }
