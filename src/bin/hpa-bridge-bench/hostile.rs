@@ -52,7 +52,7 @@ impl HostilePlan {
         } else {
             HostilePlan {
                 hostile: 2000,
-                requests: 4000,
+                requests: 20_000,
                 sources: 40,
             }
         }
