@@ -3,7 +3,8 @@
 //!
 //! The same scenarios run against both sources — the adapter scraping the exporters itself,
 //! and the adapter querying a Prometheus that scrapes the same exporters — and every answer
-//! must be identical (HTTP code, value, refusal kind).
+//! must be identical (HTTP code, value, refusal kind). The parity scenarios run a second time
+//! with Debian's `victoria-metrics` as the engine (`victoriametrics/mod.rs`).
 //!
 //! Without the binary the tests fail and name the install step (`apt-get install prometheus`,
 //! or `scripts/test`).
