@@ -3,13 +3,15 @@
 //!
 //! The same scenarios run against both sources — the adapter scraping the exporters itself,
 //! and the adapter querying a Prometheus that scrapes the same exporters — and every answer
-//! must be identical (HTTP code, value, refusal kind).
+//! must be identical (HTTP code, value, refusal kind). The parity scenarios run a second time
+//! with Debian's `victoria-metrics` as the engine (`victoriametrics/mod.rs`).
 //!
 //! Without the binary the tests fail and name the install step (`apt-get install prometheus`,
 //! or `scripts/test`).
 
 mod common;
 mod kubeapi;
+mod victoriametrics;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -34,6 +36,61 @@ struct Target<'a> {
     pod: &'a str,
 }
 
+/// The scrape config a query engine gets (Prometheus `--config.file`, VictoriaMetrics
+/// `-promscrape.config`: the same file format), one static target per exporter path.
+fn engine_scrape_config(targets: &[Target<'_>]) -> String {
+    let mut config = String::from(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: exporters\n    static_configs:\n",
+    );
+    for t in targets {
+        // Per-target path and identity: the same labels the scrape source attaches.
+        config.push_str(&format!(
+            "      - targets: ['{}']\n        labels: {{__metrics_path__: '{}', namespace: default, pod: {}, instance: {}}}\n",
+            t.exporter.addr, t.path, t.pod, t.pod
+        ));
+    }
+    config
+}
+
+/// A Prometheus-compatible query engine started by the test on loopback, scraping the given
+/// targets itself. The parity scenarios run unchanged against each engine.
+trait QueryEngine: Sized {
+    /// Starts the engine, failing the test (with the install step) if its binary is missing.
+    async fn start(targets: &[Target<'_>]) -> Self;
+    fn url(&self) -> String;
+    /// Name and version, for the test log.
+    async fn describe(&self) -> String;
+}
+
+impl QueryEngine for PrometheusProcess {
+    async fn start(targets: &[Target<'_>]) -> Self {
+        PrometheusProcess::start(peers::prometheus(), targets).await
+    }
+
+    fn url(&self) -> String {
+        PrometheusProcess::url(self)
+    }
+
+    async fn describe(&self) -> String {
+        format!("Prometheus {}", self.version().await)
+    }
+}
+
+impl QueryEngine for victoriametrics::VictoriaMetricsProcess {
+    async fn start(targets: &[Target<'_>]) -> Self {
+        let binary = peers::victoria_metrics();
+        victoriametrics::VictoriaMetricsProcess::start(binary, &engine_scrape_config(targets)).await
+    }
+
+    fn url(&self) -> String {
+        victoriametrics::VictoriaMetricsProcess::url(self)
+    }
+
+    async fn describe(&self) -> String {
+        format!("VictoriaMetrics {}", self.version())
+    }
+}
+
 impl PrometheusProcess {
     async fn start(binary: PathBuf, targets: &[Target<'_>]) -> Self {
         Self::start_with_tls(binary, targets, None).await
@@ -45,17 +102,11 @@ impl PrometheusProcess {
         tls: Option<(PathBuf, PathBuf, rustls::pki_types::CertificateDer<'static>)>,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = String::from(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: exporters\n    static_configs:\n",
-        );
-        for t in targets {
-            // Per-target path and identity: the same labels the scrape source attaches.
-            config.push_str(&format!(
-                "      - targets: ['{}']\n        labels: {{__metrics_path__: '{}', namespace: default, pod: {}, instance: {}}}\n",
-                t.exporter.addr, t.path, t.pod, t.pod
-            ));
-        }
-        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        std::fs::write(
+            dir.path().join("prometheus.yml"),
+            engine_scrape_config(targets),
+        )
+        .unwrap();
         if let Some((cert, key, _)) = &tls {
             std::fs::write(
                 dir.path().join("web.yml"),
@@ -253,6 +304,43 @@ async fn both(adapters: &[(&str, &AdapterProcess)], metric: &str, selector: &str
     }
 }
 
+/// Both adapters move from `from` to `to` and answer nothing else on the way: polled together
+/// until each gives `to`, then asked once more. An engine that shows a change differently
+/// (a staleness marker read as a NaN sample, say) fails here even if it ends up agreeing.
+async fn transition(
+    adapters: &[(&str, &AdapterProcess)],
+    metric: &str,
+    selector: &str,
+    from: Seen,
+    to: Seen,
+) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut waiting: Vec<&(&str, &AdapterProcess)> = adapters.iter().collect();
+    while !waiting.is_empty() {
+        let mut still = Vec::new();
+        for entry in waiting {
+            let (name, a) = entry;
+            let (code, v) = a.metric("default", metric, selector).await;
+            let s = seen(metric, code, &v);
+            if s == to {
+                continue;
+            }
+            assert_eq!(
+                s, from,
+                "{name}: {metric} {selector} on its way from {from:?} to {to:?}: {v}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "{name}: timed out waiting for {metric} {selector} = {to:?}: last answer {v}"
+            );
+            still.push(entry);
+        }
+        waiting = still;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    both(adapters, metric, selector, to).await;
+}
+
 fn now_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -262,7 +350,21 @@ fn now_ms() -> u128 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn both_sources_give_identical_answers() {
-    let binary = peers::prometheus();
+    parity_with_the_scrape_source::<PrometheusProcess>().await;
+}
+
+/// The same scenarios with Debian's VictoriaMetrics (single node, scraping with its own
+/// `-promscrape.config`) as the engine: its query API differs from Prometheus's (see README,
+/// "Large clusters"), and the source must still give the scrape source's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn victoriametrics_gives_the_scrape_sources_answers() {
+    parity_with_the_scrape_source::<victoriametrics::VictoriaMetricsProcess>().await;
+}
+
+/// Max, the floor, a stale exporter, a vanished exporter, a pushed series with an old
+/// timestamp and hostile regex values, answered by the scrape source and by the Prometheus
+/// source reading engine `E`: every answer must be the same.
+async fn parity_with_the_scrape_source<E: QueryEngine>() {
     let exp = TestExporter::start().await;
     let vanishing = TestExporter::start().await;
 
@@ -276,6 +378,10 @@ async fn both_sources_give_identical_answers() {
     exp.page("/stale/c1", expect_series("stale", "c1", "3"));
     exp.page("/stale/c2", expect_series("stale", "c2", "5"));
     vanishing.page("/gone/c1", expect_series("gone", "c1", "7"));
+    exp.page("/jump/c1", expect_series("jump", "c1", "3"));
+    exp.page("/jump/c2", expect_series("jump", "c2", "5"));
+    exp.page("/drop/c1", expect_series("drop", "c1", "8"));
+    exp.page("/drop/c2", expect_series("drop", "c2", "4"));
     exp.page("/gone/c2", expect_series("gone", "c2", "4"));
     // A pushed value with its own timestamp, a minute old and never updated: what a
     // Pushgateway scraped with honor_timestamps looks like.
@@ -345,6 +451,26 @@ async fn both_sources_give_identical_answers() {
         },
         Target {
             exporter: &exp,
+            path: "/jump/c1",
+            pod: "jump-c1",
+        },
+        Target {
+            exporter: &exp,
+            path: "/jump/c2",
+            pod: "jump-c2",
+        },
+        Target {
+            exporter: &exp,
+            path: "/drop/c1",
+            pod: "drop-c1",
+        },
+        Target {
+            exporter: &exp,
+            path: "/drop/c2",
+            pod: "drop-c2",
+        },
+        Target {
+            exporter: &exp,
             path: "/pushed/c1",
             pod: "pushed-c1",
         },
@@ -354,10 +480,10 @@ async fn both_sources_give_identical_answers() {
             pod: "hostile-c1",
         },
     ];
-    let prom = PrometheusProcess::start(binary, &targets).await;
-    eprintln!("Prometheus version {}", prom.version().await);
+    let engine = E::start(&targets).await;
+    eprintln!("engine: {}", engine.describe().await);
     let scrape = AdapterProcess::start(&scrape_config(&targets)).await;
-    let via_prom = AdapterProcess::start(&prom_config(&prom.url(), "200ms")).await;
+    let via_prom = AdapterProcess::start(&prom_config(&engine.url(), "200ms")).await;
     let adapters = [("scrape source", &scrape), ("prometheus source", &via_prom)];
     let rec = "hpa_expect_replicas";
 
@@ -407,10 +533,11 @@ async fn both_sources_give_identical_answers() {
             delay: Duration::ZERO,
         },
     );
-    both(
+    transition(
         &adapters,
         rec,
         "hpa_target_name=stale",
+        value("5"),
         refused(503, "is partial"),
     )
     .await;
@@ -425,10 +552,11 @@ async fn both_sources_give_identical_answers() {
             delay: Duration::ZERO,
         },
     );
-    both(
+    transition(
         &adapters,
         rec,
         "hpa_target_name=stale",
+        value("6"),
         refused(503, "is stale"),
     )
     .await;
@@ -436,11 +564,49 @@ async fn both_sources_give_identical_answers() {
     // An exporter that disappears (connection refused) while holding the max.
     both(&adapters, rec, "hpa_target_name=gone", value("7")).await;
     vanishing.stop();
-    both(
+    transition(
         &adapters,
         rec,
         "hpa_target_name=gone",
+        value("7"),
         refused(503, "is partial"),
+    )
+    .await;
+
+    // The value held by an exporter rises just before the exporter fails: the stale series'
+    // newest value (8), not an older one, decides that the fresh max (5) cannot be served.
+    // An engine answering from a point in the past (VictoriaMetrics' `-search.latencyOffset`)
+    // would still see 3 there and serve 5.
+    both(&adapters, rec, "hpa_target_name=jump", value("5")).await;
+    exp.page("/jump/c1", expect_series("jump", "c1", "8"));
+    both(&adapters, rec, "hpa_target_name=jump", value("8")).await;
+    exp.set(
+        "/jump/c1",
+        Behaviour {
+            body: "boom".into(),
+            status: 500,
+            delay: Duration::ZERO,
+        },
+    );
+    transition(
+        &adapters,
+        rec,
+        "hpa_target_name=jump",
+        value("8"),
+        refused(503, "is partial"),
+    )
+    .await;
+
+    // A healthy exporter stops exporting the series that held the max: it is gone, not stale,
+    // and the rest is served at once (the engine wrote a staleness marker for it).
+    both(&adapters, rec, "hpa_target_name=drop", value("8")).await;
+    exp.page("/drop/c1", "# TYPE unrelated gauge\nunrelated 1\n");
+    transition(
+        &adapters,
+        rec,
+        "hpa_target_name=drop",
+        value("8"),
+        value("4"),
     )
     .await;
 

@@ -72,3 +72,9 @@ fn missing(peer: &str, install: &str, then: &str) -> ! {
          `cargo test --release`."
     )
 }
+
+/// The VictoriaMetrics single-node server, on `PATH` (Debian's `victoria-metrics` package).
+pub fn victoria_metrics() -> PathBuf {
+    on_path("victoria-metrics")
+        .unwrap_or_else(|| missing("victoria-metrics", "apt-get install victoria-metrics", ""))
+}

@@ -38,6 +38,28 @@ pub struct PodFilter<'a> {
     pub pods: &'a BTreeMap<String, PodFacts>,
 }
 
+/// The raw samples of a fresh series without trailing staleness markers. Prometheus leaves the
+/// markers out of range results; VictoriaMetrics returns them as `NaN` samples, so a series
+/// whose target just failed would look fresh with a NaN value instead of stale. JSON cannot
+/// tell a marker from an exported NaN, but `last_over_time` skips markers and not exported
+/// NaNs: when the series' retained value (same evaluation time) is a number, the NaNs after
+/// its last number are markers.
+fn without_staleness_markers<'s>(
+    series: &'s PromSeries,
+    retained: &BTreeMap<BTreeMap<String, String>, f64>,
+) -> &'s [(Millis, f64)] {
+    let mut samples = series.samples.as_slice();
+    if retained.get(&series.labels).is_some_and(|v| !v.is_nan()) {
+        while let Some((&(_, v), rest)) = samples.split_last() {
+            if !v.is_nan() {
+                break;
+            }
+            samples = rest;
+        }
+    }
+    samples
+}
+
 /// Turns one scope's query results into the evidence the scrape store would give for the
 /// same series. Pure: `stale_after_ms` is the freshness window the fresh query used.
 pub fn evidence_from(
@@ -63,8 +85,8 @@ pub fn evidence_from(
     let fresh: BTreeMap<&BTreeMap<String, String>, &[(Millis, f64)]> = samples
         .fresh
         .iter()
-        .filter(|s| !s.samples.is_empty())
-        .map(|s| (&s.labels, s.samples.as_slice()))
+        .map(|s| (&s.labels, without_staleness_markers(s, &retained)))
+        .filter(|(_, samples)| !samples.is_empty())
         .collect();
     let keys: BTreeSet<&BTreeMap<String, String>> =
         retained.keys().chain(fresh.keys().copied()).collect();
@@ -201,6 +223,58 @@ mod tests {
         let mut all: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
         all.extend_from_slice(extra);
         series(&all, samples)
+    }
+
+    #[test]
+    fn trailing_staleness_markers_make_a_series_stale_not_nan() {
+        // VictoriaMetrics returns the marker written when a target failed as a NaN sample;
+        // `last_over_time` skipped it (retained 4). c1 has only the marker within staleAfter:
+        // stale, as Prometheus (which returns no sample) makes it. c3 has a number before the
+        // marker: fresh with that number. An exported NaN (c2) is kept: there
+        // `last_over_time` returns the NaN itself.
+        let eval = 1_000_000;
+        let marked = labels("hpa_expect_replicas", "c1");
+        let exported_nan = labels("hpa_expect_replicas", "c2");
+        let marked_after_value = labels("hpa_expect_replicas", "c3");
+        let samples = ScopeSamples {
+            eval_ms: eval,
+            fresh: vec![
+                s(&marked, &[], &[(eval - 1_000, f64::NAN)]),
+                s(
+                    &exported_nan,
+                    &[],
+                    &[(eval - 2_000, 6.0), (eval - 1_000, f64::NAN)],
+                ),
+                s(
+                    &marked_after_value,
+                    &[],
+                    &[(eval - 2_000, 4.0), (eval - 1_000, f64::NAN)],
+                ),
+            ],
+            retained: vec![
+                s(&marked, &[], &[(eval, 4.0)]),
+                s(&exported_nan, &[], &[(eval, f64::NAN)]),
+                s(&marked_after_value, &[], &[(eval, 4.0)]),
+            ],
+        };
+        let ev = evidence_from(&samples, 3_000, None);
+        let find = |inst: &str| {
+            ev.observations
+                .iter()
+                .find(|o| o.labels["instance"] == inst)
+                .unwrap()
+        };
+        let c1 = find("c1");
+        assert_eq!(c1.value, 4.0);
+        assert!(eval - c1.observed_at_ms > 3_000, "stale: {c1:?}");
+        assert!(c1.present && c1.target_failing, "{c1:?}");
+        let c2 = find("c2");
+        assert!(c2.value.is_nan());
+        assert_eq!(c2.observed_at_ms, eval - 1_000);
+        assert_eq!(c2.last_valid, Some((6, eval - 2_000)));
+        let c3 = find("c3");
+        assert_eq!((c3.value, c3.observed_at_ms), (4.0, eval - 2_000));
+        assert!(c3.present && !c3.target_failing, "{c3:?}");
     }
 
     #[test]

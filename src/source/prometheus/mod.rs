@@ -385,6 +385,12 @@ impl Inner {
             form_field("query", promql),
             form_field("time", &prom_time(eval_ms)),
             form_field("timeout", &format!("{}ms", self.timeout.as_millis())),
+            // VictoriaMetrics moves an instant query whose `time` lies within its
+            // `-search.latencyOffset` (30 s by default) of now back to now - 30 s unless
+            // `nocache=1`: a series that stopped being exported would look current, and a value
+            // changed since would look unchanged, for 30 s. Prometheus, Thanos and Mimir ignore
+            // the parameter. See README, "Large clusters".
+            "nocache=1".to_string(),
         ]
         .join("&");
         let req = self.request(http::Method::POST, "/api/v1/query", body)?;
