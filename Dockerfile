@@ -21,7 +21,7 @@ COPY --from=build /out/hpa-bridge /hpa-bridge
 # The nonroot image's user; manifests/base/deployment.yaml runs with the same uid and
 # runAsNonRoot needs it numeric.
 USER 65532:65532
-# HTTPS: external.metrics.k8s.io and /livez, /readyz (REFERENCE.md §3.4).
+# HTTPS: external.metrics.k8s.io and /livez, /readyz (docs/hpa-behaviour.md §3.4).
 EXPOSE 6443
 ENTRYPOINT ["/hpa-bridge"]
 CMD ["serve", "--bind-address=0.0.0.0", "--secure-port=6443"]

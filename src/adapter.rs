@@ -226,7 +226,7 @@ impl Adapter {
             .unwrap_or("-")
     }
 
-    /// The answer for one external metric query, as the HPA would ask it (REFERENCE.md §1.2).
+    /// The answer for one external metric query, as the HPA would ask it (docs/hpa-behaviour.md §1.2).
     pub async fn answer(
         &self,
         metric: &str,
@@ -778,7 +778,7 @@ impl Adapter {
             .map(|(t, h)| {
                 json!({
                     "id": t.id,
-                    "url": crate::telemetry::redact_url(&t.url),
+                    "url": crate::redaction::redact_url(&t.url),
                     "labels": t.labels,
                     "workload": t.workload,
                     "healthy": h.last_error.is_none() && h.ever_succeeded(),
@@ -805,7 +805,7 @@ impl Adapter {
     }
 
     /// (namespace, selector) pairs found in the recommendation series, using the label that
-    /// names the workload (REFERENCE.md §4.1: `hpa_target_name`).
+    /// names the workload (docs/hpa-behaviour.md §4.1: `hpa_target_name`).
     fn discovered_label_sets(&self) -> BTreeSet<(String, String)> {
         let mut sets = BTreeSet::new();
         let everything = LabelSelector::everything();
@@ -838,7 +838,7 @@ impl Adapter {
 
 /// The identity of a `scrape.static` target: its URL as it may be shown.
 pub fn static_target_id(url: &str) -> TargetId {
-    TargetId(crate::telemetry::redact_url(url).as_ref().into())
+    TargetId(crate::redaction::redact_url(url).as_ref().into())
 }
 
 /// The `scrape.static` targets, which carry no workload.
@@ -889,7 +889,7 @@ fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {
     if w.kind == "Deployment" {
         vec![format!(
-            "the floor is served for Deployment {}/{}, which promises no deletion order: it gives no protection (REFERENCE.md §4.1)",
+            "the floor is served for Deployment {}/{}, which promises no deletion order: it gives no protection (docs/hpa-behaviour.md §4.1)",
             w.namespace, w.name
         )]
     } else {

@@ -44,7 +44,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// RFC 3339 UTC with second precision, the form the external metrics API uses (REFERENCE.md §2).
+/// RFC 3339 UTC with second precision, the form the external metrics API uses (docs/hpa-behaviour.md §2).
 pub fn rfc3339(ms: Millis) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);

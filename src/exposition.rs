@@ -1,7 +1,7 @@
 //! Prometheus text (0.0.4) and OpenMetrics text exposition parsing.
 //!
 //! This is hand-written rather than built on `prometheus-parse` 0.2.5 because that crate
-//! mishandles exactly the inputs we must get right (REFERENCE.md §5), as checked against the
+//! mishandles exactly the inputs we must get right (docs/hpa-behaviour.md §5), as checked against the
 //! conformance inputs below: it drops every series whose name contains `:` (all recording
 //! rules), splits label sets on `,` and `=` without honouring quotes, drops lines whose label
 //! values contain `}`, never decodes `\"`, `\\` or `\n`, drops `name{} 1` and `name {..} 1`,

@@ -14,6 +14,7 @@ pub mod demo;
 pub mod exposition;
 pub mod hpa;
 pub mod policy;
+pub mod redaction;
 pub mod selector;
 pub mod source;
 pub mod store;

@@ -204,7 +204,7 @@ struct ServeArgs {
     auth: Box<AuthArgs>,
 }
 
-/// Aggregated-API security (REFERENCE.md §3.2–3.3). The flag names are k8s.io/apiserver's.
+/// Aggregated-API security (docs/hpa-behaviour.md §3.2–3.3). The flag names are k8s.io/apiserver's.
 #[derive(Args, Debug)]
 struct AuthArgs {
     /// CA bundle (PEM) that verifies the front proxy's client certificate (the aggregator's
@@ -781,7 +781,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         // Ready at once: readiness is the adapter's own health. Gating it on Prometheus would
         // take every replica out of the Service during a Prometheus outage, turning precise
         // per-request 503s into an unavailable APIService, which also breaks discovery and
-        // namespace deletion (REFERENCE.md §3.1). The probe only reports the version.
+        // namespace deletion (docs/hpa-behaviour.md §3.1). The probe only reports the version.
         match discovery {
             // The pod set must be known first: before it, deleted pods would still hold the
             // floor and new ones would not make it incomplete.
@@ -811,7 +811,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let scrape_adapter = adapter.clone();
         tokio::spawn(async move {
             // Ready only once the pods are known: a first round without them would serve a
-            // floor that misses every pod (REFERENCE.md §1.6: never serve a guess).
+            // floor that misses every pod (docs/hpa-behaviour.md §1.6: never serve a guess).
             if let Some(d) = &discovery {
                 d.wait_synced().await;
             }

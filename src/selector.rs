@@ -1,7 +1,7 @@
 //! Kubernetes label selectors: parsing, matching, canonical rendering and PromQL matchers.
 //!
 //! The HPA sends `metric.selector` as the `labelSelector` query parameter in the standard
-//! string syntax (REFERENCE.md §1.2). The grammar, validation and matching here follow
+//! string syntax (docs/hpa-behaviour.md §1.2). The grammar, validation and matching here follow
 //! `k8s.io/apimachinery/pkg/labels` (selector.go), so a selector accepted by the API server
 //! means the same thing here. Deliberate deviations are noted where they occur.
 

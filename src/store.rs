@@ -37,7 +37,7 @@ pub struct ScrapeTarget {
 }
 
 fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::telemetry::redact_url(url))
+    s.serialize_str(&crate::redaction::redact_url(url))
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -88,7 +88,7 @@ pub fn invalid_reason(value: f64) -> Option<&'static str> {
     } else if value.fract() != 0.0 {
         Some("not an integer")
     } else if value > MAX_REPLICA_VALUE {
-        // Far below the 9.2e15 where a milli-Quantity overflows int64 (REFERENCE.md §2).
+        // Far below the 9.2e15 where a milli-Quantity overflows int64 (docs/hpa-behaviour.md §2).
         Some("implausibly large")
     } else {
         None
@@ -210,7 +210,7 @@ impl Store {
     }
 
     /// Replace the target set. Targets that are gone take their retained values with them;
-    /// targets that stay keep theirs (REFERENCE.md §4.1: the floor outlives failed scrapes).
+    /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
         self.bump();
         let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());

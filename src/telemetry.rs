@@ -1,7 +1,5 @@
 //! Logging setup, the adapter's own Prometheus metrics, and what of a URL may be shown.
 
-use std::borrow::Cow;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -330,28 +328,6 @@ impl SelfMetrics {
     }
 }
 
-/// A URL as it may be shown anywhere: `/status`, metric labels, logs and error messages. The
-/// password of a userinfo becomes `xxxxx`, as Go's `url.URL.Redacted` shows it in Prometheus;
-/// a userinfo without a password is replaced whole, because a lone user name is often a token.
-/// Every place that shows a target URL goes through here (issue 13).
-pub fn redact_url(url: &str) -> Cow<'_, str> {
-    let authority_start = url.find("://").map_or(0, |i| i + 3);
-    let rest = &url[authority_start..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let Some(at) = authority.rfind('@') else {
-        return Cow::Borrowed(url);
-    };
-    let shown = match authority[..at].split_once(':') {
-        Some((user, _)) => format!("{user}:xxxxx"),
-        None => "xxxxx".to_owned(),
-    };
-    Cow::Owned(format!(
-        "{}{shown}{}",
-        &url[..authority_start],
-        &url[authority_start + at..]
-    ))
-}
-
 /// One line per event, to stderr; `RUST_LOG` overrides `-v`.
 pub fn init_logging(verbosity: u8, json: bool) {
     let default = match verbosity {
@@ -380,35 +356,6 @@ pub fn init_logging_with_default(default: &str, json: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_userinfo_and_nothing_else() {
-        let cases = [
-            (
-                "http://user:pass@host:9100/metrics",
-                "http://user:xxxxx@host:9100/metrics",
-            ),
-            (
-                "http://user:p%40ss:w@host/m?a=b@c",
-                "http://user:xxxxx@host/m?a=b@c",
-            ),
-            ("http://token@host/m", "http://xxxxx@host/m"),
-            ("http://:secret@host", "http://:xxxxx@host"),
-            ("http://a:b@c@host/m", "http://a:xxxxx@host/m"),
-            ("user:pass@host/m", "user:xxxxx@host/m"),
-            ("http://host/path@x", "http://host/path@x"),
-            ("http://host/m#frag@x", "http://host/m#frag@x"),
-            (
-                "http://10.0.0.1:9100/metrics",
-                "http://10.0.0.1:9100/metrics",
-            ),
-            ("games/lobby-0", "games/lobby-0"),
-            ("", ""),
-        ];
-        for (url, shown) in cases {
-            assert_eq!(redact_url(url), shown, "{url}");
-        }
-    }
 
     #[test]
     fn scrape_error_labels_carry_what_they_are_given() {

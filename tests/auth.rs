@@ -1,4 +1,4 @@
-//! Aggregated-API security end to end (REFERENCE.md §3.2–3.3): the real binary, real TLS with
+//! Aggregated-API security end to end (docs/hpa-behaviour.md §3.2–3.3): the real binary, real TLS with
 //! CAs and certificates generated here, and a loopback HTTPS stand-in for the Kubernetes API
 //! (tests/common/fake_apiserver.rs) that the adapter's kube client reaches through a generated
 //! kubeconfig. No kube-apiserver exists here, so that server answers TokenReview,

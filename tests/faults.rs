@@ -184,7 +184,7 @@ fn threshold_scenarios_run_the_threshold_invariants() {
 #[test]
 fn tolerance_scenarios_differ_only_in_the_outcome() {
     // 09a and 09b feed the same +1 recommendation; the held one never leaves 10, the other
-    // reaches 11 (REFERENCE.md §1.5).
+    // reaches 11 (docs/hpa-behaviour.md §1.5).
     let held = simulate(&faults_dir().join("09a-tolerance-held.yaml"), None);
     let zero = simulate(&faults_dir().join("09b-tolerance-zero.yaml"), None);
     held.assert_passed("09a-tolerance-held.yaml");
@@ -222,7 +222,7 @@ fn fails_with(name: &str, invariant: &str) {
 
 #[test]
 fn value_target_inflation_is_caught() {
-    // The Value formula multiplies the absolute count by the ready pods (REFERENCE.md §1.3).
+    // The Value formula multiplies the absolute count by the ready pods (docs/hpa-behaviour.md §1.3).
     fails_with("value-target.yaml", "inflation");
 }
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The Kubernetes versions validated against: 1.33 is the first whose schema has the per-HPA
-/// `tolerance`, 1.35 the first where its gate is on by default (REFERENCE.md §1.5).
+/// `tolerance`, 1.35 the first where its gate is on by default (docs/hpa-behaviour.md §1.5).
 const VERSIONS: [&str; 2] = ["1.33.0", "1.35.0"];
 
 fn root() -> PathBuf {
@@ -205,7 +205,7 @@ fn apiservice_points_at_the_service_on_443_which_reaches_the_container_on_6443()
     let apiservice = one(&docs, "APIService");
     let service = one(&docs, "Service");
     let deployment = one(&docs, "Deployment");
-    // REFERENCE.md §3.4.
+    // docs/hpa-behaviour.md §3.4.
     assert_eq!(
         apiservice["metadata"]["name"],
         "v1beta1.external.metrics.k8s.io"
@@ -272,7 +272,7 @@ fn the_deployment_is_locked_down_and_highly_available() {
         pdb["spec"]["selector"]["matchLabels"],
         deployment["spec"]["selector"]["matchLabels"]
     );
-    // The ServiceAccount has the bindings REFERENCE.md §3.3 names.
+    // The ServiceAccount has the bindings docs/hpa-behaviour.md §3.3 names.
     let sa = &spec["serviceAccountName"];
     let bound_roles: Vec<(&str, &str)> =
         docs.iter()
@@ -371,12 +371,12 @@ fn the_example_hpa_reads_absolute_numbers_with_average_value_one() {
     for m in metrics {
         assert_eq!(m["type"], "External");
         let target = &m["external"]["target"];
-        // REFERENCE.md §1.1, §1.4: the HPA runs the Value path whenever `value` is set.
+        // docs/hpa-behaviour.md §1.1, §1.4: the HPA runs the Value path whenever `value` is set.
         assert_eq!(target["type"], "AverageValue", "{m}");
         assert_eq!(target["averageValue"], Value::String("1".into()), "{m}");
         assert!(target.get("value").is_none(), "{m}");
     }
-    // The recommender's own stabilisation is 60 s each way (REFERENCE.md §4.1).
+    // The recommender's own stabilisation is 60 s each way (docs/hpa-behaviour.md §4.1).
     for direction in ["scaleUp", "scaleDown"] {
         let b = &hpa["spec"]["behavior"][direction];
         assert_eq!(b["stabilizationWindowSeconds"], 60, "{direction}");
@@ -398,7 +398,7 @@ fn cert_manager_overlay_injects_the_ca_of_the_mounted_certificate() {
     let apiservice = one(&docs, "APIService");
     let service = one(&docs, "Service");
     let deployment = one(&docs, "Deployment");
-    // caBundle (injected) and insecureSkipTLSVerify never both (REFERENCE.md §3.4).
+    // caBundle (injected) and insecureSkipTLSVerify never both (docs/hpa-behaviour.md §3.4).
     assert!(apiservice["spec"].get("insecureSkipTLSVerify").is_none());
     let inject = apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
         .as_str()

@@ -372,7 +372,7 @@ async fn parity_with_the_scrape_source<E: QueryEngine>() {
     exp.page("/dup/c2", expect_series("dup", "c2", "5"));
     exp.page("/floor/c1", expect_series("floor", "c1", "2"));
     exp.page("/floor/p0", index_series("floor", "floor-0", "1"));
-    // Not Ready: the index is 0 (REFERENCE.md §4.1).
+    // Not Ready: the index is 0 (docs/hpa-behaviour.md §4.1).
     exp.page("/floor/p1", index_series("floor", "floor-1", "0"));
     exp.page("/floor/p2", index_series("floor", "floor-2", "3"));
     exp.page("/stale/c1", expect_series("stale", "c1", "3"));
@@ -487,7 +487,7 @@ async fn parity_with_the_scrape_source<E: QueryEngine>() {
     let adapters = [("scrape source", &scrape), ("prometheus source", &via_prom)];
     let rec = "hpa_expect_replicas";
 
-    // Duplicate controllers: the max, never the sum (REFERENCE.md §4.1, §1.2).
+    // Duplicate controllers: the max, never the sum (docs/hpa-behaviour.md §4.1, §1.2).
     both(&adapters, rec, "hpa_target_name=dup", value("5")).await;
 
     // The floor over pods, one of them not Ready; then the highest pod goes not Ready and the

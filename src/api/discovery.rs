@@ -1,5 +1,5 @@
 //! Discovery documents. The per-version `APIResourceList` is also the aggregator's
-//! availability probe and must never be empty (REFERENCE.md §3.1).
+//! availability probe and must never be empty (docs/hpa-behaviour.md §3.1).
 
 use serde_json::{json, Value};
 
@@ -18,7 +18,7 @@ fn group() -> Value {
 }
 
 /// `/apis` as plain `APIGroupList` JSON: an aggregator asking for discovery v2 falls back to
-/// the per-version document, which is the safe choice (REFERENCE.md §3.1).
+/// the per-version document, which is the safe choice (docs/hpa-behaviour.md §3.1).
 pub fn api_group_list() -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group()]})
 }

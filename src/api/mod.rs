@@ -1,6 +1,6 @@
 //! The aggregated API: discovery, the external metrics list endpoint, health, and Kubernetes
 //! `Status` errors. Every response is `application/json`, whatever the request asked for:
-//! answering 406 to a protobuf-first Accept header would break the HPA (REFERENCE.md §2).
+//! answering 406 to a protobuf-first Accept header would break the HPA (docs/hpa-behaviour.md §2).
 
 pub mod connection;
 pub mod discovery;
@@ -26,7 +26,7 @@ pub const GROUP_VERSION: &str = "external.metrics.k8s.io/v1beta1";
 
 pub type ApiResponse = Response<Full<Bytes>>;
 
-/// Reasons and codes used on the wire (REFERENCE.md §2).
+/// Reasons and codes used on the wire (docs/hpa-behaviour.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatusReason {
     BadRequest,
@@ -414,7 +414,7 @@ impl ApiHandler {
                         "kind": "ExternalMetricValueList",
                         "apiVersion": GROUP_VERSION,
                         "metadata": {},
-                        // Exactly one item: the HPA sums every item (REFERENCE.md §1.2).
+                        // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
                         "items": [{
                             "metricName": answer.metric,
                             "metricLabels": selector.equality_labels(),

@@ -322,7 +322,7 @@ async fn respond(
     req: Request<Incoming>,
 ) -> ApiResponse {
     let r = route(req.uri().path());
-    // Health endpoints are anonymous (REFERENCE.md §3.1).
+    // Health endpoints are anonymous (docs/hpa-behaviour.md §3.1).
     if let Route::Health(which) = r {
         return handler.health(which);
     }

@@ -1,5 +1,5 @@
 //! Authorization by `SubjectAccessReview` (authorization.k8s.io/v1), with allow and deny caches,
-//! and a bypass for always-allowed groups such as `system:masters` (REFERENCE.md §3.3).
+//! and a bypass for always-allowed groups such as `system:masters` (docs/hpa-behaviour.md §3.3).
 
 use std::fmt;
 use std::time::Duration;
@@ -35,7 +35,7 @@ impl Attributes {
             Route::ExternalMetric(namespace, metric) => Attributes::Resource {
                 verb: resource_verb(method).to_string(),
                 namespace: namespace.clone(),
-                // client-go lower-cases the metric name (REFERENCE.md §1.2); so do we.
+                // client-go lower-cases the metric name (docs/hpa-behaviour.md §1.2); so do we.
                 resource: metric.to_ascii_lowercase(),
             },
             _ => Attributes::NonResource {

@@ -1,6 +1,6 @@
 //! Aggregated-API security: who is calling (authentication) and may they (authorization).
 //!
-//! Authentication runs the chain k8s.io/apiserver uses for a delegated server (REFERENCE.md §3.2):
+//! Authentication runs the chain k8s.io/apiserver uses for a delegated server (docs/hpa-behaviour.md §3.2):
 //! 1. front proxy: a client certificate verified against the requestheader CA, with an allowed
 //!    CN, vouches for the user in the `X-Remote-*` headers;
 //! 2. x509: a client certificate verified against the client CA is the user CN, groups O;
@@ -8,7 +8,7 @@
 //!
 //! Anything else is anonymous, which reaches only the health paths (the server answers those
 //! before the gate). Authorization is a `SubjectAccessReview` unless the user is in an
-//! always-allowed group (REFERENCE.md §3.3).
+//! always-allowed group (docs/hpa-behaviour.md §3.3).
 
 pub mod authz;
 pub mod requestheader;
@@ -35,7 +35,7 @@ pub use authz::{Attributes, Authorizer, Decision};
 pub use token::TokenReviewer;
 pub use trust::{TrustSettings, TrustStore};
 
-/// Every authenticated user carries this group (REFERENCE.md §3.2).
+/// Every authenticated user carries this group (docs/hpa-behaviour.md §3.2).
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// An authenticated caller, as a SubjectAccessReview describes it.

@@ -1,4 +1,4 @@
-//! The front proxy's identity headers (REFERENCE.md §3.2). Only called once the request's client
+//! The front proxy's identity headers (docs/hpa-behaviour.md §3.2). Only called once the request's client
 //! certificate has verified against the requestheader CA with an allowed CN: on any other
 //! request these headers are attacker-controlled and are never read.
 

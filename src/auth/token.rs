@@ -1,5 +1,5 @@
 //! Bearer tokens, checked by the Kubernetes API with a `TokenReview` (authentication.k8s.io/v1)
-//! and cached briefly (REFERENCE.md §3.2). The cache key is the token's SHA-256, so the clear
+//! and cached briefly (docs/hpa-behaviour.md §3.2). The cache key is the token's SHA-256, so the clear
 //! token is held only for the duration of one review.
 
 use std::time::Duration;

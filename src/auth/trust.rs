@@ -1,7 +1,7 @@
 //! Who may present client certificates: the requestheader (front-proxy) CA with its header names,
 //! and the client CA. They come from flags (files) or from the ConfigMap
 //! `kube-system/extension-apiserver-authentication` and are re-read periodically, because the
-//! cluster rotates them (REFERENCE.md §3.2).
+//! cluster rotates them (docs/hpa-behaviour.md §3.2).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -83,7 +83,7 @@ impl CaBundle {
             });
         }
         let subjects = roots.subjects();
-        // webpki checks the chain, validity and ExtKeyUsage clientAuth (REFERENCE.md §3.2).
+        // webpki checks the chain, validity and ExtKeyUsage clientAuth (docs/hpa-behaviour.md §3.2).
         let verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto_provider())
                 .build()

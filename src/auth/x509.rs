@@ -1,4 +1,4 @@
-//! Names in an already-verified client certificate: user = CN, groups = O (REFERENCE.md §3.2).
+//! Names in an already-verified client certificate: user = CN, groups = O (docs/hpa-behaviour.md §3.2).
 
 use rustls::pki_types::CertificateDer;
 use x509_parser::prelude::{FromDer, X509Certificate};

@@ -1,6 +1,6 @@
 //! `check --cluster`: read the live objects through the kubeconfig, and ask the adapter for
 //! every metric the HPAs use, the way the HPA does: through the API server's aggregation
-//! layer (REFERENCE.md §1.2).
+//! layer (docs/hpa-behaviour.md §1.2).
 
 use std::path::PathBuf;
 
@@ -58,7 +58,7 @@ pub async fn client(opts: &ClusterOptions) -> Result<Client, ClusterError> {
             .await
             .map_err(|e| ClusterError::Config(e.to_string()))?,
     };
-    // The HPA makes one GET per metric per sync and does not retry (REFERENCE.md §1.7.5): a
+    // The HPA makes one GET per metric per sync and does not retry (docs/hpa-behaviour.md §1.7.5): a
     // 503 refusal is the answer to report, not a transient to retry away.
     let mut config = config;
     config.default_retry = false;

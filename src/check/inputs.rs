@@ -44,7 +44,7 @@ pub enum AdapterReply {
     },
 }
 
-/// The request the HPA makes for one External metric (REFERENCE.md §1.2).
+/// The request the HPA makes for one External metric (docs/hpa-behaviour.md §1.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MetricQuery {
     pub namespace: String,

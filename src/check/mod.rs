@@ -50,7 +50,7 @@ use crate::hpa::model::{
 };
 use crate::hpa::quantity::Quantity;
 
-/// The one APIService name the external metrics API can have (REFERENCE.md §3.1).
+/// The one APIService name the external metrics API can have (docs/hpa-behaviour.md §3.1).
 pub const EXTERNAL_METRICS_APISERVICE: &str = "v1beta1.external.metrics.k8s.io";
 
 /// The HPA sync period, in seconds (docs/hpa-behaviour.md §1.7.5).
@@ -158,7 +158,7 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
                 &object,
                 format!("{base}.metric.name"),
                 format!("metric name {metric_name:?} has upper-case letters"),
-                "client-go lower-cases the metric name in the request path (REFERENCE.md §1.2): the adapter is asked for a different name than the HPA shows, and adapters that match names exactly answer 404",
+                "client-go lower-cases the metric name in the request path (docs/hpa-behaviour.md §1.2): the adapter is asked for a different name than the HPA shows, and adapters that match names exactly answer 404",
                 format!("write it as {:?}", metric_name.to_ascii_lowercase()),
                 src,
             );
@@ -171,7 +171,7 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
                 &object,
                 format!("{base}.metric.name"),
                 format!("metric {metric_name:?} is not served by hpa-bridge (it serves {})", names.join(", ")),
-                "only one adapter owns external.metrics.k8s.io (REFERENCE.md §3.1); the request gets 404, the metric is invalid on every sync and the HPA cannot scale down (REFERENCE.md §1.6)",
+                "only one adapter owns external.metrics.k8s.io (docs/hpa-behaviour.md §3.1); the request gets 404, the metric is invalid on every sync and the HPA cannot scale down (docs/hpa-behaviour.md §1.6)",
                 "use one of the served names, or add the metric to the adapter's config (metrics:)",
                 src,
             );
@@ -210,8 +210,8 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
             &object,
             "spec.minReplicas",
             "minReplicas is 0",
-            "minReplicas 0 needs the alpha feature gate HPAScaleToZero (REFERENCE.md §1.7.7); without it the API server rejects the HPA. hpa-bridge never serves 0 for unknown input, so a workload at 0 only comes back through a served value, and the first step up from 0 is capped at 4",
-            "set minReplicas to at least 1 (the recommender's own minimum is 2, REFERENCE.md §4.1), or enable HPAScaleToZero and pass --scale-to-zero",
+            "minReplicas 0 needs the alpha feature gate HPAScaleToZero (docs/hpa-behaviour.md §1.7.7); without it the API server rejects the HPA. hpa-bridge never serves 0 for unknown input, so a workload at 0 only comes back through a served value, and the first step up from 0 is capped at 4",
+            "set minReplicas to at least 1 (the recommender's own minimum is 2, docs/hpa-behaviour.md §4.1), or enable HPAScaleToZero and pass --scale-to-zero",
             src,
         );
     }

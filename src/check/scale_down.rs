@@ -20,7 +20,7 @@ pub(super) fn check_scale_down_window(
             object,
             "spec.behavior.scaleDown.stabilizationWindowSeconds",
             format!("the scale-down stabilisation window is {window}s, shorter than the recommender's own {want}s"),
-            "several recommendation series per workload are normal and may disagree briefly (a former controller, a failover, a restart: REFERENCE.md §4.1, §1.7.6); a window shorter than the recommender's lets such a transient dip remove pods the recommender still wants",
+            "several recommendation series per workload are normal and may disagree briefly (a former controller, a failover, a restart: docs/hpa-behaviour.md §4.1, §1.7.6); a window shorter than the recommender's lets such a transient dip remove pods the recommender still wants",
             format!("set stabilizationWindowSeconds to at least {want}"),
             src,
         );

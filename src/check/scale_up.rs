@@ -11,7 +11,7 @@ pub struct UpPolicy {
     pub period_s: i64,
 }
 
-/// How the controller limits scale-up (REFERENCE.md §1.7.3-4).
+/// How the controller limits scale-up (docs/hpa-behaviour.md §1.7.3-4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpLimit {
     /// No `behavior`: at most max(2 × current, 4) per sync.
@@ -166,7 +166,7 @@ pub(super) fn check_scale_up_speed(
         object,
         field,
         message,
-        "the recommender already says how many replicas are needed (REFERENCE.md §4.1); rate policies that trickle towards it leave the workload short for the whole ramp (the rules are in REFERENCE.md §1.7.4)",
+        "the recommender already says how many replicas are needed (docs/hpa-behaviour.md §4.1); rate policies that trickle towards it leave the workload short for the whole ramp (the rules are in docs/hpa-behaviour.md §1.7.4)",
         format!("add a Percent policy (e.g. 100 per 15s) with selectPolicy: Max, or raise the Pods value, so maxReplicas is reachable within {budget}s; --max-scale-up-time changes this budget"),
         src,
     );

@@ -44,14 +44,14 @@ pub(super) fn check_selector(
             object,
             field,
             "no selector: the request covers every series in the namespace",
-            "a nil or empty selector sends no labelSelector (REFERENCE.md §1.2); with several workloads in the namespace the adapter answers the max over all of them, so this workload follows another one's recommendation",
+            "a nil or empty selector sends no labelSelector (docs/hpa-behaviour.md §1.2); with several workloads in the namespace the adapter answers the max over all of them, so this workload follows another one's recommendation",
             format!("select the workload, e.g. matchLabels: {{hpa_target_name: {}}}", target_ref.name),
             src,
         );
         return;
     }
     let Some(selector) = selector else { return };
-    // REFERENCE.md §4.1: hpa_target_kind / hpa_target_name scope a workload.
+    // docs/hpa-behaviour.md §4.1: hpa_target_kind / hpa_target_name scope a workload.
     for (key, expected) in [
         ("hpa_target_name", &target_ref.name),
         ("hpa_target_kind", &target_ref.kind),

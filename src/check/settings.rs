@@ -44,7 +44,7 @@ pub struct CheckSettings {
     /// `--horizontal-pod-autoscaler-tolerance` of the cluster's controller manager.
     pub cluster_tolerance: f64,
     pub kube_version: KubeVersion,
-    /// The recommender's own stabilisation window (REFERENCE.md §4.1: 60 s).
+    /// The recommender's own stabilisation window (docs/hpa-behaviour.md §4.1: 60 s).
     pub recommender_window_s: i64,
     /// How long reaching maxReplicas from minReplicas may take before it is flagged.
     pub max_scale_up_s: i64,

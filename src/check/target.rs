@@ -13,7 +13,7 @@ pub(super) fn check_target(
 ) {
     let ty = target.type_.as_str();
     let kind = kind.as_str();
-    // The HPA checks averageValue first, then value; type is never read (REFERENCE.md §1.1).
+    // The HPA checks averageValue first, then value; type is never read (docs/hpa-behaviour.md §1.1).
     if let Some(avg) = &target.average_value {
         match parse_quantity(&avg.0) {
             Some(v) if (v - 1.0).abs() < 1e-9 => {}
@@ -26,7 +26,7 @@ pub(super) fn check_target(
                     Some(_) => format!("averageValue is {:?} on the absolute {kind} metric", avg.0),
                     None => format!("averageValue {:?} is not a quantity", avg.0),
                 },
-                "the HPA computes desired = ceil(value / averageValue) (REFERENCE.md §1.4): with an absolute replica count D it scales to D divided by this figure instead of D",
+                "the HPA computes desired = ceil(value / averageValue) (docs/hpa-behaviour.md §1.4): with an absolute replica count D it scales to D divided by this figure instead of D",
                 "set averageValue: \"1\"",
                 src,
             ),
@@ -38,7 +38,7 @@ pub(super) fn check_target(
                 object,
                 format!("{base}.target.type"),
                 format!("type is {ty:?} but averageValue is set, so the HPA runs the AverageValue formula"),
-                "the HPA picks the formula by the field that is set and never reads type (REFERENCE.md §1.1); the manifest says one thing and does another",
+                "the HPA picks the formula by the field that is set and never reads type (docs/hpa-behaviour.md §1.1); the manifest says one thing and does another",
                 "set type: AverageValue (and remove value)",
                 src,
             );
@@ -49,7 +49,7 @@ pub(super) fn check_target(
                 object,
                 format!("{base}.target.value"),
                 "both averageValue and value are set; value is ignored",
-                "the HPA reads averageValue first (REFERENCE.md §1.1); the ignored value misleads whoever edits it next",
+                "the HPA reads averageValue first (docs/hpa-behaviour.md §1.1); the ignored value misleads whoever edits it next",
                 "remove target.value",
                 src,
             );
@@ -61,8 +61,8 @@ pub(super) fn check_target(
             object,
             format!("{base}.target.value"),
             format!("the absolute {kind} metric is read through the Value path (target.value is set, averageValue is not)"),
-            "the Value formula is desired = ceil(value / target × readyPods) (REFERENCE.md §1.3): an absolute count D becomes about D × readyPods, so the workload runs away to maxReplicas (or to 0 proposals when no pod is Ready)",
-            "use target: {type: AverageValue, averageValue: \"1\"} (REFERENCE.md §1.4)",
+            "the Value formula is desired = ceil(value / target × readyPods) (docs/hpa-behaviour.md §1.3): an absolute count D becomes about D × readyPods, so the workload runs away to maxReplicas (or to 0 proposals when no pod is Ready)",
+            "use target: {type: AverageValue, averageValue: \"1\"} (docs/hpa-behaviour.md §1.4)",
             src,
         );
         if ty != "Value" {
@@ -72,7 +72,7 @@ pub(super) fn check_target(
                 object,
                 format!("{base}.target.type"),
                 format!("type is {ty:?} but only value is set, so the HPA runs the Value formula"),
-                "the HPA picks the formula by the field that is set and never reads type (REFERENCE.md §1.1)",
+                "the HPA picks the formula by the field that is set and never reads type (docs/hpa-behaviour.md §1.1)",
                 "replace value with averageValue: \"1\"",
                 src,
             );

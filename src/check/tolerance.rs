@@ -70,7 +70,7 @@ pub(super) fn check_tolerance(
                 object,
                 format!("spec.behavior.{dir}.tolerance"),
                 format!("tolerance {text:?} is set, but Kubernetes {} has no per-HPA tolerance", s.kube_version),
-                format!("the field exists from 1.33 behind the HPAConfigurableTolerance gate; older API servers drop it, so the cluster-wide {cluster} applies (REFERENCE.md §1.5)"),
+                format!("the field exists from 1.33 behind the HPAConfigurableTolerance gate; older API servers drop it, so the cluster-wide {cluster} applies (docs/hpa-behaviour.md §1.5)"),
                 "upgrade to 1.33+ with HPAConfigurableTolerance enabled (beta, on by default, from 1.35), or lower --horizontal-pod-autoscaler-tolerance on kube-controller-manager; pass --kube-version if the cluster is newer",
                 src,
             );
@@ -133,7 +133,7 @@ pub(super) fn check_tolerance(
         object,
         "spec.behavior",
         message,
-        "an absolute target is exact: the ratio is compared against status.replicas and a proposal inside the band keeps the current count (REFERENCE.md §1.5), so the recommender's single-replica steps are silently dropped",
+        "an absolute target is exact: the ratio is compared against status.replicas and a proposal inside the band keeps the current count (docs/hpa-behaviour.md §1.5), so the recommender's single-replica steps are silently dropped",
         "set spec.behavior.scaleUp.tolerance: \"0\" and spec.behavior.scaleDown.tolerance: \"0\"; this needs the HPAConfigurableTolerance feature gate on kube-apiserver and kube-controller-manager (alpha, off by default, in 1.33-1.34; beta, on by default, from 1.35), otherwise the API server drops the field",
         src,
     );
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn tolerance_edge_differs_by_version() {
-        // REFERENCE.md §1.5: at 10 replicas, 11 is outside the band before 1.33, inside from 1.33.
+        // docs/hpa-behaviour.md §1.5: at 10 replicas, 11 is outside the band before 1.33, inside from 1.33.
         assert!(!within_tolerance(10, 11, 0.1, 0.1, true));
         assert!(within_tolerance(10, 11, 0.1, 0.1, false));
         assert!(within_tolerance(11, 12, 0.1, 0.1, true));

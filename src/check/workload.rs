@@ -24,7 +24,7 @@ pub(super) fn check_workload(
             object,
             "spec.scaleTargetRef.kind",
             format!("a stateful floor metric is used for Deployment {}", target_ref.name),
-            "a Deployment promises no deletion order, so keeping the highest state-owning index protects nothing: any pod may be removed on scale-in (REFERENCE.md §4.1)",
+            "a Deployment promises no deletion order, so keeping the highest state-owning index protects nothing: any pod may be removed on scale-in (docs/hpa-behaviour.md §4.1)",
             "run stateful workloads as a StatefulSet, or drop the floor metric for this Deployment",
             src,
         ),
@@ -36,7 +36,7 @@ pub(super) fn check_workload(
                     object,
                     "spec.metrics",
                     format!("StatefulSet {} is scaled on an absolute recommendation with no stateful-floor (or target) metric", target_ref.name),
-                    "without the floor, a scale-in can remove pods that still own state (hpa_stateful_index, REFERENCE.md §4.1)",
+                    "without the floor, a scale-in can remove pods that still own state (hpa_stateful_index, docs/hpa-behaviour.md §4.1)",
                     "use the target metric (hpa_target_replicas, max of recommendation and floor) or add the stateful-floor metric",
                     src,
                 );
@@ -54,7 +54,7 @@ pub(super) fn check_workload(
                         &sts,
                         "spec.ordinals.start",
                         format!("ordinals start at {} and the adapter has no Kubernetes discovery (scrape.kubernetes) to learn it", w.ordinals_start),
-                        format!("the floor is index − start (REFERENCE.md §4.1); without the offset it is {} too high, and every new pod raises it again, so the floor climbs to maxReplicas", w.ordinals_start),
+                        format!("the floor is index − start (docs/hpa-behaviour.md §4.1); without the offset it is {} too high, and every new pod raises it again, so the floor climbs to maxReplicas", w.ordinals_start),
                         "configure scrape.kubernetes so the adapter reads spec.ordinals.start, or use ordinals starting at 0",
                         &w.source,
                     );

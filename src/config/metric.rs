@@ -220,7 +220,7 @@ impl MetricSpec {
     }
 }
 
-/// The three metrics served when `metrics:` is omitted (REFERENCE.md §4.1 names and aliases).
+/// The three metrics served when `metrics:` is omitted (docs/hpa-behaviour.md §4.1 names and aliases).
 pub fn default_metrics() -> Vec<MetricSpec> {
     vec![
         MetricSpec::recommendation(

@@ -252,7 +252,7 @@ impl ScrapeConfig {
         let mut seen_urls: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");
-            let shown = crate::telemetry::redact_url(&t.url);
+            let shown = crate::redaction::redact_url(&t.url);
             let uri: http::Uri = t
                 .url
                 .parse()

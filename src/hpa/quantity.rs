@@ -1,9 +1,9 @@
 //! Kubernetes `resource.Quantity`: a small parser and formatter.
 //!
 //! The HPA reads every target and every metric item as a Quantity and works on its
-//! `MilliValue()`, rounded up (away from zero) to a milli (REFERENCE.md §1.2). The API side
+//! `MilliValue()`, rounded up (away from zero) to a milli (docs/hpa-behaviour.md §1.2). The API side
 //! emits item values as Quantity strings: an integer `D` gives `"D"`, a fraction gives the milli
-//! form (`2.5` gives `"2500m"`), and NaN/±Inf have no Quantity form (REFERENCE.md §2).
+//! form (`2.5` gives `"2500m"`), and NaN/±Inf have no Quantity form (docs/hpa-behaviour.md §2).
 //!
 //! Grammar accepted (as `k8s.io/apimachinery` does): an optional sign, digits with an optional
 //! decimal point, then an optional suffix: binary SI (`Ki Mi Gi Ti Pi Ei`), decimal SI
@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 /// Largest magnitude [`format_quantity`] accepts: beyond about 9.2e15 the milli value overflows
-/// an int64 on the HPA side (REFERENCE.md §2).
+/// an int64 on the HPA side (docs/hpa-behaviour.md §2).
 pub const MAX_FORMATTABLE: f64 = 9.2e15;
 
 /// Why a text is not a Quantity, or a number has no Quantity form.
@@ -59,13 +59,13 @@ impl Quantity {
         &self.text
     }
 
-    /// Nearest float (Go `AsApproximateFloat64`), used for tolerances (REFERENCE.md §1.5).
+    /// Nearest float (Go `AsApproximateFloat64`), used for tolerances (docs/hpa-behaviour.md §1.5).
     pub fn as_f64(&self) -> f64 {
         self.approx
     }
 
     /// Milli value rounded away from zero (Go `MilliValue`), used for targets and items
-    /// (REFERENCE.md §1.2).
+    /// (docs/hpa-behaviour.md §1.2).
     pub fn milli_value(&self) -> i64 {
         self.milli
     }
@@ -244,7 +244,7 @@ impl Parts {
     }
 }
 
-/// `ceil(|v| × 1000)` with the sign put back, for item values given as floats (REFERENCE.md
+/// `ceil(|v| × 1000)` with the sign put back, for item values given as floats (docs/hpa-behaviour.md
 /// §1.2). A float that is a milli-integer up to representation error (such as `0.1 × 1000 =
 /// 100.00000000000001`) counts as that integer, so a value parsed from `"100m"` keeps its
 /// exact milli value. `None` for NaN, ±Inf, or when the milli value overflows an int64.
@@ -266,7 +266,7 @@ pub fn milli_ceil(v: f64) -> Option<i64> {
     Some(if v < 0.0 { -magnitude } else { magnitude })
 }
 
-/// Formats a number as a Quantity string for an `ExternalMetricValue` (REFERENCE.md §2).
+/// Formats a number as a Quantity string for an `ExternalMetricValue` (docs/hpa-behaviour.md §2).
 ///
 /// - Integers are written exactly as decimal digits: `7` gives `"7"`, `1000` gives `"1000"`
 ///   (the API server's canonical form would be `"1k"`; any well-formed form parses).
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn milli_value_rounds_away_from_zero() {
-        // REFERENCE.md §1.2: each item's MilliValue() is rounded up to a milli.
+        // docs/hpa-behaviour.md §1.2: each item's MilliValue() is rounded up to a milli.
         assert_eq!(milli("1.0001"), 1001);
         assert_eq!(milli("1500u"), 2);
         assert_eq!(milli("1n"), 1);

@@ -12,7 +12,7 @@ pub fn combined_name(names: &[&str]) -> String {
 /// Several recommenders for one target: the max of the valid ones. An input without a value
 /// might be the one that wants more, so it blocks a decrease: `max(valid values, current)` when
 /// the current count is known, a refusal otherwise. With no valid input at all there is nothing
-/// to serve, and the refusal lets the HPA hold on its own (REFERENCE.md §1.6).
+/// to serve, and the refusal lets the HPA hold on its own (docs/hpa-behaviour.md §1.6).
 pub fn combine(
     name: &str,
     kind: MetricKind,

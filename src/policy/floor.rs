@@ -11,7 +11,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 /// The stateful floor: the highest retained one-based index across the workload's pods.
 ///
 /// `hpa_stateful_index` is `ordinal + 1` while a pod holds state and 0 otherwise
-/// (REFERENCE.md §4.1), so the largest retained value is the smallest replica count that keeps
+/// (docs/hpa-behaviour.md §4.1), so the largest retained value is the smallest replica count that keeps
 /// the highest state-owning ordinal. With `spec.ordinals.start = s` the floor is `index - s`.
 /// A pod whose scrape fails keeps its last valid index; a pod whose index has never been seen
 /// makes the floor incomplete, which is refused rather than under-reported.

@@ -2,7 +2,7 @@
 //!
 //! The refusal is a first-class answer. An HPA that gets an error (any non-2xx) treats the
 //! metric as invalid, and an invalid metric freezes scale-in while still allowing scale-out
-//! through other metrics (REFERENCE.md §1.6). A served 0 or a guess would instead drive a
+//! through other metrics (docs/hpa-behaviour.md §1.6). A served 0 or a guess would instead drive a
 //! scale-in, so every path that cannot prove a value refuses, with the reason.
 //!
 //! One file per rule; each is pure. `observation` classifies inputs the same way for all.

@@ -11,7 +11,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 /// An absolute replica recommendation: the max over fresh, valid series, never the sum.
 ///
 /// Several series per workload are normal: a former controller keeps exporting its last value
-/// (REFERENCE.md §4.1), and the HPA would sum every item it receives (§1.2), so exactly one
+/// (docs/hpa-behaviour.md §4.1), and the HPA would sum every item it receives (§1.2), so exactly one
 /// value, the max, is served. A series that is unknown (stale or invalid) and might hold a
 /// higher value than the fresh max blocks the answer: serving the lower fresh max would let
 /// partial data shrink the workload.

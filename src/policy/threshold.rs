@@ -16,7 +16,7 @@
 //! ```
 //!
 //! For a positive integer `V` and integer `T`, `ceil(V/T) = (V−1)/T + 1`, the form the libapp
-//! controller uses (REFERENCE.md §4.2). Here `ceil(V/T)` is computed as the smallest `n` with
+//! controller uses (docs/hpa-behaviour.md §4.2). Here `ceil(V/T)` is computed as the smallest `n` with
 //! `n × T ≥ V` in floating point, so fractional loads work and the properties below hold exactly
 //! for the numbers the code really compares, not only in exact arithmetic.
 //!
@@ -32,7 +32,7 @@
 //!   so `up > c` and the answer rises.
 //! - **One-step scale-down.** A drop in load goes straight to `ceil(V/T_down)`.
 //!
-//! Cadence's matching scaler (REFERENCE.md §4.2) uses one per-partition figure `R` plus a
+//! Cadence's matching scaler (docs/hpa-behaviour.md §4.2) uses one per-partition figure `R` plus a
 //! factor: up to `ceil(qps/R)`, and down only when `qps < R × (P−1) × factor`. The reference
 //! records that design's flaw: one threshold pair can force multi-step downscales, or leave a
 //! state that is always under load yet never changes. Both come from the up trigger, the down
@@ -205,7 +205,7 @@ pub struct ThresholdRule {
 /// Without a configured `min` the answer never drops below 1. The load is measured by the
 /// workload's own pods: at zero replicas nothing exports it, the total becomes unknown, and
 /// nothing would ever scale the workload up again. Serving 0 also only means something to an
-/// HPA with the alpha `HPAScaleToZero` gate (REFERENCE.md §1.7), so `min: 0` is an explicit
+/// HPA with the alpha `HPAScaleToZero` gate (docs/hpa-behaviour.md §1.7), so `min: 0` is an explicit
 /// opt-in. The HPA's `minReplicas` bounds the result as well.
 pub const DEFAULT_MIN: u64 = 1;
 
@@ -435,7 +435,7 @@ fn load_invalid_reason(v: f64) -> Option<&'static str> {
 }
 
 /// The load total: the sum of the fresh, valid series in scope. Summing is right here, unlike
-/// for recommendations (REFERENCE.md §4.1), because each pod reports its own share of the load.
+/// for recommendations (docs/hpa-behaviour.md §4.1), because each pod reports its own share of the load.
 /// Pair totals with per-replica thresholds (§4.2): a per-pod average must not be summed.
 pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
     let mut sum = 0.0;

@@ -2,7 +2,7 @@
 //! known to be good: the `validWhen` gate, `combine` over several recommenders, and the
 //! current replica count both fall back to. Pure: evidence in, `Answer` out.
 //!
-//! Both follow the HPA's own rule for invalid metrics (REFERENCE.md §1.6): an unknown input
+//! Both follow the HPA's own rule for invalid metrics (docs/hpa-behaviour.md §1.6): an unknown input
 //! freezes scale-in but still allows scale-out. Here that becomes `max(known values, current
 //! spec.replicas)` when the current count is known, and a refusal (which the HPA turns into
 //! exactly that freeze) when it is not.
@@ -26,7 +26,7 @@ pub struct CurrentReplicas {
 }
 
 /// The current count from a configured `currentSeries` (e.g. SeaTunnel's
-/// `seatunnel_autoscaler_current_workers`, REFERENCE.md §4.2): the max over fresh valid series,
+/// `seatunnel_autoscaler_current_workers`, docs/hpa-behaviour.md §4.2): the max over fresh valid series,
 /// since a former master may keep exporting an older, smaller count (as in §4.1).
 pub fn current_from_series(
     q: &QueryContext<'_>,
@@ -101,7 +101,7 @@ pub struct GateCheck {
 /// The gate holds only when every gate series in scope is fresh and equals the configured
 /// value, and at least one exists. Stale, missing, unknown (a target never scraped) or any
 /// series with another value closes it: a recommender that cannot vouch for its inputs must not
-/// shrink the workload (REFERENCE.md §4.2: SeaTunnel's `metrics_valid = 0` blocks scale-in).
+/// shrink the workload (docs/hpa-behaviour.md §4.2: SeaTunnel's `metrics_valid = 0` blocks scale-in).
 pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> GateCheck {
     let condition = format!("validWhen {} == {}", gate.series, fmt_value(gate.equals));
     let mut inputs = Vec::new();
@@ -178,7 +178,7 @@ pub fn apply_gate(
         return answer;
     }
     let Some(value) = answer.value() else {
-        // Already a refusal: the HPA freezes scale-in either way (REFERENCE.md §1.6).
+        // Already a refusal: the HPA freezes scale-in either way (docs/hpa-behaviour.md §1.6).
         let _ = write!(answer.reason, "; also {}", gate.reason);
         answer.inputs.extend(gate.inputs);
         return answer;

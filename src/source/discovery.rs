@@ -4,7 +4,7 @@
 //! Pods, ReplicaSets and StatefulSets are mirrored by kube-runtime reflectors (list, then
 //! watch with bookmarks, with the watcher's own backoff); every change recomputes the target
 //! set and hands it to `Store::set_targets`, which retires the retained index of a pod that is
-//! gone and keeps it for a pod that merely fails its scrape (REFERENCE.md §4.1).
+//! gone and keeps it for a pod that merely fails its scrape (docs/hpa-behaviour.md §4.1).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -33,7 +33,7 @@ const ANNOTATION_PATH: &str = "prometheus.io/path";
 const ANNOTATION_SCHEME: &str = "prometheus.io/scheme";
 
 /// How long a `spec.replicas` read from a scale subresource is reused. The HPA asks once per
-/// 15 s sync (REFERENCE.md §1.7), so this keeps the API load at one GET per workload per
+/// 15 s sync (docs/hpa-behaviour.md §1.7), so this keeps the API load at one GET per workload per
 /// few seconds while `/status` and several HPAs ask too.
 pub const SCALE_CACHE_TTL: Duration = Duration::from_secs(5);
 
@@ -179,7 +179,7 @@ fn single_port(pod: &Pod) -> Option<u16> {
     }
 }
 
-/// `spec.ordinals.start` of a StatefulSet; 0 when unset (REFERENCE.md §4.1).
+/// `spec.ordinals.start` of a StatefulSet; 0 when unset (docs/hpa-behaviour.md §4.1).
 pub fn ordinals_start_of(sts: &StatefulSet) -> u64 {
     sts.spec
         .as_ref()
@@ -427,7 +427,7 @@ impl Cluster for Discovery {
 
     /// Every mirrored pod object in `namespace`, whatever its phase: a pod that exists but is
     /// not Running (crash loop, exporter down) may still hold an ordinal, so its retained
-    /// index must stay (REFERENCE.md §4.1). Unknown before the first sync and for a namespace
+    /// index must stay (docs/hpa-behaviour.md §4.1). Unknown before the first sync and for a namespace
     /// that is not watched, so Prometheus series are then not filtered at all.
     fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
         if !*self.synced.borrow() {

@@ -19,8 +19,9 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::clock::Clock;
 use crate::exposition;
+use crate::redaction::redact_url;
 use crate::store::{ScrapeTarget, Store};
-use crate::telemetry::{redact_url, SelfMetrics};
+use crate::telemetry::SelfMetrics;
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]

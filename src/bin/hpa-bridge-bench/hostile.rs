@@ -310,10 +310,20 @@ async fn hostile_slot(
     }
 }
 
-pub fn run(plan: &HostilePlan, exe: &std::path::Path) -> Result<HostileResult, BenchError> {
-    let exe = std::env::var_os("HPA_BRIDGE_BENCH_SERVER")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| exe.to_path_buf());
+/// `bench_exe` is this bench binary; the server measured is the `hpa-bridge` built beside it
+/// (cargo puts every binary of the package in one directory), unless
+/// `HPA_BRIDGE_BENCH_SERVER` names another build.
+pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileResult, BenchError> {
+    let exe = match std::env::var_os("HPA_BRIDGE_BENCH_SERVER") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => bench_exe.with_file_name(format!("hpa-bridge{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !exe.is_file() {
+        return Err(err(format!(
+            "hostile: no server binary at {} (build it with `cargo build --release --bin hpa-bridge`, or set HPA_BRIDGE_BENCH_SERVER)",
+            exe.display()
+        )));
+    }
     let (server, port, cert) = start_server(&exe)?;
     let pid = server.child.id();
     let tls = client_config(cert)?;

@@ -49,7 +49,7 @@ const METRIC: &str = "hpa_target_replicas";
 const SELECTOR: &str = "hpa_target_name=lobby";
 
 /// The series the loopback Prometheus holds for workload `lobby`: two controllers exporting a
-/// recommendation and four StatefulSet pods exporting their index (REFERENCE.md §4.1 names).
+/// recommendation and four StatefulSet pods exporting their index (docs/hpa-behaviour.md §4.1 names).
 const SERIES: &[(&str, &str, &str, f64)] = &[
     ("hpa_expect_replicas", "controller-0", "10.0.0.1:9100", 3.0),
     ("hpa_expect_replicas", "controller-1", "10.0.0.2:9100", 4.0),

@@ -43,7 +43,7 @@ use hpa_bridge::telemetry::SelfMetrics;
 use hpa_bridge::tls::{self, ServingCert};
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
-/// The identity kube-apiserver forwards for the HPA controller (REFERENCE.md §3).
+/// The identity kube-apiserver forwards for the HPA controller (docs/hpa-behaviour.md §3).
 const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
 const FRONT_PROXY_CN: &str = "front-proxy-client";
 

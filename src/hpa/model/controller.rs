@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::rate_limits::{legacy_scale_up_limit, scale_down_limit, scale_up_limit};
 use super::replicas::external_metric_replicas;
+use super::scale_event::{is_after, is_before, secs, ScaleEvent};
 use super::spec::*;
 use super::sync_io::*;
 use super::tolerance::*;
@@ -15,14 +16,6 @@ use super::tolerance::*;
 pub struct TimestampedRecommendation {
     pub replicas: i32,
     pub at: Duration,
-}
-
-/// A scale event kept for rate policies; `change` is positive in both lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScaleEvent {
-    pub change: i32,
-    pub at: Duration,
-    pub outdated: bool,
 }
 
 /// One HPA as the controller sees it: the spec, the controller flags, the controller's
@@ -38,23 +31,9 @@ pub struct Hpa {
     last_scale_time: Option<Duration>,
 }
 
-/// `ts.After(now - window)` without underflow.
-pub(super) fn is_after(ts: Duration, now: Duration, window: Duration) -> bool {
-    ts + window > now
-}
-
-/// `ts.Before(now - window)` without underflow.
-pub(super) fn is_before(ts: Duration, now: Duration, window: Duration) -> bool {
-    ts + window < now
-}
-
-pub(super) fn secs(s: i32) -> Duration {
-    Duration::from_secs(s.max(0) as u64)
-}
-
 impl Hpa {
     /// A fresh controller for a valid spec. Its first sync records `spec.replicas` as the
-    /// initial recommendation (REFERENCE.md §1.7.6).
+    /// initial recommendation (docs/hpa-behaviour.md §1.7.6).
     pub fn new(spec: HpaSpec, config: ControllerConfig) -> Result<Self, SpecError> {
         spec.validate()?;
         Ok(Hpa {
@@ -70,7 +49,7 @@ impl Hpa {
 
     /// A controller that (re)started at `now` with `spec.replicas == current`: the current count
     /// is already an initial recommendation, which blocks scale-down for one window
-    /// (REFERENCE.md §1.7.6).
+    /// (docs/hpa-behaviour.md §1.7.6).
     pub fn restarted(
         spec: HpaSpec,
         config: ControllerConfig,
@@ -84,7 +63,7 @@ impl Hpa {
 
     /// A kube-controller-manager restart: the in-memory recommendations and scale events are
     /// lost; conditions live on the API object and stay. The next sync records the current
-    /// count as the initial recommendation (REFERENCE.md §1.7.6).
+    /// count as the initial recommendation (docs/hpa-behaviour.md §1.7.6).
     pub fn restart_controller(&mut self) {
         self.recommendations.clear();
         self.scale_up_events.clear();
@@ -92,7 +71,7 @@ impl Hpa {
     }
 
     /// Records `current` at `now` if no recommendation is kept yet, as every sync does first
-    /// (REFERENCE.md §1.7.6).
+    /// (docs/hpa-behaviour.md §1.7.6).
     pub fn record_initial_recommendation(&mut self, now: Duration, current: i32) {
         if self.recommendations.is_empty() {
             self.recommendations.push(TimestampedRecommendation {
@@ -138,7 +117,7 @@ impl Hpa {
     }
 
     /// The tolerances this HPA gets: the cluster flag both ways, overridden per direction by
-    /// `behavior.*.tolerance` only in the 1.33+ style with the gate on (REFERENCE.md §1.5).
+    /// `behavior.*.tolerance` only in the 1.33+ style with the gate on (docs/hpa-behaviour.md §1.5).
     pub fn tolerances(&self) -> Tolerances {
         let mut t = Tolerances {
             style: self.config.tolerance_style,
@@ -185,7 +164,7 @@ impl Hpa {
         }
     }
 
-    /// One reconcile of this HPA at `now` (REFERENCE.md §1.7).
+    /// One reconcile of this HPA at `now` (docs/hpa-behaviour.md §1.7).
     pub fn sync(&mut self, now: Duration, input: &SyncInput) -> SyncOutcome {
         let current = input.spec_replicas;
         let min = self.spec.min_replicas();
@@ -202,11 +181,11 @@ impl Hpa {
             "SucceededGetScale",
             "the HPA controller was able to get the target's current scale".into(),
         );
-        // REFERENCE.md §1.7.6: recorded before anything else, only when no history is kept.
+        // docs/hpa-behaviour.md §1.7.6: recorded before anything else, only when no history is kept.
         self.record_initial_recommendation(now, current);
 
         let (desired, rescale, decision) = if input.spec_replicas == 0 && min != 0 {
-            // REFERENCE.md §1.7.1: scaling disabled.
+            // docs/hpa-behaviour.md §1.7.1: scaling disabled.
             self.set_condition(
                 now,
                 ConditionType::ScalingActive,
@@ -216,10 +195,10 @@ impl Hpa {
             );
             (0, false, Decision::ScalingDisabled)
         } else if current > max {
-            // REFERENCE.md §1.7.1: current above max, metrics skipped.
+            // docs/hpa-behaviour.md §1.7.1: current above max, metrics skipped.
             (max, true, Decision::AboveMaxReplicas)
         } else if current < min {
-            // REFERENCE.md §1.7.1: current below min, metrics skipped.
+            // docs/hpa-behaviour.md §1.7.1: current below min, metrics skipped.
             (min, true, Decision::BelowMinReplicas)
         } else {
             let computed = self.compute_replicas_for_metrics(input);
@@ -235,7 +214,7 @@ impl Hpa {
             }
             let total = self.spec.metrics.len();
             let invalid = computed.invalid;
-            // REFERENCE.md §1.6: all invalid, or some invalid and the valid ones would scale
+            // docs/hpa-behaviour.md §1.6: all invalid, or some invalid and the valid ones would scale
             // below spec.replicas: no scaling at all, and no recommendation is recorded.
             if invalid >= total || (invalid > 0 && computed.replicas < input.spec_replicas) {
                 let first = metrics
@@ -289,7 +268,7 @@ impl Hpa {
                 ),
             );
             metric_replicas = Some(computed.replicas);
-            // REFERENCE.md §1.7.2: the maximum proposal (never below 0).
+            // docs/hpa-behaviour.md §1.7.2: the maximum proposal (never below 0).
             let prenormalized = computed.replicas.max(0);
             let (desired, stabilized, stabilization, limit) = match self.spec.behavior.clone() {
                 None => self.normalize_legacy(now, current, prenormalized, min, max),
@@ -341,7 +320,7 @@ impl Hpa {
         }
     }
 
-    /// Every metric's proposal and the maximum over the valid ones (REFERENCE.md §1.6/§1.7.2).
+    /// Every metric's proposal and the maximum over the valid ones (docs/hpa-behaviour.md §1.6/§1.7.2).
     fn compute_replicas_for_metrics(&self, input: &SyncInput) -> ComputedMetrics {
         let tolerances = self.tolerances();
         let mut out = ComputedMetrics {
@@ -364,7 +343,7 @@ impl Hpa {
             };
             match &result {
                 Err(_) => out.invalid += 1,
-                // Go: `if replicas == 0 || proposal > replicas` (REFERENCE.md §1.7.2).
+                // Go: `if replicas == 0 || proposal > replicas` (docs/hpa-behaviour.md §1.7.2).
                 Ok(p) => {
                     if out.replicas == 0 || p.replicas > out.replicas {
                         out.replicas = p.replicas;
@@ -377,7 +356,7 @@ impl Hpa {
         out
     }
 
-    /// Without `behavior` (REFERENCE.md §1.7.3): max over the downscale window, then
+    /// Without `behavior` (docs/hpa-behaviour.md §1.7.3): max over the downscale window, then
     /// `[min, min(max, max(2×current, 4))]`.
     fn normalize_legacy(
         &mut self,
@@ -413,7 +392,7 @@ impl Hpa {
         };
         self.set_able_to_scale_stabilization(now, stabilization);
 
-        // REFERENCE.md §1.7.3: scale-up cap max(2×current, 4), then [min, max].
+        // docs/hpa-behaviour.md §1.7.3: scale-up cap max(2×current, 4), then [min, max].
         let scale_up_limit =
             i32::try_from(legacy_scale_up_limit(i64::from(current))).unwrap_or(i32::MAX);
         let (max_allowed, up_reason) = if max > scale_up_limit {
@@ -432,7 +411,7 @@ impl Hpa {
         (desired, stabilized, stabilization, limit)
     }
 
-    /// With `behavior` (REFERENCE.md §1.7.4): stabilisation windows, then rate policies, then
+    /// With `behavior` (docs/hpa-behaviour.md §1.7.4): stabilisation windows, then rate policies, then
     /// `[min, max]`.
     fn normalize_with_behavior(
         &mut self,
@@ -447,7 +426,7 @@ impl Hpa {
         let down = behavior.resolved_scale_down(self.config.downscale_stabilization);
 
         // Stabilisation: up = min over the up window, down = max over the down window, result =
-        // current clamped into [up, down] (REFERENCE.md §1.7.4).
+        // current clamped into [up, down] (docs/hpa-behaviour.md §1.7.4).
         let mut up_rec = prenormalized;
         let mut down_rec = prenormalized;
         let mut old_index = None;
@@ -488,7 +467,7 @@ impl Hpa {
         };
         self.set_able_to_scale_stabilization(now, stabilization);
 
-        // Rate policies and [min, max] (REFERENCE.md §1.7.4).
+        // Rate policies and [min, max] (docs/hpa-behaviour.md §1.7.4).
         let (desired, limit) = if stabilized > current {
             let limit = scale_up_limit(
                 now,
@@ -584,7 +563,7 @@ impl Hpa {
 
     /// Keeps the scale event for rate policies, reusing an outdated slot (older than the
     /// direction's longest policy period) as Go does. Only with `behavior`
-    /// (REFERENCE.md §1.7.4).
+    /// (docs/hpa-behaviour.md §1.7.4).
     fn store_scale_event(&mut self, now: Duration, prev: i32, new: i32) {
         let Some(behavior) = self.spec.behavior.clone() else {
             return;
@@ -703,7 +682,7 @@ mod tests {
         *o.metrics[i].result.as_ref().expect("valid metric")
     }
 
-    // REFERENCE.md §1.5: 10 -> 11 at tolerance 0.1.
+    // docs/hpa-behaviour.md §1.5: 10 -> 11 at tolerance 0.1.
     #[test]
     fn ten_to_eleven_differs_between_tolerance_styles() {
         // The float claim, computed as Go computes it: usage 11000m over 1000m × 10 replicas.
@@ -778,7 +757,7 @@ mod tests {
         }
     }
 
-    // REFERENCE.md §1.3: an absolute D through a Value target is multiplied by ready pods.
+    // docs/hpa-behaviour.md §1.3: an absolute D through a Value target is multiplied by ready pods.
     #[test]
     fn value_path_multiplies_by_ready_pods() {
         let value = MetricSpec::external("m", MetricTarget::value("1").unwrap());
@@ -810,14 +789,14 @@ mod tests {
         assert_eq!(o.decision, Decision::AllMetricsInvalid { invalid: 1 });
 
         // spec.replicas == 0 (scale to zero, minReplicas 0): ceil(sum / value), first step capped
-        // at 4 (REFERENCE.md §1.7.7).
+        // at 4 (docs/hpa-behaviour.md §1.7.7).
         let mut hpa = Hpa::new(hpa_spec(0, 100, vec![value], None), legacy()).unwrap();
         let o = hpa.sync(t(0), &SyncInput::steady(0, vec![one(5.0)]));
         assert_eq!(proposal(&o, 0).replicas, 5);
         assert_eq!(o.replicas, 4);
     }
 
-    // REFERENCE.md §1.5: rollout trap.
+    // docs/hpa-behaviour.md §1.5: rollout trap.
     #[test]
     fn rollout_surge_proposes_status_replicas() {
         for cfg in [legacy(), v135()] {
@@ -836,7 +815,7 @@ mod tests {
         }
     }
 
-    // REFERENCE.md §1.7.3.
+    // docs/hpa-behaviour.md §1.7.3.
     #[test]
     fn legacy_scale_up_cap() {
         let mut hpa = Hpa::new(hpa_spec(1, 100, vec![avg("m")], None), legacy()).unwrap();
@@ -854,7 +833,7 @@ mod tests {
         assert_eq!(follow(&mut hpa, 75, 64, &[100.0]), vec![100]);
     }
 
-    // REFERENCE.md §1.7.4: default behavior rates. Checked against calculateScaleUpLimitWith-
+    // docs/hpa-behaviour.md §1.7.4: default behavior rates. Checked against calculateScaleUpLimitWith-
     // ScalingRules: an event exactly one period old is not "after" the cutoff, so with syncs
     // exactly 15 s apart each sync starts from the current count: 1 -> 5 -> 10 -> 20 -> 40 -> 50.
     #[test]
@@ -902,7 +881,7 @@ mod tests {
         assert_eq!(o.replicas, 111);
     }
 
-    // REFERENCE.md §1.7.3/§1.7.4: the drop waits for the downscale window.
+    // docs/hpa-behaviour.md §1.7.3/§1.7.4: the drop waits for the downscale window.
     #[test]
     fn scale_down_is_stabilised_for_300_s() {
         // D = 10 at t = 0..60, then D = 2 from t = 75.
@@ -939,7 +918,7 @@ mod tests {
         );
     }
 
-    // REFERENCE.md §1.6.
+    // docs/hpa-behaviour.md §1.6.
     #[test]
     fn invalid_metric_blocks_scale_down_but_not_scale_up() {
         for (cfg, behavior) in [(legacy(), None), (v135(), Some(Behavior::default()))] {
@@ -1012,7 +991,7 @@ mod tests {
             "{err}"
         );
         assert_eq!(o.replicas, 10);
-        // REFERENCE.md §1.6: a served 0 is valid and drives a scale-in to minReplicas.
+        // docs/hpa-behaviour.md §1.6: a served 0 is valid and drives a scale-in to minReplicas.
         let o = hpa.sync(t(400), &SyncInput::steady(10, vec![one(0.0)]));
         assert_eq!(o.replicas, 2);
     }
@@ -1108,7 +1087,7 @@ mod tests {
         assert_eq!(follow(&mut hpa, 0, 10, &[1.0, 1.0]), vec![9, 8]);
     }
 
-    // REFERENCE.md §1.7.6.
+    // docs/hpa-behaviour.md §1.7.6.
     #[test]
     fn controller_restart_blocks_scale_down_for_a_window() {
         let settle = |hpa: &mut Hpa| {
@@ -1138,7 +1117,7 @@ mod tests {
         assert_eq!(o.replicas, 10);
     }
 
-    // REFERENCE.md §1.7.1.
+    // docs/hpa-behaviour.md §1.7.1.
     #[test]
     fn pre_checks_skip_the_metrics() {
         let mut hpa = Hpa::new(hpa_spec(2, 20, vec![avg("m")], None), legacy()).unwrap();
@@ -1221,7 +1200,7 @@ behavior:
                 .as_deref(),
             Some("env in (canary,prod),hpa_target_name=lobby,!paused")
         );
-        // REFERENCE.md §1.1: `type` is ignored; the set field decides.
+        // docs/hpa-behaviour.md §1.1: `type` is ignored; the set field decides.
         let second = spec.metrics[1].external.as_ref().unwrap();
         assert_eq!(
             second.target.formula(),

@@ -1,5 +1,5 @@
 //! A pure, executable model of the kube-controller-manager HPA controller's decision
-//! procedure for `External` metrics (REFERENCE.md §1).
+//! procedure for `External` metrics (docs/hpa-behaviour.md §1).
 //!
 //! One [`Hpa`] holds what the controller keeps in memory for one HorizontalPodAutoscaler
 //! (recommendation history, scale-up and scale-down events) plus the object's
@@ -15,8 +15,8 @@
 //!
 //! **Current replicas.** As in Go (`currentReplicas := scale.Spec.Replicas`), pre-checks,
 //! stabilisation, rate limits and the "did we rescale" test all use `spec.replicas`.
-//! `status.replicas` only enters the AverageValue formula (REFERENCE.md §1.5), and the number
-//! of Ready pods only the Value formula (REFERENCE.md §1.3).
+//! `status.replicas` only enters the AverageValue formula (docs/hpa-behaviour.md §1.5), and the number
+//! of Ready pods only the Value formula (docs/hpa-behaviour.md §1.3).
 //!
 //! Facts were checked against `pkg/controller/podautoscaler/horizontal.go` and
 //! `replica_calculator.go` (the `Tolerances` era, 1.33+, and its legacy predecessor).
@@ -31,22 +31,24 @@ use std::time::Duration;
 mod controller;
 mod rate_limits;
 mod replicas;
+mod scale_event;
 mod spec;
 mod sync_io;
 mod tolerance;
 
 pub use controller::*;
 pub use rate_limits::legacy_scale_up_limit;
+pub use scale_event::ScaleEvent;
 pub use spec::*;
 pub use sync_io::*;
 pub use tolerance::*;
 
-/// The controller syncs every HPA every 15 s, one GET per metric per sync (REFERENCE.md §1.7.5).
+/// The controller syncs every HPA every 15 s, one GET per metric per sync (docs/hpa-behaviour.md §1.7.5).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(15);
-/// `--horizontal-pod-autoscaler-tolerance` default (REFERENCE.md §1.5).
+/// `--horizontal-pod-autoscaler-tolerance` default (docs/hpa-behaviour.md §1.5).
 pub const DEFAULT_TOLERANCE: f64 = 0.1;
-/// `--horizontal-pod-autoscaler-downscale-stabilization` default (REFERENCE.md §1.7.3/§1.7.4).
+/// `--horizontal-pod-autoscaler-downscale-stabilization` default (docs/hpa-behaviour.md §1.7.3/§1.7.4).
 pub const DEFAULT_DOWNSCALE_STABILIZATION: Duration = Duration::from_secs(300);
-/// Legacy scale-up cap `max(2 × current, 4)` (REFERENCE.md §1.7.3).
+/// Legacy scale-up cap `max(2 × current, 4)` (docs/hpa-behaviour.md §1.7.3).
 const SCALE_UP_LIMIT_FACTOR: f64 = 2.0;
 const SCALE_UP_LIMIT_MINIMUM: f64 = 4.0;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::controller::{is_after, secs, ScaleEvent};
+use super::scale_event::{is_after, secs, ScaleEvent};
 use super::spec::{PolicyType, ResolvedRules, SelectPolicy};
 use super::{SCALE_UP_LIMIT_FACTOR, SCALE_UP_LIMIT_MINIMUM};
 
@@ -13,7 +13,7 @@ pub fn legacy_scale_up_limit(current: i64) -> i64 {
     (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i64
 }
 
-/// Highest count the scale-up policies allow (REFERENCE.md §1.7.4).
+/// Highest count the scale-up policies allow (docs/hpa-behaviour.md §1.7.4).
 pub(super) fn scale_up_limit(
     now: Duration,
     current: i32,
@@ -30,7 +30,7 @@ pub(super) fn scale_up_limit(
         let start = period_start(now, current, up_events, down_events, p.period_seconds);
         let proposed = match p.policy_type {
             PolicyType::Pods => start.saturating_add(p.value),
-            // Percent up rounds up (REFERENCE.md §1.7.4).
+            // Percent up rounds up (docs/hpa-behaviour.md §1.7.4).
             PolicyType::Percent => (start as f64 * (1.0 + p.value as f64 / 100.0)).ceil() as i32,
         };
         result = pick(result, proposed);
@@ -38,7 +38,7 @@ pub(super) fn scale_up_limit(
     result
 }
 
-/// Lowest count the scale-down policies allow (REFERENCE.md §1.7.4).
+/// Lowest count the scale-down policies allow (docs/hpa-behaviour.md §1.7.4).
 pub(super) fn scale_down_limit(
     now: Duration,
     current: i32,
@@ -55,7 +55,7 @@ pub(super) fn scale_down_limit(
         let start = period_start(now, current, up_events, down_events, p.period_seconds);
         let proposed = match p.policy_type {
             PolicyType::Pods => start.saturating_sub(p.value),
-            // Percent down truncates (REFERENCE.md §1.7.4).
+            // Percent down truncates (docs/hpa-behaviour.md §1.7.4).
             PolicyType::Percent => (start as f64 * (1.0 - p.value as f64 / 100.0)) as i32,
         };
         result = pick(result, proposed);
@@ -63,7 +63,7 @@ pub(super) fn scale_down_limit(
     result
 }
 
-/// `periodStart = current − added in period + removed in period` (REFERENCE.md §1.7.4).
+/// `periodStart = current − added in period + removed in period` (docs/hpa-behaviour.md §1.7.4).
 fn period_start(
     now: Duration,
     current: i32,

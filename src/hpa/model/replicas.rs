@@ -6,7 +6,7 @@ use super::spec::{ExternalMetricSource, TargetFormula};
 use super::sync_io::{MetricInput, MetricProposal, SyncInput};
 use super::tolerance::{average_value_ratio, Tolerances};
 
-/// One External metric's proposal (REFERENCE.md §1.1–§1.5).
+/// One External metric's proposal (docs/hpa-behaviour.md §1.1–§1.5).
 pub(super) fn external_metric_replicas(
     ext: &ExternalMetricSource,
     answer: &MetricInput,
@@ -20,11 +20,11 @@ pub(super) fn external_metric_replicas(
             .to_string()
     })?;
     let items = answer.as_ref().map_err(|e| fail(e))?;
-    // REFERENCE.md §1.2: an empty list is an error, not zero.
+    // docs/hpa-behaviour.md §1.2: an empty list is an error, not zero.
     if items.is_empty() {
         return Err(fail("no metrics returned from external metrics API"));
     }
-    // REFERENCE.md §1.2: every item is summed, each as its milli value rounded up.
+    // docs/hpa-behaviour.md §1.2: every item is summed, each as its milli value rounded up.
     let mut usage: i64 = 0;
     for v in items {
         let m = milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?;
@@ -32,7 +32,7 @@ pub(super) fn external_metric_replicas(
     }
     match formula {
         TargetFormula::AverageValue { milli: target } => {
-            // REFERENCE.md §1.4/§1.5: ratio = sum / (averageValue × status.replicas); inside
+            // docs/hpa-behaviour.md §1.4/§1.5: ratio = sum / (averageValue × status.replicas); inside
             // the band the proposal is status.replicas, else ceil(sum / averageValue).
             let status = input.status_replicas;
             let ratio = average_value_ratio(usage, target, i64::from(status));
@@ -56,7 +56,7 @@ pub(super) fn external_metric_replicas(
             })
         }
         TargetFormula::Value { milli: target } => {
-            // REFERENCE.md §1.3: ratio = sum / value, compared with the band against
+            // docs/hpa-behaviour.md §1.3: ratio = sum / value, compared with the band against
             // spec.replicas; outside it, ceil(ratio × readyPods); with spec.replicas == 0,
             // ceil(ratio) and no tolerance.
             let ratio = usage as f64 / target as f64;

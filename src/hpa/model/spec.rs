@@ -14,13 +14,13 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HpaSpec {
-    /// Defaults to 1 (REFERENCE.md §1.7.1). 0 needs `HPAScaleToZero` (REFERENCE.md §1.7.7).
+    /// Defaults to 1 (docs/hpa-behaviour.md §1.7.1). 0 needs `HPAScaleToZero` (docs/hpa-behaviour.md §1.7.7).
     #[serde(default)]
     pub min_replicas: Option<i32>,
     pub max_replicas: i32,
     #[serde(default)]
     pub metrics: Vec<MetricSpec>,
-    /// `None` selects the legacy normalisation (REFERENCE.md §1.7.3).
+    /// `None` selects the legacy normalisation (docs/hpa-behaviour.md §1.7.3).
     #[serde(default)]
     pub behavior: Option<Behavior>,
 }
@@ -133,11 +133,11 @@ impl SelectorOperator {
 }
 
 /// `external.target`. The formula is chosen by which field is set, `averageValue` first, then
-/// `value`; `type` is never read (REFERENCE.md §1.1).
+/// `value`; `type` is never read (docs/hpa-behaviour.md §1.1).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricTarget {
-    /// Kept for validation only; never decides the formula (REFERENCE.md §1.1).
+    /// Kept for validation only; never decides the formula (docs/hpa-behaviour.md §1.1).
     #[serde(rename = "type", default)]
     pub target_type: Option<String>,
     #[serde(default)]
@@ -151,9 +151,9 @@ pub struct MetricTarget {
 /// The formula a target runs, with the target's milli value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetFormula {
-    /// `desired = ceil(sum / averageValue)` (REFERENCE.md §1.4).
+    /// `desired = ceil(sum / averageValue)` (docs/hpa-behaviour.md §1.4).
     AverageValue { milli: i64 },
-    /// `desired = ceil(sum / value × readyPods)` (REFERENCE.md §1.3).
+    /// `desired = ceil(sum / value × readyPods)` (docs/hpa-behaviour.md §1.3).
     Value { milli: i64 },
 }
 
@@ -179,7 +179,7 @@ impl MetricTarget {
     }
 
     /// Which formula runs: `averageValue` first, then `value`, whatever `type` says
-    /// (REFERENCE.md §1.1). `None` when neither is set.
+    /// (docs/hpa-behaviour.md §1.1). `None` when neither is set.
     pub fn formula(&self) -> Option<TargetFormula> {
         if let Some(q) = &self.average_value {
             return Some(TargetFormula::AverageValue {
@@ -212,7 +212,7 @@ impl MetricSpec {
     }
 }
 
-/// `spec.behavior` (REFERENCE.md §1.7.4).
+/// `spec.behavior` (docs/hpa-behaviour.md §1.7.4).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Behavior {
@@ -223,7 +223,7 @@ pub struct Behavior {
 }
 
 /// `behavior.scaleUp` / `behavior.scaleDown`. Missing fields take the API defaults
-/// (REFERENCE.md §1.7.4), see [`ResolvedRules`].
+/// (docs/hpa-behaviour.md §1.7.4), see [`ResolvedRules`].
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScalingRules {
@@ -233,7 +233,7 @@ pub struct ScalingRules {
     pub select_policy: Option<SelectPolicy>,
     #[serde(default)]
     pub policies: Option<Vec<ScalingPolicy>>,
-    /// Per-HPA tolerance, honoured only in the 1.33+ style with the gate on (REFERENCE.md §1.5).
+    /// Per-HPA tolerance, honoured only in the 1.33+ style with the gate on (docs/hpa-behaviour.md §1.5).
     #[serde(default)]
     pub tolerance: Option<Quantity>,
 }
@@ -261,7 +261,7 @@ pub enum SelectPolicy {
     Disabled,
 }
 
-/// One direction's rules after API and controller defaults (REFERENCE.md §1.7.4).
+/// One direction's rules after API and controller defaults (docs/hpa-behaviour.md §1.7.4).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResolvedRules {
     pub stabilization_window: Duration,
@@ -272,7 +272,7 @@ pub struct ResolvedRules {
 
 impl Behavior {
     /// Scale-up rules with defaults: window 0 s, Pods 4/15 s and Percent 100/15 s, `Max`
-    /// (REFERENCE.md §1.7.4).
+    /// (docs/hpa-behaviour.md §1.7.4).
     pub fn resolved_scale_up(&self) -> ResolvedRules {
         resolve(
             self.scale_up.as_ref(),
@@ -293,7 +293,7 @@ impl Behavior {
     }
 
     /// Scale-down rules with defaults: window from the controller flag (300 s by default),
-    /// Percent 100/15 s, `Max` (REFERENCE.md §1.7.4).
+    /// Percent 100/15 s, `Max` (docs/hpa-behaviour.md §1.7.4).
     pub fn resolved_scale_down(&self, downscale_stabilization: Duration) -> ResolvedRules {
         resolve(
             self.scale_down.as_ref(),

@@ -7,18 +7,18 @@ use std::time::Duration;
 use super::spec::TargetFormula;
 
 /// What one metric GET returned: the item values, or the error text. An empty list is invalid
-/// (REFERENCE.md §1.2/§1.6).
+/// (docs/hpa-behaviour.md §1.2/§1.6).
 pub type MetricInput = Result<Vec<f64>, String>;
 
 /// What the controller reads in one sync besides the HPA itself.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyncInput {
-    /// `scale.spec.replicas`: the controller's "current replicas" (REFERENCE.md §1.7.1).
+    /// `scale.spec.replicas`: the controller's "current replicas" (docs/hpa-behaviour.md §1.7.1).
     pub spec_replicas: i32,
     /// `scale.status.replicas`: the AverageValue denominator; above `spec_replicas` during a
-    /// surge rollout (REFERENCE.md §1.5).
+    /// surge rollout (docs/hpa-behaviour.md §1.5).
     pub status_replicas: i32,
-    /// Pods matching the target's selector that are Running and Ready (REFERENCE.md §1.3).
+    /// Pods matching the target's selector that are Running and Ready (docs/hpa-behaviour.md §1.3).
     pub ready_pods: i32,
     /// All pods matching the target's selector. The Value formula fails (invalid metric) when
     /// it needs the ready count and there are none at all.
@@ -44,9 +44,9 @@ impl SyncInput {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricProposal {
     pub formula: TargetFormula,
-    /// Sum of the items' milli values, each rounded up (REFERENCE.md §1.2).
+    /// Sum of the items' milli values, each rounded up (docs/hpa-behaviour.md §1.2).
     pub usage_milli: i64,
-    /// The ratio tested against the tolerance band (REFERENCE.md §1.5).
+    /// The ratio tested against the tolerance band (docs/hpa-behaviour.md §1.5).
     pub ratio: f64,
     /// True when the ratio fell inside the band, so the proposal is the baseline count.
     pub within_tolerance: bool,
@@ -91,9 +91,9 @@ pub struct Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
     DesiredWithinRange,
-    /// Legacy `max(2×current, 4)` (REFERENCE.md §1.7.3) or a scale-up policy (REFERENCE.md §1.7.4).
+    /// Legacy `max(2×current, 4)` (docs/hpa-behaviour.md §1.7.3) or a scale-up policy (docs/hpa-behaviour.md §1.7.4).
     ScaleUpLimit,
-    /// A scale-down policy (REFERENCE.md §1.7.4).
+    /// A scale-down policy (docs/hpa-behaviour.md §1.7.4).
     ScaleDownLimit,
     /// `maxReplicas`.
     TooManyReplicas,
@@ -120,25 +120,25 @@ pub enum Stabilization {
     Unchanged,
     /// Held down by a recent lower recommendation (behavior scale-up window).
     ScaleUpStabilized,
-    /// Held up by a recent higher recommendation (REFERENCE.md §1.7.3/§1.7.4/§1.7.6).
+    /// Held up by a recent higher recommendation (docs/hpa-behaviour.md §1.7.3/§1.7.4/§1.7.6).
     ScaleDownStabilized,
 }
 
 /// Which branch of the reconcile decided this sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// `spec.replicas == 0` with `minReplicas > 0` (REFERENCE.md §1.7.1).
+    /// `spec.replicas == 0` with `minReplicas > 0` (docs/hpa-behaviour.md §1.7.1).
     ScalingDisabled,
-    /// Current above `maxReplicas`: set to max, metrics skipped (REFERENCE.md §1.7.1).
+    /// Current above `maxReplicas`: set to max, metrics skipped (docs/hpa-behaviour.md §1.7.1).
     AboveMaxReplicas,
-    /// Current below `minReplicas`: set to min, metrics skipped (REFERENCE.md §1.7.1).
+    /// Current below `minReplicas`: set to min, metrics skipped (docs/hpa-behaviour.md §1.7.1).
     BelowMinReplicas,
-    /// Every metric invalid: no scaling (REFERENCE.md §1.6).
+    /// Every metric invalid: no scaling (docs/hpa-behaviour.md §1.6).
     AllMetricsInvalid { invalid: usize },
     /// Some metric invalid and the valid ones propose fewer than `spec.replicas`: no scaling
-    /// (REFERENCE.md §1.6, kubernetes#99514).
+    /// (docs/hpa-behaviour.md §1.6, kubernetes#99514).
     ScaleDownBlockedByInvalidMetric { invalid: usize, proposed: i32 },
-    /// Metrics gave a proposal; it went through stabilisation and limits (REFERENCE.md §1.7).
+    /// Metrics gave a proposal; it went through stabilisation and limits (docs/hpa-behaviour.md §1.7).
     /// `invalid` > 0 means some metric failed but the valid ones scale up or hold.
     Normalized {
         invalid: usize,
@@ -159,7 +159,7 @@ pub struct SyncOutcome {
     pub decision: Decision,
     /// One entry per metric, in spec order; empty when a pre-check skipped the metrics.
     pub metrics: Vec<MetricOutcome>,
-    /// The maximum valid proposal (REFERENCE.md §1.7.2), when metrics were consulted.
+    /// The maximum valid proposal (docs/hpa-behaviour.md §1.7.2), when metrics were consulted.
     pub metric_replicas: Option<i32>,
     /// The recommendation after stabilisation, before rate limits and [min, max].
     pub stabilized_replicas: Option<i32>,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE};
 
-/// How the tolerance band is tested (REFERENCE.md §1.5).
+/// How the tolerance band is tested (docs/hpa-behaviour.md §1.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToleranceStyle {
     /// Before 1.33: `|1 - ratio| <= tolerance`, in float64 as Go computes it.
@@ -17,7 +17,7 @@ pub enum ToleranceStyle {
 }
 
 impl ToleranceStyle {
-    /// The style and default gate of a Kubernetes 1.`minor` controller (REFERENCE.md §1.5).
+    /// The style and default gate of a Kubernetes 1.`minor` controller (docs/hpa-behaviour.md §1.5).
     pub fn for_kube_minor(minor: u32) -> Self {
         if minor < 33 {
             ToleranceStyle::Symmetric
@@ -32,10 +32,10 @@ impl ToleranceStyle {
 /// kube-controller-manager flags the decision depends on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ControllerConfig {
-    /// `--horizontal-pod-autoscaler-tolerance` (REFERENCE.md §1.5).
+    /// `--horizontal-pod-autoscaler-tolerance` (docs/hpa-behaviour.md §1.5).
     pub tolerance: f64,
     pub tolerance_style: ToleranceStyle,
-    /// `--horizontal-pod-autoscaler-downscale-stabilization` (REFERENCE.md §1.7.3/§1.7.4).
+    /// `--horizontal-pod-autoscaler-downscale-stabilization` (docs/hpa-behaviour.md §1.7.3/§1.7.4).
     pub downscale_stabilization: Duration,
 }
 
@@ -57,7 +57,7 @@ impl Default for ControllerConfig {
     }
 }
 
-/// The band a usage ratio must leave before a metric proposes a change (REFERENCE.md §1.5).
+/// The band a usage ratio must leave before a metric proposes a change (docs/hpa-behaviour.md §1.5).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tolerances {
     pub style: ToleranceStyle,
@@ -66,7 +66,7 @@ pub struct Tolerances {
 }
 
 impl Tolerances {
-    /// REFERENCE.md §1.5: legacy `|1-ratio| <= tol`; 1.33+ `1-down <= ratio <= 1+up`.
+    /// docs/hpa-behaviour.md §1.5: legacy `|1-ratio| <= tol`; 1.33+ `1-down <= ratio <= 1+up`.
     /// NaN is never within (as in Go).
     pub fn is_within(&self, ratio: f64) -> bool {
         match self.style {

@@ -88,8 +88,8 @@ impl AdapterInstance {
         })
     }
 
-    /// One GET as the HPA sends it (REFERENCE.md §1.2), turned into the model's input: the
-    /// items' values, or the error text. An empty list is an error (REFERENCE.md §1.6).
+    /// One GET as the HPA sends it (docs/hpa-behaviour.md §1.2), turned into the model's input: the
+    /// items' values, or the error text. An empty list is an error (docs/hpa-behaviour.md §1.6).
     pub(super) async fn fetch(
         &self,
         namespace: &str,
@@ -98,7 +98,7 @@ impl AdapterInstance {
     ) -> MetricInput {
         let mut path = format!(
             "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{}",
-            // client-go lower-cases the metric name in the path (REFERENCE.md §1.2).
+            // client-go lower-cases the metric name in the path (docs/hpa-behaviour.md §1.2).
             metric.to_ascii_lowercase()
         );
         if let Some(sel) = selector {

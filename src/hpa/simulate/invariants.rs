@@ -20,7 +20,7 @@ impl Runner {
         floor: i64,
     ) {
         let w = self.scenario.workload.name.clone();
-        // 1. Never below the floor the pods really hold (REFERENCE.md §4.1).
+        // 1. Never below the floor the pods really hold (docs/hpa-behaviour.md §4.1).
         if i64::from(o.replicas) < floor && o.replicas < o.current_replicas {
             let holders: Vec<String> = self
                 .pods
@@ -39,7 +39,7 @@ impl Runner {
                 ),
             );
         }
-        // 2. Never shrink on unknown input (REFERENCE.md §1.6).
+        // 2. Never shrink on unknown input (docs/hpa-behaviour.md §1.6).
         if o.replicas < o.current_replicas && !unknown.is_empty() {
             self.violation(
                 "decrease-on-unknown",
@@ -52,7 +52,7 @@ impl Runner {
                 ),
             );
         }
-        // 3. Duplicates are max-ed, never summed (REFERENCE.md §1.2, §4.1): a scale-up never
+        // 3. Duplicates are max-ed, never summed (docs/hpa-behaviour.md §1.2, §4.1): a scale-up never
         // goes above the largest value any controller really exported lately, or the floor.
         if o.replicas > o.current_replicas {
             let lookback = self.stale_after + self.interval + SYNC_PERIOD.as_millis() as Millis;
@@ -125,7 +125,7 @@ impl Runner {
 
     /// How long the HPA may take from `from` to `to` with healthy inputs: the adapter's
     /// staleness and scrape interval, two syncs, the direction's stabilisation window and the
-    /// rate policies' steps (REFERENCE.md §1.7). `None` when the direction is disabled.
+    /// rate policies' steps (docs/hpa-behaviour.md §1.7). `None` when the direction is disabled.
     pub(super) fn convergence_budget(&self, from: i32, to: i64) -> Option<Millis> {
         let to = to as i32;
         let up = to > from;
@@ -135,7 +135,7 @@ impl Runner {
         let (window, rate) = match &self.hpa.spec().behavior {
             None => {
                 if up {
-                    // Legacy: at most max(2 × current, 4) per sync (REFERENCE.md §1.7.3).
+                    // Legacy: at most max(2 × current, 4) per sync (docs/hpa-behaviour.md §1.7.3).
                     let mut cur = from.max(1);
                     let mut steps = 0;
                     while cur < to && steps < 1000 {
@@ -257,7 +257,7 @@ pub(super) fn reversals(rows: &[SyncRow]) -> (u32, u32) {
 }
 
 /// Time the rate policies need to move from `from` to `to`, one period at a time
-/// (REFERENCE.md §1.7.4: Pods ± value, Percent ceil/trunc, Max or Min among policies).
+/// (docs/hpa-behaviour.md §1.7.4: Pods ± value, Percent ceil/trunc, Max or Min among policies).
 pub(super) fn rate_time(rules: &ResolvedRules, from: i32, to: i32) -> Millis {
     let up = to > from;
     let period = rules

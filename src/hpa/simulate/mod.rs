@@ -4,7 +4,7 @@
 //! What is real: the exporters (one HTTP server per pod or controller on loopback, whose pages
 //! follow the scenario's timeline), the adapter (`Adapter`, `Store`, `Scraper::scrape_round`,
 //! `policy`, `ApiHandler` behind `serve_api` with a self-signed certificate) and the HTTPS GETs
-//! the HPA sends (REFERENCE.md §1.2). What is simulated: time (a `ManualClock` the runner moves
+//! the HPA sends (docs/hpa-behaviour.md §1.2). What is simulated: time (a `ManualClock` the runner moves
 //! from one scrape tick or HPA sync to the next), the HPA controller (`hpa::model`), and the
 //! StatefulSet (pods 0..N-1 follow the HPA's decision).
 //!

@@ -217,7 +217,7 @@ impl Runner {
         })
     }
 
-    /// Ground truth: the max of every exporting controller's valid value (REFERENCE.md §4.1:
+    /// Ground truth: the max of every exporting controller's valid value (docs/hpa-behaviour.md §4.1:
     /// duplicates are max-ed, never summed).
     pub(super) fn truth_recommendation(&self, t: Millis) -> Option<i64> {
         self.exporting_controllers(t)
@@ -299,7 +299,7 @@ impl Runner {
             }
         }
         let ordinals: Vec<u32> = self.pods.keys().copied().collect();
-        // The load goes to the Ready pods, evenly; the others carry none (REFERENCE.md §4.2).
+        // The load goes to the Ready pods, evenly; the others carry none (docs/hpa-behaviour.md §4.2).
         let ready = self.pods.values().filter(|p| p.ready(&w, t)).count();
         let total = self.scenario.load.as_ref().map(|l| l.exported(t));
         if let Some(v) = total {
@@ -466,7 +466,7 @@ impl Runner {
 
         let mut unknown = self.unknown_inputs(t);
         // With a load scenario every input is ground truth, so a refusal while all of them are
-        // known is the adapter's fault (REFERENCE.md §1.6: a refusal freezes scale-in).
+        // known is the adapter's fault (docs/hpa-behaviour.md §1.6: a refusal freezes scale-in).
         if self.scenario.load.is_some() && unknown.is_empty() {
             for (i, a) in input.metrics.iter().enumerate() {
                 if let Err(e) = a {

@@ -24,7 +24,7 @@ pub struct Scenario {
     pub adapter: serde_yaml::Value,
     /// The HPA's `spec` (autoscaling/v2 field names); `scaleTargetRef` is ignored.
     pub hpa: HpaSpec,
-    /// Exporters of `hpa_expect_replicas`, one per controller instance (REFERENCE.md §4.1).
+    /// Exporters of `hpa_expect_replicas`, one per controller instance (docs/hpa-behaviour.md §4.1).
     #[serde(default)]
     pub controllers: Vec<ControllerSpec>,
     #[serde(default)]
@@ -105,7 +105,7 @@ impl KubernetesStyle {
 #[serde(rename_all = "kebab-case")]
 pub enum StatefulMode {
     /// `ordinal + 1` while Ready, until the pod has been above the recommendation for
-    /// `drainAfter` and has handed its state over; then 0 (REFERENCE.md §4.1).
+    /// `drainAfter` and has handed its state over; then 0 (docs/hpa-behaviour.md §4.1).
     #[default]
     Drain,
     /// `ordinal + 1` while Ready, never released.

@@ -94,7 +94,7 @@ impl Pod {
         t >= self.created_at.saturating_add(ms(w.readiness_delay))
     }
 
-    /// The index the pod exports at `t` (REFERENCE.md §4.1: `ordinal + 1` while Ready and
+    /// The index the pod exports at `t` (docs/hpa-behaviour.md §4.1: `ordinal + 1` while Ready and
     /// holding state, else 0), or its override.
     pub(super) fn index_at(&self, w: &WorkloadSpec, t: Millis) -> SampleValue {
         if let Some(o) = w.index_overrides.iter().find(|o| o.ordinal == self.ordinal) {

@@ -155,7 +155,7 @@ pub fn evidence_from(
 /// With Kubernetes: name the workloads behind the observations (for `spec.replicas` and
 /// `ordinals.start`), and report each Running pod of those workloads that has no in-scope
 /// series in Prometheus as unknown, as the scrape store reports a pod it has never scraped
-/// successfully: the floor is incomplete until Prometheus has seen it (REFERENCE.md §4.1).
+/// successfully: the floor is incomplete until Prometheus has seen it (docs/hpa-behaviour.md §4.1).
 /// A pod of another workload cannot hold this workload's state, so it is not counted; with no
 /// workload observed at all nothing is, since Prometheus cannot tell a pod that never exported
 /// the series from one it never scraped.

@@ -4,7 +4,7 @@
 //! The adapter never asks Prometheus for a verdict (no server-side `sum`, `max` or staleness):
 //! it fetches the RAW series in scope and builds the same [`Evidence`] the scrape store builds,
 //! so the same `policy` functions apply max-not-sum, retention and freshness
-//! (REFERENCE.md §1.2, §1.6, §4.1). Per scope it sends two queries, at one evaluation time:
+//! (docs/hpa-behaviour.md §1.2, §1.6, §4.1). Per scope it sends two queries, at one evaluation time:
 //!
 //! 1. **fresh** — `SEL[staleAfter]`, a range selector returning raw samples with their own
 //!    timestamps. A series with a sample in that window is fresh; its newest sample gives the
@@ -31,7 +31,7 @@
 //! Without a pod set the last value within `retainFor` stands in for the retained value.
 //! Trade-off: a pod deleted less than `retainFor` ago still holds the floor until `retainFor`
 //! passes; a pod failing for longer than `retainFor` loses its protection. The last value is
-//! used, not `max_over_time`: the index is 0 while a pod is not Ready (REFERENCE.md §4.1), so
+//! used, not `max_over_time`: the index is 0 while a pod is not Ready (docs/hpa-behaviour.md §4.1), so
 //! the newest value is the truth and a max would hold a released ordinal for `retainFor` (and
 //! disagree with the scrape source).
 //!
