@@ -742,7 +742,13 @@ async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
     // Coalescing: a second adapter whose cache outlives the test, so every request after the
     // first finds the query in flight or cached. One answer needs exactly two PromQL queries
     // (raw samples for freshness, and the retained/gone vector), sent together on a miss.
-    let cached = AdapterProcess::start(&prom_config(&prom.url(), "10m")).await;
+    // 100 concurrent HTTP/1.1 connections from one address: above the default per-client
+    // connection cap (64), which tests/connections.rs covers; here only coalescing is measured.
+    let cached = AdapterProcess::start_with(
+        &prom_config(&prom.url(), "10m"),
+        &["--max-connections-per-client", "128"],
+    )
+    .await;
     let (_, before) = cached.plain_get("/metrics").await;
     let mut requests = Vec::new();
     for _ in 0..100 {

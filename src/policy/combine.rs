@@ -112,29 +112,8 @@ pub fn combine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::fixtures::NOW;
+    use crate::policy::fixtures::{cur, rec, refused};
 
-    fn rec(metric: &str, v: u64) -> Answer {
-        Answer::valued(metric, MetricKind::Recommendation, v, NOW, "r", "r".into())
-    }
-
-    fn refused(metric: &str) -> Answer {
-        Answer::refused(
-            metric,
-            MetricKind::Recommendation,
-            RefusalKind::Stale,
-            None,
-            "r",
-            "stale".into(),
-        )
-    }
-
-    fn cur(v: u64) -> CurrentReplicas {
-        CurrentReplicas {
-            value: v,
-            source: "test".into(),
-        }
-    }
     #[test]
     fn combine_is_the_max_and_an_invalid_input_blocks_a_decrease() {
         let k = MetricKind::Target;

@@ -3,8 +3,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::answer::{Answer, RefusalKind};
 use super::observation::QueryContext;
+use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
+use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation, TargetId};
 
 pub const NOW: Millis = 1_000_000;
@@ -57,4 +60,29 @@ pub fn ev(observations: Vec<Observation>) -> Evidence {
 
 pub fn series() -> Vec<String> {
     vec!["hpa_expect_replicas".into()]
+}
+
+/// A served recommendation `v` of `metric`.
+pub fn rec(metric: &str, v: u64) -> Answer {
+    Answer::valued(metric, MetricKind::Recommendation, v, NOW, "r", "r".into())
+}
+
+/// A recommendation of `metric` refused as stale.
+pub fn refused(metric: &str) -> Answer {
+    Answer::refused(
+        metric,
+        MetricKind::Recommendation,
+        RefusalKind::Stale,
+        None,
+        "r",
+        "stale".into(),
+    )
+}
+
+/// A known current replica count `v`.
+pub fn cur(v: u64) -> CurrentReplicas {
+    CurrentReplicas {
+        value: v,
+        source: "test".into(),
+    }
 }

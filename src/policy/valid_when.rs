@@ -225,7 +225,8 @@ pub fn apply_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::fixtures::{ev, NOW};
+    use crate::policy::fixtures::{cur, rec, refused};
+    use crate::policy::fixtures::ev;
     use crate::store::{Observation, TargetId, UnknownTarget};
 
     fn ctx(series: &[String]) -> QueryContext<'_> {
@@ -243,27 +244,6 @@ mod tests {
         }
     }
 
-    fn rec(metric: &str, v: u64) -> Answer {
-        Answer::valued(metric, MetricKind::Recommendation, v, NOW, "r", "r".into())
-    }
-
-    fn refused(metric: &str) -> Answer {
-        Answer::refused(
-            metric,
-            MetricKind::Recommendation,
-            RefusalKind::Stale,
-            None,
-            "r",
-            "stale".into(),
-        )
-    }
-
-    fn cur(v: u64) -> CurrentReplicas {
-        CurrentReplicas {
-            value: v,
-            source: "test".into(),
-        }
-    }
     #[test]
     fn gate_opens_only_when_every_series_is_fresh_and_equal() {
         let s = vec!["valid".to_string()];
