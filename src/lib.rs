@@ -1,9 +1,8 @@
 //! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets.
 //!
-//! The data path is straight: `source` -> `store` -> `policy` -> `api` (see DESIGN.md).
+//! The data path is straight: `config` -> `cluster` -> `source` -> `store` -> `policy` -> `engine` -> `api` (see DESIGN.md).
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
-pub mod adapter;
 pub mod api;
 pub mod auth;
 pub mod check;
@@ -11,6 +10,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod demo;
+pub mod engine;
 pub mod exposition;
 pub mod hpa;
 pub mod policy;

@@ -8,15 +8,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge::adapter::Adapter;
 use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
 use hpa_bridge::api::server::Listening;
 use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::api::{server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
+use hpa_bridge::engine::{Engine, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::source::prometheus::PrometheusSource;
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
 
@@ -641,35 +640,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ));
     }
 
-    let prometheus = match config.source.as_ref().and_then(|s| s.prometheus.as_ref()) {
-        Some(p) => Some(Arc::new(PrometheusSource::new(
-            p,
-            config.scrape.stale_after(),
-            config.scrape.max_body_bytes,
-            clock.clone(),
-            metrics.clone(),
-        )?)),
-        None => None,
-    };
-    let mut adapter = Adapter::new(config, clock.clone(), metrics.clone());
-    if let Some(p) = &prometheus {
-        adapter = adapter.with_source(p.clone());
-    }
-    let adapter = Arc::new(adapter);
+    let engine = EngineBuilder::new(config, clock.clone())
+        .metrics(metrics.clone())
+        .build()?;
+    let adapter = engine.adapter.clone();
     let discovery = match adapter.kubernetes_discovery() {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
-            // With Prometheus nothing is scraped: discovery only supplies the pod set and the
-            // workload state, so its targets go to a store nobody reads or shows.
-            let store = match &prometheus {
-                Some(_) => Arc::new(hpa_bridge::store::Store::new()),
-                None => adapter.scrape_store(),
-            };
-            let discovery = Discovery::start(client, k.clone(), store, adapter.static_targets());
-            if let Some(p) = &prometheus {
-                p.set_pod_set(discovery.clone(), "pod");
-            }
-            adapter.set_workload_state(discovery.clone());
+            let discovery = Discovery::start(
+                client,
+                k.clone(),
+                engine.targets(),
+                adapter.static_targets(),
+            );
+            engine.attach_cluster(discovery.clone());
             Some(discovery)
         }
         None => None,
@@ -777,6 +761,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ));
     }
 
+    let engine_targets = engine.targets();
+    let Engine {
+        scraper,
+        prometheus,
+        ..
+    } = engine;
+    let target_count = engine_targets.targets().len();
     if let Some(p) = prometheus {
         // Ready at once: readiness is the adapter's own health. Gating it on Prometheus would
         // take every replica out of the Service during a Prometheus outage, turning precise
@@ -805,8 +796,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 }
             }
         });
-    } else {
-        let scraper = adapter.scraper(512);
+    } else if let Some(scraper) = scraper {
         let interval = adapter.scrape_interval();
         let scrape_adapter = adapter.clone();
         tokio::spawn(async move {
@@ -827,7 +817,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
     tracing::info!(
         addr = %api_addr,
-        targets = adapter.scrape_store().targets().len(),
+        targets = target_count,
         metrics = %adapter.served_metric_names().join(","),
         "serving external.metrics.k8s.io/v1beta1 over TLS"
     );

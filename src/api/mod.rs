@@ -15,8 +15,8 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::adapter::{Adapter, QueryError};
 use crate::clock::rfc3339;
+use crate::engine::{Adapter, QueryError};
 use crate::policy::{self, Outcome};
 use crate::selector::LabelSelector;
 

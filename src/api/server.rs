@@ -25,7 +25,7 @@ use super::connection::{
 };
 use super::shutdown::Shutdown;
 use super::{json_response, plain, route, ApiHandler, ApiResponse, Route};
-use crate::adapter::Adapter;
+use crate::engine::Adapter;
 
 /// What the transport knows about the caller.
 #[derive(Clone, Debug)]

@@ -225,8 +225,8 @@ pub fn apply_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::fixtures::{cur, rec, refused};
     use crate::policy::fixtures::ev;
+    use crate::policy::fixtures::{cur, rec, refused};
     use crate::store::{Observation, TargetId, UnknownTarget};
 
     fn ctx(series: &[String]) -> QueryContext<'_> {

@@ -34,12 +34,11 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::BenchError;
-use hpa_bridge::adapter::Adapter;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
+use hpa_bridge::engine::{Adapter, EngineBuilder};
 use hpa_bridge::policy::Outcome;
 use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::source::prometheus::PrometheusSource;
 use hpa_bridge::telemetry::SelfMetrics;
 
 /// What a TSDB takes to evaluate a small instant query.
@@ -266,23 +265,15 @@ fn adapter(url: &str, cache_ttl: &str) -> Result<(Arc<Adapter>, Arc<SelfMetrics>
         "source:\n  prometheus:\n    url: {url}\n    cacheTtl: {cache_ttl}\n"
     ))
     .map_err(err)?;
-    let p = config
-        .source
-        .as_ref()
-        .and_then(|s| s.prometheus.as_ref())
-        .ok_or_else(|| err("config has no source.prometheus"))?;
     let metrics = Arc::new(SelfMetrics::new());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let source = PrometheusSource::new(
-        p,
-        config.scrape.stale_after(),
-        config.scrape.max_body_bytes,
-        clock.clone(),
-        metrics.clone(),
-    )
-    .map_err(err)?;
-    let adapter = Adapter::new(config, clock, metrics.clone()).with_source(Arc::new(source));
-    Ok((Arc::new(adapter), metrics))
+    let engine = EngineBuilder::new(config, Arc::new(SystemClock))
+        .metrics(metrics.clone())
+        .build()
+        .map_err(err)?;
+    if engine.prometheus.is_none() {
+        return Err(err("config has no source.prometheus"));
+    }
+    Ok((engine.adapter, metrics))
 }
 
 /// `n` identical `answer` calls, each its own task so they run on every worker at once. Every

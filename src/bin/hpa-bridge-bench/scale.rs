@@ -12,9 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exporter::{self, ExporterSpec};
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
-use hpa_bridge::adapter::Adapter;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
+use hpa_bridge::engine::EngineBuilder;
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::store::{ScrapeTarget, TargetId};
 use hpa_bridge::telemetry::SelfMetrics;
@@ -249,7 +249,13 @@ async fn measure(
     .map_err(err)?;
     let metrics = Arc::new(SelfMetrics::new());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let adapter = Arc::new(Adapter::new(config, clock.clone(), metrics.clone()));
+    let engine = EngineBuilder::new(config, clock.clone())
+        .metrics(metrics.clone())
+        .scrape_concurrency(plan.concurrency)
+        .build()
+        .map_err(err)?;
+    let adapter = engine.adapter.clone();
+    let store = engine.targets();
     let targets: Vec<ScrapeTarget> = (0..plan.targets)
         .map(|i| {
             let (w, k) = exporter::workload_of(i, plan.workloads);
@@ -268,12 +274,15 @@ async fn measure(
             }
         })
         .collect();
-    adapter.scrape_store().set_targets(targets);
-    let scraper = Arc::new(adapter.scraper(plan.concurrency));
+    store.set_targets(targets);
+    let scraper = Arc::new(
+        engine
+            .scraper
+            .ok_or_else(|| err("the scale bench scrapes; no other source"))?,
+    );
 
     let failed = || {
-        adapter
-            .scrape_store()
+        store
             .target_health()
             .iter()
             .filter(|(_, h)| h.last_error.is_some() || !h.ever_succeeded())
@@ -302,8 +311,7 @@ async fn measure(
         .unwrap_or_default()
         .saturating_sub(ticks_after_cold);
     let (rss, hwm) = memory().unwrap_or_default();
-    let tracked_series = adapter
-        .scrape_store()
+    let tracked_series = store
         .series_counts(clock.now_ms(), adapter.stale_after_ms())
         .0;
     let cold_round = rounds.remove(0);

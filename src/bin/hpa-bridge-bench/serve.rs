@@ -31,15 +31,14 @@ use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::{quantile, BenchError, Plan};
-use hpa_bridge::adapter::Adapter;
 use hpa_bridge::api::server::{serve_api, Gatekeeper, Peer};
 use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
 use hpa_bridge::auth;
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
+use hpa_bridge::engine::{Adapter, EngineBuilder};
 use hpa_bridge::exposition;
 use hpa_bridge::store::{ScrapeTarget, TargetId};
-use hpa_bridge::telemetry::SelfMetrics;
 use hpa_bridge::tls::{self, ServingCert};
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
@@ -384,11 +383,11 @@ impl Gatekeeper for StandInGatekeeper {
 fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     // A long staleAfter keeps the recorded samples fresh for the whole run without a scraper.
     let config = Config::from_yaml("scrape:\n  staleAfter: 24h\n").map_err(err)?;
-    let adapter = Arc::new(Adapter::new(
-        config,
-        Arc::new(SystemClock),
-        Arc::new(SelfMetrics::new()),
-    ));
+    let engine = EngineBuilder::new(config, Arc::new(SystemClock))
+        .build()
+        .map_err(err)?;
+    let adapter = engine.adapter.clone();
+    let store = engine.targets();
     let common = "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",hpa_target_api_version=\"apps/v1\"";
     let mut pages: Vec<(String, String)> = vec![
         (
@@ -419,11 +418,11 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
             workload: None,
         })
         .collect();
-    adapter.scrape_store().set_targets(targets.clone());
+    store.set_targets(targets.clone());
     let now = hpa_bridge::clock::Clock::now_ms(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
-        adapter.scrape_store().record_success(t, now, 1, samples);
+        store.record_success(t, now, 1, samples);
     }
     adapter.mark_ready();
     Ok(adapter)

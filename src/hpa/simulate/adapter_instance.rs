@@ -21,6 +21,8 @@ impl Cluster for SimWorkload {
 pub(super) struct AdapterInstance {
     pub(super) adapter: Arc<Adapter>,
     pub(super) scraper: Scraper,
+    /// The target set the simulated pods are written to, as discovery would.
+    pub(super) targets: Arc<Store>,
     pub(super) server: JoinHandle<()>,
     pub(super) port: u16,
     pub(super) client: Arc<rustls::ClientConfig>,
@@ -32,20 +34,26 @@ impl Drop for AdapterInstance {
     }
 }
 
-/// The engine and its scraper, wired as `serve` wires them. The only place the simulator
-/// builds them, so the shared builder can replace exactly these lines.
+/// The engine and its scraper, assembled as `serve` assembles them.
 fn wire_engine(
     config: Config,
     clock: Arc<ManualClock>,
     workload: Option<Arc<SimWorkload>>,
-) -> (Arc<Adapter>, Scraper) {
-    let metrics = Arc::new(SelfMetrics::new());
-    let adapter = Arc::new(Adapter::new(config, clock, metrics));
+) -> Result<(Arc<Adapter>, Scraper, Arc<Store>), SimulateError> {
+    let engine = EngineBuilder::new(config, clock)
+        .scrape_concurrency(64)
+        .build()
+        .map_err(|e| SimulateError::Io(e.to_string()))?;
     if let Some(w) = workload {
-        adapter.set_workload_state(w);
+        engine.attach_cluster(w);
     }
-    let scraper = adapter.scraper(64);
-    (adapter, scraper)
+    let targets = engine.targets();
+    let scraper = engine.scraper.ok_or_else(|| {
+        SimulateError::Io(
+            "the simulator scrapes its exporters itself; drop source.prometheus".into(),
+        )
+    })?;
+    Ok((engine.adapter, scraper, targets))
 }
 
 impl AdapterInstance {
@@ -54,7 +62,7 @@ impl AdapterInstance {
         clock: Arc<ManualClock>,
         workload: Option<Arc<SimWorkload>>,
     ) -> Result<AdapterInstance, SimulateError> {
-        let (adapter, scraper) = wire_engine(config, clock, workload);
+        let (adapter, scraper, targets) = wire_engine(config, clock, workload)?;
         let cert =
             tls::ServingCert::self_signed(&[]).map_err(|e| SimulateError::Io(e.to_string()))?;
         let mut roots = rustls::RootCertStore::empty();
@@ -82,6 +90,7 @@ impl AdapterInstance {
         Ok(AdapterInstance {
             adapter,
             scraper,
+            targets,
             server,
             port,
             client: Arc::new(client),

@@ -62,14 +62,13 @@ use super::model::{
     SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
-use crate::adapter::Adapter;
 use crate::api::{server, ApiHandler};
 use crate::clock::{ManualClock, Millis};
 use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
+use crate::engine::{Adapter, EngineBuilder};
 use crate::source::scrape::Scraper;
-use crate::store::{ScrapeTarget, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
-use crate::telemetry::SelfMetrics;
+use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
 use crate::tls;
 
 /// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).

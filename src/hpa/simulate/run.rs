@@ -200,7 +200,7 @@ impl Runner {
                 }),
             });
         }
-        self.instance.adapter.scrape_store().set_targets(targets);
+        self.instance.targets.set_targets(targets);
     }
 
     /// Controllers exporting at `t` (live and not dropping the series).

@@ -1,6 +1,6 @@
-//! The adapter's core: config + store + clock, turned into answers by `policy`.
-//!
-//! Both `serve` and `simulate` build one `Adapter`; only the clock and the scrape timer differ.
+//! `Adapter`: the engine's one narrow interface. It answers (metric, namespace, selector) and
+//! builds the status document; nothing reaches around it to the store or the source.
+//! It is assembled by `EngineBuilder` (builder.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,7 +91,7 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    pub fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
+    pub(crate) fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
         let store = Arc::new(Store::new());
         store.set_targets(static_targets(&config));
         Adapter {
@@ -109,19 +109,19 @@ impl Adapter {
     }
 
     /// Read evidence from another source (e.g. Prometheus) instead of the scrape store.
-    pub fn with_source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
+    pub(crate) fn with_source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
         self.source = source;
         self
     }
 
     /// The scrape store the scrape loop and discovery fill (the wiring's handle; answers read
     /// the active source).
-    pub fn scrape_store(&self) -> Arc<Store> {
+    pub(crate) fn scrape_store(&self) -> Arc<Store> {
         self.store.clone()
     }
 
     /// The embedded scraper over the configured targets, filling `scrape_store`.
-    pub fn scraper(&self, concurrency: usize) -> Scraper {
+    pub(crate) fn scraper(&self, concurrency: usize) -> Scraper {
         let scrape = &self.config.scrape;
         Scraper::new(
             self.store.clone(),

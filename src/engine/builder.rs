@@ -1,0 +1,157 @@
+//! The one place that wires the engine: which source answers, where scrape targets go, and who
+//! learns the cluster's facts. `serve`, `simulate` and `bench` all build through it, so a
+//! benchmark or a simulation measures the same assembly production runs.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::engine::Adapter;
+use crate::source::prometheus::{PrometheusSetupError, PrometheusSource};
+use crate::source::scrape::Scraper;
+use crate::source::EvidenceSource;
+use crate::store::Store;
+use crate::telemetry::SelfMetrics;
+
+/// The default number of targets scraped at once by `serve`.
+pub const DEFAULT_SCRAPE_CONCURRENCY: usize = 512;
+
+pub struct EngineBuilder {
+    config: Config,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<SelfMetrics>,
+    scrape_concurrency: usize,
+    source: Option<Arc<dyn EvidenceSource>>,
+}
+
+/// An assembled engine and the parts that feed it.
+pub struct Engine {
+    pub adapter: Arc<Adapter>,
+    /// The embedded scraper over the target set; `None` when a Prometheus-compatible server
+    /// holds the samples (or another source was given), since then nothing here scrapes.
+    pub scraper: Option<Scraper>,
+    /// The Prometheus source when `source.prometheus` is configured, for its probe and pod set.
+    pub prometheus: Option<Arc<PrometheusSource>>,
+    targets: Arc<Store>,
+}
+
+impl EngineBuilder {
+    pub fn new(config: Config, clock: Arc<dyn Clock>) -> Self {
+        EngineBuilder {
+            config,
+            clock,
+            metrics: Arc::new(SelfMetrics::new()),
+            scrape_concurrency: DEFAULT_SCRAPE_CONCURRENCY,
+            source: None,
+        }
+    }
+
+    /// Share a self-metrics registry with the servers' connection gates.
+    pub fn metrics(mut self, metrics: Arc<SelfMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn scrape_concurrency(mut self, concurrency: usize) -> Self {
+        self.scrape_concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Answer from this source instead of the configured one (tests that count or fail reads).
+    pub fn source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    pub fn build(self) -> Result<Engine, PrometheusSetupError> {
+        let prometheus = match self
+            .config
+            .source
+            .as_ref()
+            .and_then(|s| s.prometheus.as_ref())
+        {
+            Some(p) if self.source.is_none() => Some(Arc::new(PrometheusSource::new(
+                p,
+                self.config.scrape.stale_after(),
+                self.config.scrape.max_body_bytes,
+                self.clock.clone(),
+                self.metrics.clone(),
+            )?)),
+            _ => None,
+        };
+        let mut adapter = Adapter::new(self.config, self.clock, self.metrics);
+        let scrapes = prometheus.is_none() && self.source.is_none();
+        if let Some(p) = &prometheus {
+            adapter = adapter.with_source(p.clone());
+        }
+        if let Some(s) = self.source {
+            adapter = adapter.with_source(s);
+        }
+        // With another source nothing here scrapes: discovered targets go to a store nobody
+        // reads or shows, so only the pod set and the workloads' state are used.
+        let targets = if scrapes {
+            adapter.scrape_store()
+        } else {
+            Arc::new(Store::new())
+        };
+        let scraper = scrapes.then(|| adapter.scraper(self.scrape_concurrency));
+        Ok(Engine {
+            adapter: Arc::new(adapter),
+            scraper,
+            prometheus,
+            targets,
+        })
+    }
+}
+
+impl Engine {
+    /// Where the target set is kept: discovery writes it and the scraper reads it.
+    pub fn targets(&self) -> Arc<Store> {
+        self.targets.clone()
+    }
+
+    /// Tell the engine, and the Prometheus source's pod set, the cluster's facts (discovery,
+    /// or the simulator's workload).
+    pub fn attach_cluster(&self, cluster: Arc<dyn Cluster>) {
+        if let Some(p) = &self.prometheus {
+            p.set_pod_set(cluster.clone(), "pod");
+        }
+        self.adapter.set_workload_state(cluster);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn build(yaml: &str) -> Engine {
+        EngineBuilder::new(
+            Config::from_yaml(yaml).unwrap(),
+            Arc::new(ManualClock::new(0)),
+        )
+        .build()
+        .unwrap()
+    }
+
+    #[test]
+    fn the_scrape_source_scrapes_the_target_set_the_status_shows() {
+        let engine = build("scrape:\n  static:\n    - url: http://127.0.0.1:9/metrics\n");
+        assert!(engine.scraper.is_some());
+        assert!(engine.prometheus.is_none());
+        assert_eq!(engine.targets().targets().len(), 1);
+    }
+
+    #[test]
+    fn a_prometheus_source_scrapes_nothing_and_keeps_discovered_targets_aside() {
+        let engine = build("source:\n  prometheus:\n    url: http://127.0.0.1:9\n");
+        assert!(engine.scraper.is_none());
+        assert!(engine.prometheus.is_some());
+        // Discovery's targets go to a store the answers never read.
+        assert!(!Arc::ptr_eq(
+            &engine.targets(),
+            &engine.adapter.scrape_store()
+        ));
+    }
+}
