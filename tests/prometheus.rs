@@ -744,8 +744,10 @@ async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
     // (raw samples for freshness, and the retained/gone vector), sent together on a miss.
     // 100 concurrent HTTP/1.1 connections from one address: above the default per-client
     // connection cap (64), which tests/connections.rs covers; here only coalescing is measured.
+    // Its staleAfter outlasts the test too: a cached sample must not turn stale while a loaded
+    // machine is still sending the 100 requests.
     let cached = AdapterProcess::start_with(
-        &prom_config(&prom.url(), "10m"),
+        &prom_config(&prom.url(), "10m").replace("staleAfter: 3s", "staleAfter: 5m"),
         &["--max-connections-per-client", "128"],
     )
     .await;
