@@ -58,6 +58,7 @@ pub struct SelfMetrics {
     pub scrape_round_duration: Histogram,
     scrape_errors: Family<ScrapeErrorLabels, Counter>,
     pub samples_scraped: Counter,
+    pub duplicate_series: Counter,
     pub series: Gauge,
     pub stale_series: Gauge,
     pub targets: Gauge,
@@ -96,6 +97,7 @@ impl SelfMetrics {
         let scrape_round_duration = Histogram::new(exponential_buckets(0.01, 2.0, 12));
         let scrape_errors = Family::<ScrapeErrorLabels, Counter>::default();
         let samples_scraped = Counter::default();
+        let duplicate_series = Counter::default();
         let series = Gauge::default();
         let stale_series = Gauge::default();
         let targets = Gauge::default();
@@ -109,6 +111,11 @@ impl SelfMetrics {
         let prometheus_query_duration = latency_histogram();
         let prometheus_up = Gauge::default();
         let prometheus_cache_hits = Counter::default();
+        registry.register(
+            "scrape_duplicate_series",
+            "Series found twice in one scraped page (same name and labels); their values are not used until a page holds them once",
+            duplicate_series.clone(),
+        );
         registry.register(
             "prometheus_queries",
             "PromQL queries actually sent to the Prometheus source, by outcome",
@@ -203,6 +210,7 @@ impl SelfMetrics {
             scrape_round_duration,
             scrape_errors,
             samples_scraped,
+            duplicate_series,
             series,
             stale_series,
             targets,

@@ -55,3 +55,57 @@ async fn credentials_in_target_urls_are_redacted_in_status_metrics_and_logs() {
     );
     assert!(!log.contains("hunter2"), "the log shows a password: {log}");
 }
+
+/// A page holding the same series twice (10, then 2): Prometheus keeps the first sample and
+/// reports the page. Here neither value is trusted: the answer never drops to 2, the input is
+/// shown as ambiguous on /status, and /metrics counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_series_twice_in_one_page_is_ambiguous_never_lowers_and_is_counted() {
+    let ex = TestExporter::start().await;
+    ex.page("/ctl", expect_page("ctl-0", "10"));
+    let adapter =
+        AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
+    adapter
+        .eventually_value(
+            "default",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            "10",
+        )
+        .await;
+
+    ex.page(
+        "/ctl",
+        format!(
+            "{}{}",
+            expect_page("ctl-0", "10"),
+            expect_page("ctl-0", "2").lines().nth(1).unwrap()
+        ) + "\n",
+    );
+    let refused = adapter
+        .eventually(
+            "default",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            "ambiguous",
+            |c, v| {
+                c != 200
+                    && v["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("ambiguous")
+            },
+        )
+        .await;
+    assert_eq!(refused["kind"], "Status", "{refused}");
+    assert!(single_value(&refused).is_none(), "{refused}");
+
+    let status = adapter.status().await.to_string();
+    assert!(status.contains("exported twice in one scrape"), "{status}");
+    let (_, metrics) = adapter.plain_get("/metrics").await;
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hpa_bridge_scrape_duplicate_series_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(counted.is_some_and(|n| n >= 1.0), "{metrics}");
+}

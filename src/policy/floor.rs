@@ -23,7 +23,10 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
     let mut never_valid: Vec<&Observation> = Vec::new();
     let mut retained_from_failing = 0usize;
     for o in &ev.observations {
-        match o.last_valid {
+        // An index exported twice in one page may be either value: holding the lower one could
+        // release a pod that owns state, so the floor is incomplete until the page is clean.
+        let last_valid = if o.duplicated { None } else { o.last_valid };
+        match last_valid {
             Some((v, at)) => {
                 let fresh = q.now - o.observed_at_ms <= q.stale_after_ms;
                 let status = if let Some(why) = invalid_reason(o.value) {
@@ -48,12 +51,12 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 }
             }
             None => {
-                inputs.push(note(
-                    q,
-                    o,
-                    format!("unknown: no valid index seen ({})", fmt_value(o.value)),
-                    false,
-                ));
+                let status = if o.duplicated {
+                    format!("unknown: {DUPLICATED}")
+                } else {
+                    format!("unknown: no valid index seen ({})", fmt_value(o.value))
+                };
+                inputs.push(note(q, o, status, false));
                 never_valid.push(o);
             }
         }
@@ -68,11 +71,10 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 None => format!("{} (not scraped yet)", t.target),
             })
             .collect();
-        unknown.extend(
-            never_valid
-                .iter()
-                .map(|o| format!("{} (index {} never valid)", o.target, fmt_value(o.value))),
-        );
+        unknown.extend(never_valid.iter().map(|o| match o.duplicated {
+            true => format!("{} (index {DUPLICATED})", o.target),
+            false => format!("{} (index {} never valid)", o.target, fmt_value(o.value)),
+        }));
         let reason = format!(
             "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
             q.scope,
@@ -150,6 +152,17 @@ mod tests {
         );
         assert_eq!(a.value(), Some(3));
         assert!(a.reason.contains("retained from failing"), "{}", a.reason);
+    }
+
+    #[test]
+    fn an_index_exported_twice_makes_the_floor_incomplete() {
+        let s = series();
+        let mut twice = obs("pod-1", f64::NAN, 0);
+        twice.last_valid = Some((2, NOW - 15_000));
+        twice.duplicated = true;
+        let a = stateful_floor(&ctx(&s), &ev(vec![obs("pod-0", 1.0, 0), twice]), 0);
+        assert_eq!(a.value(), None);
+        assert!(a.reason.contains("ambiguous"), "{}", a.reason);
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub fn describe_scope(namespace_label: &str, namespace: &str, selector: &str) ->
     }
 }
 
+/// Why a series exported twice in one page is not used: which of its values is meant is
+/// unknown, and unknown input never lowers an answer.
+pub const DUPLICATED: &str = "exported twice in one scrape, so its value is ambiguous";
+
 /// How one observation reads at query time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Reading {
@@ -103,6 +107,8 @@ pub fn read(
     let age_ms = q.now - o.observed_at_ms;
     if age_ms > q.stale_after_ms {
         Reading::Stale { age_ms }
+    } else if o.duplicated {
+        Reading::Invalid(DUPLICATED)
     } else if let Some(why) = invalid(o.value) {
         Reading::Invalid(why)
     } else {

@@ -133,7 +133,11 @@ impl Scraper {
         match result {
             Ok(samples) => {
                 self.metrics.samples_scraped.inc_by(samples.len() as u64);
-                self.store.record_success(target, at, duration_ms, samples);
+                let duplicates = self.store.record_success(target, at, duration_ms, samples);
+                if duplicates > 0 {
+                    self.metrics.duplicate_series.inc_by(duplicates);
+                    tracing::warn!(target = %target.id, duplicates, "page holds series twice (same name and labels); not using their values");
+                }
             }
             Err(e) => {
                 tracing::warn!(target_id = %target.id, error = %e, "scrape failed");

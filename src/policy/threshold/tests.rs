@@ -414,6 +414,7 @@ fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
         last_valid: None,
         present: true,
         target_failing: false,
+        duplicated: false,
     }
 }
 

@@ -121,6 +121,7 @@ pub fn evidence_from(
                     last_valid,
                     present: true,
                     target_failing: false,
+                    duplicated: false,
                 }
             }
             None => {
@@ -139,6 +140,7 @@ pub fn evidence_from(
                     last_valid: valid(value).map(|v| (v, at)),
                     present,
                     target_failing: present,
+                    duplicated: false,
                 }
             }
         };

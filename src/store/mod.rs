@@ -4,7 +4,9 @@
 //! The store holds no policy: it answers "which evidence is in scope for this query" and leaves
 //! the decision to `policy`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod postings;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
@@ -14,6 +16,7 @@ use crate::clock::Millis;
 pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
+use postings::Postings;
 
 /// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -66,8 +69,14 @@ struct SeriesState {
     latest: f64,
     latest_at: Millis,
     last_valid: Option<(u64, Millis)>,
+    /// `last_valid` before the current page, restored if the page turns out to hold the series
+    /// twice.
+    last_valid_before_page: Option<(u64, Millis)>,
     /// False once a successful scrape no longer contained the series: the exporter dropped it.
     present: bool,
+    /// The last successful page held the series more than once (same name and labels): its
+    /// value is ambiguous, so it reads as invalid until a page holds it once.
+    duplicated: bool,
 }
 
 #[derive(Debug)]
@@ -114,6 +123,9 @@ pub struct Observation {
     pub present: bool,
     /// The target's most recent scrape failed.
     pub target_failing: bool,
+    /// The target's last page held this series more than once, so its value is ambiguous.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicated: bool,
 }
 
 /// A target that might hold in-scope series but has never been scraped successfully, so nobody
@@ -178,9 +190,30 @@ impl Scope<'_> {
 
 #[derive(Debug, Default)]
 pub struct Store {
-    targets: RwLock<BTreeMap<TargetId, TargetRecord>>,
+    inner: RwLock<Inner>,
     /// Bumped on every change, so callers can tell that an answer computed earlier may differ.
     generation: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    targets: BTreeMap<TargetId, TargetRecord>,
+    /// Which targets hold which series, so an answer reads only its scope (postings.rs).
+    postings: Postings,
+    /// Targets never scraped successfully: nobody knows what they export, so every query
+    /// they could belong to must hear of them. Few in a steady cluster, so a query scans them.
+    unscraped: BTreeSet<TargetId>,
+}
+
+impl Inner {
+    fn forget_series(&mut self, id: &TargetId) {
+        if let Some(rec) = self.targets.get_mut(id) {
+            for (name, labels) in rec.series.keys() {
+                self.postings.remove(id, name, labels);
+            }
+            rec.series.clear();
+        }
+    }
 }
 
 /// Merge sample labels with target labels. On a conflict the target's label wins and the
@@ -209,33 +242,56 @@ impl Store {
         Store::default()
     }
 
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
         self.bump();
-        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.write();
         let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
-        map.retain(|id, _| keep.contains(id));
+        let gone: Vec<TargetId> = inner
+            .targets
+            .keys()
+            .filter(|id| !keep.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            inner.forget_series(&id);
+            inner.targets.remove(&id);
+            inner.unscraped.remove(&id);
+        }
         for t in targets {
-            match map.get_mut(&t.id) {
-                Some(rec) if *rec.target == t => {}
-                Some(rec) => {
+            let id = t.id.clone();
+            match inner.targets.get(&id).map(|rec| *rec.target == t) {
+                Some(true) => {}
+                Some(false) => {
                     // Labels or URL changed (e.g. a StatefulSet pod recreated under the same
                     // name): series identities change with them, and until the new endpoint
                     // is scraped nobody knows what it exports, so it starts over as unknown.
-                    rec.target = Arc::new(t);
-                    rec.series.clear();
-                    rec.health = TargetHealth::default();
+                    inner.forget_series(&id);
+                    if let Some(rec) = inner.targets.get_mut(&id) {
+                        rec.target = Arc::new(t);
+                        rec.health = TargetHealth::default();
+                    }
+                    inner.unscraped.insert(id);
                 }
                 None => {
-                    map.insert(
-                        t.id.clone(),
+                    inner.targets.insert(
+                        id.clone(),
                         TargetRecord {
                             target: Arc::new(t),
                             health: TargetHealth::default(),
                             series: HashMap::new(),
                         },
                     );
+                    inner.unscraped.insert(id);
                 }
             }
         }
@@ -252,26 +308,32 @@ impl Store {
     }
 
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
-        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
-        map.values().map(|r| r.target.clone()).collect()
+        self.read()
+            .targets
+            .values()
+            .map(|r| r.target.clone())
+            .collect()
     }
 
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
-        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
-        map.values()
+        self.read()
+            .targets
+            .values()
             .map(|r| (r.target.clone(), r.health.clone()))
             .collect()
     }
 
-    /// Record a successful scrape: the page replaces the target's series set.
+    /// Record a successful scrape: the page replaces the target's series set. Returns how many
+    /// series the page held more than once.
     pub fn record_success(
         &self,
         target: &ScrapeTarget,
         scraped_at: Millis,
         duration_ms: u64,
         samples: Vec<ExposedSample>,
-    ) {
-        self.with_scraped_record(target, |rec| {
+    ) -> u64 {
+        let mut duplicates = 0u64;
+        self.with_scraped_record(target, |rec, postings| {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
@@ -279,7 +341,9 @@ impl Store {
             rec.health.consecutive_failures = 0;
             for s in rec.series.values_mut() {
                 s.present = false;
+                s.duplicated = false;
             }
+            let mut seen_in_page: HashSet<(String, SeriesLabels)> = HashSet::new();
             for sample in samples {
                 let labels: SeriesLabels =
                     Arc::new(merge_labels(&sample.labels, &rec.target.labels));
@@ -289,26 +353,50 @@ impl Store {
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
+                let key = (sample.name.clone(), labels.clone());
+                if !seen_in_page.insert(key.clone()) {
+                    // The same series twice in one page: Prometheus keeps the first and reports
+                    // the page; here neither value is trusted, and the retained value stays the
+                    // last one seen unambiguously, so the duplicate can never lower an answer.
+                    if let Some(state) = rec.series.get_mut(&key) {
+                        if !state.duplicated {
+                            duplicates += 1;
+                        }
+                        state.duplicated = true;
+                        state.latest = f64::NAN;
+                        state.last_valid = state.last_valid_before_page;
+                    }
+                    continue;
+                }
                 let valid = invalid_reason(sample.value)
                     .is_none()
                     .then_some(sample.value as u64);
-                let key = (sample.name.clone(), labels.clone());
-                let state = rec.series.entry(key).or_insert_with(|| SeriesState {
-                    name: sample.name,
-                    labels,
-                    latest: f64::NAN,
-                    latest_at: at,
-                    last_valid: None,
-                    present: true,
-                });
+                let state = match rec.series.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        postings.insert(&rec.target.id, &sample.name, &labels);
+                        e.insert(SeriesState {
+                            name: sample.name,
+                            labels,
+                            latest: f64::NAN,
+                            latest_at: at,
+                            last_valid: None,
+                            last_valid_before_page: None,
+                            present: true,
+                            duplicated: false,
+                        })
+                    }
+                };
                 state.latest = sample.value;
                 state.latest_at = at;
                 state.present = true;
+                state.last_valid_before_page = state.last_valid;
                 if let Some(v) = valid {
                     state.last_valid = Some((v, at));
                 }
             }
         });
+        duplicates
     }
 
     pub fn record_failure(
@@ -318,7 +406,7 @@ impl Store {
         duration_ms: u64,
         error: String,
     ) {
-        self.with_scraped_record(target, |rec| {
+        self.with_scraped_record(target, |rec, _| {
             rec.health.last_attempt_ms = Some(at);
             rec.health.last_error = Some(error);
             rec.health.last_duration_ms = Some(duration_ms);
@@ -329,20 +417,32 @@ impl Store {
     /// Apply a scrape result to the target's record, unless the target is gone or was
     /// replaced while it was being scraped (a pod recreated under the same name): that page
     /// belongs to the old one and must not mark the new one as scraped.
-    fn with_scraped_record(&self, target: &ScrapeTarget, apply: impl FnOnce(&mut TargetRecord)) {
+    fn with_scraped_record(
+        &self,
+        target: &ScrapeTarget,
+        apply: impl FnOnce(&mut TargetRecord, &mut Postings),
+    ) {
         self.bump();
-        let mut map = self.targets.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(rec) = map.get_mut(&target.id).filter(|r| *r.target == *target) {
-            apply(rec);
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        if let Some(rec) = inner
+            .targets
+            .get_mut(&target.id)
+            .filter(|r| *r.target == *target)
+        {
+            apply(rec, &mut inner.postings);
+            if rec.health.ever_succeeded() {
+                inner.unscraped.remove(&target.id);
+            }
         }
     }
 
     /// Counts for self-metrics: (tracked series, stale series).
     pub fn series_counts(&self, now: Millis, stale_after_ms: Millis) -> (usize, usize) {
-        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        let inner = self.read();
         let mut total = 0;
         let mut stale = 0;
-        for rec in map.values() {
+        for rec in inner.targets.values() {
             for s in rec.series.values().filter(|s| s.present) {
                 total += 1;
                 if now - s.latest_at > stale_after_ms {
@@ -353,26 +453,26 @@ impl Store {
         (total, stale)
     }
 
-    /// Distinct values of `label` over the present series named in `series`.
-    pub fn label_values(
-        &self,
-        series: &[String],
-        label: &str,
-    ) -> std::collections::BTreeSet<String> {
-        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
-        map.values()
-            .flat_map(|rec| rec.series.values())
-            .filter(|s| s.present && series.contains(&s.name))
-            .filter_map(|s| s.labels.get(label).cloned())
-            .collect()
+    /// Distinct values of `label` over the series named in `series` (present or retained).
+    pub fn label_values(&self, series: &[String], label: &str) -> BTreeSet<String> {
+        self.read().postings.label_values(series, label)
     }
 
-    /// The evidence in scope for a query.
+    /// The evidence in scope for a query. Reads only the targets the index names for the
+    /// scope, plus the never-scraped ones.
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
-        let map = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        let inner = self.read();
         let mut ev = Evidence::default();
-        let mut unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = Vec::new();
-        for rec in map.values() {
+        let candidates = inner.postings.candidates(
+            scope.series,
+            scope.namespace_label,
+            scope.namespace,
+            scope.selector.requirements(),
+        );
+        for rec in candidates
+            .into_iter()
+            .filter_map(|id| inner.targets.get(id))
+        {
             let failing = rec.health.last_error.is_some();
             let before = ev.observations.len();
             for s in rec.series.values() {
@@ -388,6 +488,7 @@ impl Store {
                     last_valid: s.last_valid,
                     present: s.present,
                     target_failing: failing,
+                    duplicated: s.duplicated,
                 });
             }
             if ev.observations.len() > before {
@@ -397,16 +498,22 @@ impl Store {
                     }
                 }
             }
-            if !rec.health.ever_succeeded() && scope.possibly_matches(&rec.target.labels) {
-                unknown.push((
+        }
+        let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
+            .unscraped
+            .iter()
+            .filter_map(|id| inner.targets.get(id))
+            .filter(|rec| scope.possibly_matches(&rec.target.labels))
+            .map(|rec| {
+                (
                     UnknownTarget {
                         target: rec.target.id.clone(),
                         last_error: rec.health.last_error.clone(),
                     },
                     rec.target.workload.as_ref(),
-                ));
-            }
-        }
+                )
+            })
+            .collect();
         // With workloads known, a never-scraped pod matters only if it belongs to a workload
         // whose pods are in scope: a new pod of another workload in the same namespace cannot
         // hold this workload's state. Without in-scope workloads, every candidate counts.
@@ -469,6 +576,155 @@ mod tests {
             namespace_label: "namespace",
             namespace: "default",
             selector: sel,
+        }
+    }
+
+    #[test]
+    fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
+        let store = Store::new();
+        let t = target("http://a/m", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        assert_eq!(
+            store.record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)]),
+            0
+        );
+        let page = vec![sample("idx", &[], 10.0), sample("idx", &[], 2.0)];
+        assert_eq!(store.record_success(&t, 2000, 1, page), 1);
+        let s = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let ev = store.evidence(&default_scope(&s, &sel));
+        assert_eq!(ev.observations.len(), 1);
+        let o = &ev.observations[0];
+        assert!(o.duplicated && o.value.is_nan(), "{o:?}");
+        assert_eq!(o.last_valid, Some((3, 1000)));
+        // A clean page ends the ambiguity.
+        assert_eq!(
+            store.record_success(&t, 3000, 1, vec![sample("idx", &[], 4.0)]),
+            0
+        );
+        let o = store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+        assert!(!o.duplicated && o.value == 4.0);
+    }
+
+    #[test]
+    fn removed_targets_leave_nothing_in_the_index() {
+        let store = Store::new();
+        let ts: Vec<ScrapeTarget> = (0..5)
+            .map(|i| {
+                target(
+                    &format!("http://t{i}/m"),
+                    &[("namespace", "default"), ("pod", &format!("p{i}"))],
+                )
+            })
+            .collect();
+        store.set_targets(ts.clone());
+        for t in &ts {
+            store.record_success(t, 1000, 1, vec![sample("idx", &[("a", "b")], 1.0)]);
+        }
+        assert!(store.read().postings.entries() > 0);
+        store.set_targets(Vec::new());
+        assert_eq!(store.read().postings.entries(), 0);
+        assert!(store.read().unscraped.is_empty());
+    }
+
+    #[test]
+    fn an_answer_reads_only_the_targets_its_scope_names() {
+        let store = Store::new();
+        let ts: Vec<ScrapeTarget> = (0..2000)
+            .map(|i| {
+                let ns = format!("ns{}", i % 200);
+                target(
+                    &format!("http://t{i}/m"),
+                    &[("namespace", ns.as_str()), ("pod", &format!("p{i}"))],
+                )
+            })
+            .collect();
+        store.set_targets(ts.clone());
+        for (i, t) in ts.iter().enumerate() {
+            let name = format!("w{}", i % 400);
+            store.record_success(
+                t,
+                1000,
+                1,
+                vec![sample("idx", &[("hpa_target_name", name.as_str())], 1.0)],
+            );
+        }
+        let series = vec!["idx".to_string()];
+        let sel = LabelSelector::parse("hpa_target_name=w7").unwrap();
+        let inner = store.read();
+        // 10 targets in ns7, 5 of them name w7: the smaller posting list is read.
+        let read = inner
+            .postings
+            .candidates(&series, "namespace", "ns7", sel.requirements());
+        assert_eq!(read.len(), 5);
+    }
+
+    /// The evidence a full scan of every target finds: what the index must reproduce.
+    fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, String, SeriesLabels)> {
+        let inner = store.read();
+        let mut found: Vec<_> = inner
+            .targets
+            .values()
+            .flat_map(|rec| rec.series.values().map(move |s| (rec, s)))
+            .filter(|(_, s)| scope.matches(&s.name, &s.labels))
+            .map(|(rec, s)| (rec.target.id.clone(), s.name.clone(), s.labels.clone()))
+            .collect();
+        found.sort();
+        found
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn the_index_finds_exactly_what_a_full_scan_finds(
+            pages in proptest::collection::vec(
+                (0u8..3, proptest::collection::vec((0u8..3, 0u8..3, 0u8..3), 0..6)),
+                1..12,
+            ),
+            keep in proptest::collection::vec(proptest::bool::ANY, 12),
+            selector in 0usize..8,
+            ns in 0u8..3,
+        ) {
+            let store = Store::new();
+            let targets: Vec<ScrapeTarget> = pages
+                .iter()
+                .enumerate()
+                .map(|(i, (tns, _))| {
+                    target(&format!("http://t{i}/m"), &[("namespace", &format!("n{tns}")), ("pod", &format!("p{i}"))])
+                })
+                .collect();
+            store.set_targets(targets.clone());
+            for (t, (_, samples)) in targets.iter().zip(&pages) {
+                let page = samples
+                    .iter()
+                    .map(|(name, app, ver)| {
+                        sample(&format!("s{name}"), &[("app", &format!("a{app}")), ("ver", &format!("v{ver}"))], 1.0)
+                    })
+                    .collect();
+                store.record_success(t, 1000, 1, page);
+            }
+            // Drop some targets, so removal is exercised too.
+            let kept: Vec<ScrapeTarget> = targets
+                .iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(t, _)| t.clone())
+                .collect();
+            store.set_targets(kept);
+            let selectors = [
+                "", "app=a1", "app in (a0,a2)", "app!=a1", "ver", "!ver", "app=a0,ver=v1", "pod=p3",
+            ];
+            let sel = LabelSelector::parse(selectors[selector]).unwrap();
+            let series = vec!["s0".to_string(), "s2".to_string()];
+            let namespace = format!("n{ns}");
+            let scope = Scope { series: &series, namespace_label: "namespace", namespace: &namespace, selector: &sel };
+            let indexed: Vec<_> = store
+                .evidence(&scope)
+                .observations
+                .into_iter()
+                .map(|o| (o.target, o.series, o.labels))
+                .collect();
+            proptest::prop_assert_eq!(indexed, evidence_by_scan(&store, &scope));
         }
     }
 
@@ -576,12 +832,7 @@ mod tests {
         );
         let series = vec!["idx".to_string()];
         let sel = LabelSelector::parse("app=lobby").unwrap();
-        let scope = Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &sel,
-        };
+        let scope = default_scope(&series, &sel);
         let ev = store.evidence(&scope);
         let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
         assert_eq!(unknown, ["lobby-1"]);
@@ -606,12 +857,7 @@ mod tests {
         store.set_targets(vec![moved]);
         let series = vec!["idx".to_string()];
         let sel = LabelSelector::everything();
-        let scope = Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &sel,
-        };
+        let scope = default_scope(&series, &sel);
         let ev = store.evidence(&scope);
         assert!(ev.observations.is_empty());
         assert_eq!(ev.unknown_targets.len(), 1);
