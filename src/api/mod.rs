@@ -172,22 +172,28 @@ pub enum QueryParamError {
 /// `req.URL.Query()`, which drops the pair and carries on; dropping a `labelSelector` would
 /// widen the answer to the whole namespace, so any such query is refused instead (400).
 pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, QueryParamError> {
+    Ok(query_pairs(query)?
+        .into_iter()
+        .find(|(name, _)| name == "labelSelector")
+        .map(|(_, value)| value))
+}
+
+/// Every query parameter, decoded as Go's `url.ParseQuery` does, in order (the first of a
+/// repeated name is the one `url.Values.Get` returns). A bad escape or a `;` refuses the
+/// whole query, for the reason given on `label_selector_param`.
+pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, QueryParamError> {
     let Some(query) = query else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    let mut found = None;
+    let mut pairs = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         if pair.contains(';') {
             return Err(QueryParamError::Semicolon);
         }
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let name = query_unescape(name)?;
-        let value = query_unescape(value)?;
-        if name == "labelSelector" && found.is_none() {
-            found = Some(value);
-        }
+        pairs.push((query_unescape(name)?, query_unescape(value)?));
     }
-    Ok(found)
+    Ok(pairs)
 }
 
 /// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.

@@ -24,8 +24,8 @@ use super::connection::{
     AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
 };
 use super::shutdown::Shutdown;
-use super::{json_response, plain, route, ApiHandler, ApiResponse, Route};
-use crate::engine::Adapter;
+use super::{plain, route, ApiHandler, ApiResponse, Route, StatusReason};
+use crate::engine::{Adapter, StatusQuery};
 
 /// What the transport knows about the caller.
 #[derive(Clone, Debug)]
@@ -350,9 +350,13 @@ pub fn metrics_responder(
     gate: Option<Arc<dyn Gatekeeper>>,
     status_pages: bool,
 ) -> Respond {
+    // One status document is built at a time per listener: each is linear in the page, but a
+    // crowd of callers must not take every blocking thread.
+    let status_builds = Arc::new(tokio::sync::Semaphore::new(1));
     Arc::new(move |req, peer| {
         let adapter = adapter.clone();
         let gate = gate.clone();
+        let status_builds = status_builds.clone();
         Box::pin(async move {
             let path = req.uri().path();
             if path == "/healthz" {
@@ -372,7 +376,7 @@ pub fn metrics_responder(
                     return denied;
                 }
             }
-            metrics_response(&adapter, path).await
+            metrics_response(&adapter, &req, &status_builds).await
         })
     })
 }
@@ -396,8 +400,12 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
     serve(listener, listening, metrics_responder(adapter, None, true)).await
 }
 
-async fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
-    match path {
+async fn metrics_response<B>(
+    adapter: &Arc<Adapter>,
+    req: &http::Request<B>,
+    status_builds: &tokio::sync::Semaphore,
+) -> ApiResponse {
+    match req.uri().path() {
         "/metrics" => http::Response::builder()
             .header(
                 http::header::CONTENT_TYPE,
@@ -405,8 +413,45 @@ async fn metrics_response(adapter: &Adapter, path: &str) -> ApiResponse {
             )
             .body(Full::new(Bytes::from(adapter.render_self_metrics())))
             .unwrap_or_else(|_| plain(500, "encoding failed\n")),
-        "/status" => json_response(200, &adapter.status().await),
+        "/status" => status_document(adapter, req.uri().query(), status_builds).await,
         "/healthz" => plain(200, "ok\n"),
         _ => plain(404, "not found: try /metrics or /status\n"),
+    }
+}
+
+/// `/status?namespace=&metric=&limit=&continue=`. The document is built and encoded on a
+/// blocking thread: for thousands of workloads that is real CPU, and the async workers must
+/// stay free for the HPA's requests and the probes.
+async fn status_document(
+    adapter: &Arc<Adapter>,
+    query: Option<&str>,
+    status_builds: &tokio::sync::Semaphore,
+) -> ApiResponse {
+    let query = match super::query_pairs(query)
+        .map_err(|e| e.to_string())
+        .and_then(|pairs| StatusQuery::from_params(&pairs).map_err(|e| e.to_string()))
+    {
+        Ok(q) => q,
+        Err(message) => {
+            return super::status_response(StatusReason::BadRequest, &message);
+        }
+    };
+    let Ok(_permit) = status_builds.acquire().await else {
+        return plain(503, "shutting down\n");
+    };
+    let adapter = adapter.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let built = tokio::task::spawn_blocking(move || {
+        let doc = runtime.block_on(adapter.status(&query));
+        serde_json::to_vec(&doc)
+    })
+    .await;
+    match built {
+        Ok(Ok(body)) => http::Response::builder()
+            .status(200)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
+        _ => plain(500, "building the status document failed\n"),
     }
 }

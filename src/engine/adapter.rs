@@ -23,6 +23,8 @@ use crate::source::{EvidenceSource, SourceError};
 use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
+use super::status::{RowOrigin, StatusKey, StatusQuery};
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
@@ -712,69 +714,73 @@ impl Adapter {
         m.set_gauge("targets", &m.targets, held.targets);
     }
 
-    /// The `/status` document: every workload seen in requests or found in the data, with its
-    /// current answer and inputs, and every target with its health. Enough to answer "why did
-    /// the HPA get 7?" without anything else.
-    pub async fn status(&self) -> serde_json::Value {
+    /// The `/status` document: the workloads seen in requests or found in the data, each with
+    /// its current answer and inputs, and every target with its health. Enough to answer "why
+    /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
+    /// only the rows on the page are evaluated.
+    pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
         let now = self.clock.now_ms();
-        let mut workloads = Vec::new();
-        let seen: Vec<(QueryKey, Millis)> = self
-            .seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        let mut shown: BTreeSet<QueryKey> = BTreeSet::new();
-        for (key, at) in &seen {
-            let Ok(selector) = LabelSelector::parse(&key.selector) else {
+        let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
+        for (namespace, selector) in self.discovered_label_sets() {
+            for spec in &self.config.metrics {
+                rows.insert(
+                    StatusKey {
+                        namespace: namespace.clone(),
+                        metric: spec.name().to_string(),
+                        selector: selector.clone(),
+                    },
+                    RowOrigin::Discovered,
+                );
+            }
+        }
+        for (key, at) in self.seen.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            rows.insert(
+                StatusKey {
+                    namespace: key.namespace.clone(),
+                    metric: key.metric.clone(),
+                    selector: key.selector.clone(),
+                },
+                RowOrigin::Request { at_ms: *at },
+            );
+        }
+        let (page, next) = query.page(&rows);
+        let mut workloads = Vec::with_capacity(page.len());
+        for (key, origin) in page {
+            let (Some(spec), Ok(selector)) = (
+                self.config.metric(&key.metric),
+                LabelSelector::parse(&key.selector),
+            ) else {
                 continue;
             };
             // Not `answer()`: looking at /status must not count as serving an answer.
-            if let Some(spec) = self.config.metric(&key.metric) {
-                let answer = self
-                    .answer_spec(spec, &key.namespace, &selector, now, &Fetched::default())
-                    .await;
-                workloads.push(WorkloadStatus {
-                    namespace: key.namespace.clone(),
-                    selector: key.selector.clone(),
-                    metric: key.metric.clone(),
-                    source: "request",
-                    last_requested: Some(rfc3339(*at)),
-                    answer,
-                });
-                shown.insert(key.clone());
-            }
-        }
-        for (namespace, selector_text) in self.discovered_label_sets() {
-            for spec in &self.config.metrics {
-                let key = QueryKey {
-                    metric: spec.name().to_string(),
-                    namespace: namespace.clone(),
-                    selector: selector_text.clone(),
-                };
-                if shown.contains(&key) {
-                    continue;
-                }
-                let Ok(selector) = LabelSelector::parse(&selector_text) else {
-                    continue;
-                };
-                workloads.push(WorkloadStatus {
-                    namespace: namespace.clone(),
-                    selector: selector_text.clone(),
-                    metric: spec.name().to_string(),
-                    source: "discovered",
-                    last_requested: None,
-                    answer: self
-                        .answer_spec(spec, &namespace, &selector, now, &Fetched::default())
-                        .await,
-                });
-            }
+            let answer = self
+                .answer_spec(spec, &key.namespace, &selector, now, &Fetched::default())
+                .await;
+            let (source, last_requested) = match origin {
+                RowOrigin::Request { at_ms } => ("request", Some(rfc3339(*at_ms))),
+                RowOrigin::Discovered => ("discovered", None),
+            };
+            workloads.push(WorkloadStatus {
+                namespace: key.namespace.clone(),
+                selector: key.selector.clone(),
+                metric: key.metric.clone(),
+                source,
+                last_requested,
+                answer,
+            });
         }
         let targets: Vec<serde_json::Value> = self
             .source
             .targets()
             .into_iter()
+            .filter(|(t, _)| {
+                // A namespace filter keeps the targets of that namespace (and static targets
+                // without one, which may serve any namespace).
+                query
+                    .namespace
+                    .as_ref()
+                    .is_none_or(|ns| t.labels.get("namespace").is_none_or(|tns| tns == ns))
+            })
             .map(|(t, h)| {
                 json!({
                     "id": t.id,
@@ -790,7 +796,13 @@ impl Adapter {
                 })
             })
             .collect();
+        let mut metadata = serde_json::Map::new();
+        if let Some((token, remaining)) = next {
+            metadata.insert("continue".into(), token.into());
+            metadata.insert("remainingItemCount".into(), remaining.into());
+        }
         json!({
+            "metadata": metadata,
             "now": rfc3339(now),
             "ready": self.is_ready(),
             "scrape": {

@@ -4,6 +4,8 @@
 
 mod adapter;
 mod builder;
+mod status;
 
 pub use adapter::{static_target_id, static_targets, Adapter, QueryError};
 pub use builder::{Engine, EngineBuilder};
+pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};
