@@ -458,8 +458,8 @@ impl Store {
         self.read().postings.label_values(series, label)
     }
 
-    /// The evidence in scope for a query. Reads only the targets the index names for the
-    /// scope, plus the never-scraped ones.
+    /// The evidence in scope for a query. Reads only the series the index names for the
+    /// scope, plus the never-scraped targets.
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
         let inner = self.read();
         let mut ev = Evidence::default();
@@ -469,13 +469,16 @@ impl Store {
             scope.namespace,
             scope.selector.requirements(),
         );
-        for rec in candidates
-            .into_iter()
-            .filter_map(|id| inner.targets.get(id))
-        {
+        for (id, series) in candidates {
+            let Some(rec) = inner.targets.get(id) else {
+                continue;
+            };
             let failing = rec.health.last_error.is_some();
             let before = ev.observations.len();
-            for s in rec.series.values() {
+            for (name, labels) in series {
+                let Some(s) = rec.series.get(&(name.to_string(), labels.clone())) else {
+                    continue;
+                };
                 if !scope.matches(&s.name, &s.labels) {
                     continue;
                 }
@@ -657,6 +660,25 @@ mod tests {
             .postings
             .candidates(&series, "namespace", "ns7", sel.requirements());
         assert_eq!(read.len(), 5);
+        assert_eq!(read.values().map(Vec::len).sum::<usize>(), 5);
+    }
+
+    #[test]
+    fn one_target_exporting_many_workloads_is_read_only_for_the_scope() {
+        let store = Store::new();
+        let t = target("http://ctl/m", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        let page = (0..4000)
+            .map(|i| sample("rec", &[("hpa_target_name", &format!("w{i}"))], 2.0))
+            .collect();
+        store.record_success(&t, 1000, 1, page);
+        let series = vec!["rec".to_string()];
+        let sel = LabelSelector::parse("hpa_target_name=w17").unwrap();
+        let inner = store.read();
+        let read = inner
+            .postings
+            .candidates(&series, "namespace", "default", sel.requirements());
+        assert_eq!(read.values().map(Vec::len).sum::<usize>(), 1);
     }
 
     /// The evidence a full scan of every target finds: what the index must reproduce.

@@ -1,88 +1,92 @@
-//! The store's index: for each series name, which targets hold a series with a given label
-//! value. An answer reads only the targets its scope can name (its namespace and its equality
-//! requirements), so its cost follows the series in scope, not the size of the cluster.
-//!
-//! Counts, not sets: a target holds many series with the same label (every series of a pod
-//! carries its `namespace`), and the entry goes only when the last of them does.
+//! The store's index: for each series name and label value, the series that carry it, grouped
+//! by target. An answer reads only the series its scope can name (its namespace and its
+//! equality requirements), so its cost follows the series in scope, not the size of the
+//! cluster, nor the size of one target that exports thousands of workloads' series.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::TargetId;
-use crate::selector::Operator;
+use super::{SeriesLabels, TargetId};
+use crate::selector::{Operator, Requirement};
 
-type Holders = HashMap<TargetId, u32>;
+/// The series of one name that carry one label value (or all of that name), by target.
+#[derive(Debug, Default)]
+struct Posting {
+    series: usize,
+    by_target: HashMap<TargetId, HashSet<SeriesLabels>>,
+}
+
+impl Posting {
+    fn add(&mut self, target: &TargetId, labels: &SeriesLabels) {
+        if self
+            .by_target
+            .entry(target.clone())
+            .or_default()
+            .insert(labels.clone())
+        {
+            self.series += 1;
+        }
+    }
+
+    /// Returns whether the posting became empty.
+    fn remove(&mut self, target: &TargetId, labels: &SeriesLabels) -> bool {
+        if let Some(set) = self.by_target.get_mut(target) {
+            if set.remove(labels) {
+                self.series -= 1;
+            }
+            if set.is_empty() {
+                self.by_target.remove(target);
+            }
+        }
+        self.by_target.is_empty()
+    }
+}
 
 #[derive(Debug, Default)]
 pub(super) struct Postings {
-    /// series name -> targets holding any series of that name.
-    by_name: HashMap<String, Holders>,
-    /// series name -> label name -> label value -> targets holding such a series.
-    by_label: HashMap<String, HashMap<String, HashMap<String, Holders>>>,
+    /// series name -> every series of that name.
+    by_name: HashMap<String, Posting>,
+    /// series name -> label name -> label value -> the series carrying it.
+    by_label: HashMap<String, HashMap<String, HashMap<String, Posting>>>,
 }
 
-fn add(holders: &mut Holders, target: &TargetId) {
-    *holders.entry(target.clone()).or_insert(0) += 1;
-}
-
-/// Returns whether `holders` became empty.
-fn remove(holders: &mut Holders, target: &TargetId) -> bool {
-    if let Some(n) = holders.get_mut(target) {
-        *n -= 1;
-        if *n == 0 {
-            holders.remove(target);
-        }
-    }
-    holders.is_empty()
-}
-
-/// One requirement's candidate targets: the union of the postings of its values.
-struct Candidates<'a> {
-    lists: Vec<&'a Holders>,
-}
-
-impl Candidates<'_> {
-    fn len(&self) -> usize {
-        self.lists.iter().map(|h| h.len()).sum()
-    }
-}
+/// The series a query must read, by target, each as (series name, labels).
+pub(super) type Candidates<'a> = BTreeMap<&'a TargetId, Vec<(&'a str, &'a SeriesLabels)>>;
 
 impl Postings {
-    pub(super) fn insert(
-        &mut self,
-        target: &TargetId,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-    ) {
-        add(self.by_name.entry(name.to_string()).or_default(), target);
+    pub(super) fn insert(&mut self, target: &TargetId, name: &str, labels: &SeriesLabels) {
+        self.by_name
+            .entry(name.to_string())
+            .or_default()
+            .add(target, labels);
         let by_key = self.by_label.entry(name.to_string()).or_default();
-        for (k, v) in labels {
-            let by_value = by_key.entry(k.clone()).or_default();
-            add(by_value.entry(v.clone()).or_default(), target);
+        for (k, v) in labels.iter() {
+            by_key
+                .entry(k.clone())
+                .or_default()
+                .entry(v.clone())
+                .or_default()
+                .add(target, labels);
         }
     }
 
-    pub(super) fn remove(
-        &mut self,
-        target: &TargetId,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-    ) {
-        if let Some(h) = self.by_name.get_mut(name) {
-            if remove(h, target) {
+    pub(super) fn remove(&mut self, target: &TargetId, name: &str, labels: &SeriesLabels) {
+        if let Some(p) = self.by_name.get_mut(name) {
+            if p.remove(target, labels) {
                 self.by_name.remove(name);
             }
         }
         let Some(by_key) = self.by_label.get_mut(name) else {
             return;
         };
-        for (k, v) in labels {
+        for (k, v) in labels.iter() {
             let Some(by_value) = by_key.get_mut(k) else {
                 continue;
             };
-            if let Some(h) = by_value.get_mut(v) {
-                if remove(h, target) {
-                    by_value.remove(v);
-                }
+            if by_value
+                .get_mut(v)
+                .is_some_and(|p| p.remove(target, labels))
+            {
+                by_value.remove(v);
             }
             if by_value.is_empty() {
                 by_key.remove(k);
@@ -93,33 +97,33 @@ impl Postings {
         }
     }
 
-    /// Targets that may hold a series of `name` whose `namespace_label` is `namespace` and
-    /// whose labels satisfy every equality requirement: the smallest of those posting lists.
-    /// A superset of the matching targets; the caller still checks each series.
+    /// The series that may be in scope: per name, the smallest of the postings for the
+    /// namespace and for each equality requirement (an `in` requirement is the union of its
+    /// values). A superset of the matching series; the caller still checks each one.
     pub(super) fn candidates<'a>(
         &'a self,
-        names: &[String],
+        names: &'a [String],
         namespace_label: &str,
         namespace: &str,
-        requirements: &[crate::selector::Requirement],
-    ) -> BTreeSet<&'a TargetId> {
-        let mut out = BTreeSet::new();
+        requirements: &[Requirement],
+    ) -> Candidates<'a> {
+        let mut out: Candidates<'a> = BTreeMap::new();
         for name in names {
             let Some(all) = self.by_name.get(name) else {
                 continue;
             };
             let by_key = self.by_label.get(name);
-            let values = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> Candidates<'a> {
-                let lists = by_key
+            let values = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> Vec<&'a Posting> {
+                by_key
                     .and_then(|m| m.get(key))
                     .map(|by_value| vals.filter_map(|v| by_value.get(v)).collect())
-                    .unwrap_or_default();
-                Candidates { lists }
+                    .unwrap_or_default()
             };
-            let mut best = Candidates { lists: vec![all] };
-            let mut consider = |c: Candidates<'a>| {
-                if c.len() < best.len() {
-                    best = c;
+            let size = |lists: &[&Posting]| lists.iter().map(|p| p.series).sum::<usize>();
+            let mut best: Vec<&'a Posting> = vec![all];
+            let mut consider = |lists: Vec<&'a Posting>| {
+                if size(&lists) < size(&best) {
+                    best = lists;
                 }
             };
             consider(values(namespace_label, &mut std::iter::once(namespace)));
@@ -128,8 +132,12 @@ impl Postings {
                     consider(values(&r.key, &mut r.values.iter().map(String::as_str)));
                 }
             }
-            for holders in best.lists {
-                out.extend(holders.keys());
+            for posting in best {
+                for (target, series) in &posting.by_target {
+                    out.entry(target)
+                        .or_default()
+                        .extend(series.iter().map(|labels| (name.as_str(), labels)));
+                }
             }
         }
         out
@@ -145,16 +153,16 @@ impl Postings {
             .collect()
     }
 
-    /// Entries held, for measuring the index's size.
+    /// Series entries held, for tests of the index's upkeep.
     #[cfg(test)]
     pub(super) fn entries(&self) -> usize {
-        self.by_name.values().map(|h| h.len()).sum::<usize>()
+        self.by_name.values().map(|p| p.series).sum::<usize>()
             + self
                 .by_label
                 .values()
                 .flat_map(|k| k.values())
                 .flat_map(|v| v.values())
-                .map(|h| h.len())
+                .map(|p| p.series)
                 .sum::<usize>()
     }
 }
