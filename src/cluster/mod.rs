@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde::Serialize;
 
 /// The workload a pod belongs to, when Kubernetes says so.
@@ -38,18 +37,9 @@ pub trait Cluster: Send + Sync {
         None
     }
 
-    /// `spec.replicas` from the workload's scale subresource, when known without asking.
+    /// `spec.replicas` of the workload (what its scale subresource reports), from memory.
     fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64>;
 
     /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
-
-    /// `spec.replicas`, read from the API when no fresh cached value exists. The default
-    /// only consults `current_replicas`.
-    fn fetch_current_replicas<'a>(
-        &'a self,
-        workload: &'a WorkloadRef,
-    ) -> BoxFuture<'a, Option<u64>> {
-        Box::pin(std::future::ready(self.current_replicas(workload)))
-    }
 }

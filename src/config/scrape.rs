@@ -36,7 +36,7 @@ pub struct ScrapeConfig {
     /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
     /// which pods exist (series of deleted pods stop holding the floor at once, a Running pod
     /// with no series yet makes the floor incomplete) and which workload owns them
-    /// (`spec.replicas` from the scale subresource, `ordinals.start`). The series need the pod
+    /// (`spec.replicas` from the workload watches, `ordinals.start`). The series need the pod
     /// name in a `pod` label, and `namespaces`/`podSelector` must cover every pod that exports
     /// them: a pod outside `podSelector` counts as deleted.
     #[serde(default)]

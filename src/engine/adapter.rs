@@ -537,12 +537,23 @@ impl Adapter {
         workloads: &[WorkloadRef],
     ) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
         if let (Some(state), [w]) = (self.workload_state(), workloads) {
-            if let Some(v) = state.fetch_current_replicas(w).await {
+            if let Some(v) = state.current_replicas(w) {
                 return (
                     Ok(CurrentReplicas {
                         value: v,
                         source: format!("spec.replicas of {} {}/{}", w.kind, w.namespace, w.name),
                     }),
+                    Vec::new(),
+                );
+            }
+            if spec.current_series().is_none() {
+                // Never a guess: the workload is known from its pods but not (yet) in the
+                // watch cache, so its current count is unknown.
+                return (
+                    Err(format!(
+                        "spec.replicas of {} {}/{} is not known yet: the workload is not in the watch cache",
+                        w.kind, w.namespace, w.name
+                    )),
                     Vec::new(),
                 );
             }
@@ -645,7 +656,7 @@ impl Adapter {
         };
         let ev = self.evidence(fetched, &scope, now).await.ok()?;
         match ev.workloads.as_slice() {
-            [w] => state.fetch_current_replicas(w).await,
+            [w] => state.current_replicas(w),
             _ => None,
         }
     }

@@ -6,11 +6,9 @@
 //! set and hands it to `Store::set_targets`, which retires the retained index of a pod that is
 //! gone and keeps it for a pod that merely fails its scrape (docs/hpa-behaviour.md §4.1).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -31,11 +29,6 @@ const ANNOTATION_SCRAPE: &str = "prometheus.io/scrape";
 const ANNOTATION_PORT: &str = "prometheus.io/port";
 const ANNOTATION_PATH: &str = "prometheus.io/path";
 const ANNOTATION_SCHEME: &str = "prometheus.io/scheme";
-
-/// How long a `spec.replicas` read from a scale subresource is reused. The HPA asks once per
-/// 15 s sync (docs/hpa-behaviour.md §1.7), so this keeps the API load at one GET per workload per
-/// few seconds while `/status` and several HPAs ask too.
-pub const SCALE_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// Why a pod is not scraped; only for debug logs.
 #[derive(Debug, PartialEq, Eq)]
@@ -189,23 +182,6 @@ pub fn ordinals_start_of(sts: &StatefulSet) -> u64 {
         .unwrap_or(0)
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct WorkloadKey {
-    kind: String,
-    namespace: String,
-    name: String,
-}
-
-impl From<&WorkloadRef> for WorkloadKey {
-    fn from(w: &WorkloadRef) -> Self {
-        WorkloadKey {
-            kind: w.kind.clone(),
-            namespace: w.namespace.clone(),
-            name: w.name.clone(),
-        }
-    }
-}
-
 /// The reflector stores of one resource, one per watched namespace (or one for all).
 struct Mirrors<K: Resource<DynamicType = ()> + Clone + 'static> {
     stores: Vec<reflector::Store<K>>,
@@ -234,12 +210,12 @@ where
 
 /// Running discovery: the mirrored objects, the scale cache, and the sync signal.
 pub struct Discovery {
-    client: Client,
     config: KubernetesDiscoveryConfig,
     pods: Mirrors<Pod>,
     replicasets: Mirrors<ReplicaSet>,
     statefulsets: Mirrors<StatefulSet>,
-    scale_cache: Mutex<HashMap<WorkloadKey, (Instant, Option<u64>)>>,
+    /// Watched for `spec.replicas` only, so no answer waits on the API server.
+    deployments: Mirrors<Deployment>,
     synced: watch::Receiver<bool>,
 }
 
@@ -280,14 +256,19 @@ impl Discovery {
                 .map(|ns| mirror::<StatefulSet>(&client, ns, watcher::Config::default(), &changed))
                 .collect(),
         };
+        let deployments = Mirrors {
+            stores: scopes
+                .iter()
+                .map(|ns| mirror::<Deployment>(&client, ns, watcher::Config::default(), &changed))
+                .collect(),
+        };
         let (synced_tx, synced) = watch::channel(false);
         let discovery = Arc::new(Discovery {
-            client,
             config,
             pods,
             replicasets,
             statefulsets,
-            scale_cache: Mutex::new(HashMap::new()),
+            deployments,
             synced,
         });
         let d = discovery.clone();
@@ -295,6 +276,7 @@ impl Discovery {
             d.pods.wait_until_ready().await;
             d.replicasets.wait_until_ready().await;
             d.statefulsets.wait_until_ready().await;
+            d.deployments.wait_until_ready().await;
             tracing::info!("kubernetes discovery synced");
             let mut previous: BTreeSet<TargetId> = BTreeSet::new();
             loop {
@@ -351,68 +333,37 @@ impl Discovery {
         targets
     }
 
-    fn cached_scale(&self, key: &WorkloadKey, fresh_only: bool) -> Option<Option<u64>> {
-        let cache = self.scale_cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .get(key)
-            .filter(|(at, _)| !fresh_only || at.elapsed() < SCALE_CACHE_TTL)
-            .map(|(_, v)| *v)
-    }
-
-    async fn read_scale(&self, w: &WorkloadRef) -> Option<u64> {
-        let key = WorkloadKey::from(w);
-        if let Some(v) = self.cached_scale(&key, true) {
-            return v;
-        }
-        let result = match w.kind.as_str() {
-            "StatefulSet" => get_scale::<StatefulSet>(&self.client, w).await,
-            "Deployment" => get_scale::<Deployment>(&self.client, w).await,
-            "ReplicaSet" => get_scale::<ReplicaSet>(&self.client, w).await,
-            other => Err(format!(
-                "{other} has no scale subresource known to hpa-bridge"
-            )),
-        };
-        let value = match result {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(kind = %w.kind, namespace = %w.namespace, name = %w.name, error = %e, "cannot read spec.replicas from the scale subresource");
-                None
-            }
-        };
-        self.scale_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, (Instant::now(), value));
-        value
-    }
-}
-
-async fn get_scale<K>(client: &Client, w: &WorkloadRef) -> Result<Option<u64>, String>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), &w.namespace);
-    let scale = api.get_scale(&w.name).await.map_err(|e| e.to_string())?;
-    Ok(scale
-        .spec
-        .and_then(|s| s.replicas)
-        .and_then(|r| u64::try_from(r).ok()))
 }
 
 impl Cluster for Discovery {
-    fn current_replicas(&self, workload: &WorkloadRef) -> Option<u64> {
-        self.cached_scale(&WorkloadKey::from(workload), true)
-            .flatten()
-    }
-
-    fn fetch_current_replicas<'a>(
-        &'a self,
-        workload: &'a WorkloadRef,
-    ) -> BoxFuture<'a, Option<u64>> {
-        Box::pin(self.read_scale(workload))
+    /// `spec.replicas` from the watch cache, which is what the scale subresource reports for
+    /// these kinds: no answer waits on the API server (a watch that breaks re-lists, and the
+    /// last known object keeps answering meanwhile). `None` while the workload is not in the
+    /// cache, which the engine refuses rather than guesses.
+    fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
+        let replicas = match w.kind.as_str() {
+            "StatefulSet" => self
+                .statefulsets
+                .get(&w.namespace, &w.name)?
+                .spec
+                .as_ref()
+                .map(|s| s.replicas),
+            "Deployment" => self
+                .deployments
+                .get(&w.namespace, &w.name)?
+                .spec
+                .as_ref()
+                .map(|s| s.replicas),
+            "ReplicaSet" => self
+                .replicasets
+                .get(&w.namespace, &w.name)?
+                .spec
+                .as_ref()
+                .map(|s| s.replicas),
+            _ => return None,
+        };
+        // The API server defaults spec.replicas to 1, so an object without it means 1.
+        u64::try_from(replicas.flatten().unwrap_or(1)).ok()
     }
 
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
