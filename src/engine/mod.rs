@@ -4,6 +4,7 @@
 
 mod adapter;
 mod builder;
+pub mod history;
 
-pub use adapter::{static_target_id, static_targets, Adapter, QueryError};
+pub use adapter::{static_target_id, static_targets, Adapter, HistoryView, QueryError};
 pub use builder::{Engine, EngineBuilder};
