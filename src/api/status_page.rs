@@ -161,7 +161,7 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
         out,
         "<tr class=\"workload{}\" data-namespace=\"{}\" data-workload=\"{}\" data-metric=\"{}\">\
          <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"{}\">{}</td>\
-         <td class=\"why\">{}</td><td>",
+         <td class=\"why\">{}{}</td><td>",
         if refused { " refusing" } else { "" },
         escape(&h.key.namespace),
         escape(h.key.workload()),
@@ -173,6 +173,7 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
         if refused { "refused" } else { "ok" },
         target,
         escape(&row_text(h)),
+        inputs(h),
     );
     timeline(out, &h.entries, page.now_ms, page.retention_ms);
     out.push_str("</td></tr>");
@@ -185,6 +186,37 @@ type Line = (
     &'static str,
     fn(&Entry) -> Option<u64>,
 );
+
+/// The newest answer's inputs, folded (`<details>` opens without JavaScript).
+fn inputs(h: &ScopeHistory) -> String {
+    if h.last_inputs.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<details><summary>{} input{}</summary><ul class=\"inputs\">",
+        h.last_inputs_total,
+        if h.last_inputs_total == 1 { "" } else { "s" }
+    );
+    for i in &h.last_inputs {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> = {} from {}: {}</li>",
+            escape(&i.series),
+            escape(&i.value),
+            escape(&i.target),
+            escape(&i.status),
+        );
+    }
+    if h.last_inputs_total > h.last_inputs.len() {
+        let _ = write!(
+            out,
+            "<li>and {} more</li>",
+            h.last_inputs_total - h.last_inputs.len()
+        );
+    }
+    out.push_str("</ul></details>");
+    out
+}
 
 const WIDTH: f64 = 480.0;
 const HEIGHT: f64 = 90.0;
@@ -321,6 +353,8 @@ mod tests {
             },
             entries,
             last_reason: last_reason.into(),
+            last_inputs: Vec::new(),
+            last_inputs_total: 0,
         }
     }
 
@@ -354,6 +388,13 @@ mod tests {
             evil,
         );
         s.key.namespace = format!("ns\"{evil}");
+        s.last_inputs = vec![crate::engine::history::InputSummary {
+            target: evil.into(),
+            series: format!("x{{note=\"{evil}\"}}"),
+            value: evil.into(),
+            status: evil.into(),
+        }];
+        s.last_inputs_total = 9;
         s.key.metric = format!("m'{evil}");
         let targets = [TargetRow {
             id: format!("http://x/{evil}"),
@@ -366,6 +407,8 @@ mod tests {
         assert!(!html.contains("<script"), "{html}");
         assert!(!html.contains("\"ns\""), "{html}");
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("<summary>9 inputs</summary>"), "{html}");
+        assert!(html.contains("<li>and 8 more</li>"), "{html}");
         // No external resource of any kind, and no script.
         for banned in [
             "src=",

@@ -18,6 +18,10 @@ pub struct HistoryConfig {
     /// counts it. Also bounds the per-scope self-metrics.
     #[serde(default = "default_max_scopes")]
     pub max_scopes: usize,
+    /// Answers kept per scope: the memory bound of one scope. Default: the retention at the
+    /// HPA's 15 s cadence (240 for an hour). Raise it when several HPAs ask about one scope.
+    #[serde(default)]
+    pub entries_per_scope: Option<usize>,
 }
 
 impl Default for HistoryConfig {
@@ -25,6 +29,7 @@ impl Default for HistoryConfig {
         HistoryConfig {
             retention: default_retention(),
             max_scopes: default_max_scopes(),
+            entries_per_scope: None,
         }
     }
 }
@@ -41,6 +46,7 @@ fn default_max_scopes() -> usize {
 /// most 100,000 scopes.
 const MAX_RETENTION: Duration = Duration::from_secs(24 * 3600);
 const MAX_SCOPES: usize = 100_000;
+const MAX_ENTRIES_PER_SCOPE: usize = 100_000;
 
 impl HistoryConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -54,6 +60,15 @@ impl HistoryConfig {
             return Err(invalid(
                 "history.maxScopes",
                 format!("must be between 1 and {MAX_SCOPES}"),
+            ));
+        }
+        if self
+            .entries_per_scope
+            .is_some_and(|n| n == 0 || n > MAX_ENTRIES_PER_SCOPE)
+        {
+            return Err(invalid(
+                "history.entriesPerScope",
+                format!("must be between 1 and {MAX_ENTRIES_PER_SCOPE}"),
             ));
         }
         Ok(())

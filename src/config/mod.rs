@@ -191,6 +191,9 @@ mod tests {
         assert!(err("history: {retention: 1s}").contains("history.retention"));
         assert!(err("history: {retention: 48h}").contains("history.retention"));
         assert!(err("history: {retain: 1h}").contains("retain"));
+        assert!(err("history: {entriesPerScope: 0}").contains("history.entriesPerScope"));
+        let c = Config::from_yaml("history: {entriesPerScope: 600}").unwrap();
+        assert_eq!(c.history.entries_per_scope, Some(600));
     }
 
     #[test]

@@ -98,10 +98,14 @@ impl Adapter {
     pub(crate) fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
         let store = Arc::new(Store::new());
         store.set_targets(static_targets(&config));
-        let history = History::new(history::Limits::for_retention(
+        let mut limits = history::Limits::for_retention(
             config.history.retention.0.as_millis() as Millis,
             config.history.max_scopes,
-        ));
+        );
+        if let Some(n) = config.history.entries_per_scope {
+            limits.capacity = n.max(1);
+        }
+        let history = History::new(limits);
         Adapter {
             history: Mutex::new(history),
             config: Arc::new(config),
@@ -1007,6 +1011,8 @@ fn scopes_json<S: serde::Serializer>(
             "scope": h.key.scope,
             "workload": h.key.workload(),
             "reason": h.last_reason,
+            "inputs": h.last_inputs,
+            "inputsTotal": h.last_inputs_total,
             "entries": h.entries,
         }))?;
     }

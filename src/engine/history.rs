@@ -2,7 +2,7 @@
 //! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O.
 //!
 //! Two bounds keep it finite whatever the cluster or the exporters do: each scope keeps at most
-//! `capacity` entries (the retention at the HPA's 15 s cadence, docs/hpa-behaviour.md §1.1),
+//! `capacity` entries (the retention at the HPA's 15 s cadence, docs/hpa-behaviour.md §1.7.5),
 //! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
@@ -15,7 +15,7 @@ use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
 use crate::policy::{Answer, Outcome, RefusalKind};
 
-/// The HPA controller's default sync period (docs/hpa-behaviour.md §1.1): the cadence at
+/// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
 pub const HPA_CADENCE_MS: Millis = 15_000;
 
@@ -205,6 +205,42 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// Inputs of the newest answer kept per scope, for the status page; the rest are counted.
+pub const MAX_INPUTS_KEPT: usize = 8;
+
+/// One input of the newest answer, as text, each field cut at `MAX_REASON_BYTES`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InputSummary {
+    pub target: String,
+    /// `series{label="value",...}` as exported (label values unescaped).
+    pub series: String,
+    pub value: String,
+    pub status: String,
+}
+
+fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usize) {
+    for input in &answer.inputs {
+        *total += 1;
+        if out.len() < MAX_INPUTS_KEPT {
+            let labels: Vec<String> = input
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect();
+            let series = format!("{}{{{}}}", input.series, labels.join(","));
+            out.push(InputSummary {
+                target: truncate(&input.target, MAX_REASON_BYTES).to_string(),
+                series: truncate(&series, MAX_REASON_BYTES).to_string(),
+                value: truncate(&input.value, 64).to_string(),
+                status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
+            });
+        }
+    }
+    for part in &answer.parts {
+        input_summaries(part, out, total);
+    }
+}
+
 /// The newest state of one scope, for the self-metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScopeState {
@@ -225,6 +261,9 @@ struct Ring {
     last_at_ms: Millis,
     /// The full reason of the newest answer, value or refusal (cut at `MAX_REASON_BYTES`).
     last_reason: String,
+    /// The first inputs of the newest answer, and how many it had.
+    last_inputs: Vec<InputSummary>,
+    last_inputs_total: usize,
 }
 
 /// The bounds of the history.
@@ -298,10 +337,15 @@ impl History {
             refusing_since_ms: None,
             last_at_ms: now,
             last_reason: String::new(),
+            last_inputs: Vec::new(),
+            last_inputs_total: 0,
         });
         ring.last_reason.clear();
         ring.last_reason
             .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
+        ring.last_inputs.clear();
+        ring.last_inputs_total = 0;
+        input_summaries(answer, &mut ring.last_inputs, &mut ring.last_inputs_total);
         let entry = Entry::from_answer(answer, now, ring.entries.back());
         ring.refusing_since_ms = if entry.is_refusal() {
             Some(ring.refusing_since_ms.unwrap_or(now))
@@ -349,6 +393,8 @@ impl History {
                     .cloned()
                     .collect(),
                 last_reason: r.last_reason.clone(),
+                last_inputs: r.last_inputs.clone(),
+                last_inputs_total: r.last_inputs_total,
             })
             .collect()
     }
@@ -379,6 +425,9 @@ pub struct ScopeHistory {
     pub entries: Vec<Entry>,
     /// The full reason of the newest answer.
     pub last_reason: String,
+    /// The first `MAX_INPUTS_KEPT` inputs of the newest answer, and how many it had.
+    pub last_inputs: Vec<InputSummary>,
+    pub last_inputs_total: usize,
 }
 
 /// Which scopes `/status/history` returns: all, or those of one namespace and/or metric.
@@ -568,6 +617,13 @@ mod tests {
         ];
         let t = crate::policy::target("t", rec, Some(f), None);
         let e = Entry::from_answer(&t, 7, None);
+        let mut h = History::new(Limits::default());
+        h.record(key("a", "x=1"), &t, 7);
+        let snap = &h.snapshot(&Filter::default(), 7)[0];
+        assert_eq!(snap.last_inputs_total, 5);
+        assert_eq!(snap.last_inputs.len(), 5);
+        assert_eq!(snap.last_inputs[0].series, "s{}");
+        assert_eq!(snap.last_inputs[2].status, "retained 5 from 30s ago");
         assert_eq!(e.value(), Some(5));
         assert_eq!(e.recommendation, Some(2));
         assert_eq!(e.floor, Some(5));
