@@ -284,23 +284,39 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
         ("served", "#1f5fbf", "", Entry::value),
     ];
     for (class, colour, dash, get) in series {
+        // Runs of one value are one horizontal segment; a change is a vertical step. Whole
+        // pixels: the page for 1,000 scopes stays a few MB (BENCHMARKS.md).
         let mut path = String::new();
-        let mut pen_down = false;
+        // The pen's (y, end x) while drawing.
+        let mut pen: Option<(i64, i64)> = None;
         for (i, e) in entries.iter().enumerate() {
             match get(e) {
                 Some(v) => {
-                    let _ = write!(
-                        path,
-                        "{}{:.1},{:.1}H{:.1}",
-                        if pen_down { "L" } else { "M" },
-                        x(e.at_ms),
-                        y(v),
-                        x(end_of(i)),
+                    let (x0, x1, yv) = (
+                        x(e.at_ms).round() as i64,
+                        x(end_of(i)).round() as i64,
+                        y(v).round() as i64,
                     );
-                    pen_down = true;
+                    match pen {
+                        Some((py, _)) if py == yv => {}
+                        Some((_, end)) => {
+                            let _ = write!(path, "H{end}V{yv}");
+                        }
+                        None => {
+                            let _ = write!(path, "M{x0},{yv}");
+                        }
+                    }
+                    pen = Some((yv, x1));
                 }
-                None => pen_down = false,
+                None => {
+                    if let Some((_, end)) = pen.take() {
+                        let _ = write!(path, "H{end}");
+                    }
+                }
             }
+        }
+        if let Some((_, end)) = pen {
+            let _ = write!(path, "H{end}");
         }
         if path.is_empty() {
             continue;
@@ -453,6 +469,31 @@ mod tests {
         let html = page(std::slice::from_ref(&ok), Some(&[]));
         assert!(html.contains("3: max of 1 fresh series"));
         assert!(!html.contains("<rect class=\"refusal\""));
+    }
+
+    #[test]
+    fn a_run_of_one_value_is_one_segment_and_a_change_one_step() {
+        let mut entries: Vec<Entry> = (0..200)
+            .map(|i| {
+                entry(
+                    3_000_000 + i * 3_000,
+                    Served::Value { value: 3 },
+                    None,
+                    None,
+                )
+            })
+            .collect();
+        entries.push(entry(3_600_000, Served::Value { value: 6 }, None, None));
+        let mut out = String::new();
+        timeline(&mut out, &entries, 3_600_000, 3_600_000);
+        let d = out
+            .split("<path class=\"served\" d=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap();
+        assert_eq!(d.matches('M').count(), 1, "{d}");
+        assert_eq!(d.matches('V').count(), 1, "{d}");
+        assert_eq!(d.matches('H').count(), 2, "{d}");
     }
 
     #[test]
