@@ -84,7 +84,7 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     ex.page("/p0", index_page("lobby-0", "1"));
     ex.page("/p1", index_page("lobby-1", "2"));
     let config = format!(
-        "{}history:\n  retention: 1m\n  entriesPerScope: 400\n",
+        "{}history:\n  retention: 45s\n  entriesPerScope: 400\n",
         fast_config(&[
             (ex.url("/ctl"), "default", "ctl-0"),
             (ex.url("/p0"), "default", "lobby-0"),

@@ -71,7 +71,8 @@ pub fn row_text(h: &ScopeHistory) -> String {
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin-bottom:2em}\
 td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}\
-.refused{color:#a40000;font-weight:600}.ok{color:#146c2e}.why{max-width:36em}\
+.refused{color:#a40000;font-weight:600}.ok{color:#146c2e}\
+.why{max-width:34em;overflow-wrap:anywhere}code{overflow-wrap:anywhere;font-size:12px}\
 svg{background:#fafafa;border:1px solid #ddd}.legend span{margin-right:1em}\
 .dim{color:#777}";
 
@@ -111,8 +112,8 @@ pub fn render(page: &Page) -> String {
         out.push_str("<p class=\"dim\">No HPA has asked yet.</p>");
     } else {
         out.push_str(
-            "<table id=\"workloads\"><tr><th>namespace</th><th>workload</th><th>metric</th>\
-             <th>scope</th><th>target</th><th>why</th><th>timeline</th></tr>",
+            "<table id=\"workloads\"><tr><th>namespace</th><th>workload (scope)</th><th>metric</th>\
+             <th>target</th><th>timeline</th><th>why</th></tr>",
         );
         for h in page.scopes {
             row(&mut out, h, page);
@@ -160,22 +161,25 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
     let _ = write!(
         out,
         "<tr class=\"workload{}\" data-namespace=\"{}\" data-workload=\"{}\" data-metric=\"{}\">\
-         <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"{}\">{}</td>\
-         <td class=\"why\">{}{}</td><td>",
+         <td>{}</td><td>{}<br><code>{}</code></td><td>{}</td><td class=\"{}\">{}</td><td>",
         if refused { " refusing" } else { "" },
         escape(&h.key.namespace),
         escape(h.key.workload()),
         escape(&h.key.metric),
         escape(&h.key.namespace),
         escape(h.key.workload()),
-        escape(&h.key.metric),
         escape(&h.key.scope),
+        escape(&h.key.metric),
         if refused { "refused" } else { "ok" },
         target,
-        escape(&row_text(h)),
-        inputs(h),
     );
     timeline(out, &h.entries, page.now_ms, page.retention_ms);
+    let _ = write!(
+        out,
+        "</td><td class=\"why\">{}{}",
+        escape(&row_text(h)),
+        inputs(h)
+    );
     out.push_str("</td></tr>");
 }
 
