@@ -145,6 +145,30 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     let (_, other) = adapter.plain_get("/status/history?namespace=other").await;
     assert!(other.contains("\"scopes\":[]"), "{other}");
 
+    // The alerting gauges: the scope refuses now, since the second refusal run began; nothing
+    // of the Prometheus source without one.
+    let (code, metrics) = adapter.plain_get("/metrics").await;
+    assert_eq!(code, 200);
+    let labels = "namespace=\"default\",metric=\"hpa_target_replicas\",workload=\"lobby\"";
+    assert!(
+        metrics.contains(&format!("hpa_bridge_scope_refusing{{{labels}}} 1")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "hpa_bridge_scope_refusing_since_timestamp_seconds{{{labels}}} "
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "hpa_bridge_scope_floor_above_recommendation{{{labels}}} 0"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("hpa_bridge_ready 1"), "{metrics}");
+    assert!(!metrics.contains("hpa_bridge_prometheus"), "{metrics}");
+
     // The page in a real browser, JavaScript irrelevant: the DOM as Chromium built it.
     let url = format!("http://127.0.0.1:{}/", adapter.metrics_port);
     let profile = tempfile::tempdir().unwrap();
