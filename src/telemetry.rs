@@ -48,6 +48,33 @@ struct ConnectionLabels {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct ScopeLabels {
+    namespace: String,
+    metric: String,
+    workload: String,
+}
+
+/// The newest state of one tracked scope, as the per-scope gauges show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeGauges {
+    pub namespace: String,
+    pub metric: String,
+    pub workload: String,
+    pub refusing: bool,
+    /// Seconds since the epoch at which the current run of refusals began.
+    pub refusing_since_seconds: Option<f64>,
+    pub floor_holds: bool,
+}
+
+/// The families that mean something only with the Prometheus source.
+pub const PROMETHEUS_FAMILIES: [&str; 4] = [
+    "prometheus_queries",
+    "prometheus_query_duration_seconds",
+    "prometheus_up",
+    "prometheus_query_cache_hits",
+];
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.5, 14))
 }
@@ -73,6 +100,13 @@ pub struct SelfMetrics {
     connections: Family<ListenerLabel, Gauge>,
     connections_refused: Family<ConnectionLabels, Counter>,
     connections_expired: Family<ConnectionLabels, Counter>,
+    /// 1 once the first scrape round completed (what /readyz answers), else 0.
+    pub ready: Gauge,
+    scope_refusing: Family<ScopeLabels, Gauge>,
+    scope_refusing_since: Family<ScopeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    scope_floor_holds: Family<ScopeLabels, Gauge>,
+    history_scopes: Gauge,
+    history_scopes_dropped: Counter,
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
@@ -201,8 +235,51 @@ impl SelfMetrics {
              (tls-handshake-timeout, header-timeout, idle-timeout), by listener",
             connections_expired.clone(),
         );
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 once the first scrape round has completed and /readyz answers ok, else 0",
+            ready.clone(),
+        );
+        let scope_refusing = Family::<ScopeLabels, Gauge>::default();
+        let scope_refusing_since =
+            Family::<ScopeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let scope_floor_holds = Family::<ScopeLabels, Gauge>::default();
+        let history_scopes = Gauge::default();
+        let history_scopes_dropped = Counter::default();
+        registry.register(
+            "scope_refusing",
+            "1 while the newest answer served for the scope is a refusal (the HPA holds its replicas: scale-in is frozen)",
+            scope_refusing.clone(),
+        );
+        registry.register(
+            "scope_refusing_since_timestamp_seconds",
+            "When the current run of refusals for the scope began; present only while refusing",
+            scope_refusing_since.clone(),
+        );
+        registry.register(
+            "scope_floor_above_recommendation",
+            "1 while the stateful floor, not the recommendation, sets the served target",
+            scope_floor_holds.clone(),
+        );
+        registry.register(
+            "history_scopes",
+            "Scopes tracked in the answer history (and in the per-scope gauges)",
+            history_scopes.clone(),
+        );
+        registry.register(
+            "history_scopes_dropped",
+            "Scopes dropped from the answer history and the per-scope gauges by history.maxScopes",
+            history_scopes_dropped.clone(),
+        );
         SelfMetrics {
             registry,
+            ready,
+            scope_refusing,
+            scope_refusing_since,
+            scope_floor_holds,
+            history_scopes,
+            history_scopes_dropped,
             connections,
             connections_refused,
             connections_expired,
@@ -310,6 +387,61 @@ impl SelfMetrics {
         }
     }
 
+    /// Replace the per-scope gauges with `scopes` (bounded by `history.maxScopes`), and bring
+    /// the dropped-scope counter up to `dropped`. Scopes that share a (namespace, metric,
+    /// workload) label set are merged: refusing if any refuses, since the earliest start.
+    pub fn set_scopes(&self, scopes: &[ScopeGauges], tracked: usize, dropped: u64) {
+        let mut merged: std::collections::BTreeMap<ScopeLabels, (bool, Option<f64>, bool)> =
+            Default::default();
+        for s in scopes {
+            // prometheus-client writes label values as given: escape them here.
+            let labels = ScopeLabels {
+                namespace: escape_label_value(&s.namespace),
+                metric: escape_label_value(&s.metric),
+                workload: escape_label_value(&s.workload),
+            };
+            let m = merged.entry(labels).or_insert((false, None, false));
+            m.0 |= s.refusing;
+            m.1 = match (m.1, s.refusing_since_seconds) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            m.2 |= s.floor_holds;
+        }
+        self.scope_refusing.clear();
+        self.scope_refusing_since.clear();
+        self.scope_floor_holds.clear();
+        for (labels, (refusing, since, floor)) in merged {
+            self.scope_refusing
+                .get_or_create(&labels)
+                .set(i64::from(refusing));
+            self.scope_floor_holds
+                .get_or_create(&labels)
+                .set(i64::from(floor));
+            if let (true, Some(since)) = (refusing, since) {
+                self.scope_refusing_since.get_or_create(&labels).set(since);
+            }
+        }
+        self.history_scopes.set(tracked as i64);
+        let counted = self.history_scopes_dropped.get();
+        if dropped > counted {
+            self.history_scopes_dropped.inc_by(dropped - counted);
+        }
+    }
+
+    /// Leave `families` out of the exposition (or put them back): series that mean nothing in
+    /// the running mode, such as the Prometheus source's without a Prometheus source.
+    pub fn set_absent(&self, families: &[&'static str], absent: bool) {
+        let mut set = self.absent.lock().unwrap_or_else(|e| e.into_inner());
+        for f in families {
+            if absent {
+                set.insert(f);
+            } else {
+                set.remove(f);
+            }
+        }
+    }
+
     /// The registry in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -326,14 +458,34 @@ impl SelfMetrics {
                 .or_else(|| line.strip_prefix("# TYPE "))
                 .unwrap_or(line);
             let name = rest.split([' ', '{']).next().unwrap_or("");
-            name.strip_prefix("hpa_bridge_")
-                .is_some_and(|family| absent.contains(family))
+            let Some(name) = name.strip_prefix("hpa_bridge_") else {
+                return false;
+            };
+            // A family's samples carry suffixes: `_total`, `_bucket`, `_sum`, `_count`, `_created`.
+            absent.contains(name)
+                || ["_total", "_bucket", "_sum", "_count", "_created"]
+                    .iter()
+                    .any(|sfx| name.strip_suffix(sfx).is_some_and(|f| absent.contains(f)))
         };
         out.lines()
             .filter(|l| !dropped(l))
             .flat_map(|l| [l, "\n"])
             .collect()
     }
+}
+
+/// A label value in the text format: backslash, double quote and line feed escaped.
+fn escape_label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One line per event, to stderr; `RUST_LOG` overrides `-v`.
@@ -374,5 +526,68 @@ mod tests {
         assert!(m.render().contains(
             "hpa_bridge_scrape_errors_total{target=\"http://u:xxxxx@h/m\",reason=\"connect\"} 1"
         ));
+    }
+
+    #[test]
+    fn prometheus_families_can_be_left_out_entirely() {
+        let m = SelfMetrics::new();
+        m.prometheus_query("error", 0.1);
+        assert!(m.render().contains("hpa_bridge_prometheus_up 0"));
+        m.set_absent(&PROMETHEUS_FAMILIES, true);
+        let out = m.render();
+        assert!(!out.contains("hpa_bridge_prometheus"), "{out}");
+        assert!(out.contains("hpa_bridge_requests"), "{out}");
+        m.set_absent(&PROMETHEUS_FAMILIES, false);
+        assert!(m.render().contains("hpa_bridge_prometheus_up 0"));
+    }
+
+    fn scope(workload: &str, refusing: bool, since: Option<f64>, floor: bool) -> ScopeGauges {
+        ScopeGauges {
+            namespace: "games".into(),
+            metric: "hpa_target_replicas".into(),
+            workload: workload.into(),
+            refusing,
+            refusing_since_seconds: since,
+            floor_holds: floor,
+        }
+    }
+
+    #[test]
+    fn scope_gauges_are_replaced_merged_and_escaped() {
+        let m = SelfMetrics::new();
+        m.set_scopes(
+            &[
+                scope("lobby", true, Some(100.0), false),
+                scope("lobby", false, None, true),
+                scope("shop", false, None, false),
+                scope("a\"b", false, None, false),
+            ],
+            4,
+            2,
+        );
+        let out = m.render();
+        let l = "namespace=\"games\",metric=\"hpa_target_replicas\",workload=\"lobby\"";
+        assert!(
+            out.contains(&format!("hpa_bridge_scope_refusing{{{l}}} 1")),
+            "{out}"
+        );
+        assert!(out.contains(&format!(
+            "hpa_bridge_scope_floor_above_recommendation{{{l}}} 1"
+        )));
+        assert!(out.contains(&format!(
+            "hpa_bridge_scope_refusing_since_timestamp_seconds{{{l}}} 100"
+        )));
+        assert!(out.contains("workload=\"a\\\"b\""), "{out}");
+        assert!(out.contains("hpa_bridge_history_scopes_dropped_total 2"));
+        // The next refresh replaces the set: a dropped scope's series go.
+        m.set_scopes(&[scope("shop", false, None, false)], 1, 3);
+        let out = m.render();
+        assert!(!out.contains("workload=\"lobby\""), "{out}");
+        assert!(
+            !out.contains("scope_refusing_since_timestamp_seconds{"),
+            "{out}"
+        );
+        assert!(out.contains("hpa_bridge_history_scopes_dropped_total 3"));
+        assert!(out.contains("hpa_bridge_history_scopes 1"));
     }
 }

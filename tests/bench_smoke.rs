@@ -60,6 +60,10 @@ fn quick_bench_writes_every_section() {
         }
     }
     positive(&json, "serve.throughputRatio");
+    // The status page with 1,000 scopes (issue 16).
+    for field in ["renderMs", "jsonMs", "pageBytes", "entryBytes"] {
+        positive(&json, &format!("page.{field}"));
+    }
     positive(&json, "serve.p99Ratio");
     positive(&json, "serve.responseBytes");
 

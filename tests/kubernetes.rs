@@ -347,7 +347,10 @@ async fn pods_come_and_go_and_the_floor_follows() {
         .iter()
         .filter(|r| r.contains("/scale"))
         .count();
-    assert_eq!(scale_reads, 0, "the scale subresource was read on the request path");
+    assert_eq!(
+        scale_reads, 0,
+        "the scale subresource was read on the request path"
+    );
     let status = adapter.status().await;
     let explained = status["workloads"]
         .as_array()

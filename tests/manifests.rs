@@ -63,11 +63,19 @@ fn kustomize(dir: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Objects no Kubernetes schema describes: kustomize's own config and cert-manager's CRDs.
-/// cert-manager objects are checked structurally in `cert_manager_overlay_*` instead.
+/// Objects no Kubernetes schema describes: kustomize's own config, cert-manager's and
+/// prometheus-operator's CRDs, and the Prometheus rules file and its promtool tests under
+/// manifests/monitoring (no Kubernetes objects at all). cert-manager objects are checked
+/// structurally in `cert_manager_overlay_*`; the monitoring files by tests/alert_rules.rs
+/// (promtool, and the PrometheusRule equal to rules.yaml).
 fn has_no_builtin_schema(doc: &Value) -> bool {
     let api = doc["apiVersion"].as_str().unwrap_or_default();
-    api.starts_with("kustomize.config.k8s.io/") || api.starts_with("cert-manager.io/")
+    let prometheus_file = doc.get("apiVersion").is_none()
+        && (doc.get("groups").is_some() || doc.get("rule_files").is_some());
+    api.starts_with("kustomize.config.k8s.io/")
+        || api.starts_with("cert-manager.io/")
+        || api.starts_with("monitoring.coreos.com/")
+        || prometheus_file
 }
 
 /// Write the documents that have a built-in schema to `dir/label.yaml`; returns the file and

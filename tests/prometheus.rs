@@ -1028,9 +1028,7 @@ async fn kubernetes_pod_set_decides_which_indices_hold_the_floor() {
         .await;
     // spec.replicas came from the watch cache: no answer waited on the API server.
     assert!(
-        !api.requests()
-            .iter()
-            .any(|r| r.contains("/scale")),
+        !api.requests().iter().any(|r| r.contains("/scale")),
         "the scale subresource was read on the request path"
     );
     // A pod that exists but is not Running yet has no exporter to wait for.

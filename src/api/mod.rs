@@ -6,6 +6,7 @@ pub mod connection;
 pub mod discovery;
 pub mod server;
 pub mod shutdown;
+pub mod status_page;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,6 +195,18 @@ pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, QueryPa
         pairs.push((query_unescape(name)?, query_unescape(value)?));
     }
     Ok(pairs)
+}
+
+/// The first value of query parameter `name`, decoded as Go does; `None` when absent or when
+/// the query does not decode.
+pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    for pair in query?.split('&').filter(|p| !p.is_empty()) {
+        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if query_unescape(n).ok()? == name {
+            return query_unescape(v).ok();
+        }
+    }
+    None
 }
 
 /// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.

@@ -24,7 +24,7 @@ use super::connection::{
     AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
 };
 use super::shutdown::Shutdown;
-use super::{plain, route, ApiHandler, ApiResponse, Route, StatusReason};
+use super::{json_response, plain, route, ApiHandler, ApiResponse, Route, StatusReason};
 use crate::engine::{Adapter, StatusQuery};
 
 /// What the transport knows about the caller.
@@ -386,6 +386,54 @@ pub fn is_status_page(path: &str) -> bool {
     path == "/" || path == "/status" || path.starts_with("/status/")
 }
 
+/// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
+fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
+    let filter = crate::engine::history::Filter {
+        namespace: super::query_param(query, "namespace").filter(|v| !v.is_empty()),
+        metric: super::query_param(query, "metric").filter(|v| !v.is_empty()),
+    };
+    let view = adapter.history(&filter);
+    let mut doc = serde_json::to_value(&view).unwrap_or_default();
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("now".into(), crate::clock::rfc3339(view.now_ms).into());
+        obj.insert(
+            "retentionSeconds".into(),
+            (view.retention_ms as f64 / 1000.0).into(),
+        );
+    }
+    doc
+}
+
+/// The status page: every scope's history and the scrape targets' health.
+pub fn status_page_html(adapter: &Adapter) -> String {
+    use super::status_page::{render, Page, TargetRow};
+    let view = adapter.history(&Default::default());
+    let now = view.now_ms;
+    let targets: Option<Vec<TargetRow>> = (!adapter.has_prometheus_source()).then(|| {
+        adapter
+            .target_health()
+            .into_iter()
+            .map(|(t, h)| TargetRow {
+                id: t.id.to_string(),
+                healthy: h.last_error.is_none() && h.ever_succeeded(),
+                last_error: h.last_error.clone(),
+                last_success_age_seconds: h.last_success_ms.map(|s| (now - s) as f64 / 1000.0),
+                consecutive_failures: h.consecutive_failures,
+            })
+            .collect()
+    });
+    render(&Page {
+        now_ms: now,
+        retention_ms: view.retention_ms,
+        ready: adapter.is_ready(),
+        scopes: &view.scopes,
+        tracked: view.tracked,
+        max_scopes: view.max_scopes,
+        dropped_scopes: view.dropped_scopes,
+        targets: targets.as_deref(),
+    })
+}
+
 /// Serve `/metrics` and `/status` over plain HTTP with default connection limits.
 pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
     let listening = Listening {
@@ -405,6 +453,7 @@ async fn metrics_response<B>(
     req: &http::Request<B>,
     status_builds: &tokio::sync::Semaphore,
 ) -> ApiResponse {
+    let query = req.uri().query();
     match req.uri().path() {
         "/metrics" => http::Response::builder()
             .header(
@@ -413,9 +462,23 @@ async fn metrics_response<B>(
             )
             .body(Full::new(Bytes::from(adapter.render_self_metrics())))
             .unwrap_or_else(|_| plain(500, "encoding failed\n")),
-        "/status" => status_document(adapter, req.uri().query(), status_builds).await,
+        "/status" => status_document(adapter, query, status_builds).await,
+        "/status/history" => json_response(200, &history_json(adapter, query)),
+        "/" => http::Response::builder()
+            .header(http::header::CONTENT_TYPE, "text/html; charset=utf-8")
+            .header(http::header::CACHE_CONTROL, "no-cache, private")
+            // Nothing on the page may load from anywhere, and nothing may run.
+            .header(
+                http::header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
+            )
+            .body(Full::new(Bytes::from(status_page_html(adapter))))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
         "/healthz" => plain(200, "ok\n"),
-        _ => plain(404, "not found: try /metrics or /status\n"),
+        _ => plain(
+            404,
+            "not found: try /, /metrics, /status or /status/history\n",
+        ),
     }
 }
 

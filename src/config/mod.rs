@@ -5,6 +5,7 @@
 //! `scrape`, `source`, `metric` (typed by `kind`); `duration` for the `10s` notation.
 
 mod duration;
+mod history;
 mod metric;
 mod scrape;
 mod source;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use duration::HumanDuration;
+pub use history::HistoryConfig;
 pub use metric::{
     default_metrics, FloorSpec, MetricKind, MetricSpec, RecommendationSpec, Sustain, TargetSpec,
     ThresholdSpec, ValidWhen,
@@ -55,6 +57,9 @@ pub struct Config {
     /// Start the built-in demo exporter inside `serve` (the local demo; never in production).
     #[serde(default)]
     pub demo: Option<DemoConfig>,
+    /// Answer history for `/status/history`, the status page and the per-scope self-metrics.
+    #[serde(default)]
+    pub history: HistoryConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -128,6 +133,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.scrape.validate()?;
+        self.history.validate()?;
         if let Some(source) = &self.source {
             source.validate(&self.scrape)?;
         }
@@ -171,6 +177,23 @@ mod tests {
 
     fn err(yaml: &str) -> String {
         Config::from_yaml(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_history_section_defaults_to_an_hour_and_1000_scopes_and_is_bounded() {
+        let d = Config::from_yaml("").unwrap().history;
+        assert_eq!(d.retention.0, Duration::from_secs(3600));
+        assert_eq!(d.max_scopes, 1000);
+        let c = Config::from_yaml("history: {retention: 10m, maxScopes: 50}").unwrap();
+        assert_eq!(c.history.retention.0, Duration::from_secs(600));
+        assert_eq!(c.history.max_scopes, 50);
+        assert!(err("history: {maxScopes: 0}").contains("history.maxScopes"));
+        assert!(err("history: {retention: 1s}").contains("history.retention"));
+        assert!(err("history: {retention: 48h}").contains("history.retention"));
+        assert!(err("history: {retain: 1h}").contains("retain"));
+        assert!(err("history: {entriesPerScope: 0}").contains("history.entriesPerScope"));
+        let c = Config::from_yaml("history: {entriesPerScope: 600}").unwrap();
+        assert_eq!(c.history.entries_per_scope, Some(600));
     }
 
     #[test]

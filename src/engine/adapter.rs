@@ -21,7 +21,9 @@ use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
 use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
-use crate::telemetry::SelfMetrics;
+use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
+
+use super::history::{self, Filter, History, HistoryKey};
 
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
@@ -90,13 +92,24 @@ pub struct Adapter {
     /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
     /// `seen`.
     evaluations: Mutex<BTreeMap<QueryKey, EvaluationLog>>,
+    /// The answers served to HPAs, per scope, bounded (history.rs).
+    history: Mutex<History>,
 }
 
 impl Adapter {
     pub(crate) fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
         let store = Arc::new(Store::new());
         store.set_targets(static_targets(&config));
+        let mut limits = history::Limits::for_retention(
+            config.history.retention.0.as_millis() as Millis,
+            config.history.max_scopes,
+        );
+        if let Some(n) = config.history.entries_per_scope {
+            limits.capacity = n.max(1);
+        }
+        let history = History::new(limits);
         Adapter {
+            history: Mutex::new(history),
             config: Arc::new(config),
             source: store.clone(),
             store,
@@ -254,7 +267,60 @@ impl Adapter {
             }
             .as_str(),
         );
+        self.record_answer(
+            HistoryKey {
+                metric: spec.name().to_string(),
+                namespace: namespace.to_string(),
+                scope: selector.to_string(),
+            },
+            &answer,
+            now,
+        );
         Ok(answer)
+    }
+
+    /// Keep an answer served to an HPA in the history. Every front door calls this for what it
+    /// serves (an External selector, or an Object reference as the key's scope); `/status`
+    /// evaluations are not recorded.
+    pub(crate) fn record_answer(&self, key: HistoryKey, answer: &Answer, now: Millis) {
+        let evicted = self
+            .history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(key, answer, now);
+        if let Some(k) = evicted {
+            tracing::debug!(metric = %k.metric, namespace = %k.namespace, scope = %k.scope, "history.maxScopes reached: dropped the scope asked about least recently");
+        }
+    }
+
+    /// Every scrape target of the active source and its health (none for the Prometheus
+    /// source).
+    pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, crate::store::TargetHealth)> {
+        self.source.targets()
+    }
+
+    /// Whether evidence comes from a Prometheus source rather than the embedded scraper.
+    pub fn has_prometheus_source(&self) -> bool {
+        self.config
+            .source
+            .as_ref()
+            .is_some_and(|s| s.prometheus.is_some())
+    }
+
+    /// The answer history of the scopes `filter` selects, oldest entry first.
+    pub fn history(&self, filter: &Filter) -> HistoryView {
+        let now = self.clock.now_ms();
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = h.limits();
+        HistoryView {
+            now_ms: now,
+            retention_ms: limits.retention_ms,
+            capacity: limits.capacity,
+            max_scopes: limits.max_scopes,
+            tracked: h.len(),
+            dropped_scopes: h.dropped_scopes(),
+            scopes: h.snapshot(filter, now),
+        }
     }
 
     fn answer_spec<'a>(
@@ -723,6 +789,25 @@ impl Adapter {
         m.set_gauge("series", &m.series, held.series);
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
         m.set_gauge("targets", &m.targets, held.targets);
+        m.ready.set(i64::from(self.is_ready()));
+        // Without a Prometheus source its families would only ever say 0 (issue 16).
+        m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
+        let (states, tracked, dropped) = {
+            let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            (h.states(), h.len(), h.dropped_scopes())
+        };
+        let scopes: Vec<ScopeGauges> = states
+            .into_iter()
+            .map(|s| ScopeGauges {
+                workload: s.key.workload().to_string(),
+                namespace: s.key.namespace,
+                metric: s.key.metric,
+                refusing: s.refusing,
+                refusing_since_seconds: s.refusing_since_ms.map(|ms| ms as f64 / 1000.0),
+                floor_holds: s.floor_holds,
+            })
+            .collect();
+        m.set_scopes(&scopes, tracked, dropped);
     }
 
     /// The `/status` document: the workloads seen in requests or found in the data, each with
@@ -920,6 +1005,43 @@ fn floor_warnings(w: &WorkloadRef) -> Vec<String> {
     }
 }
 
+/// The answer history as `/status/history` and the status page show it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryView {
+    #[serde(skip)]
+    pub now_ms: Millis,
+    #[serde(skip)]
+    pub retention_ms: Millis,
+    pub capacity: usize,
+    pub max_scopes: usize,
+    pub tracked: usize,
+    pub dropped_scopes: u64,
+    #[serde(serialize_with = "scopes_json")]
+    pub scopes: Vec<history::ScopeHistory>,
+}
+
+fn scopes_json<S: serde::Serializer>(
+    scopes: &[history::ScopeHistory],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(scopes.len()))?;
+    for h in scopes {
+        seq.serialize_element(&json!({
+            "metric": h.key.metric,
+            "namespace": h.key.namespace,
+            "scope": h.key.scope,
+            "workload": h.key.workload(),
+            "reason": h.last_reason,
+            "inputs": h.last_inputs,
+            "inputsTotal": h.last_inputs_total,
+            "entries": h.entries,
+        }))?;
+    }
+    seq.end()
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WorkloadStatus {
@@ -964,6 +1086,59 @@ mod tests {
         fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
             0
         }
+    }
+
+    #[tokio::test]
+    async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not() {
+        let metrics = Arc::new(SelfMetrics::new());
+        let adapter = Adapter::new(
+            Config::from_yaml("history: {retention: 1m, maxScopes: 1}").unwrap(),
+            Arc::new(ManualClock::new(1_000_000)),
+            metrics.clone(),
+        );
+        let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
+        adapter
+            .answer("hpa_target_replicas", "games", &lobby)
+            .await
+            .unwrap();
+        adapter.record_query("hpa_target_replicas", "games", &lobby);
+        adapter.status(&super::StatusQuery::default()).await;
+        let h = adapter.history(&Filter::default());
+        assert_eq!(h.capacity, 4);
+        assert_eq!(h.scopes.len(), 1);
+        assert_eq!(h.scopes[0].entries.len(), 1, "/status must not record");
+        assert!(h.scopes[0].entries[0].is_refusal());
+        // Nothing exported: a refusal, no scrape, so the whole scope is refusing.
+        let out = adapter.render_self_metrics();
+        assert!(out.contains(
+            "hpa_bridge_scope_refusing{namespace=\"games\",metric=\"hpa_target_replicas\",workload=\"lobby\"} 1"
+        ), "{out}");
+        assert!(!out.contains("hpa_bridge_prometheus"), "{out}");
+        assert!(out.contains("hpa_bridge_ready 0"), "{out}");
+        // The cap of one scope: asking for shop drops lobby, from the history and the metrics.
+        adapter
+            .answer("hpa_target_replicas", "games", &shop)
+            .await
+            .unwrap();
+        let h = adapter.history(&Filter::default());
+        assert_eq!((h.tracked, h.dropped_scopes), (1, 1));
+        assert_eq!(h.scopes[0].key.workload(), "shop");
+        let out = adapter.render_self_metrics();
+        assert!(!out.contains("workload=\"lobby\""), "{out}");
+        assert!(
+            out.contains("hpa_bridge_history_scopes_dropped_total 1"),
+            "{out}"
+        );
+        // Unknown metrics are not answers: nothing recorded.
+        assert!(adapter.answer("nope", "games", &shop).await.is_err());
+        assert!(adapter
+            .history(&Filter {
+                namespace: Some("other".into()),
+                metric: None
+            })
+            .scopes
+            .is_empty());
     }
 
     #[tokio::test]

@@ -4,8 +4,9 @@
 
 mod adapter;
 mod builder;
+pub mod history;
 mod status;
 
-pub use adapter::{static_target_id, static_targets, Adapter, QueryError};
+pub use adapter::{static_target_id, static_targets, Adapter, HistoryView, QueryError};
 pub use builder::{Engine, EngineBuilder};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};

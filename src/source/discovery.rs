@@ -332,7 +332,6 @@ impl Discovery {
         targets.dedup_by(|a, b| a.id == b.id);
         targets
     }
-
 }
 
 impl Cluster for Discovery {

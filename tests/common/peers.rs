@@ -31,6 +31,16 @@ pub fn prometheus() -> PathBuf {
     on_path("prometheus").unwrap_or_else(|| missing("prometheus", "apt-get install prometheus", ""))
 }
 
+/// promtool, on `PATH` (Debian's `prometheus` package ships it).
+pub fn promtool() -> PathBuf {
+    on_path("promtool").unwrap_or_else(|| missing("promtool", "apt-get install prometheus", ""))
+}
+
+/// Chromium, on `PATH` (Debian's `chromium` package), for the status page's browser test.
+pub fn chromium() -> PathBuf {
+    on_path("chromium").unwrap_or_else(|| missing("chromium", "apt-get install chromium", ""))
+}
+
 /// The command that runs kubernetes-validate (the Kubernetes JSON schemas, offline): the
 /// `kubernetes-validate` script, else the module under `python3`.
 pub fn kubernetes_validate() -> Vec<String> {

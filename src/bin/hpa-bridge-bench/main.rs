@@ -16,6 +16,7 @@
 
 mod exporter;
 mod hostile;
+mod page;
 mod pages;
 mod parse;
 mod prometheus;
@@ -72,7 +73,7 @@ struct BenchArgs {
     /// Directory for BENCHMARKS.md and benchmarks.json.
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
-    /// Parts to run (default all): serve, parse, scale, prometheus.
+    /// Parts to run (default all): serve, parse, scale, prometheus, hostile, page.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -178,7 +179,7 @@ pub struct BenchOptions {
     /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
     pub quick: bool,
     pub out_dir: PathBuf,
-    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`.
+    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`, `page`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -261,6 +262,10 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     if opts.wants("prometheus") {
         eprintln!("bench: prometheus...");
         report.prometheus = Some(prometheus::run()?);
+    }
+    if opts.wants("page") {
+        eprintln!("bench: status page...");
+        report.page = Some(page::run(opts.quick));
     }
     report.build_figures();
     report.write(&opts.out_dir)?;

@@ -118,6 +118,7 @@ pub struct Report {
     pub scale: Option<ScaleResult>,
     pub prometheus: Option<PrometheusResult>,
     pub hostile: Option<super::hostile::HostileResult>,
+    pub page: Option<super::page::PageResult>,
 }
 
 fn load_average() -> String {
@@ -170,6 +171,7 @@ impl Report {
             scale: None,
             prometheus: None,
             hostile: None,
+            page: None,
         }
     }
 
@@ -379,6 +381,9 @@ impl Report {
         if let Some(h) = &self.hostile {
             f.extend(super::hostile::figures(h));
         }
+        if let Some(p) = &self.page {
+            f.extend(super::page::figures(p));
+        }
         self.figures = f;
     }
 
@@ -543,6 +548,9 @@ impl Report {
                  queries) counted by the source: {}. Every request answered {}.\n",
                 p.note, p.burst_ms, p.cache_hits_coalescing_only, p.answer
             );
+        }
+        if let Some(p) = &self.page {
+            let _ = writeln!(md, "{}", super::page::note(p));
         }
         md
     }

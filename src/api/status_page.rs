@@ -1,0 +1,509 @@
+//! The status page at `/` on the metrics port, for a person: one row per workload with the
+//! target served and why, a timeline of the served target, the recommendation and the floor
+//! with refusal periods shaded (the reason on hover), and the scrape targets' health.
+//!
+//! Pure: data in, HTML out. Server-rendered HTML and inline SVG, with no scripts, fonts or
+//! stylesheets from anywhere (clusters often block egress), readable with JavaScript off, and
+//! every value that came from a request, a label or an exporter escaped.
+
+use std::fmt::Write;
+
+use crate::clock::{rfc3339, Millis};
+use crate::engine::history::{Entry, ScopeHistory, Served, HPA_CADENCE_MS};
+
+/// How often the page reloads itself (a `<meta http-equiv="refresh">`, no script).
+pub const REFRESH_SECONDS: u32 = 15;
+
+/// One scrape target's health, as the page shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetRow {
+    pub id: String,
+    pub healthy: bool,
+    pub last_error: Option<String>,
+    pub last_success_age_seconds: Option<f64>,
+    pub consecutive_failures: u32,
+}
+
+/// Everything the page shows.
+#[derive(Clone, Debug)]
+pub struct Page<'a> {
+    pub now_ms: Millis,
+    pub retention_ms: Millis,
+    pub ready: bool,
+    pub scopes: &'a [ScopeHistory],
+    pub tracked: usize,
+    pub max_scopes: usize,
+    pub dropped_scopes: u64,
+    /// `None` when the active source has no scrape targets (the Prometheus source).
+    pub targets: Option<&'a [TargetRow]>,
+}
+
+/// `text` safe in HTML text and in a double- or single-quoted attribute.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The text the HPA's Status error carries for a refusal, or the value and its reason.
+pub fn row_text(h: &ScopeHistory) -> String {
+    match h.entries.last().map(|e| &e.served) {
+        Some(Served::Refused { kind, .. }) => format!(
+            "{} {}: {}",
+            h.key.metric,
+            super::refusal_verb(*kind),
+            h.last_reason
+        ),
+        Some(Served::Value { value }) => format!("{value}: {}", h.last_reason),
+        None => "no answer in the retained window".into(),
+    }
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
+table{border-collapse:collapse;margin-bottom:2em}\
+td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}\
+.refused{color:#a40000;font-weight:600}.ok{color:#146c2e}\
+.why{max-width:34em;overflow-wrap:anywhere}code{overflow-wrap:anywhere;font-size:12px}\
+svg{background:#fafafa;border:1px solid #ddd}.legend span{margin-right:1em}\
+.dim{color:#777}";
+
+/// Render the page.
+pub fn render(page: &Page) -> String {
+    let mut out = String::with_capacity(4096 + page.scopes.len() * 2048);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
+         <title>hpa-bridge status</title><style>{STYLE}</style></head><body>\
+         <h1>hpa-bridge</h1><p>{} &middot; {} &middot; {} of at most {} scopes tracked{} \
+         &middot; refreshes every {REFRESH_SECONDS}s &middot; \
+         <a href=\"/status\">/status</a> <a href=\"/status/history\">/status/history</a> \
+         <a href=\"/metrics\">/metrics</a></p>",
+        escape(&rfc3339(page.now_ms)),
+        if page.ready {
+            "ready"
+        } else {
+            "<span class=\"refused\">not ready</span>"
+        },
+        page.tracked,
+        page.max_scopes,
+        if page.dropped_scopes > 0 {
+            format!(" ({} dropped by history.maxScopes)", page.dropped_scopes)
+        } else {
+            String::new()
+        },
+    );
+    out.push_str(
+        "<h2>Workloads</h2><p class=\"legend\"><span style=\"color:#1f5fbf\">&#9473; served target</span>\
+         <span style=\"color:#2e8b57\">&#9476; recommendation</span>\
+         <span style=\"color:#b8860b\">&#9478; floor</span>\
+         <span style=\"background:#f4c7c3\">&#160;refused&#160;</span> (hover a band for its reason)</p>",
+    );
+    if page.scopes.is_empty() {
+        out.push_str("<p class=\"dim\">No HPA has asked yet.</p>");
+    } else {
+        out.push_str(
+            "<table id=\"workloads\"><tr><th>namespace</th><th>workload (scope)</th><th>metric</th>\
+             <th>target</th><th>timeline</th><th>why</th></tr>",
+        );
+        for h in page.scopes {
+            row(&mut out, h, page);
+        }
+        out.push_str("</table>");
+    }
+    out.push_str("<h2>Scrape targets</h2>");
+    match page.targets {
+        None => out.push_str("<p class=\"dim\">The active source has no scrape targets.</p>"),
+        Some([]) => out.push_str("<p class=\"dim\">No scrape targets.</p>"),
+        Some(targets) => {
+            out.push_str(
+                "<table id=\"targets\"><tr><th>target</th><th>health</th><th>last success</th>\
+                 <th>failures in a row</th><th>last error</th></tr>",
+            );
+            for t in targets {
+                let _ = write!(
+                    out,
+                    "<tr class=\"target\"><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    escape(&t.id),
+                    if t.healthy { "ok" } else { "refused" },
+                    if t.healthy { "up" } else { "down" },
+                    t.last_success_age_seconds
+                        .map(|a| format!("{a:.0}s ago"))
+                        .unwrap_or_else(|| "never".into()),
+                    t.consecutive_failures,
+                    escape(t.last_error.as_deref().unwrap_or("")),
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
+    let newest = h.entries.last();
+    let refused = newest.is_some_and(Entry::is_refusal);
+    let target = match newest.map(|e| &e.served) {
+        Some(Served::Value { value }) => value.to_string(),
+        Some(Served::Refused { .. }) => "refused".into(),
+        None => "&#8212;".into(),
+    };
+    let _ = write!(
+        out,
+        "<tr class=\"workload{}\" data-namespace=\"{}\" data-workload=\"{}\" data-metric=\"{}\">\
+         <td>{}</td><td>{}<br><code>{}</code></td><td>{}</td><td class=\"{}\">{}</td><td>",
+        if refused { " refusing" } else { "" },
+        escape(&h.key.namespace),
+        escape(h.key.workload()),
+        escape(&h.key.metric),
+        escape(&h.key.namespace),
+        escape(h.key.workload()),
+        escape(&h.key.scope),
+        escape(&h.key.metric),
+        if refused { "refused" } else { "ok" },
+        target,
+    );
+    timeline(out, &h.entries, page.now_ms, page.retention_ms);
+    let _ = write!(
+        out,
+        "</td><td class=\"why\">{}{}",
+        escape(&row_text(h)),
+        inputs(h)
+    );
+    out.push_str("</td></tr>");
+}
+
+/// One line of the timeline: class, colour, dash pattern, and the value it draws.
+type Line = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&Entry) -> Option<u64>,
+);
+
+/// The newest answer's inputs, folded (`<details>` opens without JavaScript).
+fn inputs(h: &ScopeHistory) -> String {
+    if h.last_inputs.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<details><summary>{} input{}</summary><ul class=\"inputs\">",
+        h.last_inputs_total,
+        if h.last_inputs_total == 1 { "" } else { "s" }
+    );
+    for i in &h.last_inputs {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> = {} from {}: {}</li>",
+            escape(&i.series),
+            escape(&i.value),
+            escape(&i.target),
+            escape(&i.status),
+        );
+    }
+    if h.last_inputs_total > h.last_inputs.len() {
+        let _ = write!(
+            out,
+            "<li>and {} more</li>",
+            h.last_inputs_total - h.last_inputs.len()
+        );
+    }
+    out.push_str("</ul></details>");
+    out
+}
+
+const WIDTH: f64 = 480.0;
+const HEIGHT: f64 = 90.0;
+const PAD: f64 = 4.0;
+
+/// The timeline of one scope over the retention window ending now.
+fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Millis) {
+    let start = now.saturating_sub(retention_ms);
+    let span = retention_ms.max(1) as f64;
+    let x =
+        |t: Millis| PAD + (t.saturating_sub(start) as f64 / span).min(1.0) * (WIDTH - 2.0 * PAD);
+    let top = entries
+        .iter()
+        .flat_map(|e| [e.value(), e.recommendation, e.floor])
+        .flatten()
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let y = |v: u64| HEIGHT - PAD - (v as f64 / top) * (HEIGHT - 2.0 * PAD - 12.0);
+    let _ = write!(
+        out,
+        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
+         viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\"><title>answers over the last {}</title>\
+         <text x=\"{PAD}\" y=\"11\" font-size=\"10\" fill=\"#777\">max {top}</text>",
+        crate::config::HumanDuration(std::time::Duration::from_millis(retention_ms.max(0) as u64)),
+    );
+    // Where each entry's period ends: the next entry, or one HPA sync after it for the newest.
+    let end_of = |i: usize| -> Millis {
+        entries
+            .get(i + 1)
+            .map(|n| n.at_ms)
+            .unwrap_or_else(|| (entries[i].at_ms + HPA_CADENCE_MS).min(now.max(entries[i].at_ms)))
+    };
+    // Refusal bands: one per run of consecutive refusals, with the run's first reason.
+    let mut i = 0;
+    while i < entries.len() {
+        if let Served::Refused { kind, reason } = &entries[i].served {
+            let begin = entries[i].at_ms;
+            let mut j = i;
+            while entries
+                .get(j + 1)
+                .is_some_and(|n| matches!(&n.served, Served::Refused { kind: k, .. } if k == kind))
+            {
+                j += 1;
+            }
+            let (x0, x1) = (x(begin), x(end_of(j)).max(x(begin) + 1.0));
+            let _ = write!(
+                out,
+                "<rect class=\"refusal\" data-kind=\"{kind:?}\" x=\"{x0:.1}\" y=\"0\" width=\"{:.1}\" height=\"{HEIGHT}\" fill=\"#f4c7c3\">\
+                 <title>{} to {}: refused ({kind:?}): {}</title></rect>",
+                x1 - x0,
+                escape(&rfc3339(begin)),
+                escape(&rfc3339(end_of(j))),
+                escape(reason),
+            );
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    // Step lines; a gap (a refusal, or a missing input) breaks the line.
+    let series: [Line; 3] = [
+        ("floor", "#b8860b", "2,3", |e| e.floor),
+        ("recommendation", "#2e8b57", "6,3", |e| e.recommendation),
+        ("served", "#1f5fbf", "", Entry::value),
+    ];
+    for (class, colour, dash, get) in series {
+        // Runs of one value are one horizontal segment; a change is a vertical step. Whole
+        // pixels: the page for 1,000 scopes stays a few MB (BENCHMARKS.md).
+        let mut path = String::new();
+        // The pen's (y, end x) while drawing.
+        let mut pen: Option<(i64, i64)> = None;
+        for (i, e) in entries.iter().enumerate() {
+            match get(e) {
+                Some(v) => {
+                    let (x0, x1, yv) = (
+                        x(e.at_ms).round() as i64,
+                        x(end_of(i)).round() as i64,
+                        y(v).round() as i64,
+                    );
+                    match pen {
+                        Some((py, _)) if py == yv => {}
+                        Some((_, end)) => {
+                            let _ = write!(path, "H{end}V{yv}");
+                        }
+                        None => {
+                            let _ = write!(path, "M{x0},{yv}");
+                        }
+                    }
+                    pen = Some((yv, x1));
+                }
+                None => {
+                    if let Some((_, end)) = pen.take() {
+                        let _ = write!(path, "H{end}");
+                    }
+                }
+            }
+        }
+        if let Some((_, end)) = pen {
+            let _ = write!(path, "H{end}");
+        }
+        if path.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<path class=\"{class}\" d=\"{path}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{}\"{}/>",
+            if class == "served" { 2 } else { 1 },
+            if dash.is_empty() {
+                String::new()
+            } else {
+                format!(" stroke-dasharray=\"{dash}\"")
+            },
+        );
+    }
+    out.push_str("</svg>");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::engine::history::{HistoryKey, InputCounts};
+    use crate::policy::RefusalKind;
+
+    fn entry(at_ms: Millis, served: Served, rec: Option<u64>, floor: Option<u64>) -> Entry {
+        Entry {
+            at_ms,
+            served,
+            recommendation: rec,
+            floor,
+            inputs: InputCounts::default(),
+        }
+    }
+
+    fn refused(reason: &str) -> Served {
+        Served::Refused {
+            kind: RefusalKind::Stale,
+            reason: Arc::from(reason),
+        }
+    }
+
+    fn scope(workload: &str, entries: Vec<Entry>, last_reason: &str) -> ScopeHistory {
+        ScopeHistory {
+            key: HistoryKey {
+                metric: "hpa_target_replicas".into(),
+                namespace: "games".into(),
+                scope: format!("hpa_target_name={workload}"),
+            },
+            entries,
+            last_reason: last_reason.into(),
+            last_inputs: Vec::new(),
+            last_inputs_total: 0,
+        }
+    }
+
+    fn page<'a>(scopes: &'a [ScopeHistory], targets: Option<&'a [TargetRow]>) -> String {
+        render(&Page {
+            now_ms: 3_600_000,
+            retention_ms: 3_600_000,
+            ready: true,
+            scopes,
+            tracked: scopes.len(),
+            max_scopes: 1000,
+            dropped_scopes: 0,
+            targets,
+        })
+    }
+
+    #[test]
+    fn escape_covers_text_and_attributes() {
+        assert_eq!(
+            escape("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+    }
+
+    #[test]
+    fn every_value_from_outside_is_escaped() {
+        let evil = "<script>alert(1)</script>";
+        let mut s = scope(
+            evil,
+            vec![entry(3_000_000, refused(evil), Some(1), None)],
+            evil,
+        );
+        s.key.namespace = format!("ns\"{evil}");
+        s.last_inputs = vec![crate::engine::history::InputSummary {
+            target: evil.into(),
+            series: format!("x{{note=\"{evil}\"}}"),
+            value: evil.into(),
+            status: evil.into(),
+        }];
+        s.last_inputs_total = 9;
+        s.key.metric = format!("m'{evil}");
+        let targets = [TargetRow {
+            id: format!("http://x/{evil}"),
+            healthy: false,
+            last_error: Some(evil.into()),
+            last_success_age_seconds: None,
+            consecutive_failures: 3,
+        }];
+        let html = page(std::slice::from_ref(&s), Some(&targets));
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("\"ns\""), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("<summary>9 inputs</summary>"), "{html}");
+        assert!(html.contains("<li>and 8 more</li>"), "{html}");
+        // No external resource of any kind, and no script.
+        for banned in [
+            "src=",
+            "<link",
+            "@import",
+            "url(",
+            "http://fonts",
+            "https://",
+        ] {
+            assert!(!html.contains(banned), "{banned} in {html}");
+        }
+    }
+
+    #[test]
+    fn a_row_shows_the_target_and_the_status_error_text_and_refusal_bands() {
+        let s = scope(
+            "lobby",
+            vec![
+                entry(3_000_000, Served::Value { value: 4 }, Some(2), Some(4)),
+                entry(3_015_000, refused("lobby-1 is stale"), None, Some(4)),
+                entry(3_030_000, refused("lobby-1 is stale"), None, Some(4)),
+                entry(3_045_000, Served::Value { value: 5 }, Some(5), Some(4)),
+                entry(3_060_000, refused("gone again"), None, None),
+            ],
+            "no series of x match y",
+        );
+        let html = page(std::slice::from_ref(&s), None);
+        assert!(html.contains("class=\"workload refusing\""), "{html}");
+        assert!(html.contains("hpa_target_replicas is stale: no series of x match y"));
+        assert_eq!(html.matches("<rect class=\"refusal\"").count(), 2, "{html}");
+        assert!(html.contains("refused (Stale): lobby-1 is stale</title>"));
+        assert!(html.contains("<path class=\"served\""));
+        assert!(html.contains("<path class=\"recommendation\""));
+        assert!(html.contains("<path class=\"floor\""));
+        assert!(html.contains("<meta http-equiv=\"refresh\" content=\"15\">"));
+        assert!(html.contains("The active source has no scrape targets"));
+        let ok = scope(
+            "shop",
+            vec![entry(3_000_000, Served::Value { value: 3 }, Some(3), None)],
+            "max of 1 fresh series",
+        );
+        let html = page(std::slice::from_ref(&ok), Some(&[]));
+        assert!(html.contains("3: max of 1 fresh series"));
+        assert!(!html.contains("<rect class=\"refusal\""));
+    }
+
+    #[test]
+    fn a_run_of_one_value_is_one_segment_and_a_change_one_step() {
+        let mut entries: Vec<Entry> = (0..200)
+            .map(|i| {
+                entry(
+                    3_000_000 + i * 3_000,
+                    Served::Value { value: 3 },
+                    None,
+                    None,
+                )
+            })
+            .collect();
+        entries.push(entry(3_600_000, Served::Value { value: 6 }, None, None));
+        let mut out = String::new();
+        timeline(&mut out, &entries, 3_600_000, 3_600_000);
+        let d = out
+            .split("<path class=\"served\" d=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap();
+        assert_eq!(d.matches('M').count(), 1, "{d}");
+        assert_eq!(d.matches('V').count(), 1, "{d}");
+        assert_eq!(d.matches('H').count(), 2, "{d}");
+    }
+
+    #[test]
+    fn an_empty_history_renders() {
+        let html = page(&[], None);
+        assert!(html.contains("No HPA has asked yet"));
+        assert!(html.ends_with("</html>\n"));
+    }
+}

@@ -1,0 +1,700 @@
+//! Answer history: for every scope an HPA has asked about, the recent answers it was served,
+//! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O.
+//!
+//! Two bounds keep it finite whatever the cluster or the exporters do: each scope keeps at most
+//! `capacity` entries (the retention at the HPA's 15 s cadence, docs/hpa-behaviour.md §1.7.5),
+//! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
+//! that was asked about least recently, and `dropped_scopes` counts the evictions.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::clock::{rfc3339, Millis};
+use crate::config::MetricKind;
+use crate::policy::{Answer, Outcome, RefusalKind};
+
+/// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
+/// which one HPA asks, which turns a retention into a ring length.
+pub const HPA_CADENCE_MS: Millis = 15_000;
+
+/// A refusal reason longer than this is cut (on a character boundary) before it is kept, so
+/// one exporter's long label values cannot make an entry large.
+pub const MAX_REASON_BYTES: usize = 512;
+
+/// What was asked: the metric, the namespace, and the scope within it. The scope is the
+/// selector text for an External metric, or an object reference such as
+/// `statefulsets.apps/lobby` for an Object metric.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct HistoryKey {
+    pub metric: String,
+    pub namespace: String,
+    pub scope: String,
+}
+
+impl HistoryKey {
+    /// The workload the scope names, for labels and the status page: the value of
+    /// `hpa_target_name` in a selector, the name of an object reference, else the scope text.
+    pub fn workload(&self) -> &str {
+        if let Some(rest) = self
+            .scope
+            .split(',')
+            .find_map(|r| r.trim().strip_prefix("hpa_target_name="))
+        {
+            return rest;
+        }
+        if !self.scope.contains('=') {
+            if let Some((_, name)) = self.scope.rsplit_once('/') {
+                return name;
+            }
+        }
+        &self.scope
+    }
+}
+
+/// How the inputs behind one answer were read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InputCounts {
+    pub fresh: u32,
+    pub stale: u32,
+    pub retained: u32,
+    pub unknown: u32,
+}
+
+impl InputCounts {
+    /// Count the inputs of an answer and of the answers it was built from.
+    pub fn of(answer: &Answer) -> InputCounts {
+        let mut c = InputCounts::default();
+        c.add(answer);
+        c
+    }
+
+    fn add(&mut self, answer: &Answer) {
+        for input in &answer.inputs {
+            let s = input.status.as_str();
+            let slot = if s == "fresh" {
+                &mut self.fresh
+            } else if s.starts_with("stale") {
+                &mut self.stale
+            } else if s.starts_with("retained") {
+                &mut self.retained
+            } else {
+                &mut self.unknown
+            };
+            *slot = slot.saturating_add(1);
+        }
+        for part in &answer.parts {
+            self.add(part);
+        }
+    }
+}
+
+/// The served value, or the refusal and its reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Served {
+    Value {
+        value: u64,
+    },
+    Refused {
+        kind: RefusalKind,
+        /// The reason given when this run of refusals of this kind began (shared between the
+        /// run's entries).
+        reason: Arc<str>,
+    },
+}
+
+/// One answer served to an HPA.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    #[serde(serialize_with = "as_rfc3339")]
+    pub at_ms: Millis,
+    pub served: Served,
+    /// The recommendation behind a target (or the value of a recommendation metric).
+    pub recommendation: Option<u64>,
+    /// The stateful floor behind a target (or the value of a floor metric); for an incomplete
+    /// floor, the known lower bound.
+    pub floor: Option<u64>,
+    pub inputs: InputCounts,
+}
+
+fn as_rfc3339<S: serde::Serializer>(ms: &Millis, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*ms))
+}
+
+impl Entry {
+    /// The entry for `answer`, served at `at_ms`; `previous` lends its reason when unchanged.
+    pub fn from_answer(answer: &Answer, at_ms: Millis, previous: Option<&Entry>) -> Entry {
+        let served = match &answer.outcome {
+            Outcome::Value { value, .. } => Served::Value { value: *value },
+            Outcome::Refused { kind, .. } => {
+                // One reason per run of refusals of one kind: the reason given when the run
+                // began. A reason that changes every time (an age in seconds) then costs one
+                // string per run, not one per entry.
+                let reason = match previous.map(|p| &p.served) {
+                    Some(Served::Refused { kind: k, reason: r }) if k == kind => r.clone(),
+                    _ => Arc::from(truncate(&answer.reason, MAX_REASON_BYTES)),
+                };
+                Served::Refused {
+                    kind: *kind,
+                    reason,
+                }
+            }
+        };
+        let (recommendation, floor) = parts_of(answer);
+        Entry {
+            at_ms,
+            served,
+            recommendation,
+            floor,
+            inputs: InputCounts::of(answer),
+        }
+    }
+
+    pub fn value(&self) -> Option<u64> {
+        match &self.served {
+            Served::Value { value } => Some(*value),
+            Served::Refused { .. } => None,
+        }
+    }
+
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.served, Served::Refused { .. })
+    }
+
+    /// The stateful floor, not the recommendation, sets the served target: the value is above
+    /// the recommendation (the floor, or the current replicas held while the floor is
+    /// incomplete).
+    pub fn floor_holds(&self) -> bool {
+        match (self.value(), self.recommendation) {
+            (Some(v), Some(r)) => v > r && self.floor.is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// The value behind an answer's recommendation and floor, by the kind of metric.
+fn parts_of(answer: &Answer) -> (Option<u64>, Option<u64>) {
+    let bound = |a: &Answer| match a.outcome {
+        Outcome::Value { value, .. } => Some(value),
+        Outcome::Refused {
+            known_lower_bound, ..
+        } => known_lower_bound,
+    };
+    match answer.kind {
+        k if k == MetricKind::Target.as_str() => {
+            let rec = answer.parts.first().and_then(|p| p.value());
+            let floor = answer.parts.get(1).and_then(bound);
+            (rec, floor)
+        }
+        k if k == MetricKind::StatefulFloor.as_str() => (None, bound(answer)),
+        _ => (answer.value(), None),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Inputs of the newest answer kept per scope, for the status page; the rest are counted.
+pub const MAX_INPUTS_KEPT: usize = 8;
+
+/// One input of the newest answer, as text, each field cut at `MAX_REASON_BYTES`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InputSummary {
+    pub target: String,
+    /// `series{label="value",...}` as exported (label values unescaped).
+    pub series: String,
+    pub value: String,
+    pub status: String,
+}
+
+fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usize) {
+    for input in &answer.inputs {
+        *total += 1;
+        if out.len() < MAX_INPUTS_KEPT {
+            let labels: Vec<String> = input
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect();
+            let series = format!("{}{{{}}}", input.series, labels.join(","));
+            out.push(InputSummary {
+                target: truncate(&input.target, MAX_REASON_BYTES).to_string(),
+                series: truncate(&series, MAX_REASON_BYTES).to_string(),
+                value: truncate(&input.value, 64).to_string(),
+                status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
+            });
+        }
+    }
+    for part in &answer.parts {
+        input_summaries(part, out, total);
+    }
+}
+
+/// The newest state of one scope, for the self-metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeState {
+    pub key: HistoryKey,
+    pub refusing: bool,
+    /// When the current run of refusals began (0 when not refusing).
+    pub refusing_since_ms: Option<Millis>,
+    pub floor_holds: bool,
+    pub last_at_ms: Millis,
+}
+
+#[derive(Debug)]
+struct Ring {
+    entries: VecDeque<Entry>,
+    /// The first refusal of the current run; kept apart from the ring so a refusal longer than
+    /// the retention still reports when it began.
+    refusing_since_ms: Option<Millis>,
+    last_at_ms: Millis,
+    /// The full reason of the newest answer, value or refusal (cut at `MAX_REASON_BYTES`).
+    last_reason: String,
+    /// The first inputs of the newest answer, and how many it had.
+    last_inputs: Vec<InputSummary>,
+    last_inputs_total: usize,
+}
+
+/// The bounds of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Entries older than this are dropped.
+    pub retention_ms: Millis,
+    /// Entries per scope.
+    pub capacity: usize,
+    pub max_scopes: usize,
+}
+
+impl Limits {
+    /// The ring length for `retention` at the HPA's cadence.
+    pub fn for_retention(retention_ms: Millis, max_scopes: usize) -> Limits {
+        let capacity = (retention_ms / HPA_CADENCE_MS).max(1) as usize;
+        Limits {
+            retention_ms,
+            capacity,
+            max_scopes: max_scopes.max(1),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::for_retention(3_600_000, 1000)
+    }
+}
+
+/// The history of every tracked scope.
+#[derive(Debug)]
+pub struct History {
+    limits: Limits,
+    scopes: BTreeMap<HistoryKey, Ring>,
+    dropped_scopes: u64,
+}
+
+impl History {
+    pub fn new(limits: Limits) -> History {
+        History {
+            limits,
+            scopes: BTreeMap::new(),
+            dropped_scopes: 0,
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Record `answer`, served for `key` at `now`. Returns the scope evicted to make room, if
+    /// any.
+    pub fn record(&mut self, key: HistoryKey, answer: &Answer, now: Millis) -> Option<HistoryKey> {
+        let mut evicted = None;
+        if !self.scopes.contains_key(&key) && self.scopes.len() >= self.limits.max_scopes {
+            if let Some(oldest) = self
+                .scopes
+                .iter()
+                .min_by_key(|(_, r)| r.last_at_ms)
+                .map(|(k, _)| k.clone())
+            {
+                self.scopes.remove(&oldest);
+                self.dropped_scopes += 1;
+                evicted = Some(oldest);
+            }
+        }
+        let limits = self.limits;
+        let ring = self.scopes.entry(key).or_insert_with(|| Ring {
+            entries: VecDeque::new(),
+            refusing_since_ms: None,
+            last_at_ms: now,
+            last_reason: String::new(),
+            last_inputs: Vec::new(),
+            last_inputs_total: 0,
+        });
+        ring.last_reason.clear();
+        ring.last_reason
+            .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
+        ring.last_inputs.clear();
+        ring.last_inputs_total = 0;
+        input_summaries(answer, &mut ring.last_inputs, &mut ring.last_inputs_total);
+        let entry = Entry::from_answer(answer, now, ring.entries.back());
+        ring.refusing_since_ms = if entry.is_refusal() {
+            Some(ring.refusing_since_ms.unwrap_or(now))
+        } else {
+            None
+        };
+        ring.last_at_ms = ring.last_at_ms.max(now);
+        while ring.entries.len() >= limits.capacity {
+            ring.entries.pop_front();
+        }
+        ring.entries.push_back(entry);
+        let horizon = now.saturating_sub(limits.retention_ms);
+        while ring.entries.front().is_some_and(|e| e.at_ms < horizon) {
+            ring.entries.pop_front();
+        }
+        evicted
+    }
+
+    /// Scopes evicted by the scope cap since the start.
+    pub fn dropped_scopes(&self) -> u64 {
+        self.dropped_scopes
+    }
+
+    pub fn len(&self) -> usize {
+        self.scopes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scopes.is_empty()
+    }
+
+    /// The entries of every scope that passes `filter`, oldest first, without those older than
+    /// the retention at `now`.
+    pub fn snapshot(&self, filter: &Filter, now: Millis) -> Vec<ScopeHistory> {
+        let horizon = now.saturating_sub(self.limits.retention_ms);
+        self.scopes
+            .iter()
+            .filter(|(k, _)| filter.matches(k))
+            .map(|(k, r)| ScopeHistory {
+                key: k.clone(),
+                entries: r
+                    .entries
+                    .iter()
+                    .filter(|e| e.at_ms >= horizon)
+                    .cloned()
+                    .collect(),
+                last_reason: r.last_reason.clone(),
+                last_inputs: r.last_inputs.clone(),
+                last_inputs_total: r.last_inputs_total,
+            })
+            .collect()
+    }
+
+    /// The newest state of every scope.
+    pub fn states(&self) -> Vec<ScopeState> {
+        self.scopes
+            .iter()
+            .filter_map(|(k, r)| {
+                let newest = r.entries.back()?;
+                Some(ScopeState {
+                    key: k.clone(),
+                    refusing: newest.is_refusal(),
+                    refusing_since_ms: r.refusing_since_ms,
+                    floor_holds: newest.floor_holds(),
+                    last_at_ms: r.last_at_ms,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One scope's history, as read out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeHistory {
+    pub key: HistoryKey,
+    /// Oldest first.
+    pub entries: Vec<Entry>,
+    /// The full reason of the newest answer.
+    pub last_reason: String,
+    /// The first `MAX_INPUTS_KEPT` inputs of the newest answer, and how many it had.
+    pub last_inputs: Vec<InputSummary>,
+    pub last_inputs_total: usize,
+}
+
+/// Which scopes `/status/history` returns: all, or those of one namespace and/or metric.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub metric: Option<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, key: &HistoryKey) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == key.namespace)
+            && self
+                .metric
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(&key.metric))
+    }
+}
+
+/// The bytes one entry takes in a full ring, not counting a reason string that changes every
+/// time (reasons are shared between consecutive equal refusals).
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::InputNote;
+
+    fn key(ns: &str, scope: &str) -> HistoryKey {
+        HistoryKey {
+            metric: "hpa_target_replicas".into(),
+            namespace: ns.into(),
+            scope: scope.into(),
+        }
+    }
+
+    fn value(v: u64) -> Answer {
+        Answer::valued("m", MetricKind::Recommendation, v, 0, "r", "why".into())
+    }
+
+    fn refusal(reason: &str) -> Answer {
+        Answer::refused(
+            "m",
+            MetricKind::Recommendation,
+            RefusalKind::Stale,
+            None,
+            "r",
+            reason.into(),
+        )
+    }
+
+    fn note(status: &str) -> InputNote {
+        InputNote {
+            target: "t".into(),
+            series: "s".into(),
+            labels: Default::default(),
+            value: "1".into(),
+            age_seconds: 0.0,
+            status: status.into(),
+            used: true,
+        }
+    }
+
+    fn target(rec: u64, floor: Answer) -> Answer {
+        crate::policy::target("t", value(rec), Some(floor), None)
+    }
+
+    fn floor(v: u64) -> Answer {
+        Answer::valued("f", MetricKind::StatefulFloor, v, 0, "r", "why".into())
+    }
+
+    #[test]
+    fn default_is_one_hour_at_the_hpa_cadence() {
+        let l = Limits::default();
+        assert_eq!(l.capacity, 240);
+        assert_eq!(l.max_scopes, 1000);
+        assert_eq!(Limits::for_retention(1000, 0).capacity, 1);
+        assert_eq!(Limits::for_retention(1000, 0).max_scopes, 1);
+    }
+
+    #[test]
+    fn a_ring_keeps_at_most_capacity_entries_oldest_first() {
+        let mut h = History::new(Limits::for_retention(60_000, 10)); // 4 entries
+        for i in 0..10i64 {
+            h.record(key("a", "x=1"), &value(i as u64), i * 15_000);
+        }
+        let snap = h.snapshot(&Filter::default(), 9 * 15_000);
+        let values: Vec<_> = snap[0].entries.iter().filter_map(Entry::value).collect();
+        assert_eq!(values, [6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn entries_older_than_the_retention_go_even_when_asked_rarely() {
+        let mut h = History::new(Limits::for_retention(60_000, 10));
+        h.record(key("a", "x=1"), &value(1), 0);
+        h.record(key("a", "x=1"), &value(2), 10_000);
+        h.record(key("a", "x=1"), &value(3), 200_000);
+        let snap = h.snapshot(&Filter::default(), 200_000);
+        assert_eq!(snap[0].entries.len(), 1);
+        // A snapshot much later shows nothing, without a record to prune.
+        assert!(h.snapshot(&Filter::default(), 900_000)[0]
+            .entries
+            .is_empty());
+    }
+
+    #[test]
+    fn the_scope_cap_evicts_the_least_recently_asked_scope_and_counts_it() {
+        let mut h = History::new(Limits::for_retention(60_000, 2));
+        assert_eq!(h.record(key("a", "x=1"), &value(1), 0), None);
+        assert_eq!(h.record(key("b", "x=1"), &value(1), 1), None);
+        // `a` is asked again, so `b` is now the oldest.
+        h.record(key("a", "x=1"), &value(1), 2);
+        assert_eq!(
+            h.record(key("c", "x=1"), &value(1), 3),
+            Some(key("b", "x=1"))
+        );
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.dropped_scopes(), 1);
+        // Thousands of scopes never grow it past the cap.
+        for i in 0..5000 {
+            h.record(key("n", &format!("x={i}")), &value(1), 10 + i);
+        }
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.dropped_scopes(), 5001);
+    }
+
+    #[test]
+    fn refusal_runs_report_their_start_and_end_on_a_value() {
+        let mut h = History::new(Limits::default());
+        let k = key("a", "x=1");
+        h.record(k.clone(), &value(3), 0);
+        h.record(k.clone(), &refusal("stale"), 15_000);
+        h.record(k.clone(), &refusal("stale again"), 30_000);
+        let s = &h.states()[0];
+        assert!(s.refusing);
+        assert_eq!(s.refusing_since_ms, Some(15_000));
+        h.record(k.clone(), &value(3), 45_000);
+        let s = &h.states()[0];
+        assert!(!s.refusing);
+        assert_eq!(s.refusing_since_ms, None);
+    }
+
+    #[test]
+    fn a_refusal_longer_than_the_ring_keeps_its_start() {
+        let mut h = History::new(Limits::for_retention(30_000, 1));
+        for i in 0..20 {
+            h.record(key("a", "x=1"), &refusal("r"), i * 15_000);
+        }
+        assert_eq!(h.states()[0].refusing_since_ms, Some(0));
+    }
+
+    #[test]
+    fn a_run_of_refusals_shares_its_first_reason_and_long_ones_are_cut() {
+        let mut h = History::new(Limits::default());
+        h.record(key("a", "x=1"), &refusal("stale: 31s old"), 0);
+        h.record(key("a", "x=1"), &refusal("stale: 46s old"), 15_000);
+        let snap = h.snapshot(&Filter::default(), 15_000);
+        // The newest full reason is kept for the scope.
+        assert_eq!(snap[0].last_reason, "stale: 46s old");
+        let reasons: Vec<&Arc<str>> = snap[0]
+            .entries
+            .iter()
+            .map(|e| match &e.served {
+                Served::Refused { reason, .. } => reason,
+                Served::Value { .. } => panic!("value"),
+            })
+            .collect();
+        assert!(Arc::ptr_eq(reasons[0], reasons[1]));
+        assert_eq!(&**reasons[0], "stale: 31s old");
+        let long = "é".repeat(MAX_REASON_BYTES);
+        let e = Entry::from_answer(&refusal(&long), 0, None);
+        let Served::Refused { reason, .. } = e.served else {
+            panic!("refusal")
+        };
+        assert!(reason.len() <= MAX_REASON_BYTES && reason.len() >= MAX_REASON_BYTES - 1);
+    }
+
+    #[test]
+    fn a_target_entry_carries_its_recommendation_floor_and_input_counts() {
+        let mut rec = value(2);
+        rec.inputs = vec![note("fresh"), note("stale: 40s old")];
+        let mut f = floor(5);
+        f.inputs = vec![
+            note("retained 5 from 30s ago"),
+            note("unknown: x"),
+            note("invalid: NaN"),
+        ];
+        let t = crate::policy::target("t", rec, Some(f), None);
+        let e = Entry::from_answer(&t, 7, None);
+        let mut h = History::new(Limits::default());
+        h.record(key("a", "x=1"), &t, 7);
+        let snap = &h.snapshot(&Filter::default(), 7)[0];
+        assert_eq!(snap.last_inputs_total, 5);
+        assert_eq!(snap.last_inputs.len(), 5);
+        assert_eq!(snap.last_inputs[0].series, "s{}");
+        assert_eq!(snap.last_inputs[2].status, "retained 5 from 30s ago");
+        assert_eq!(e.value(), Some(5));
+        assert_eq!(e.recommendation, Some(2));
+        assert_eq!(e.floor, Some(5));
+        assert!(e.floor_holds());
+        assert_eq!(
+            e.inputs,
+            InputCounts {
+                fresh: 1,
+                stale: 1,
+                retained: 1,
+                unknown: 2
+            }
+        );
+        // The recommendation setting the target: the floor does not hold.
+        assert!(!Entry::from_answer(&target(9, floor(5)), 0, None).floor_holds());
+        // A floor metric on its own: the floor, no recommendation, nothing held.
+        let alone = Entry::from_answer(&floor(4), 0, None);
+        assert_eq!((alone.recommendation, alone.floor), (None, Some(4)));
+        assert!(!alone.floor_holds());
+    }
+
+    #[test]
+    fn an_incomplete_floor_reports_its_known_lower_bound() {
+        let f = Answer::refused(
+            "f",
+            MetricKind::StatefulFloor,
+            RefusalKind::IncompleteFloor,
+            Some(3),
+            "r",
+            "pod x unknown".into(),
+        );
+        let t = crate::policy::target("t", value(1), Some(f), Some(4));
+        let e = Entry::from_answer(&t, 0, None);
+        assert_eq!(
+            (e.value(), e.recommendation, e.floor),
+            (Some(4), Some(1), Some(3))
+        );
+        assert!(e.floor_holds());
+    }
+
+    #[test]
+    fn filters_match_namespace_and_metric() {
+        let k = key("games", "hpa_target_name=lobby");
+        assert!(Filter::default().matches(&k));
+        let ns = |n: &str| Filter {
+            namespace: Some(n.into()),
+            metric: None,
+        };
+        assert!(ns("games").matches(&k));
+        assert!(!ns("other").matches(&k));
+        let m = Filter {
+            namespace: None,
+            metric: Some("HPA_TARGET_REPLICAS".into()),
+        };
+        assert!(m.matches(&k));
+    }
+
+    #[test]
+    fn the_workload_comes_from_the_selector_or_the_object() {
+        assert_eq!(key("a", "hpa_target_name=lobby").workload(), "lobby");
+        assert_eq!(key("a", "app=x,hpa_target_name=lobby").workload(), "lobby");
+        assert_eq!(key("a", "statefulsets.apps/lobby").workload(), "lobby");
+        assert_eq!(key("a", "app=x").workload(), "app=x");
+        assert_eq!(key("a", "").workload(), "");
+    }
+
+    #[test]
+    fn memory_per_tracked_scope_is_bounded() {
+        // A full default ring: 240 entries of fixed size plus the key and the deque header.
+        let per_scope = ENTRY_BYTES * Limits::default().capacity;
+        const { assert!(ENTRY_BYTES <= 96) };
+        assert!(per_scope <= 24 * 1024, "{per_scope}");
+    }
+}
