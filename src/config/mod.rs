@@ -6,6 +6,7 @@
 
 mod duration;
 mod metric;
+mod object;
 mod scrape;
 mod source;
 
@@ -20,6 +21,7 @@ pub use metric::{
     default_metrics, FloorSpec, MetricKind, MetricSpec, RecommendationSpec, Sustain, TargetSpec,
     ThresholdSpec, ValidWhen,
 };
+pub use object::{ObjectMetricsConfig, WorkloadLabels};
 pub use scrape::{KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, RESERVED_LABELS};
 pub use source::{PrometheusSourceConfig, PrometheusTls, SourceConfig};
 
@@ -55,6 +57,9 @@ pub struct Config {
     /// Start the built-in demo exporter inside `serve` (the local demo; never in production).
     #[serde(default)]
     pub demo: Option<DemoConfig>,
+    /// How an Object metric query finds its workload's series (custom.metrics.k8s.io).
+    #[serde(default)]
+    pub object_metrics: ObjectMetricsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -145,6 +150,7 @@ impl Config {
                 return Err(invalid("demo.period", "must be at least 1s"));
             }
         }
+        self.object_metrics.validate()?;
         metric::validate_metrics(&self.metrics)
     }
 }

@@ -23,6 +23,8 @@ use crate::source::{EvidenceSource, SourceError};
 use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
+use super::object_scope::{self, ObjectRef};
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
@@ -36,6 +38,8 @@ pub enum QueryError {
 #[derive(Default)]
 struct Fetched {
     evidence: Mutex<Vec<(FetchKey, Result<Evidence, SourceError>)>>,
+    /// An Object metric query: every read is scoped to this workload (object_scope.rs).
+    object: Option<ObjectRef>,
 }
 
 #[derive(PartialEq)]
@@ -255,6 +259,40 @@ impl Adapter {
         Ok(answer)
     }
 
+    /// The answer for one Object metric query (custom.metrics.k8s.io): the same rules as
+    /// `answer`, with every read scoped to the named workload (docs/hpa-behaviour.md §6.5).
+    pub async fn answer_object(
+        &self,
+        metric: &str,
+        object: &ObjectRef,
+        selector: &LabelSelector,
+    ) -> Result<Answer, QueryError> {
+        let spec = self
+            .config
+            .metric(metric)
+            .ok_or_else(|| QueryError::UnknownMetric {
+                metric: metric.into(),
+                served: self.served_metric_names().join(", "),
+            })?;
+        let fetched = Fetched {
+            object: Some(object.clone()),
+            ..Fetched::default()
+        };
+        let now = self.clock.now_ms();
+        let answer = self
+            .answer_spec(spec, &object.namespace, selector, now, &fetched)
+            .await;
+        self.metrics.answer(
+            spec.name(),
+            match answer.refusal() {
+                None => "value".into(),
+                Some(kind) => format!("{kind:?}"),
+            }
+            .as_str(),
+        );
+        Ok(answer)
+    }
+
     fn answer_spec<'a>(
         &'a self,
         spec: &'a MetricSpec,
@@ -424,7 +462,11 @@ impl Adapter {
             let key = QueryKey {
                 metric: spec.name().to_string(),
                 namespace: namespace.into(),
-                selector: selector.to_string(),
+                // An Object query's history is its workload's, apart from any External query's.
+                selector: match &fetched.object {
+                    None => selector.to_string(),
+                    Some(o) => format!("{o}|{selector}"),
+                },
             };
             let mut logs = self.evaluations.lock().unwrap_or_else(|e| e.into_inner());
             if logs.len() >= MAX_SEEN_QUERIES && !logs.contains_key(&key) {
@@ -597,8 +639,8 @@ impl Adapter {
         let mut why = Vec::new();
         for input in inputs {
             let workloads = match self
-                .source
-                .evidence(
+                .read(
+                    fetched,
                     &Scope {
                         series: input.series(),
                         namespace_label: input.namespace_label(),
@@ -664,9 +706,33 @@ impl Adapter {
         if let Some(hit) = fetched.get(&key) {
             return hit;
         }
-        let result = self.source.evidence(scope, now).await;
+        let result = self.read(fetched, scope, now).await;
         fetched.put(key, result.clone());
         result
+    }
+
+    /// Evidence for `scope` from the source, scoped to the workload for an Object query.
+    async fn read(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+    ) -> Result<Evidence, SourceError> {
+        match &fetched.object {
+            None => self.source.evidence(scope, now).await,
+            Some(object) => {
+                let cluster = self.workload_state();
+                object_scope::evidence(
+                    &*self.source,
+                    cluster.as_deref(),
+                    &self.config.object_metrics.workload_labels,
+                    object,
+                    scope,
+                    now,
+                )
+                .await
+            }
+        }
     }
 
     fn warn_once(&self, w: &WorkloadRef, warning: &str) {

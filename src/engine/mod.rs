@@ -4,6 +4,8 @@
 
 mod adapter;
 mod builder;
+mod object_scope;
 
 pub use adapter::{static_target_id, static_targets, Adapter, QueryError};
 pub use builder::{Engine, EngineBuilder};
+pub use object_scope::{ObjectKind, ObjectRef};
