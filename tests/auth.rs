@@ -1023,3 +1023,62 @@ async fn metrics_port_off_loopback_is_refused_in_the_clear_and_never_shows_statu
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// An Object metric read (custom.metrics.k8s.io) is reviewed with the attributes
+/// kube-apiserver's request-info parser derives from the path: `get` on resource
+/// `statefulsets.apps`, the object's name, and the metric as the subresource
+/// (docs/hpa-behaviour.md §6.6). The HPA's built-in role already grants it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_metric_is_reviewed_as_get_on_the_workload_with_the_metric_as_subresource() {
+    let w = world(&["--authorization-webhook-cache-unauthorized-ttl", "0s"]).await;
+    let hpa = w.clients.client(
+        "hpa",
+        "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+        &["system:serviceaccounts"],
+    );
+    let client = w.with_cert(&hpa);
+    let path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/lobby/hpa_expect_replicas";
+
+    let (code, v) = get(&client, path, &[]).await;
+    assert_status(&v, 403, "Forbidden");
+    assert_eq!(code, 403);
+    assert_eq!(
+        v["message"],
+        "statefulsets.apps.custom.metrics.k8s.io \"lobby\" is forbidden: User \
+         \"system:serviceaccount:kube-system:horizontal-pod-autoscaler\" cannot get resource \
+         \"statefulsets.apps/hpa_expect_replicas\" in API group \"custom.metrics.k8s.io\" in the \
+         namespace \"default\""
+    );
+    let review = w.api.last_review(SUBJECT_ACCESS_REVIEWS);
+    assert_eq!(review["apiVersion"], "authorization.k8s.io/v1");
+    assert_eq!(review["kind"], "SubjectAccessReview");
+    assert_eq!(
+        review["spec"],
+        json!({
+            "user": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {
+                "verb": "get",
+                "group": "custom.metrics.k8s.io",
+                "version": "v1beta2",
+                "resource": "statefulsets.apps",
+                "name": "lobby",
+                "subresource": "hpa_expect_replicas",
+                "namespace": "default",
+            },
+        })
+    );
+
+    w.allow("system:serviceaccount:kube-system:horizontal-pod-autoscaler");
+    let (code, v) = get(&client, path, &[]).await;
+    assert_value_7(code, &v);
+    assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
+
+    // The v1beta1 path is reviewed under its own version.
+    let path = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/web/hpa_expect_replicas";
+    let _ = get(&client, path, &[]).await;
+    let attrs = &w.last_sar_spec()["resourceAttributes"];
+    assert_eq!(attrs["version"], "v1beta1");
+    assert_eq!(attrs["resource"], "deployments.apps");
+    assert_eq!(attrs["name"], "web");
+}

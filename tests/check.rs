@@ -718,3 +718,38 @@ async fn cluster_mode_flags_a_foreign_apiservice_and_does_not_query_it() {
         r.stderr
     );
 }
+
+/// Object metrics (docs/hpa-behaviour.md §6): a Value target and averageValue other than 1 are
+/// flagged as on External metrics; and the selector-typo scenario warns on the External HPA
+/// whose selector leaves the kind open, never on the Object one.
+#[test]
+fn object_metrics_and_the_selector_typo_scenario() {
+    for (file, want, code) in [
+        ("object-value.yaml", &["HB001", "HB002"][..], 1),
+        ("object-good.yaml", &[][..], 0),
+        ("selector-typo.yaml", &["HB006"][..], 0),
+    ] {
+        let r = check_file(file, &[]);
+        assert_eq!(r.codes(), set(want), "{file}: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(r.code, code, "{file} exit code: {}", r.stdout);
+    }
+    let r = check_file("selector-typo.yaml", &[]);
+    let found = r.findings("HB006");
+    assert_eq!(found.len(), 1, "{}", r.stdout);
+    let text = found[0].to_string();
+    assert!(
+        text.contains("\"lobby\"") && !text.contains("lobby-object"),
+        "{text}"
+    );
+    assert!(text.contains("Deployment games/lobby"), "{text}");
+    assert!(text.contains("Object metric"), "{text}");
+    let r = check_file("object-value.yaml", &[]);
+    let value = r.findings("HB001");
+    assert!(
+        value[0]
+            .to_string()
+            .contains("spec.metrics[0].object.target.type"),
+        "{}",
+        r.stdout
+    );
+}

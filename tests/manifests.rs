@@ -154,6 +154,10 @@ fn every_manifest_validates_against_the_kubernetes_schemas() {
             "kustomize cert-manager",
             manifests().join("overlays/cert-manager"),
         ),
+        (
+            "kustomize custom-metrics",
+            manifests().join("overlays/custom-metrics"),
+        ),
     ] {
         let rendered = stage(label, &docs(&kustomize(&dir)), tmp.path()).unwrap();
         assert!(rendered.1 >= 11, "{label}: {rendered:?}");
@@ -540,4 +544,72 @@ fn dockerfile_runs_the_binary_as_non_root_on_6443() {
         Some(uid)
     );
     assert_eq!(container(deployment)["ports"][0]["containerPort"], 6443);
+}
+
+/// The custom-metrics overlay registers both custom.metrics.k8s.io versions beside the
+/// external one, at the same Service, and the Object example targets AverageValue 1
+/// (docs/hpa-behaviour.md §6.3, §6.5).
+#[test]
+fn custom_metrics_overlay_registers_both_versions_and_the_object_example_uses_average_value_one() {
+    let rendered = docs(&kustomize(&manifests().join("overlays/custom-metrics")));
+    let mut names: Vec<&str> = find(&rendered, "APIService")
+        .iter()
+        .map(|a| a["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "v1beta1.custom.metrics.k8s.io",
+            "v1beta1.external.metrics.k8s.io",
+            "v1beta2.custom.metrics.k8s.io"
+        ]
+    );
+    let service = one(&rendered, "Service");
+    for a in find(&rendered, "APIService") {
+        assert_eq!(
+            a["spec"]["service"]["name"], service["metadata"]["name"],
+            "{a}"
+        );
+        assert_eq!(
+            a["spec"]["service"]["namespace"], service["metadata"]["namespace"],
+            "{a}"
+        );
+        assert_eq!(a["spec"]["service"]["port"], 443, "{a}");
+        let name = a["metadata"]["name"].as_str().unwrap();
+        assert_eq!(
+            name,
+            format!(
+                "{}.{}",
+                a["spec"]["version"].as_str().unwrap(),
+                a["spec"]["group"].as_str().unwrap()
+            )
+        );
+    }
+
+    let text =
+        std::fs::read_to_string(manifests().join("examples/statefulset-hpa-object.yaml")).unwrap();
+    let example = docs(&text);
+    let hpa = one(&example, "HorizontalPodAutoscaler");
+    let metrics = hpa["spec"]["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 2);
+    for m in metrics {
+        assert_eq!(m["type"], "Object", "{m}");
+        let object = &m["object"];
+        assert_eq!(
+            object["describedObject"],
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby"})
+        );
+        assert_eq!(
+            object["describedObject"]["name"],
+            hpa["spec"]["scaleTargetRef"]["name"]
+        );
+        assert_eq!(object["target"]["type"], "AverageValue", "{m}");
+        assert_eq!(
+            object["target"]["averageValue"],
+            Value::String("1".into()),
+            "{m}"
+        );
+        assert!(object["target"].get("value").is_none(), "{m}");
+    }
 }

@@ -3,6 +3,7 @@
 //! answering 406 to a protobuf-first Accept header would break the HPA (docs/hpa-behaviour.md §2).
 
 pub mod connection;
+pub mod custom_metrics;
 pub mod discovery;
 pub mod server;
 pub mod shutdown;
@@ -119,6 +120,10 @@ pub enum Route {
     ApiResourceList,
     /// `namespace`, `metric`
     ExternalMetric(String, String),
+    /// `/apis/custom.metrics.k8s.io`
+    CustomGroup,
+    /// Anything below `/apis/custom.metrics.k8s.io/` (custom_metrics.rs).
+    CustomMetrics(custom_metrics::CustomPath),
     NotFound,
 }
 
@@ -134,7 +139,11 @@ pub fn route(path: &str) -> Route {
         "/apis" => return Route::ApiGroupList,
         "/apis/external.metrics.k8s.io" => return Route::ApiGroup,
         "/apis/external.metrics.k8s.io/v1beta1" => return Route::ApiResourceList,
+        "/apis/custom.metrics.k8s.io" => return Route::CustomGroup,
         _ => {}
+    }
+    if let Some(rest) = path.strip_prefix("/apis/custom.metrics.k8s.io/") {
+        return Route::CustomMetrics(custom_metrics::parse_path(rest));
     }
     let Some(rest) = path.strip_prefix("/apis/external.metrics.k8s.io/v1beta1/namespaces/") else {
         return Route::NotFound;
@@ -173,9 +182,15 @@ pub enum QueryParamError {
 /// `req.URL.Query()`, which drops the pair and carries on; dropping a `labelSelector` would
 /// widen the answer to the whole namespace, so any such query is refused instead (400).
 pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, QueryParamError> {
+    query_param(query, "labelSelector")
+}
+
+/// The parameter `wanted` of a query (the first of a repeated name, as `url.Values.Get`),
+/// decoded as `label_selector_param` describes.
+pub fn query_param(query: Option<&str>, wanted: &str) -> Result<Option<String>, QueryParamError> {
     Ok(query_pairs(query)?
         .into_iter()
-        .find(|(name, _)| name == "labelSelector")
+        .find(|(name, _)| name == wanted)
         .map(|(_, value)| value))
 }
 
@@ -195,18 +210,6 @@ pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, QueryPa
         pairs.push((query_unescape(name)?, query_unescape(value)?));
     }
     Ok(pairs)
-}
-
-/// The first value of query parameter `name`, decoded as Go does; `None` when absent or when
-/// the query does not decode.
-pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    for pair in query?.split('&').filter(|p| !p.is_empty()) {
-        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if query_unescape(n).ok()? == name {
-            return query_unescape(v).ok();
-        }
-    }
-    None
 }
 
 /// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.
@@ -333,6 +336,15 @@ impl ApiHandler {
             Route::ExternalMetric(ns, metric) => {
                 let resp = self.external_metric(&ns, &metric, req.uri().query()).await;
                 (resp, Some(self.adapter.metric_label(&metric).to_string()))
+            }
+            Route::CustomGroup => (json_response(200, &custom_metrics::api_group()), None),
+            Route::CustomMetrics(path) => {
+                let resp = self.custom_metrics(&path, req.uri().query()).await;
+                let metric = match path.rest.as_slice() {
+                    [_, _, _, _, metric] => self.adapter.metric_label(metric).to_string(),
+                    _ => "-".to_string(),
+                };
+                (resp, Some(metric))
             }
             Route::NotFound => (
                 status_response(

@@ -389,8 +389,14 @@ pub fn is_status_page(path: &str) -> bool {
 /// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
 fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
     let filter = crate::engine::history::Filter {
-        namespace: super::query_param(query, "namespace").filter(|v| !v.is_empty()),
-        metric: super::query_param(query, "metric").filter(|v| !v.is_empty()),
+        namespace: super::query_param(query, "namespace")
+            .ok()
+            .flatten()
+            .filter(|v| !v.is_empty()),
+        metric: super::query_param(query, "metric")
+            .ok()
+            .flatten()
+            .filter(|v| !v.is_empty()),
     };
     let view = adapter.history(&filter);
     let mut doc = serde_json::to_value(&view).unwrap_or_default();

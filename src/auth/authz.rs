@@ -12,6 +12,7 @@ use kube::api::PostParams;
 use tokio::time::Instant;
 
 use super::{AuthUser, TtlCache};
+use crate::api::custom_metrics::ResourceInfo;
 use crate::api::{Route, GROUP, VERSION};
 
 /// What a request does, in the terms of a SubjectAccessReview.
@@ -27,6 +28,11 @@ pub enum Attributes {
     /// `/apis/<group>` and `/apis/<group>/<version>` as non-resource URLs, so their reviews carry
     /// `nonResourceAttributes {path, verb}` rather than resource attributes.
     NonResource { verb: String, path: String },
+    /// A custom.metrics.k8s.io resource request, with the attributes kube-apiserver's
+    /// request-info parser derives from the path: for an Object metric, resource
+    /// `statefulsets.apps`, name the object, subresource the metric, verb `get`
+    /// (docs/hpa-behaviour.md §6.6).
+    Custom(ResourceInfo),
 }
 
 impl Attributes {
@@ -37,6 +43,13 @@ impl Attributes {
                 namespace: namespace.clone(),
                 // client-go lower-cases the metric name (docs/hpa-behaviour.md §1.2); so do we.
                 resource: metric.to_ascii_lowercase(),
+            },
+            Route::CustomMetrics(custom) => match custom.resource_info(method) {
+                Some(info) => Attributes::Custom(info),
+                None => Attributes::NonResource {
+                    verb: method.as_str().to_ascii_lowercase(),
+                    path: path.to_string(),
+                },
             },
             _ => Attributes::NonResource {
                 verb: method.as_str().to_ascii_lowercase(),
@@ -74,6 +87,20 @@ impl Attributes {
                     path: Some(path.clone()),
                 })
             }
+            Attributes::Custom(info) => {
+                // Empty attributes are left out, as kube-apiserver's webhook authorizer does.
+                let set = |s: &String| (!s.is_empty()).then(|| s.clone());
+                spec.resource_attributes = Some(ResourceAttributes {
+                    verb: set(&info.verb),
+                    group: set(&info.group),
+                    version: set(&info.version),
+                    resource: set(&info.resource),
+                    subresource: set(&info.subresource),
+                    name: set(&info.name),
+                    namespace: set(&info.namespace),
+                    ..Default::default()
+                })
+            }
         }
         spec
     }
@@ -91,6 +118,29 @@ impl Attributes {
             ),
             Attributes::NonResource { verb, path } => {
                 format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\"")
+            }
+            Attributes::Custom(i) => {
+                let qualified = format!("{}.{}", i.resource, i.group);
+                let subject = if i.name.is_empty() {
+                    qualified
+                } else {
+                    format!("{qualified} {:?}", i.name)
+                };
+                let resource = if i.subresource.is_empty() {
+                    i.resource.clone()
+                } else {
+                    format!("{}/{}", i.resource, i.subresource)
+                };
+                let scope = if i.namespace.is_empty() {
+                    "at the cluster scope".to_string()
+                } else {
+                    format!("in the namespace \"{}\"", i.namespace)
+                };
+                format!(
+                    "{subject} is forbidden: User \"{user}\" cannot {} resource \"{resource}\" \
+                     in API group \"{}\" {scope}",
+                    i.verb, i.group
+                )
             }
         };
         if reason.is_empty() {
@@ -110,6 +160,11 @@ impl fmt::Display for Attributes {
                 resource,
             } => write!(f, "{verb} {resource} in {namespace}"),
             Attributes::NonResource { verb, path } => write!(f, "{verb} {path}"),
+            Attributes::Custom(i) => write!(
+                f,
+                "{} {}/{} {} in {}",
+                i.verb, i.resource, i.subresource, i.name, i.namespace
+            ),
         }
     }
 }
@@ -258,6 +313,35 @@ mod tests {
             "hpa_expect_replicas.external.metrics.k8s.io is forbidden: User \"alice\" cannot list resource \
              \"hpa_expect_replicas\" in API group \"external.metrics.k8s.io\" in the namespace \"default\""
         );
+    }
+
+    #[test]
+    fn an_object_metric_read_is_get_on_the_named_workload_with_the_metric_as_subresource() {
+        let path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/games/statefulsets.apps/lobby/hpa_target_replicas";
+        let a = Attributes::for_request(&Method::GET, path, &crate::api::route(path));
+        let spec = serde_json::to_value(a.spec(&AuthUser {
+            name: "hpa".into(),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            spec["resourceAttributes"],
+            serde_json::json!({
+                "verb": "get", "group": "custom.metrics.k8s.io", "version": "v1beta2",
+                "resource": "statefulsets.apps", "name": "lobby",
+                "subresource": "hpa_target_replicas", "namespace": "games"
+            })
+        );
+        assert_eq!(
+            a.forbidden_message("hpa", ""),
+            "statefulsets.apps.custom.metrics.k8s.io \"lobby\" is forbidden: User \"hpa\" cannot get \
+             resource \"statefulsets.apps/hpa_target_replicas\" in API group \"custom.metrics.k8s.io\" \
+             in the namespace \"games\""
+        );
+        // Discovery of the group version is a non-resource URL, as for external metrics.
+        let path = "/apis/custom.metrics.k8s.io/v1beta1";
+        let a = Attributes::for_request(&Method::GET, path, &crate::api::route(path));
+        assert!(matches!(a, Attributes::NonResource { .. }));
     }
 
     #[test]

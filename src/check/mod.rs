@@ -13,6 +13,7 @@ mod answers;
 mod api_service;
 mod finding;
 mod inputs;
+mod object_metric;
 mod report;
 mod scale_down;
 mod scale_up;
@@ -24,6 +25,7 @@ mod workload;
 
 use answers::*;
 use api_service::*;
+use object_metric::*;
 use scale_down::*;
 use target::*;
 use workload::*;
@@ -148,6 +150,10 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
     let mut uses = Uses::default();
 
     for (i, m) in spec.metrics.iter().flatten().enumerate() {
+        if let Some(obj) = &m.object {
+            check_object_metric(ctx, &object, src, i, obj, target_ref, &mut uses);
+            continue;
+        }
         let Some(ext) = &m.external else { continue };
         let base = format!("spec.metrics[{i}].external");
         let metric_name = &ext.metric.name;

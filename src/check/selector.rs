@@ -51,6 +51,7 @@ pub(super) fn check_selector(
         return;
     }
     let Some(selector) = selector else { return };
+    shared_name(ctx, object, src, &field, selector, target_ref);
     // docs/hpa-behaviour.md §4.1: hpa_target_kind / hpa_target_name scope a workload.
     for (key, expected) in [
         ("hpa_target_name", &target_ref.name),
@@ -76,6 +77,51 @@ pub(super) fn check_selector(
             }
         }
     }
+}
+
+/// The selector-typo case: the selector pins `hpa_target_name` to the scaled workload's name but
+/// leaves `hpa_target_kind` open, and another workload of that name lives in the namespace, so
+/// both workloads' series are in scope and the adapter answers the max of them
+/// (docs/hpa-behaviour.md §4.1, §6.5).
+fn shared_name(
+    ctx: &mut Ctx,
+    object: &ObjectRef,
+    src: &Option<String>,
+    field: &str,
+    selector: &K8sSelector,
+    target_ref: &k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference,
+) {
+    if pinned(selector, "hpa_target_name").as_deref() != Some(target_ref.name.as_str())
+        || pinned(selector, "hpa_target_kind").is_some()
+    {
+        return;
+    }
+    let ns = object.namespace.as_deref().unwrap_or("default");
+    let Some(other) = ctx
+        .inputs
+        .workloads
+        .iter()
+        .find(|w| w.namespace == ns && w.name == target_ref.name && w.kind != target_ref.kind)
+        .cloned()
+    else {
+        return;
+    };
+    ctx.push(
+        rules::SELECTOR_SCOPE,
+        Severity::Warning,
+        object,
+        field.to_string(),
+        format!(
+            "the selector pins hpa_target_name={} but not hpa_target_kind, and {} {ns}/{} shares the name",
+            target_ref.name, other.kind, other.name
+        ),
+        "both workloads' series are in scope: the adapter answers the max over them, so this workload follows the other one's recommendation (docs/hpa-behaviour.md §6.5)",
+        format!(
+            "use an Object metric (describedObject: {{apiVersion: apps/v1, kind: {}, name: {}}}), or add hpa_target_kind: {} to the selector",
+            target_ref.kind, target_ref.name, target_ref.kind
+        ),
+        src,
+    );
 }
 
 #[cfg(test)]

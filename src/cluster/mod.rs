@@ -2,7 +2,7 @@
 //! owns them, a workload's `spec.replicas` and a StatefulSet's `spec.ordinals.start`.
 //!
 //! The kube watchers (`source::discovery`) implement it; so do the simulator and the tests.
-//! Nothing here does I/O except what an implementation chooses to do in `fetch_current_replicas`.
+//! Nothing here does I/O: implementations answer from memory (watch caches), so no answer waits on the API server.
 
 use std::collections::BTreeMap;
 

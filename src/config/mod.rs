@@ -7,6 +7,7 @@
 mod duration;
 mod history;
 mod metric;
+mod object;
 mod scrape;
 mod source;
 
@@ -22,6 +23,7 @@ pub use metric::{
     default_metrics, FloorSpec, MetricKind, MetricSpec, RecommendationSpec, Sustain, TargetSpec,
     ThresholdSpec, ValidWhen,
 };
+pub use object::{ObjectMetricsConfig, WorkloadLabels};
 pub use scrape::{KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, RESERVED_LABELS};
 pub use source::{PrometheusSourceConfig, PrometheusTls, SourceConfig};
 
@@ -60,6 +62,9 @@ pub struct Config {
     /// Answer history for `/status/history`, the status page and the per-scope self-metrics.
     #[serde(default)]
     pub history: HistoryConfig,
+    /// How an Object metric query finds its workload's series (custom.metrics.k8s.io).
+    #[serde(default)]
+    pub object_metrics: ObjectMetricsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -151,6 +156,7 @@ impl Config {
                 return Err(invalid("demo.period", "must be at least 1s"));
             }
         }
+        self.object_metrics.validate()?;
         metric::validate_metrics(&self.metrics)
     }
 }

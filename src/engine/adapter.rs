@@ -27,6 +27,8 @@ use super::history::{self, Filter, History, HistoryKey};
 
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
+use super::object_scope::{self, ObjectRef};
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
@@ -40,6 +42,8 @@ pub enum QueryError {
 #[derive(Default)]
 struct Fetched {
     evidence: Mutex<Vec<(FetchKey, Result<Evidence, SourceError>)>>,
+    /// An Object metric query: every read is scoped to this workload (object_scope.rs).
+    object: Option<ObjectRef>,
 }
 
 #[derive(PartialEq)]
@@ -323,6 +327,49 @@ impl Adapter {
         }
     }
 
+    /// The answer for one Object metric query (custom.metrics.k8s.io): the same rules as
+    /// `answer`, with every read scoped to the named workload (docs/hpa-behaviour.md §6.5).
+    pub async fn answer_object(
+        &self,
+        metric: &str,
+        object: &ObjectRef,
+        selector: &LabelSelector,
+    ) -> Result<Answer, QueryError> {
+        let spec = self
+            .config
+            .metric(metric)
+            .ok_or_else(|| QueryError::UnknownMetric {
+                metric: metric.into(),
+                served: self.served_metric_names().join(", "),
+            })?;
+        let fetched = Fetched {
+            object: Some(object.clone()),
+            ..Fetched::default()
+        };
+        let now = self.clock.now_ms();
+        let answer = self
+            .answer_spec(spec, &object.namespace, selector, now, &fetched)
+            .await;
+        self.record_answer(
+            HistoryKey {
+                metric: spec.name().to_string(),
+                namespace: object.namespace.clone(),
+                scope: object_history_scope(object, selector),
+            },
+            &answer,
+            now,
+        );
+        self.metrics.answer(
+            spec.name(),
+            match answer.refusal() {
+                None => "value".into(),
+                Some(kind) => format!("{kind:?}"),
+            }
+            .as_str(),
+        );
+        Ok(answer)
+    }
+
     fn answer_spec<'a>(
         &'a self,
         spec: &'a MetricSpec,
@@ -492,7 +539,11 @@ impl Adapter {
             let key = QueryKey {
                 metric: spec.name().to_string(),
                 namespace: namespace.into(),
-                selector: selector.to_string(),
+                // An Object query's history is its workload's, apart from any External query's.
+                selector: match &fetched.object {
+                    None => selector.to_string(),
+                    Some(o) => format!("{o}|{selector}"),
+                },
             };
             let mut logs = self.evaluations.lock().unwrap_or_else(|e| e.into_inner());
             if logs.len() >= MAX_SEEN_QUERIES && !logs.contains_key(&key) {
@@ -676,8 +727,8 @@ impl Adapter {
         let mut why = Vec::new();
         for input in inputs {
             let workloads = match self
-                .source
-                .evidence(
+                .read(
+                    fetched,
                     &Scope {
                         series: input.series(),
                         namespace_label: input.namespace_label(),
@@ -743,9 +794,33 @@ impl Adapter {
         if let Some(hit) = fetched.get(&key) {
             return hit;
         }
-        let result = self.source.evidence(scope, now).await;
+        let result = self.read(fetched, scope, now).await;
         fetched.put(key, result.clone());
         result
+    }
+
+    /// Evidence for `scope` from the source, scoped to the workload for an Object query.
+    async fn read(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+    ) -> Result<Evidence, SourceError> {
+        match &fetched.object {
+            None => self.source.evidence(scope, now).await,
+            Some(object) => {
+                let cluster = self.workload_state();
+                object_scope::evidence(
+                    &*self.source,
+                    cluster.as_deref(),
+                    &self.config.object_metrics.workload_labels,
+                    object,
+                    scope,
+                    now,
+                )
+                .await
+            }
+        }
     }
 
     fn warn_once(&self, w: &WorkloadRef, warning: &str) {
@@ -941,6 +1016,17 @@ impl Adapter {
             }
         }
         sets
+    }
+}
+
+/// The history scope of an Object query: `statefulsets.apps/lobby`, narrowed by its
+/// `metricLabelSelector` when one was given.
+fn object_history_scope(object: &ObjectRef, selector: &LabelSelector) -> String {
+    let base = format!("{}/{}", object.kind.resource(), object.name);
+    if selector.requirements().is_empty() {
+        base
+    } else {
+        format!("{base} {selector}")
     }
 }
 

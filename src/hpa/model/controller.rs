@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::rate_limits::{legacy_scale_up_limit, scale_down_limit, scale_up_limit};
-use super::replicas::external_metric_replicas;
+use super::replicas::{external_metric_replicas, object_metric_replicas};
 use super::scale_event::{is_after, is_before, secs, ScaleEvent};
 use super::spec::*;
 use super::sync_io::*;
@@ -203,11 +203,11 @@ impl Hpa {
         } else {
             let computed = self.compute_replicas_for_metrics(input);
             metrics = computed.outcomes;
-            for m in &metrics {
+            for (m, spec) in metrics.iter().zip(&self.spec.metrics) {
                 if let Err(e) = &m.result {
                     events.push(Event {
                         warning: true,
-                        reason: "FailedGetExternalMetric".into(),
+                        reason: failed_get_reason(spec).into(),
                         message: e.clone(),
                     });
                 }
@@ -217,15 +217,25 @@ impl Hpa {
             // docs/hpa-behaviour.md §1.6: all invalid, or some invalid and the valid ones would scale
             // below spec.replicas: no scaling at all, and no recommendation is recorded.
             if invalid >= total || (invalid > 0 && computed.replicas < input.spec_replicas) {
-                let first = metrics
+                let (first, first_reason) = metrics
                     .iter()
-                    .find_map(|m| m.result.as_ref().err().cloned())
+                    .zip(&self.spec.metrics)
+                    .find_map(|(m, spec)| {
+                        m.result
+                            .as_ref()
+                            .err()
+                            .map(|e| (e.clone(), failed_get_reason(spec)))
+                    })
                     .unwrap_or_default();
                 self.set_condition(
                     now,
                     ConditionType::ScalingActive,
                     false,
-                    "FailedGetExternalMetric",
+                    if first_reason.is_empty() {
+                        "FailedGetExternalMetric"
+                    } else {
+                        first_reason
+                    },
                     format!("the HPA was unable to compute the replica count: {first}"),
                 );
                 events.push(Event {
@@ -330,16 +340,21 @@ impl Hpa {
             metric_name: String::new(),
         };
         for (i, spec) in self.spec.metrics.iter().enumerate() {
-            let ext = spec
-                .external
-                .as_ref()
-                .expect("validated: External metrics have a source");
-            let name = ext.metric.name.clone();
-            let result = match input.metrics.get(i) {
-                None => Err(format!(
-                    "unable to get external metric {name}: no answer in the model input"
+            let name = spec.metric_name().unwrap_or_default().to_string();
+            let result = match (input.metrics.get(i), &spec.external, &spec.object) {
+                (None, _, _) => Err(format!(
+                    "unable to get {} metric {name}: no answer in the model input",
+                    source_word(spec)
                 )),
-                Some(answer) => external_metric_replicas(ext, answer, input, &tolerances),
+                (Some(answer), Some(ext), _) => {
+                    external_metric_replicas(ext, answer, input, &tolerances)
+                }
+                (Some(answer), None, Some(obj)) => {
+                    object_metric_replicas(obj, answer, input, &tolerances)
+                }
+                (Some(_), None, None) => Err(format!(
+                    "metric {name}: validated specs have an external or object source"
+                )),
             };
             match &result {
                 Err(_) => out.invalid += 1,
@@ -347,7 +362,7 @@ impl Hpa {
                 Ok(p) => {
                     if out.replicas == 0 || p.replicas > out.replicas {
                         out.replicas = p.replicas;
-                        out.metric_name = format!("external metric {name}");
+                        out.metric_name = format!("{} metric {name}", source_word(spec));
                     }
                 }
             }
@@ -613,6 +628,24 @@ struct ComputedMetrics {
     invalid: usize,
     replicas: i32,
     metric_name: String,
+}
+
+/// `external` or `object`, as the controller names a metric's source in messages.
+fn source_word(spec: &MetricSpec) -> &'static str {
+    if spec.object.is_some() {
+        "object"
+    } else {
+        "external"
+    }
+}
+
+/// The event and condition reason of a failed fetch (docs/hpa-behaviour.md §1.6, §6.4).
+fn failed_get_reason(spec: &MetricSpec) -> &'static str {
+    if spec.object.is_some() {
+        "FailedGetObjectMetric"
+    } else {
+        "FailedGetExternalMetric"
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! One External metric's replica proposal: the Value and AverageValue formulas with the
-//! tolerance band (docs/hpa-behaviour.md §1.1–§1.5).
+//! One External or Object metric's replica proposal: the Value and AverageValue formulas with
+//! the tolerance band (docs/hpa-behaviour.md §1.1–§1.5, §6).
 
 use super::super::quantity::milli_ceil;
-use super::spec::{ExternalMetricSource, TargetFormula};
+use super::spec::{ExternalMetricSource, ObjectMetricSource, TargetFormula};
 use super::sync_io::{MetricInput, MetricProposal, SyncInput};
 use super::tolerance::{average_value_ratio, Tolerances};
 
@@ -30,6 +30,48 @@ pub(super) fn external_metric_replicas(
         let m = milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?;
         usage = usage.saturating_add(m);
     }
+    proposal(formula, usage, input, tolerances)
+}
+
+/// One Object metric's proposal (docs/hpa-behaviour.md §6): the formula by `target.type`,
+/// exactly one item, then the same formulas as External: `Value` multiplies by the ready pods,
+/// `AverageValue` compares against `status.replicas` and otherwise gives ceil(value / target).
+pub(super) fn object_metric_replicas(
+    obj: &ObjectMetricSource,
+    answer: &MetricInput,
+    input: &SyncInput,
+    tolerances: &Tolerances,
+) -> Result<MetricProposal, String> {
+    let name = &obj.metric.name;
+    let fail = |e: &str| {
+        format!(
+            "unable to get metric {name}: {} on {}/{}: {e}",
+            obj.described_object.kind, obj.described_object.name, name
+        )
+    };
+    let formula = obj.target.object_formula().ok_or_else(|| {
+        "invalid object metric source: neither a value target nor an average value target was set"
+            .to_string()
+    })?;
+    let items = answer.as_ref().map_err(|e| fail(e))?;
+    // docs/hpa-behaviour.md §6.2: the client demands exactly one item.
+    let [v] = items.as_slice() else {
+        return Err(fail(&format!(
+            "the custom metrics API server returned {} results when we asked for exactly one",
+            items.len()
+        )));
+    };
+    let usage = milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?;
+    proposal(formula, usage, input, tolerances)
+}
+
+/// The formulas shared by External and Object metrics, on a usage in milli units.
+fn proposal(
+    formula: TargetFormula,
+    usage: i64,
+    input: &SyncInput,
+    tolerances: &Tolerances,
+) -> Result<MetricProposal, String> {
     match formula {
         TargetFormula::AverageValue { milli: target } => {
             // docs/hpa-behaviour.md §1.4/§1.5: ratio = sum / (averageValue × status.replicas); inside
@@ -99,5 +141,81 @@ pub(super) fn external_metric_replicas(
                 replicas,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{MetricSpec, MetricTarget};
+    use super::super::tolerance::ToleranceStyle;
+    use super::*;
+
+    fn tol() -> Tolerances {
+        Tolerances {
+            style: ToleranceStyle::Symmetric,
+            scale_down: 0.1,
+            scale_up: 0.1,
+        }
+    }
+
+    fn object(target: MetricTarget) -> ObjectMetricSource {
+        MetricSpec::object("StatefulSet", "lobby", "hpa_target_replicas", target)
+            .object
+            .unwrap()
+    }
+
+    fn input(spec: i32, status: i32, ready: i32) -> SyncInput {
+        SyncInput {
+            spec_replicas: spec,
+            status_replicas: status,
+            ready_pods: ready,
+            pods: ready.max(status),
+            metrics: Vec::new(),
+        }
+    }
+
+    /// docs/hpa-behaviour.md §6.3: AverageValue divides by status.replicas only for the
+    /// tolerance check, so with averageValue 1 the proposal is ceil(value).
+    #[test]
+    fn object_average_value_gives_ceil_of_the_value() {
+        let o = object(MetricTarget::average_value("1").unwrap());
+        let p = object_metric_replicas(&o, &Ok(vec![7.0]), &input(3, 3, 3), &tol()).unwrap();
+        assert_eq!(p.replicas, 7);
+        assert!(!p.within_tolerance);
+        let p = object_metric_replicas(&o, &Ok(vec![6.2]), &input(3, 3, 3), &tol()).unwrap();
+        assert_eq!(p.replicas, 7, "ceil");
+        // Inside the band against status.replicas: the proposal is status.replicas.
+        let p = object_metric_replicas(&o, &Ok(vec![10.0]), &input(10, 11, 10), &tol()).unwrap();
+        assert!(p.within_tolerance);
+        assert_eq!(p.replicas, 11);
+    }
+
+    /// docs/hpa-behaviour.md §6.3: Value multiplies by the ready pods, the same double
+    /// multiplication as an External Value target; with spec.replicas 0 it is ceil(ratio).
+    #[test]
+    fn object_value_multiplies_by_ready_pods() {
+        let o = object(MetricTarget::value("1").unwrap());
+        let p = object_metric_replicas(&o, &Ok(vec![7.0]), &input(3, 3, 3), &tol()).unwrap();
+        assert_eq!(p.replicas, 21);
+        let p = object_metric_replicas(&o, &Ok(vec![7.0]), &input(0, 0, 0), &tol()).unwrap();
+        assert_eq!(p.replicas, 7);
+    }
+
+    /// docs/hpa-behaviour.md §6.1–§6.2: the formula follows target.type, and exactly one item
+    /// is accepted.
+    #[test]
+    fn object_formula_follows_type_and_needs_exactly_one_item() {
+        let o = object(MetricTarget::average_value("1").unwrap());
+        let two = object_metric_replicas(&o, &Ok(vec![3.0, 4.0]), &input(3, 3, 3), &tol());
+        assert!(two.unwrap_err().contains("returned 2 results"));
+        let none = object_metric_replicas(&o, &Ok(vec![]), &input(3, 3, 3), &tol());
+        assert!(none.unwrap_err().contains("returned 0 results"));
+        // type AverageValue with only `value` set: no formula (External would run Value).
+        let mut t = MetricTarget::value("1").unwrap();
+        t.target_type = Some("AverageValue".into());
+        let err = object_metric_replicas(&object(t), &Ok(vec![3.0]), &input(3, 3, 3), &tol());
+        assert!(err.unwrap_err().contains("invalid object metric source"));
+        let failed = object_metric_replicas(&o, &Err("503".into()), &input(3, 3, 3), &tol());
+        assert!(failed.unwrap_err().contains("unable to get metric"));
     }
 }

@@ -32,7 +32,7 @@ impl HpaSpec {
     }
 }
 
-/// `spec.metrics[]`. Only `type: External` is modelled.
+/// `spec.metrics[]`. `type: External` and `type: Object` are modelled.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSpec {
@@ -40,6 +40,27 @@ pub struct MetricSpec {
     pub source_type: MetricSourceType,
     #[serde(default)]
     pub external: Option<ExternalMetricSource>,
+    #[serde(default)]
+    pub object: Option<ObjectMetricSource>,
+}
+
+/// `spec.metrics[].object` (docs/hpa-behaviour.md §6).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMetricSource {
+    pub described_object: DescribedObject,
+    pub metric: MetricIdentifier,
+    pub target: MetricTarget,
+}
+
+/// `object.describedObject`: the object whose metric is fetched.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DescribedObject {
+    #[serde(default)]
+    pub api_version: Option<String>,
+    pub kind: String,
+    pub name: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -178,6 +199,25 @@ impl MetricTarget {
         })
     }
 
+    /// Which formula an Object metric runs: chosen by `type`, unlike External
+    /// (docs/hpa-behaviour.md §6.1). `None` when the type's field is not set or the type is
+    /// neither `Value` nor `AverageValue`.
+    pub fn object_formula(&self) -> Option<TargetFormula> {
+        match self.target_type.as_deref() {
+            Some("Value") => self.value.as_ref().map(|q| TargetFormula::Value {
+                milli: q.milli_value(),
+            }),
+            Some("AverageValue") => {
+                self.average_value
+                    .as_ref()
+                    .map(|q| TargetFormula::AverageValue {
+                        milli: q.milli_value(),
+                    })
+            }
+            _ => None,
+        }
+    }
+
     /// Which formula runs: `averageValue` first, then `value`, whatever `type` says
     /// (docs/hpa-behaviour.md §1.1). `None` when neither is set.
     pub fn formula(&self) -> Option<TargetFormula> {
@@ -208,6 +248,36 @@ impl MetricSpec {
                 },
                 target,
             }),
+            object: None,
+        }
+    }
+
+    /// An Object metric of `kind`/`name` (apps/v1) with no selector.
+    pub fn object(kind: &str, name: &str, metric: &str, target: MetricTarget) -> Self {
+        MetricSpec {
+            source_type: MetricSourceType::Object,
+            external: None,
+            object: Some(ObjectMetricSource {
+                described_object: DescribedObject {
+                    api_version: Some("apps/v1".into()),
+                    kind: kind.into(),
+                    name: name.into(),
+                },
+                metric: MetricIdentifier {
+                    name: metric.into(),
+                    selector: None,
+                },
+                target,
+            }),
+        }
+    }
+
+    /// The metric's name, whichever source it is.
+    pub fn metric_name(&self) -> Option<&str> {
+        match (&self.external, &self.object) {
+            (Some(e), _) => Some(&e.metric.name),
+            (None, Some(o)) => Some(&o.metric.name),
+            (None, None) => None,
         }
     }
 }
@@ -329,7 +399,7 @@ fn resolve(
 pub enum SpecError {
     #[error("invalid HPA spec: {0}")]
     Invalid(String),
-    #[error("metric {index}: only External metrics are modelled, not {source_type:?}")]
+    #[error("metric {index}: only External and Object metrics are modelled, not {source_type:?}")]
     Unsupported {
         index: usize,
         source_type: MetricSourceType,
@@ -351,16 +421,22 @@ impl HpaSpec {
             return bad("at least one metric is needed".into());
         }
         for (index, m) in self.metrics.iter().enumerate() {
-            if m.source_type != MetricSourceType::External {
-                return Err(SpecError::Unsupported {
-                    index,
-                    source_type: m.source_type,
-                });
-            }
-            let Some(ext) = &m.external else {
-                return bad(format!("metrics[{index}].external is required"));
+            let t = match m.source_type {
+                MetricSourceType::External => match &m.external {
+                    Some(ext) => &ext.target,
+                    None => return bad(format!("metrics[{index}].external is required")),
+                },
+                MetricSourceType::Object => match &m.object {
+                    Some(obj) => &obj.target,
+                    None => return bad(format!("metrics[{index}].object is required")),
+                },
+                other => {
+                    return Err(SpecError::Unsupported {
+                        index,
+                        source_type: other,
+                    })
+                }
             };
-            let t = &ext.target;
             if let Some(ty) = &t.target_type {
                 if !["Value", "AverageValue", "Utilization"].contains(&ty.as_str()) {
                     return bad(format!(

@@ -1,0 +1,513 @@
+//! The scope of an Object metric query (custom.metrics.k8s.io): the workload it names.
+//!
+//! An External query is scoped by a selector the operator writes; an Object query names the
+//! workload itself, so the engine builds the scope (docs/hpa-behaviour.md §6.5):
+//! - series whose workload labels (`hpa_target_kind`, `hpa_target_name`,
+//!   `hpa_target_api_version` by default) name it, read exactly as an External query with the
+//!   selector `hpa_target_kind=<kind>,hpa_target_name=<name>` plus `metricLabelSelector` would
+//!   be, unknown targets included; a series whose api-version label names another group is
+//!   dropped;
+//! - with discovery, also every series from the workload's own pods (Pod → StatefulSet, or
+//!   Pod → ReplicaSet → Deployment), and each never-scraped pod of the workload as unknown.
+//!
+//! The result is ordinary `Evidence`, so every rule (max-not-sum, the floor, refusals, gates,
+//! threshold, combine) runs unchanged: one engine, two front doors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::clock::Millis;
+use crate::cluster::{Cluster, PodFacts, WorkloadRef};
+use crate::config::WorkloadLabels;
+use crate::selector::{LabelSelector, Operator, Requirement};
+use crate::source::{EvidenceSource, SourceError};
+use crate::store::{Evidence, Scope};
+
+/// The label every pod-attributed series carries: set by discovery on scrape targets, and the
+/// label the Prometheus source's pod set uses.
+const POD_LABEL: &str = "pod";
+
+/// The workload kinds an Object metric may describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    StatefulSet,
+    Deployment,
+}
+
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 2] = [ObjectKind::StatefulSet, ObjectKind::Deployment];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            ObjectKind::StatefulSet => "StatefulSet",
+            ObjectKind::Deployment => "Deployment",
+        }
+    }
+
+    pub fn api_version(self) -> &'static str {
+        "apps/v1"
+    }
+
+    /// The resource as it appears in a custom metrics path (`<plural>.<group>`).
+    pub fn resource(self) -> &'static str {
+        match self {
+            ObjectKind::StatefulSet => "statefulsets.apps",
+            ObjectKind::Deployment => "deployments.apps",
+        }
+    }
+
+    pub fn from_resource(resource: &str) -> Option<ObjectKind> {
+        ObjectKind::ALL
+            .into_iter()
+            .find(|k| k.resource() == resource)
+    }
+}
+
+/// The workload an Object metric query names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub kind: ObjectKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn workload(&self) -> WorkloadRef {
+        WorkloadRef {
+            kind: self.kind.kind().into(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.kind(), self.namespace, self.name)
+    }
+}
+
+/// Do these series labels name the object? Kind and name must be set and equal; the
+/// api-version label, when set, must be the object's.
+fn named_by_labels(
+    labels: &BTreeMap<String, String>,
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+) -> bool {
+    labels.get(&wl.kind).map(String::as_str) == Some(object.kind.kind())
+        && labels.get(&wl.name) == Some(&object.name)
+        && labels
+            .get(&wl.api_version)
+            .is_none_or(|v| v == object.kind.api_version())
+}
+
+/// `selector` plus equality on the workload's kind and name labels, so the source reads (and
+/// Prometheus filters) only those series. `None` when the name cannot be a label value (over
+/// 63 characters): then the caller filters after reading the broader scope.
+fn with_workload_labels(
+    selector: &LabelSelector,
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+) -> Option<LabelSelector> {
+    let eq = |key: &str, value: &str| Requirement {
+        key: key.into(),
+        operator: Operator::Equals,
+        values: vec![value.into()],
+    };
+    LabelSelector::from_requirements(
+        selector
+            .requirements()
+            .iter()
+            .cloned()
+            .chain([eq(&wl.kind, object.kind.kind()), eq(&wl.name, &object.name)]),
+    )
+    .ok()
+}
+
+/// The pod a target id names, for ids of the form `<namespace>/<pod>` (discovered targets and
+/// the Prometheus source's unknown pods).
+fn pod_of_target<'a>(id: &'a str, namespace: &str) -> Option<&'a str> {
+    id.strip_prefix(namespace)?.strip_prefix('/')
+}
+
+/// The evidence in `scope` (its series, namespace and `metricLabelSelector`) that belongs to
+/// `object`.
+pub(crate) async fn evidence(
+    source: &dyn EvidenceSource,
+    cluster: Option<&dyn Cluster>,
+    wl: &WorkloadLabels,
+    object: &ObjectRef,
+    scope: &Scope<'_>,
+    now: Millis,
+) -> Result<Evidence, SourceError> {
+    let labelled = with_workload_labels(scope.selector, object, wl);
+    let by_labels = source
+        .evidence(
+            &Scope {
+                selector: labelled.as_ref().unwrap_or(scope.selector),
+                ..scope.clone()
+            },
+            now,
+        )
+        .await?;
+    let pods = cluster.and_then(|c| c.pods(&object.namespace));
+    let by_pods = match &pods {
+        Some(_) => Some(source.evidence(scope, now).await?),
+        None => None,
+    };
+    Ok(combine(object, wl, by_labels, by_pods, pods.as_ref()))
+}
+
+/// Pure: the label-scoped evidence, plus (with the pod set) the series and never-scraped pods
+/// of the object's own pods from the broader read.
+pub(crate) fn combine(
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+    by_labels: Evidence,
+    by_pods: Option<Evidence>,
+    pods: Option<&BTreeMap<String, PodFacts>>,
+) -> Evidence {
+    let me = object.workload();
+    let owned = |pod: &str| {
+        pods.and_then(|p| p.get(pod))
+            .and_then(|f| f.workload.as_ref())
+            == Some(&me)
+    };
+    let mut ev = Evidence {
+        observations: by_labels
+            .observations
+            .into_iter()
+            .filter(|o| named_by_labels(&o.labels, object, wl))
+            .collect(),
+        unknown_targets: by_labels.unknown_targets,
+        workloads: vec![me.clone()],
+    };
+    if let Some(broad) = by_pods {
+        for o in broad.observations {
+            let own = o.labels.get(POD_LABEL).is_some_and(|p| owned(p));
+            let seen = ev
+                .observations
+                .iter()
+                .any(|e| e.target == o.target && e.series == o.series && e.labels == o.labels);
+            if own && !seen {
+                ev.observations.push(o);
+            }
+        }
+        for u in broad.unknown_targets {
+            let own = pod_of_target(&u.target.0, &object.namespace).is_some_and(owned);
+            if own && !ev.unknown_targets.iter().any(|e| e.target == u.target) {
+                ev.unknown_targets.push(u);
+            }
+        }
+    }
+    ev.observations
+        .sort_by(|a, b| (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels)));
+    ev
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::{Observation, TargetId, UnknownTarget};
+
+    fn lobby() -> ObjectRef {
+        ObjectRef {
+            kind: ObjectKind::StatefulSet,
+            namespace: "games".into(),
+            name: "lobby".into(),
+        }
+    }
+
+    fn ob(target: &str, labels: &[(&str, &str)]) -> Observation {
+        Observation {
+            target: TargetId(target.into()),
+            series: "hpa_expect_replicas".into(),
+            labels: Arc::new(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            value: 3.0,
+            observed_at_ms: 0,
+            last_valid: Some((3, 0)),
+            present: true,
+            target_failing: false,
+            duplicated: false,
+        }
+    }
+
+    fn unknown(target: &str) -> UnknownTarget {
+        UnknownTarget {
+            target: TargetId(target.into()),
+            last_error: None,
+        }
+    }
+
+    fn pod_set() -> BTreeMap<String, PodFacts> {
+        let of = |name: &str, kind: &str| PodFacts {
+            running: true,
+            workload: Some(WorkloadRef {
+                kind: kind.into(),
+                namespace: "games".into(),
+                name: name.into(),
+            }),
+        };
+        [
+            ("lobby-0".to_string(), of("lobby", "StatefulSet")),
+            ("lobby-1".to_string(), of("lobby", "StatefulSet")),
+            ("chat-0".to_string(), of("chat", "StatefulSet")),
+            ("lobby-7d9f-x".to_string(), of("lobby", "Deployment")),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn labels_name_the_workload_exactly() {
+        let wl = WorkloadLabels::default();
+        let sts = [
+            ("hpa_target_kind", "StatefulSet"),
+            ("hpa_target_name", "lobby"),
+        ];
+        assert!(named_by_labels(
+            &sts.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            &lobby(),
+            &wl
+        ));
+        let other_group: BTreeMap<String, String> = sts
+            .iter()
+            .chain(&[("hpa_target_api_version", "example.com/v1")])
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert!(!named_by_labels(&other_group, &lobby(), &wl));
+        let deployment: BTreeMap<String, String> = [
+            ("hpa_target_kind", "Deployment"),
+            ("hpa_target_name", "lobby"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert!(!named_by_labels(&deployment, &lobby(), &wl));
+    }
+
+    #[test]
+    fn without_discovery_only_the_labels_count() {
+        let wl = WorkloadLabels::default();
+        let by_labels = Evidence {
+            observations: vec![
+                ob(
+                    "games/lobby-0",
+                    &[
+                        ("hpa_target_kind", "StatefulSet"),
+                        ("hpa_target_name", "lobby"),
+                        ("hpa_target_api_version", "apps/v1"),
+                    ],
+                ),
+                ob(
+                    "games/lobby-1",
+                    &[
+                        ("hpa_target_kind", "StatefulSet"),
+                        ("hpa_target_name", "lobby"),
+                        ("hpa_target_api_version", "other/v1"),
+                    ],
+                ),
+            ],
+            unknown_targets: vec![unknown("http://static/metrics")],
+            workloads: Vec::new(),
+        };
+        let ev = combine(&lobby(), &wl, by_labels, None, None);
+        assert_eq!(ev.observations.len(), 1);
+        assert_eq!(&*ev.observations[0].target.0, "games/lobby-0");
+        assert_eq!(ev.unknown_targets.len(), 1, "unknown input stays unknown");
+        assert_eq!(ev.workloads, [lobby().workload()]);
+    }
+
+    #[test]
+    fn with_discovery_the_workloads_own_pods_count_and_no_other_pods_do() {
+        let wl = WorkloadLabels::default();
+        let pods = pod_set();
+        let broad = Evidence {
+            observations: vec![
+                ob("games/lobby-0", &[("pod", "lobby-0")]),
+                ob("games/chat-0", &[("pod", "chat-0")]),
+                // A Deployment of the same name is another workload.
+                ob("games/lobby-7d9f-x", &[("pod", "lobby-7d9f-x")]),
+            ],
+            unknown_targets: vec![unknown("games/lobby-1"), unknown("games/chat-1")],
+            workloads: Vec::new(),
+        };
+        let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));
+        let targets: Vec<&str> = ev.observations.iter().map(|o| &*o.target.0).collect();
+        assert_eq!(targets, ["games/lobby-0"]);
+        let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
+        assert_eq!(unknown, ["games/lobby-1"]);
+    }
+
+    #[test]
+    fn a_series_found_both_ways_counts_once() {
+        let wl = WorkloadLabels::default();
+        let pods = pod_set();
+        let both = ob(
+            "games/lobby-0",
+            &[
+                ("pod", "lobby-0"),
+                ("hpa_target_kind", "StatefulSet"),
+                ("hpa_target_name", "lobby"),
+            ],
+        );
+        let labelled = Evidence {
+            observations: vec![both.clone()],
+            ..Default::default()
+        };
+        let broad = Evidence {
+            observations: vec![both],
+            ..Default::default()
+        };
+        let ev = combine(&lobby(), &wl, labelled, Some(broad), Some(&pods));
+        assert_eq!(ev.observations.len(), 1);
+    }
+
+    #[test]
+    fn the_selector_gains_the_workload_labels() {
+        let wl = WorkloadLabels::default();
+        let s = LabelSelector::parse("zone=a").unwrap();
+        assert_eq!(
+            with_workload_labels(&s, &lobby(), &wl).unwrap().to_string(),
+            "hpa_target_kind=StatefulSet,hpa_target_name=lobby,zone=a"
+        );
+        let long = ObjectRef {
+            name: "a".repeat(100),
+            ..lobby()
+        };
+        assert!(with_workload_labels(&s, &long, &wl).is_none());
+    }
+
+    #[test]
+    fn resources() {
+        assert_eq!(
+            ObjectKind::from_resource("statefulsets.apps"),
+            Some(ObjectKind::StatefulSet)
+        );
+        assert_eq!(
+            ObjectKind::from_resource("deployments.apps"),
+            Some(ObjectKind::Deployment)
+        );
+        assert_eq!(ObjectKind::from_resource("pods"), None);
+        assert_eq!(pod_of_target("games/lobby-0", "games"), Some("lobby-0"));
+        assert_eq!(pod_of_target("gamesx/lobby-0", "games"), None);
+    }
+
+    /// The selector-typo scenario: a StatefulSet and a Deployment both named `lobby` in one
+    /// namespace. The External selector `hpa_target_name=lobby` (the kind label dropped) mixes
+    /// them; the Object query for each workload does not.
+    #[tokio::test]
+    async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
+        use crate::clock::ManualClock;
+        use crate::config::Config;
+        use crate::engine::Adapter;
+        use crate::exposition::ExposedSample;
+        use crate::store::ScrapeTarget;
+        use crate::telemetry::SelfMetrics;
+
+        let adapter = Adapter::new(
+            Config::from_yaml("").unwrap(),
+            Arc::new(ManualClock::new(1_000_000)),
+            Arc::new(SelfMetrics::new()),
+        );
+        let store = adapter.scrape_store();
+        let target = |id: &str| ScrapeTarget {
+            id: TargetId(id.into()),
+            url: format!("http://{id}/metrics"),
+            labels: [("namespace".to_string(), "games".to_string())].into(),
+            workload: None,
+        };
+        let page = |kind: &str, expect: f64, index: f64| {
+            let labels = vec![
+                ("hpa_target_kind".to_string(), kind.to_string()),
+                ("hpa_target_name".to_string(), "lobby".to_string()),
+                ("hpa_target_api_version".to_string(), "apps/v1".to_string()),
+            ];
+            vec![
+                ExposedSample {
+                    name: "hpa_expect_replicas".into(),
+                    labels: labels.clone(),
+                    value: expect,
+                    timestamp_ms: None,
+                },
+                ExposedSample {
+                    name: "hpa_stateful_index".into(),
+                    labels,
+                    value: index,
+                    timestamp_ms: None,
+                },
+            ]
+        };
+        let (sts, deploy) = (target("sts"), target("deploy"));
+        store.set_targets(vec![sts.clone(), deploy.clone()]);
+        store.record_success(&sts, 1_000_000, 1, page("StatefulSet", 3.0, 2.0));
+        store.record_success(&deploy, 1_000_000, 1, page("Deployment", 9.0, 1.0));
+
+        let loose = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let external = adapter
+            .answer("hpa_target_replicas", "games", &loose)
+            .await
+            .unwrap();
+        assert_eq!(
+            external.value(),
+            Some(9),
+            "the loose selector mixes both workloads"
+        );
+
+        let everything = LabelSelector::everything();
+        let object = |kind| ObjectRef {
+            kind,
+            namespace: "games".into(),
+            name: "lobby".into(),
+        };
+        let sts_answer = adapter
+            .answer_object(
+                "hpa_target_replicas",
+                &object(ObjectKind::StatefulSet),
+                &everything,
+            )
+            .await
+            .unwrap();
+        assert_eq!(sts_answer.value(), Some(3));
+        let deploy_answer = adapter
+            .answer_object(
+                "hpa_target_replicas",
+                &object(ObjectKind::Deployment),
+                &everything,
+            )
+            .await
+            .unwrap();
+        assert_eq!(deploy_answer.value(), Some(9));
+        let missing = ObjectRef {
+            name: "chat".into(),
+            ..object(ObjectKind::StatefulSet)
+        };
+        let none = adapter
+            .answer_object("hpa_target_replicas", &missing, &everything)
+            .await
+            .unwrap();
+        assert!(
+            none.value().is_none(),
+            "no series for the workload is a refusal"
+        );
+        // metricLabelSelector narrows further.
+        let narrowed = adapter
+            .answer_object(
+                "hpa_expect_replicas",
+                &object(ObjectKind::StatefulSet),
+                &LabelSelector::parse("hpa_target_api_version").unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(narrowed.value(), Some(3));
+    }
+}
