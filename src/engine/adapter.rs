@@ -252,6 +252,21 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
     ) -> Result<Answer, QueryError> {
+        let scope = selector.to_string();
+        self.serve_answer(metric, namespace, selector, Fetched::default(), scope)
+            .await
+    }
+
+    /// One answer served to an HPA, whichever front door asked: evaluated, counted in the
+    /// self-metrics and kept in the history under `scope`.
+    async fn serve_answer(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector: &LabelSelector,
+        fetched: Fetched,
+        scope: String,
+    ) -> Result<Answer, QueryError> {
         let spec = self
             .config
             .metric(metric)
@@ -261,7 +276,7 @@ impl Adapter {
             })?;
         let now = self.clock.now_ms();
         let answer = self
-            .answer_spec(spec, namespace, selector, now, &Fetched::default())
+            .answer_spec(spec, namespace, selector, now, &fetched)
             .await;
         self.metrics.answer(
             spec.name(),
@@ -275,7 +290,7 @@ impl Adapter {
             HistoryKey {
                 metric: spec.name().to_string(),
                 namespace: namespace.to_string(),
-                scope: selector.to_string(),
+                scope,
             },
             &answer,
             now,
@@ -283,10 +298,9 @@ impl Adapter {
         Ok(answer)
     }
 
-    /// Keep an answer served to an HPA in the history. Every front door calls this for what it
-    /// serves (an External selector, or an Object reference as the key's scope); `/status`
-    /// evaluations are not recorded.
-    pub(crate) fn record_answer(&self, key: HistoryKey, answer: &Answer, now: Millis) {
+    /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
+    /// front door); `/status` evaluations are not recorded.
+    fn record_answer(&self, key: HistoryKey, answer: &Answer, now: Millis) {
         let evicted = self
             .history
             .lock()
@@ -335,39 +349,13 @@ impl Adapter {
         object: &ObjectRef,
         selector: &LabelSelector,
     ) -> Result<Answer, QueryError> {
-        let spec = self
-            .config
-            .metric(metric)
-            .ok_or_else(|| QueryError::UnknownMetric {
-                metric: metric.into(),
-                served: self.served_metric_names().join(", "),
-            })?;
         let fetched = Fetched {
             object: Some(object.clone()),
             ..Fetched::default()
         };
-        let now = self.clock.now_ms();
-        let answer = self
-            .answer_spec(spec, &object.namespace, selector, now, &fetched)
-            .await;
-        self.record_answer(
-            HistoryKey {
-                metric: spec.name().to_string(),
-                namespace: object.namespace.clone(),
-                scope: object_history_scope(object, selector),
-            },
-            &answer,
-            now,
-        );
-        self.metrics.answer(
-            spec.name(),
-            match answer.refusal() {
-                None => "value".into(),
-                Some(kind) => format!("{kind:?}"),
-            }
-            .as_str(),
-        );
-        Ok(answer)
+        let scope = object_history_scope(object, selector);
+        self.serve_answer(metric, &object.namespace, selector, fetched, scope)
+            .await
     }
 
     fn answer_spec<'a>(

@@ -343,7 +343,6 @@ impl Store {
                 s.present = false;
                 s.duplicated = false;
             }
-            let mut seen_in_page: HashSet<(String, SeriesLabels)> = HashSet::new();
             for sample in samples {
                 let labels: SeriesLabels =
                     Arc::new(merge_labels(&sample.labels, &rec.target.labels));
@@ -353,25 +352,7 @@ impl Store {
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
-                let key = (sample.name.clone(), labels.clone());
-                if !seen_in_page.insert(key.clone()) {
-                    // The same series twice in one page: Prometheus keeps the first and reports
-                    // the page; here neither value is trusted, and the retained value stays the
-                    // last one seen unambiguously, so the duplicate can never lower an answer.
-                    if let Some(state) = rec.series.get_mut(&key) {
-                        if !state.duplicated {
-                            duplicates += 1;
-                        }
-                        state.duplicated = true;
-                        state.latest = f64::NAN;
-                        state.last_valid = state.last_valid_before_page;
-                    }
-                    continue;
-                }
-                let valid = invalid_reason(sample.value)
-                    .is_none()
-                    .then_some(sample.value as u64);
-                let state = match rec.series.entry(key) {
+                let state = match rec.series.entry((sample.name.clone(), labels.clone())) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
                         postings.insert(&rec.target.id, &sample.name, &labels);
@@ -382,17 +363,30 @@ impl Store {
                             latest_at: at,
                             last_valid: None,
                             last_valid_before_page: None,
-                            present: true,
+                            present: false,
                             duplicated: false,
                         })
                     }
                 };
+                // Every series was marked absent before the page, so one already present was
+                // seen earlier in this page: the same series twice. Prometheus keeps the first
+                // and reports the page; here neither value is trusted, and the retained value
+                // stays the last one seen unambiguously, so the duplicate never lowers an answer.
+                if state.present {
+                    if !state.duplicated {
+                        duplicates += 1;
+                    }
+                    state.duplicated = true;
+                    state.latest = f64::NAN;
+                    state.last_valid = state.last_valid_before_page;
+                    continue;
+                }
                 state.latest = sample.value;
                 state.latest_at = at;
                 state.present = true;
                 state.last_valid_before_page = state.last_valid;
-                if let Some(v) = valid {
-                    state.last_valid = Some((v, at));
+                if invalid_reason(sample.value).is_none() {
+                    state.last_valid = Some((sample.value as u64, at));
                 }
             }
         });
