@@ -805,13 +805,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
             if let Some(d) = &discovery {
                 d.wait_synced().await;
             }
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                scraper.scrape_round().await;
-                scrape_adapter.mark_ready();
-            }
+            scraper
+                .run(interval, move || scrape_adapter.mark_ready())
+                .await;
         });
     }
 

@@ -177,7 +177,7 @@ impl SelfMetrics {
         );
         registry.register(
             "scrape_round_duration_seconds",
-            "Duration of a full scrape round over all targets",
+            "Duration of a scrape round over all targets at once (the first, at startup; afterwards each target is scraped at its own phase of the interval)",
             scrape_round_duration.clone(),
         );
         registry.register(

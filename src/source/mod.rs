@@ -5,6 +5,7 @@
 pub mod discovery;
 pub mod prometheus;
 pub mod scrape;
+pub mod scrape_schedule;
 
 use futures::future::BoxFuture;
 

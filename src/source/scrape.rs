@@ -5,13 +5,13 @@
 //! The parse runs on a blocking thread: however hostile the page, the async workers that serve
 //! the API and `/healthz` never wait for it (issue 13).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, FuturesUnordered, StreamExt};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -20,7 +20,8 @@ use hyper_util::rt::TokioExecutor;
 use crate::clock::Clock;
 use crate::exposition;
 use crate::redaction::redact_url;
-use crate::store::{ScrapeTarget, Store};
+use crate::source::scrape_schedule::ScrapeSchedule;
+use crate::store::{ScrapeTarget, Store, TargetId};
 use crate::telemetry::SelfMetrics;
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
@@ -119,6 +120,58 @@ impl Scraper {
         self.metrics
             .scrape_round_duration
             .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Scrape every target once at once, call `after_first_round`, then scrape each target once
+    /// per interval at its own phase (docs/hpa-behaviour.md §5.1), forever.
+    ///
+    /// The first round is a burst on purpose: readiness needs every target's first page, and
+    /// waiting a whole interval for it would hold back a restarted adapter. From then on the
+    /// schedule spreads the targets, so a large target set costs a flat load instead of a
+    /// burst at the top of every interval. A target still being scraped (or waiting for a
+    /// concurrency slot) when it is due again is not queued twice.
+    pub async fn run(&self, interval: Duration, after_first_round: impl FnOnce()) {
+        self.scrape_round().await;
+        let mut last = self.clock.now_ms();
+        after_first_round();
+        // About 100 ticks per interval: each scrapes the targets whose phase passed since the
+        // last tick, so a target's scrapes stay within one tick of one interval apart.
+        let tick_every = (interval / 100).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(tick_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut schedule = ScrapeSchedule::default();
+        let mut schedule_version = None;
+        let mut pending: HashSet<TargetId> = HashSet::new();
+        let mut queue: VecDeque<Arc<ScrapeTarget>> = VecDeque::new();
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let version = self.store.target_set_version();
+                    if schedule_version != Some(version) {
+                        schedule = ScrapeSchedule::new(interval, self.store.targets());
+                        schedule_version = Some(version);
+                    }
+                    let now = self.clock.now_ms();
+                    for t in schedule.due(last, now) {
+                        if pending.insert(t.id.clone()) {
+                            queue.push_back(t.clone());
+                        }
+                    }
+                    last = now;
+                }
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    pending.remove(&done);
+                }
+            }
+            while in_flight.len() < self.settings.concurrency.max(1) {
+                let Some(t) = queue.pop_front() else { break };
+                in_flight.push(async move {
+                    self.scrape_one(&t).await;
+                    t.id.clone()
+                });
+            }
+        }
     }
 
     async fn scrape_one(&self, target: &ScrapeTarget) {
@@ -257,19 +310,29 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::clock::{ManualClock, Millis};
     use std::collections::{BTreeMap, HashMap};
     use std::net::SocketAddr;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A loopback exporter answering each path with a fixed content type and body.
     pub(crate) async fn serve_pages(pages: HashMap<String, (String, Vec<u8>)>) -> SocketAddr {
+        serve_counted_pages(pages).await.0
+    }
+
+    type Hits = Arc<std::sync::Mutex<HashMap<String, usize>>>;
+
+    /// `serve_pages`, also counting the requests for each path.
+    async fn serve_counted_pages(pages: HashMap<String, (String, Vec<u8>)>) -> (SocketAddr, Hits) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pages = Arc::new(pages);
+        let hits = Hits::default();
+        let counter = hits.clone();
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
                 let pages = pages.clone();
+                let counter = counter.clone();
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut buf = [0u8; 1024];
@@ -281,6 +344,7 @@ pub(crate) mod tests {
                     }
                     let text = String::from_utf8_lossy(&head);
                     let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+                    *counter.lock().unwrap().entry(path.clone()).or_default() += 1;
                     let (status, ct, body) = match pages.get(&path) {
                         Some((ct, body)) => ("200 OK", ct.as_str(), body.as_slice()),
                         None => ("404 Not Found", "text/plain", &b""[..]),
@@ -294,7 +358,7 @@ pub(crate) mod tests {
                 });
             }
         });
-        addr
+        (addr, hits)
     }
 
     pub(crate) fn static_target(url: String) -> ScrapeTarget {
@@ -408,5 +472,91 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(at[&om.url], 123_000, "OpenMetrics: seconds");
         assert_eq!(at[&text.url], 123, "Prometheus text: milliseconds");
+    }
+
+    #[tokio::test]
+    async fn after_one_burst_each_target_is_scraped_once_per_interval_at_its_phase() {
+        let paths: Vec<String> = (0..40).map(|i| format!("/t{i}")).collect();
+        let pages = paths
+            .iter()
+            .map(|p| (p.clone(), ("text/plain".to_owned(), b"idx 1\n".to_vec())))
+            .collect();
+        let (addr, hits) = serve_counted_pages(pages).await;
+        let store = Arc::new(Store::new());
+        store.set_targets(
+            paths
+                .iter()
+                .map(|p| static_target(format!("http://{addr}{p}")))
+                .collect(),
+        );
+        // The wall clock is manual, so which targets are due is decided by the test, and the
+        // real ticks only poll it: nothing here depends on how fast the machine is.
+        let start: Millis = 1_764_547_200_000;
+        let clock = Arc::new(ManualClock::new(start));
+        let mut scraper = scraper(store.clone(), Arc::new(SelfMetrics::new()));
+        scraper.clock = clock.clone() as Arc<dyn Clock>;
+        let interval = Duration::from_secs(1);
+        let (first_round, first_round_done) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            scraper
+                .run(interval, move || {
+                    let _ = first_round.send(());
+                })
+                .await
+        });
+        let counts = || -> Vec<usize> {
+            let h = hits.lock().unwrap();
+            paths
+                .iter()
+                .map(|p| h.get(p).copied().unwrap_or(0))
+                .collect()
+        };
+        let wait_for = |want: Vec<usize>| {
+            let counts = &counts;
+            async move {
+                for _ in 0..2_000 {
+                    if counts() == want {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                panic!("scrape counts {:?}, want {want:?}", counts());
+            }
+        };
+        first_round_done.await.unwrap();
+        assert_eq!(
+            counts(),
+            vec![1; 40],
+            "the first round scrapes everyone once"
+        );
+
+        // Half an interval passes: exactly the targets whose phase lies in it are scraped.
+        clock.advance(500);
+        let phase = |p: &str| {
+            crate::source::scrape_schedule::ScrapeSchedule::phase(
+                1_000,
+                &format!("http://{addr}{p}"),
+            )
+        };
+        let half: Vec<usize> = paths
+            .iter()
+            .map(|p| if phase(p) < 500 { 2 } else { 1 })
+            .collect();
+        assert!(
+            half.contains(&1) && half.contains(&2),
+            "phases spread: {half:?}"
+        );
+        wait_for(half.clone()).await;
+        // The clock does not move: however often the driver ticks, nobody is scraped again.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(counts(), half);
+        // The rest of the interval: everyone has been scraped once more.
+        clock.advance(500);
+        wait_for(vec![2; 40]).await;
+        // A late tick (three intervals at once) scrapes each target once, not three times.
+        clock.advance(3_000);
+        wait_for(vec![3; 40]).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(counts(), vec![3; 40]);
     }
 }

@@ -193,6 +193,8 @@ pub struct Store {
     inner: RwLock<Inner>,
     /// Bumped on every change, so callers can tell that an answer computed earlier may differ.
     generation: std::sync::atomic::AtomicU64,
+    /// Bumped when the target set is replaced, so the scrape schedule is rebuilt only then.
+    target_set: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -295,11 +297,20 @@ impl Store {
                 }
             }
         }
+        // After the write: a reader that sees the new version also sees the new set.
+        drop(inner);
+        self.target_set
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Changes with every write to the store.
     pub fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Changes whenever the target set is replaced (not on scrapes).
+    pub fn target_set_version(&self) -> u64 {
+        self.target_set.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn bump(&self) {
