@@ -83,6 +83,34 @@ fn quick_bench_writes_every_section() {
             positive(&json, &format!("parse.pages.{i}.{field}"));
         }
     }
+    // The worst page the parse limits admit, and the soak of replaced pods (issue 13).
+    let adversarial = json["parse"]["adversarial"].as_array().unwrap();
+    assert!(!adversarial.is_empty());
+    for i in 0..adversarial.len() {
+        for field in [
+            "bytes",
+            "lines",
+            "labelsPerLine",
+            "newlineScanMbS",
+            "adapterMbS",
+        ] {
+            positive(&json, &format!("parse.adversarial.{i}.{field}"));
+        }
+    }
+    for field in [
+        "rounds",
+        "replacedPods",
+        "rssBytesAfterSettle",
+        "rssBytesAtEnd",
+        "trackedSeriesAtSettle",
+        "trackedSeriesAtEnd",
+    ] {
+        positive(&json, &format!("soak.{field}"));
+    }
+    assert_eq!(
+        json["soak"]["trackedSeriesAtSettle"], json["soak"]["trackedSeriesAtEnd"],
+        "replaced pods leave no series behind"
+    );
 
     for field in [
         "targets",

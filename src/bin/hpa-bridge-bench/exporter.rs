@@ -188,3 +188,27 @@ pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
     .await
     .map_err(std::io::Error::other)
 }
+
+/// The target set that scrapes this exporter, as discovery would build it for pods named
+/// `pod_name(i, workload, ordinal)` in namespace `default`.
+pub fn targets(
+    spec: &ExporterSpec,
+    port: u16,
+    pod_name: impl Fn(usize, usize, usize) -> String,
+) -> Vec<hpa_bridge::store::ScrapeTarget> {
+    (0..spec.targets)
+        .map(|i| {
+            let (w, k) = workload_of(i, spec.workloads);
+            let pod = pod_name(i, w, k);
+            hpa_bridge::store::ScrapeTarget {
+                id: hpa_bridge::store::TargetId(format!("default/{pod}").into()),
+                url: format!("http://{}:{port}/t/{i}", target_ip(i, spec.shared_host)),
+                labels: [("namespace", "default".to_string()), ("pod", pod)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+                workload: None,
+            }
+        })
+        .collect()
+}

@@ -23,6 +23,8 @@ mod prometheus;
 mod report;
 mod scale;
 mod serve;
+mod soak;
+mod spread;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +62,9 @@ enum Command {
     /// The scale part's exporter, started as a child process by the bench itself.
     #[command(hide = true)]
     BenchExporter(BenchExporterArgs),
+    /// The soak part's rounds, started as a child process so its memory is its own.
+    #[command(hide = true)]
+    BenchSoak(BenchSoakArgs),
 }
 
 #[derive(Args, Debug)]
@@ -73,7 +78,7 @@ struct BenchArgs {
     /// Directory for BENCHMARKS.md and benchmarks.json.
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
-    /// Parts to run (default all): serve, parse, scale, prometheus, hostile, page.
+    /// Parts to run (default all): serve, parse, scale, prometheus, hostile, page, spread, soak.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -90,11 +95,26 @@ struct BenchExporterArgs {
     shared_host: bool,
 }
 
+#[derive(Args, Debug)]
+struct BenchSoakArgs {
+    #[arg(long)]
+    targets: usize,
+    #[arg(long)]
+    workloads: usize,
+    #[arg(long)]
+    page_bytes: usize,
+    #[arg(long)]
+    rounds: usize,
+    #[arg(long)]
+    replaced_percent: usize,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init_logging(cli.verbose, cli.log_format == "json");
     let result = match cli.command {
         Some(Command::BenchExporter(args)) => bench_exporter(args),
+        Some(Command::BenchSoak(args)) => bench_soak(args),
         None => bench(cli.bench),
     };
     match result {
@@ -119,6 +139,24 @@ fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
             shared_host: args.shared_host,
         }))
         .map_err(|e| format!("bench exporter: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_soak(args: BenchSoakArgs) -> Result<ExitCode, String> {
+    let plan = soak::SoakPlan {
+        targets: args.targets.max(1),
+        workloads: args.workloads.max(1),
+        page_bytes: args.page_bytes,
+        rounds: args.rounds,
+        replaced_percent: args.replaced_percent,
+        settle_rounds: 0,
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("locating the bench binary: {e}"))?;
+    let rounds = soak::child(&plan, &exe).map_err(|e| e.to_string())?;
+    println!(
+        "{}",
+        serde_json::to_string(&rounds).map_err(|e| e.to_string())?
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -179,7 +217,7 @@ pub struct BenchOptions {
     /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
     pub quick: bool,
     pub out_dir: PathBuf,
-    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`, `page`.
+    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`, `page`, `spread`, `soak`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -266,6 +304,16 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     if opts.wants("page") {
         eprintln!("bench: status page...");
         report.page = Some(page::run(opts.quick));
+    }
+    if opts.wants("spread") {
+        let plan = spread::SpreadPlan::new(opts.quick);
+        eprintln!("bench: spread ({} targets)...", plan.targets);
+        report.spread = Some(spread::run(&plan, &opts.exe)?);
+    }
+    if opts.wants("soak") {
+        let plan = soak::SoakPlan::new(opts.quick);
+        eprintln!("bench: soak ({} rounds)...", plan.rounds);
+        report.soak = Some(soak::run(&plan, &opts.exe)?);
     }
     report.build_figures();
     report.write(&opts.out_dir)?;

@@ -95,3 +95,40 @@ pub fn parse_page(bytes: usize, series: usize) -> (Vec<u8>, usize) {
     filler(&mut page, series - half, share(series - half), 50, "second");
     (page.into_bytes(), WANTED)
 }
+
+/// The worst page the limits let through: every line a wanted `hpa_expect_replicas` sample
+/// with `labels` labels whose escape-heavy values fill the line to just under `line_bytes`.
+/// Unwanted lines cost a newline search; these cost the full label parse, which is what a
+/// hostile exporter would send. Returns the page and its number of lines.
+pub fn adversarial_page(bytes: usize, labels: usize, line_bytes: usize) -> (Vec<u8>, usize) {
+    let labels = labels.max(1);
+    let mut page = String::with_capacity(bytes + line_bytes);
+    page.push_str("# TYPE hpa_expect_replicas gauge\n");
+    let mut lines = 0;
+    while page.len() < bytes {
+        let start = page.len();
+        page.push_str("hpa_expect_replicas{");
+        // Room per value: the line budget less the name, the `lNNN="",` framing and the tail.
+        let per_value = line_bytes.saturating_sub(64 + labels * 9) / labels;
+        for l in 0..labels {
+            let _ = write!(page, "l{l}=\"{lines}-");
+            let mut pad = per_value.saturating_sub(12);
+            let mut t = l % PAD_TOKENS.len();
+            while pad > 0 {
+                let tok = PAD_TOKENS[t % PAD_TOKENS.len()];
+                if tok.len() > pad {
+                    page.extend(std::iter::repeat_n('x', pad));
+                    break;
+                }
+                page.push_str(tok);
+                pad -= tok.len();
+                t += 1;
+            }
+            page.push_str("\",");
+        }
+        page.push_str("} 3\n");
+        debug_assert!(page.len() - start < line_bytes);
+        lines += 1;
+    }
+    (page.into_bytes(), lines)
+}

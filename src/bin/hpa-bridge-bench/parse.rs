@@ -29,10 +29,38 @@ pub struct ParsePage {
     pub speedup_over_parse_all: f64,
 }
 
+/// A page of nothing but the worst lines the limits admit (issue: quadratic label parsing).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdversarialPage {
+    pub bytes: usize,
+    pub lines: usize,
+    pub labels_per_line: usize,
+    pub line_bytes_limit: usize,
+    pub newline_scan_mb_s: f64,
+    pub adapter_mb_s: f64,
+    pub ratio_to_limit: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ParseResult {
     pub pages: Vec<ParsePage>,
+    pub adversarial: Vec<AdversarialPage>,
+}
+
+/// The faster of two ways to find every newline of `page`: no parser skips lines faster.
+fn newline_scans(page: &[u8]) -> [Box<dyn Fn() -> usize + '_>; 2] {
+    let counted = move || memchr::memchr_iter(b'\n', page).count();
+    let stepped = move || {
+        let (mut lines, mut pos) = (0, 0);
+        while let Some(i) = memchr::memchr(b'\n', &page[pos..]) {
+            lines += 1;
+            pos += i + 1;
+        }
+        lines
+    };
+    [Box::new(counted), Box::new(stepped)]
 }
 
 /// MB/s of each of `fs` over `bytes` per call. The functions take turns in ~20 ms slices until
@@ -86,16 +114,7 @@ pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
         }
         let all = exposition::parse_all(&page)
             .map_err(|e| BenchError::part("parse", format!("generated page: {e}")))?;
-        // Two ways to find every newline; the faster one is the limit.
-        let counted = || memchr::memchr_iter(b'\n', &page).count();
-        let stepped = || {
-            let (mut lines, mut pos) = (0, 0);
-            while let Some(i) = memchr::memchr(b'\n', &page[pos..]) {
-                lines += 1;
-                pos += i + 1;
-            }
-            lines
-        };
+        let [counted, stepped] = newline_scans(&page);
         let adapter = || {
             exposition::parse(&page, &|n| wanted.contains(n))
                 .map(|v| v.len())
@@ -105,7 +124,7 @@ pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
         let [counted, stepped, adapter, parse_all] = throughputs(
             page.len(),
             plan.parse_min_time,
-            [&counted, &stepped, &adapter, &full],
+            [&*counted, &*stepped, &adapter, &full],
         );
         let newline = counted.max(stepped);
         pages_out.push(ParsePage {
@@ -119,5 +138,58 @@ pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
             speedup_over_parse_all: adapter / parse_all,
         });
     }
-    Ok(ParseResult { pages: pages_out })
+    let adversarial = plan
+        .parse_sizes
+        .iter()
+        .map(|&size| adversarial(plan, size))
+        .collect::<Result<_, _>>()?;
+    Ok(ParseResult {
+        pages: pages_out,
+        adversarial,
+    })
+}
+
+/// Throughput on a page of only maximal lines, with the adapter's default limits and the
+/// parser's entry point the scraper uses (`parse_with`, limits and cancellation on).
+fn adversarial(plan: &Plan, size: usize) -> Result<AdversarialPage, BenchError> {
+    let limits = exposition::Limits::DEFAULT;
+    let (page, lines) =
+        pages::adversarial_page(size, limits.max_labels_per_series, limits.max_line_bytes);
+    let config = Config::from_yaml("").map_err(|e| BenchError::part("parse", e))?;
+    let wanted = config.wanted_series();
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let options = exposition::Options {
+        format: exposition::Format::default(),
+        limits,
+        cancel: Some(&cancel),
+    };
+    let parse = || {
+        exposition::parse_with(&page, &|n| wanted.contains(n), &options)
+            .map(|v| v.len())
+            .unwrap_or(0)
+    };
+    // Every line must be admitted and parsed, or the figure would measure a refusal.
+    if parse() != lines {
+        let e = exposition::parse_with(&page, &|n| wanted.contains(n), &options).err();
+        return Err(BenchError::part(
+            "parse",
+            format!("the adversarial page was not parsed in full ({lines} lines): {e:?}"),
+        ));
+    }
+    let [counted, stepped] = newline_scans(&page);
+    let [counted, stepped, adapter] = throughputs(
+        page.len(),
+        plan.parse_min_time,
+        [&*counted, &*stepped, &parse],
+    );
+    let newline = counted.max(stepped);
+    Ok(AdversarialPage {
+        bytes: page.len(),
+        lines,
+        labels_per_line: limits.max_labels_per_series,
+        line_bytes_limit: limits.max_line_bytes,
+        newline_scan_mb_s: newline,
+        adapter_mb_s: adapter,
+        ratio_to_limit: adapter / newline,
+    })
 }

@@ -119,6 +119,8 @@ pub struct Report {
     pub prometheus: Option<PrometheusResult>,
     pub hostile: Option<super::hostile::HostileResult>,
     pub page: Option<super::page::PageResult>,
+    pub soak: Option<super::soak::SoakResult>,
+    pub spread: Option<super::spread::SpreadResult>,
 }
 
 fn load_average() -> String {
@@ -172,6 +174,8 @@ impl Report {
             prometheus: None,
             hostile: None,
             page: None,
+            soak: None,
+            spread: None,
         }
     }
 
@@ -254,6 +258,42 @@ impl Report {
                         "MB/s",
                     )
                     .compare(page.parse_all_mb_s, page.adapter_mb_s, None),
+                );
+            }
+            for page in &p.adversarial {
+                f.push(
+                    Figure::new(
+                        "parse",
+                        format!(
+                            "Parse adversarial {} page ({} lines of {} labels, each just under {} bytes) vs memchr newline scan",
+                            size_label(page.bytes),
+                            page.lines,
+                            page.labels_per_line,
+                            page.line_bytes_limit
+                        ),
+                        "MB/s",
+                    )
+                    .compare(page.newline_scan_mb_s, page.adapter_mb_s, None),
+                );
+            }
+            // Linear parsing keeps the rate when the page grows tenfold; a quadratic parser's
+            // rate would fall with the line and page size.
+            if let [small, .., large] = p.adversarial.as_slice() {
+                f.push(
+                    Figure::new(
+                        "parse",
+                        format!(
+                            "Parse adversarial: rate on the {} page vs the {} page",
+                            size_label(large.bytes),
+                            size_label(small.bytes)
+                        ),
+                        "MB/s",
+                    )
+                    .compare(
+                        small.adapter_mb_s,
+                        large.adapter_mb_s,
+                        Some(Goal::AtLeast(0.5)),
+                    ),
                 );
             }
         }
@@ -384,6 +424,12 @@ impl Report {
         if let Some(p) = &self.page {
             f.extend(super::page::figures(p));
         }
+        if let Some(s) = &self.spread {
+            f.extend(super::spread::figures(s));
+        }
+        if let Some(s) = &self.soak {
+            f.extend(super::soak::figures(s));
+        }
         self.figures = f;
     }
 
@@ -485,6 +531,16 @@ impl Report {
                     page.bytes, page.newline_scan_mb_s, page.adapter_mb_s, page.parse_all_mb_s
                 );
             }
+            for page in &p.adversarial {
+                let _ = writeln!(
+                    md,
+                    "- adversarial {} bytes: {} lines, each a wanted `hpa_expect_replicas` sample with {} escape-heavy labels \
+                     filling it to just under the {}-byte line cap (the most the default limits admit); \
+                     newline scan {:.0} MB/s, `exposition::parse_with` with the default limits {:.0} MB/s",
+                    page.bytes, page.lines, page.labels_per_line, page.line_bytes_limit,
+                    page.newline_scan_mb_s, page.adapter_mb_s
+                );
+            }
             let _ = writeln!(md);
         }
         if let Some(s) = &self.scale {
@@ -551,6 +607,12 @@ impl Report {
         }
         if let Some(p) = &self.page {
             let _ = writeln!(md, "{}", super::page::note(p));
+        }
+        if let Some(s) = &self.spread {
+            let _ = writeln!(md, "{}", super::spread::note(s));
+        }
+        if let Some(s) = &self.soak {
+            let _ = writeln!(md, "{}", super::soak::note(s));
         }
         md
     }

@@ -112,14 +112,14 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 /// The exporter child; killed and reaped when dropped.
-struct ExporterProcess {
+pub(super) struct ExporterProcess {
     child: Child,
-    port: u16,
+    pub(super) port: u16,
     control: String,
 }
 
 impl ExporterProcess {
-    fn start(exe: &Path, spec: &ExporterSpec) -> Result<Self, BenchError> {
+    pub(super) fn start(exe: &Path, spec: &ExporterSpec) -> Result<Self, BenchError> {
         let mut cmd = Command::new(exe);
         cmd.arg("bench-exporter")
             .arg("--targets")
@@ -177,7 +177,7 @@ fn open_files_limit() -> Option<u64> {
 }
 
 /// Whether this machine lets a process bind 127.77.x.y (Linux routes 127/8 to loopback).
-fn distinct_hosts_available() -> bool {
+pub(super) fn distinct_hosts_available() -> bool {
     std::net::TcpListener::bind((exporter::target_ip(1, false), 0)).is_ok()
 }
 
