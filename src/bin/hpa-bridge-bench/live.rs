@@ -117,13 +117,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         &pki,
         Arc::new(ApiHandler::new(scraped.adapter.clone()).without_answer_reuse()),
     )?;
-    let paths: Vec<String> = (0..live.workloads)
-        .map(|w| {
-            format!(
-                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dw{w}"
-            )
-        })
-        .collect();
+    let paths = serve::workload_paths("hpa_target_replicas", live.workloads);
     let (baseline, _) = serve::start_baseline(&pki, reuse_on.addr, &paths[0])?;
     // Answers differ by workload and change with every scrape: each response must be a 200.
     let client = Arc::new(Client::new(&pki, paths, None)?);

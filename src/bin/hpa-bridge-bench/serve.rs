@@ -655,6 +655,18 @@ pub fn figures(loads: &[Load]) -> LoadFigures {
     }
 }
 
+/// The HPA's request for `metric` of each of the workloads `w0..w<n>` (the bench exporter's
+/// names).
+pub fn workload_paths(metric: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|w| {
+            format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/{metric}?labelSelector=hpa_target_name%3Dw{w}"
+            )
+        })
+        .collect()
+}
+
 /// The adapter's own authentication: the trust store from CA files (as with
 /// --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in the
 /// handshake, and the real `AuthGate` per request. Authorization takes the always-allow-groups

@@ -19,7 +19,20 @@ use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, Plan};
 use hpa_bridge::api::ApiHandler;
+use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
+
+/// What the HPA asks for: a recommendation behind a `validWhen` gate that never opens (no
+/// pod's stateful index is 99), so every answer is `max(recommendation, current)` and needs
+/// the workload's current replica count, which comes from the StatefulSet watch cache. The
+/// default `hpa_target_replicas` never reads it, so it could not show a wait on the API.
+const METRIC: &str = "hpa_gated_replicas";
+const GATED_METRIC: &str = "metrics:
+  - name: hpa_gated_replicas
+    kind: recommendation
+    series: [hpa_expect_replicas]
+    validWhen: {series: hpa_stateful_index, equals: 99}
+";
 
 #[derive(Clone, Debug)]
 pub struct SlowApiPlan {
@@ -101,7 +114,7 @@ impl Side {
         let engine = fleet::engine(
             Duration::from_secs(10),
             fleet::SCRAPE_CONCURRENCY,
-            "  staleAfter: 1h\n  kubernetes:\n    namespaces: [default]\n",
+            &format!("  staleAfter: 1h\n  kubernetes:\n    namespaces: [default]\n{GATED_METRIC}"),
         )?;
         let k = engine
             .adapter
@@ -129,6 +142,19 @@ impl Side {
                 .as_ref()
                 .ok_or_else(|| err("the engine built no scraper"))?;
             scraper.scrape_round().await;
+            // The point of the part: the answer takes spec.replicas from the watch cache.
+            let selector = LabelSelector::parse("hpa_target_name=w0").map_err(err)?;
+            let answer = engine
+                .adapter
+                .answer(METRIC, "default", &selector)
+                .await
+                .map_err(err)?;
+            let explained = serde_json::to_string(&answer).map_err(err)?;
+            if answer.value().is_none() || !explained.contains("spec.replicas of") {
+                return Err(err(format!(
+                    "{name}: the answer for w0 does not use the watch cache's spec.replicas: {explained}"
+                )));
+            }
             Ok::<_, BenchError>(discovery)
         })?;
         let store = engine.targets();
@@ -162,13 +188,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<SlowApiResult, BenchError> {
     let pki = Pki::generate()?;
     let prompt = Side::start("prompt", Duration::ZERO, &spec, &exporter, &pki)?;
     let delayed = Side::start("delayed", slow.delay, &spec, &exporter, &pki)?;
-    let paths: Vec<String> = (0..slow.workloads)
-        .map(|w| {
-            format!(
-                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dw{w}"
-            )
-        })
-        .collect();
+    let paths = serve::workload_paths(METRIC, slow.workloads);
     let client = Arc::new(Client::new(&pki, paths, None)?);
     let lists = delayed.counters.lists.load(Ordering::Relaxed);
     let watches = delayed.counters.watches.load(Ordering::Relaxed);
@@ -203,7 +223,7 @@ pub fn figures(r: &SlowApiResult) -> Vec<Figure> {
         Figure::new(
             "slowapi",
             format!(
-                "Slow Kubernetes API: HPA request p99 with every API response delayed {} s (vs a prompt API)",
+                "Slow Kubernetes API: p99 of an HPA request that needs spec.replicas, every API response delayed {} s (vs a prompt API)",
                 r.delay_seconds
             ),
             "µs",
@@ -233,8 +253,10 @@ pub fn note(r: &SlowApiResult) -> String {
          answered {} lists and {} watches, each after the delay). Each adapter scraped the discovered \
          pods once from the bench exporter process (synced and scraped in {:.1} s prompt, {:.1} s \
          delayed), then the serve part's client (TLS, front-proxy authentication, {} connections) asked \
-         `hpa_target_replicas` for the workloads round-robin, answer reuse off so that every request \
-         reads `spec.replicas` from the cluster. Arrangement: {}. Requests: prompt {}, delayed {}.\n",
+         `{METRIC}` for the workloads round-robin: `hpa_expect_replicas` behind a `validWhen` gate \
+         that never opens, so every answer is max(recommendation, current replicas) and reads \
+         `spec.replicas` from the cluster (checked before the load: the answer's explanation names \
+         `spec.replicas` of the StatefulSet), with answer reuse off so that every request computes it. Arrangement: {}. Requests: prompt {}, delayed {}.\n",
         r.targets,
         r.workloads,
         r.delay_seconds,
