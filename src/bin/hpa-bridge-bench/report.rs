@@ -353,6 +353,24 @@ impl Report {
                 )
                 .compare(a.small_us, a.large_us, Some(Goal::AtMost(2.0))),
             );
+            // A workload of the large store has more pods (and so more series in its scope)
+            // than the whole small store: per series in scope, the two are comparable.
+            let large_scope = s.targets / s.workloads.max(1) * s.wanted_series_per_target;
+            let small_scope = a.small_targets * s.wanted_series_per_target;
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Answer cost per series in the workload's scope ({large_scope} vs {small_scope} series)"
+                    ),
+                    "µs",
+                )
+                .compare(
+                    a.small_us / small_scope.max(1) as f64,
+                    a.large_us / large_scope.max(1) as f64,
+                    None,
+                ),
+            );
         }
         if let Some(p) = &self.prometheus {
             let n = p.concurrent_requests;
