@@ -127,7 +127,10 @@ fn quick_bench_writes_every_section() {
         "freshness.p50Seconds",
         "freshness.maxSeconds",
         "freshness.limitSeconds",
-        "answerUsOnStore",
+        "wantedSeriesPerTarget",
+        "answerCost.smallUs",
+        "answerCost.largeUs",
+        "answerCost.ratio",
         "coldRound.seconds",
     ] {
         positive(&json, &format!("scale.{field}"));
@@ -142,6 +145,21 @@ fn quick_bench_writes_every_section() {
         positive(r, "seconds");
         assert_eq!(r["failedTargets"], 0, "round {i}");
     }
+
+    // Serve under live load and with a slow Kubernetes API (issue 14).
+    for side in ["baseline", "reuseOn", "reuseOff"] {
+        for field in ["requestsPerSecond", "p50Us", "p99Us", "p999Us"] {
+            positive(&json, &format!("live.{side}.{field}"));
+        }
+    }
+    positive(&json, "live.trackedSeries");
+    for side in ["prompt", "delayed"] {
+        for field in ["requestsPerSecond", "p99Us"] {
+            positive(&json, &format!("slowapi.{side}.{field}"));
+        }
+    }
+    positive(&json, "slowapi.p99Ratio");
+    positive(&json, "slowapi.delayedSyncSeconds");
 
     assert_eq!(json["prometheus"]["measured"], true);
     for field in [

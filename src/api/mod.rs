@@ -262,6 +262,8 @@ fn valid_namespace(ns: &str) -> bool {
 pub struct ApiHandler {
     pub adapter: Arc<Adapter>,
     rendered: std::sync::Mutex<std::collections::HashMap<RenderKey, Rendered>>,
+    /// Whether rendered answers are reused (always, except in the bench's comparison).
+    reuse_rendered: bool,
 }
 
 /// (metric, namespace, canonical selector)
@@ -288,7 +290,17 @@ impl ApiHandler {
         ApiHandler {
             adapter,
             rendered: Default::default(),
+            reuse_rendered: true,
         }
+    }
+
+    /// Compute every answer afresh instead of reusing a rendered one. Not a setting of the
+    /// adapter: the bench uses it to show the serve path's cost when the store changes between
+    /// every pair of requests, which is what a large, spread-out scrape loop approaches.
+    #[doc(hidden)]
+    pub fn without_answer_reuse(mut self) -> Self {
+        self.reuse_rendered = false;
+        self
     }
 
     pub fn health(&self, which: &str) -> ApiResponse {
@@ -379,6 +391,9 @@ impl ApiHandler {
             ns.to_string(),
             selector.to_string(),
         );
+        if !self.reuse_rendered {
+            return self.compute_external_metric(ns, metric, &selector).await;
+        }
         let generation = self.adapter.generation();
         let now = self.adapter.now_ms();
         let reuse = self
@@ -628,6 +643,12 @@ mod tests {
             3,
             "recomputed after a store change"
         );
+
+        // Without reuse (the bench's comparison) every request computes its answer.
+        let fresh = ApiHandler::new(adapter.clone()).without_answer_reuse();
+        assert_eq!(get(&fresh).await, 404);
+        assert_eq!(get(&fresh).await, 404);
+        assert_eq!(answers_computed(&adapter), 5, "no reuse when switched off");
     }
 
     #[tokio::test]

@@ -8,14 +8,22 @@
 //! - `parse`: the exposition skip path against a `memchr` newline scan of the same page.
 //! - `scale`: thousands of targets scraped from a separate exporter process: CPU per round,
 //!   round duration against the interval, resident memory, freshness.
+//! - `live`: the serve path over thousands of targets the scraper keeps rewriting, many
+//!   workloads round-robin, answer reuse on and off, against the bare server.
+//! - `slowapi`: the HPA's request with real discovery against a loopback Kubernetes API that
+//!   delays every response, against the same with a prompt one.
 //! - `prometheus`: PromQL queries per HPA request under 100 concurrent identical requests,
 //!   against what a naive adapter would send.
 //!
 //! Absolute numbers depend on the machine and on whatever else runs on it; ratios measured in
 //! the same run with the same client are what the goals are stated in.
 
+mod answer_cost;
 mod exporter;
+mod fleet;
 mod hostile;
+mod kubeapi;
+mod live;
 mod page;
 mod pages;
 mod parse;
@@ -23,6 +31,7 @@ mod prometheus;
 mod report;
 mod scale;
 mod serve;
+mod slowapi;
 mod soak;
 mod spread;
 
@@ -78,7 +87,8 @@ struct BenchArgs {
     /// Directory for BENCHMARKS.md and benchmarks.json.
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
-    /// Parts to run (default all): serve, parse, scale, prometheus, hostile, page, spread, soak.
+    /// Parts to run (default all): serve, parse, scale, live, slowapi, prometheus, hostile, page,
+    /// spread, soak.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -93,6 +103,8 @@ struct BenchExporterArgs {
     page_bytes: usize,
     #[arg(long)]
     shared_host: bool,
+    #[arg(long, default_value_t = 2)]
+    wanted_series: usize,
 }
 
 #[derive(Args, Debug)]
@@ -137,6 +149,7 @@ fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
             workloads: args.workloads.max(1),
             page_bytes: args.page_bytes,
             shared_host: args.shared_host,
+            wanted_series: args.wanted_series,
         }))
         .map_err(|e| format!("bench exporter: {e}"))?;
     Ok(ExitCode::SUCCESS)
@@ -217,7 +230,8 @@ pub struct BenchOptions {
     /// A few seconds per part, small scale: for tests and smoke runs. Figures are not meaningful.
     pub quick: bool,
     pub out_dir: PathBuf,
-    /// Parts to run: any of `serve`, `parse`, `scale`, `prometheus`, `hostile`, `page`, `spread`, `soak`.
+    /// Parts to run: any of `serve`, `parse`, `scale`, `live`, `slowapi`, `prometheus`,
+    /// `hostile`, `page`, `spread`, `soak`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -241,6 +255,8 @@ pub struct Plan {
     pub parse_min_time: Duration,
     pub parse_sizes: Vec<usize>,
     pub scale: scale::ScalePlan,
+    pub live: live::LivePlan,
+    pub slowapi: slowapi::SlowApiPlan,
 }
 
 impl Plan {
@@ -254,6 +270,8 @@ impl Plan {
                 parse_min_time: Duration::from_millis(100),
                 parse_sizes: vec![256 * 1024],
                 scale: scale::ScalePlan::quick(),
+                live: live::LivePlan::new(true),
+                slowapi: slowapi::SlowApiPlan::new(true),
             }
         } else {
             Plan {
@@ -264,6 +282,8 @@ impl Plan {
                 parse_min_time: Duration::from_millis(1500),
                 parse_sizes: vec![1 << 20, 10 << 20],
                 scale: scale::ScalePlan::full(),
+                live: live::LivePlan::new(false),
+                slowapi: slowapi::SlowApiPlan::new(false),
             }
         }
     }
@@ -289,6 +309,17 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     if opts.wants("serve") {
         eprintln!("bench: serve...");
         report.serve = Some(serve::run(&plan)?);
+    }
+    if opts.wants("live") {
+        eprintln!(
+            "bench: serve under live load ({} targets)...",
+            plan.live.targets
+        );
+        report.live = Some(live::run(&plan, &opts.exe)?);
+    }
+    if opts.wants("slowapi") {
+        eprintln!("bench: slow Kubernetes API...");
+        report.slowapi = Some(slowapi::run(&plan, &opts.exe)?);
     }
     if opts.wants("hostile") {
         eprintln!("bench: hostile connections...");

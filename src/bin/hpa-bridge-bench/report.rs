@@ -117,6 +117,8 @@ pub struct Report {
     pub parse: Option<ParseResult>,
     pub scale: Option<ScaleResult>,
     pub prometheus: Option<PrometheusResult>,
+    pub live: Option<super::live::LiveResult>,
+    pub slowapi: Option<super::slowapi::SlowApiResult>,
     pub hostile: Option<super::hostile::HostileResult>,
     pub page: Option<super::page::PageResult>,
     pub soak: Option<super::soak::SoakResult>,
@@ -172,6 +174,8 @@ impl Report {
             parse: None,
             scale: None,
             prometheus: None,
+            live: None,
+            slowapi: None,
             hostile: None,
             page: None,
             soak: None,
@@ -319,7 +323,10 @@ impl Report {
             f.push(
                 Figure::new(
                     "scale",
-                    "Scale: peak resident memory, VmHWM (limit 256 MiB)",
+                    format!(
+                        "Scale: peak resident memory, VmHWM, {n} targets × {} wanted series (limit 256 MiB)",
+                        s.wanted_series_per_target
+                    ),
                     "MiB",
                 )
                 .compare(
@@ -374,15 +381,35 @@ impl Report {
                 )
                 .compare(interval, s.freshness.p50_seconds, None),
             );
+            let a = &s.answer_cost;
             f.push(
                 Figure::new(
                     "scale",
                     format!(
-                        "One hpa_target_replicas answer over the {n}-target store (in-process)"
+                        "Answer cost: one hpa_target_replicas answer over the {n}-target store ({} series) vs an {}-target store (in-process)",
+                        s.tracked_series, a.small_targets
                     ),
                     "µs",
                 )
-                .value(s.answer_us_on_store),
+                .compare(a.small_us, a.large_us, Some(Goal::AtMost(2.0))),
+            );
+            // A workload of the large store has more pods (and so more series in its scope)
+            // than the whole small store: per series in scope, the two are comparable.
+            let large_scope = s.targets / s.workloads.max(1) * s.wanted_series_per_target;
+            let small_scope = a.small_targets * s.wanted_series_per_target;
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Answer cost per series in the workload's scope ({large_scope} vs {small_scope} series)"
+                    ),
+                    "µs",
+                )
+                .compare(
+                    a.small_us / small_scope.max(1) as f64,
+                    a.large_us / large_scope.max(1) as f64,
+                    None,
+                ),
             );
         }
         if let Some(p) = &self.prometheus {
@@ -417,6 +444,12 @@ impl Report {
                     goal,
                 ),
             );
+        }
+        if let Some(l) = &self.live {
+            f.extend(super::live::figures(l));
+        }
+        if let Some(k) = &self.slowapi {
+            f.extend(super::slowapi::figures(k));
         }
         if let Some(h) = &self.hostile {
             f.extend(super::hostile::figures(h));
@@ -547,8 +580,10 @@ impl Report {
             let _ = writeln!(
                 md,
                 "**Scale.** {} targets over {} workloads ({} bytes per page: ~40 escape-heavy unwanted series \
-                 plus each pod's `hpa_stateful_index` and, for two controllers per workload, \
-                 `hpa_expect_replicas`), served by `hpa-bridge-bench bench-exporter` as a separate process {} so its \
+                 plus {} wanted series: each pod's `hpa_stateful_index`, for two controllers per workload \
+                 the deciding `hpa_expect_replicas`, and further `hpa_expect_replicas` of 1 from other \
+                 controller instances, which the store holds and the answer reads but which never \
+                 change the maximum), served by `hpa-bridge-bench bench-exporter` as a separate process {} so its \
                  CPU is not counted. The adapter side is `source::scrape::Scraper` (concurrency {}) filling \
                  `Adapter`'s store on a default multi-thread tokio runtime, as `serve` runs it. CPU is this \
                  process's user+system time (/proc/self/stat) around each round; memory is VmRSS/VmHWM from \
@@ -557,6 +592,7 @@ impl Report {
                 s.targets,
                 s.workloads,
                 s.page_bytes,
+                s.wanted_series_per_target,
                 if s.distinct_hosts {
                     "with one loopback address per target (127.77.x.y, as pods have distinct IPs, so the client's per-host pool keeps one connection per target)"
                 } else {
@@ -596,6 +632,33 @@ impl Report {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            let a = &s.answer_cost;
+            let _ = writeln!(
+                md,
+                "**Answer cost.** `Adapter::answer(\"hpa_target_replicas\", \"default\", hpa_target_name=wN)` \
+                 in-process (no HTTP, no answer reuse), round-robin over the workloads, on the store above \
+                 ({} targets, {} series, {} workloads: {} pods and {} wanted series per workload) against a \
+                 store of {} targets in one workload ({} wanted series), filled the same way by its own \
+                 exporter process and `Scraper` in the same run. The two alternate in 20 ms slices until \
+                 each has run {:.1} s: {} answers over the large store, {} over the small one. Every \
+                 workload was first checked to get a value, not a refusal, on both.\n",
+                s.targets,
+                s.tracked_series,
+                s.workloads,
+                s.targets / s.workloads.max(1),
+                s.targets / s.workloads.max(1) * s.wanted_series_per_target,
+                a.small_targets,
+                a.small_targets * s.wanted_series_per_target,
+                a.budget_seconds,
+                a.large_answers,
+                a.small_answers
+            );
+        }
+        if let Some(l) = &self.live {
+            let _ = writeln!(md, "{}", super::live::note(l));
+        }
+        if let Some(k) = &self.slowapi {
+            let _ = writeln!(md, "{}", super::slowapi::note(k));
         }
         if let Some(p) = &self.prometheus {
             let _ = writeln!(

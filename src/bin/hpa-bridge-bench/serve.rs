@@ -131,7 +131,7 @@ impl Authority {
     }
 }
 
-struct Pki {
+pub struct Pki {
     dir: PathBuf,
     /// CA files for the adapter's real trust store.
     client_ca_file: PathBuf,
@@ -146,7 +146,7 @@ struct Pki {
 }
 
 impl Pki {
-    fn generate() -> Result<Self, BenchError> {
+    pub fn generate() -> Result<Self, BenchError> {
         let serving = Authority::new("bench-serving-ca")?;
         let client = Authority::new("bench-client-ca")?;
         let front = Authority::new("bench-front-proxy-ca")?;
@@ -186,7 +186,7 @@ impl Pki {
 
     /// The API server's TLS config: client certificates from either CA are requested (never
     /// required, as the adapter's own config does) and verified in the handshake.
-    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, BenchError> {
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, BenchError> {
         let mut roots = RootCertStore::empty();
         roots.add(self.client_ca.clone()).map_err(err)?;
         roots.add(self.front_proxy_ca.clone()).map_err(err)?;
@@ -201,7 +201,7 @@ impl Pki {
         ))
     }
 
-    fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, BenchError> {
+    pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, BenchError> {
         let mut roots = RootCertStore::empty();
         roots.add(self.serving_ca.clone()).map_err(err)?;
         let mut config = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
@@ -429,14 +429,14 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
 }
 
 /// A server on its own thread and one-worker runtime, stopped when dropped.
-struct ServerThread {
-    addr: SocketAddr,
+pub struct ServerThread {
+    pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ServerThread {
-    fn start<F, Fut>(name: &str, serve: F) -> Result<Self, BenchError>
+    pub fn start<F, Fut>(name: &str, serve: F) -> Result<Self, BenchError>
     where
         F: FnOnce(TcpListener) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + 'static,
@@ -515,14 +515,17 @@ async fn serve_baseline(
 
 // ---- the load generator -----------------------------------------------------------------
 
-struct Load {
+pub struct Load {
     requests: u64,
     elapsed: Duration,
     latencies_us: Vec<u32>,
 }
 
-struct Client {
+pub struct Client {
     tls: Arc<rustls::ClientConfig>,
+    /// Request paths, asked round-robin by each connection (from its own starting point).
+    paths: Arc<Vec<String>>,
+    /// Every response must have these bytes, when given; status 200 always.
     expected_body: Option<Bytes>,
 }
 
@@ -549,9 +552,10 @@ impl Client {
     async fn get(
         sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
         addr: SocketAddr,
+        path: &str,
     ) -> Result<(http::response::Parts, Bytes), String> {
         sender.ready().await.map_err(|e| e.to_string())?;
-        let req = Request::get(PATH)
+        let req = Request::get(path)
             .header(http::header::HOST, addr.to_string())
             .header(http::header::ACCEPT, "application/json")
             .header("x-remote-user", HPA_USER)
@@ -580,13 +584,16 @@ impl Client {
         let started = Instant::now();
         let deadline = started + duration;
         let mut tasks = Vec::with_capacity(connections);
-        for mut sender in senders {
+        for (c, mut sender) in senders.into_iter().enumerate() {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::with_capacity(64 * 1024);
+                let mut next = c;
                 while Instant::now() < deadline {
+                    let path = &me.paths[next % me.paths.len().max(1)];
+                    next += 1;
                     let t0 = Instant::now();
-                    let (parts, body) = Self::get(&mut sender, addr).await?;
+                    let (parts, body) = Self::get(&mut sender, addr, path).await?;
                     let us = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                     if parts.status != http::StatusCode::OK
                         || me.expected_body.as_ref().is_some_and(|b| *b != body)
@@ -615,7 +622,7 @@ impl Client {
 }
 
 /// Runs the client on its own current-thread runtime (one core's worth of load generation).
-fn run_client<T: Send + 'static>(
+pub fn run_client<T: Send + 'static>(
     f: impl Future<Output = Result<T, String>> + Send + 'static,
 ) -> Result<T, BenchError> {
     std::thread::spawn(move || {
@@ -630,7 +637,7 @@ fn run_client<T: Send + 'static>(
     .map_err(err)
 }
 
-fn figures(loads: &[Load]) -> LoadFigures {
+pub fn figures(loads: &[Load]) -> LoadFigures {
     let mut all: Vec<u32> = loads
         .iter()
         .flat_map(|l| l.latencies_us.iter().copied())
@@ -648,80 +655,88 @@ fn figures(loads: &[Load]) -> LoadFigures {
     }
 }
 
-pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
-    let pki = Pki::generate()?;
-    let server_tls = pki.server_config()?;
-    let probe_client = Arc::new(Client {
+/// The HPA's request for `metric` of each of the workloads `w0..w<n>` (the bench exporter's
+/// names).
+pub fn workload_paths(metric: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|w| {
+            format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/{metric}?labelSelector=hpa_target_name%3Dw{w}"
+            )
+        })
+        .collect()
+}
+
+/// The adapter's own authentication: the trust store from CA files (as with
+/// --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in the
+/// handshake, and the real `AuthGate` per request. Authorization takes the always-allow-groups
+/// path (no Kubernetes API here), which is a cheaper lookup than a warm SubjectAccessReview
+/// cache; both are an in-memory check. Returns the gate and the TLS config to serve it with.
+pub fn adapter_gate(
+    pki: &Pki,
+) -> Result<(Arc<dyn Gatekeeper>, Arc<rustls::ServerConfig>), BenchError> {
+    let settings = auth::TrustSettings {
+        requestheader_client_ca_file: Some(pki.front_proxy_ca_file.clone()),
+        requestheader: auth::requestheader::RequestHeaderConfig {
+            allowed_names: vec![FRONT_PROXY_CN.into()],
+            ..Default::default()
+        },
+        client_ca_file: Some(pki.client_ca_file.clone()),
+        lookup: None,
+    };
+    let trust = run_client(async move {
+        auth::TrustStore::load(settings, false)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    let verifier = trust.client_verifier();
+    let gate = auth::AuthGate {
+        authenticator: auth::Authenticator {
+            trust,
+            tokens: None,
+        },
+        authorizer: auth::Authorizer::new(
+            None,
+            vec!["system:serviceaccounts:kube-system".into()],
+            Duration::from_secs(10),
+            Duration::from_secs(5),
+            Duration::from_secs(10),
+        ),
+    };
+    let cert = ServingCert::from_files(&pki.server_cert, &pki.server_key).map_err(err)?;
+    let tls = Arc::new(tls::server_config(cert, Some(verifier)).map_err(err)?);
+    Ok((Arc::new(gate) as Arc<dyn Gatekeeper>, tls))
+}
+
+/// `handler` served by `serve_api` behind the adapter's own gate, on its own 1-worker runtime.
+pub fn start_adapter(
+    name: &str,
+    pki: &Pki,
+    handler: Arc<ApiHandler>,
+) -> Result<ServerThread, BenchError> {
+    let (gate, tls) = adapter_gate(pki)?;
+    ServerThread::start(name, move |listener| {
+        serve_api(listener, tls, handler, Some(gate))
+    })
+}
+
+/// The bare server for the adapter at `adapter`: one request for `path` there gives the
+/// bytes and headers the baseline returns for every request. Returns the baseline and the
+/// adapter's body.
+pub fn start_baseline(
+    pki: &Pki,
+    adapter: SocketAddr,
+    path: &str,
+) -> Result<(ServerThread, Bytes), BenchError> {
+    let probe = Arc::new(Client {
         tls: pki.client_config()?,
+        paths: Arc::new(Vec::new()),
         expected_body: None,
     });
-
-    let adapter = lobby_adapter()?;
-    let handler = Arc::new(ApiHandler::new(adapter));
-    // The adapter's own authentication: the trust store from CA files (as with
-    // --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in
-    // the handshake, and the real `AuthGate` per request. Authorization takes the
-    // always-allow-groups path (no Kubernetes API here), which is a cheaper lookup than a warm
-    // SubjectAccessReview cache; both are an in-memory check.
-    let (real_gate, real_tls) = {
-        let settings = auth::TrustSettings {
-            requestheader_client_ca_file: Some(pki.front_proxy_ca_file.clone()),
-            requestheader: auth::requestheader::RequestHeaderConfig {
-                allowed_names: vec![FRONT_PROXY_CN.into()],
-                ..Default::default()
-            },
-            client_ca_file: Some(pki.client_ca_file.clone()),
-            lookup: None,
-        };
-        let trust = run_client(async move {
-            auth::TrustStore::load(settings, false)
-                .await
-                .map_err(|e| e.to_string())
-        })?;
-        let verifier = trust.client_verifier();
-        let gate = auth::AuthGate {
-            authenticator: auth::Authenticator {
-                trust,
-                tokens: None,
-            },
-            authorizer: auth::Authorizer::new(
-                None,
-                vec!["system:serviceaccounts:kube-system".into()],
-                Duration::from_secs(10),
-                Duration::from_secs(5),
-                Duration::from_secs(10),
-            ),
-        };
-        let cert = ServingCert::from_files(&pki.server_cert, &pki.server_key).map_err(err)?;
-        let tls = Arc::new(tls::server_config(cert, Some(verifier)).map_err(err)?);
-        (Arc::new(gate) as Arc<dyn Gatekeeper>, tls)
-    };
-    let adapter_server = {
-        let handler = handler.clone();
-        ServerThread::start("adapter", move |listener| {
-            serve_api(listener, real_tls, handler, Some(real_gate))
-        })?
-    };
-    // For comparison: the same request path with the chain re-verified on every request (the
-    // cost the verdict memo in auth::trust removes).
-    let every_server = {
-        let gate: Arc<dyn Gatekeeper> = Arc::new(StandInGatekeeper::new(
-            pki.front_proxy_ca.clone(),
-            ChainCheck::EveryRequest,
-        )?);
-        let tls = server_tls.clone();
-        let handler = handler.clone();
-        ServerThread::start("adapter-every", move |listener| {
-            serve_api(listener, tls, handler, Some(gate))
-        })?
-    };
-
-    // The baseline returns exactly what the adapter answers, headers included.
-    let adapter_addr = adapter_server.addr;
-    let probe = probe_client.clone();
+    let path = path.to_owned();
     let (parts, body) = run_client(async move {
-        let mut sender = probe.connect(adapter_addr).await?;
-        Client::get(&mut sender, adapter_addr).await
+        let mut sender = probe.connect(adapter).await?;
+        Client::get(&mut sender, adapter, &path).await
     })?;
     if parts.status != http::StatusCode::OK {
         return Err(err(format!(
@@ -730,48 +745,96 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
             String::from_utf8_lossy(&body)
         )));
     }
-    let response_bytes = body.len();
     let mut headers = parts.headers.clone();
     headers.remove(http::header::DATE);
     let canned = Arc::new((body.clone(), headers));
-    let tls_for_baseline = server_tls.clone();
-    let baseline_server = ServerThread::start("baseline", move |listener| {
-        serve_baseline(listener, tls_for_baseline, canned)
+    let tls = pki.server_config()?;
+    let baseline = ServerThread::start("baseline", move |listener| {
+        serve_baseline(listener, tls, canned)
     })?;
+    Ok((baseline, body))
+}
 
-    let client = Arc::new(Client {
-        tls: pki.client_config()?,
-        expected_body: Some(body),
-    });
+/// The same client against each server in turn: a warm-up each (it fills the authorisation
+/// cache, the allocator and the connection state), then `repeats` alternating runs of `run`.
+/// Figures in the order of `servers`.
+pub fn measure_alternately(
+    client: Arc<Client>,
+    servers: &[SocketAddr],
+    connections: usize,
+    warmup: Duration,
+    run: Duration,
+    repeats: usize,
+) -> Result<Vec<LoadFigures>, BenchError> {
     let measure = |addr: SocketAddr, d: Duration| -> Result<Load, BenchError> {
         let c = client.clone();
-        let connections = plan.serve_connections;
         run_client(async move { c.load(addr, connections, d).await })
     };
-    // Warm-up fills the authorisation cache, the allocator and the connection state.
-    let servers = [&baseline_server, &adapter_server, &every_server];
-    for server in servers {
-        measure(server.addr, plan.serve_warmup)?;
+    for addr in servers {
+        measure(*addr, warmup)?;
     }
-    let mut runs: [Vec<Load>; 3] = Default::default();
-    for _ in 0..plan.serve_repeats {
-        for (server, loads) in servers.iter().zip(runs.iter_mut()) {
-            loads.push(measure(server.addr, plan.serve_run)?);
+    let mut runs: Vec<Vec<Load>> = servers.iter().map(|_| Vec::new()).collect();
+    for _ in 0..repeats {
+        for (addr, loads) in servers.iter().zip(runs.iter_mut()) {
+            loads.push(measure(*addr, run)?);
         }
     }
+    Ok(runs.iter().map(|loads| figures(loads)).collect())
+}
+
+impl Client {
+    pub fn new(
+        pki: &Pki,
+        paths: Vec<String>,
+        expected_body: Option<Bytes>,
+    ) -> Result<Self, BenchError> {
+        Ok(Client {
+            tls: pki.client_config()?,
+            paths: Arc::new(paths),
+            expected_body,
+        })
+    }
+}
+
+pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
+    let pki = Pki::generate()?;
+    let handler = Arc::new(ApiHandler::new(lobby_adapter()?));
+    let adapter_server = start_adapter("adapter", &pki, handler.clone())?;
+    // For comparison: the same request path with the chain re-verified on every request (the
+    // cost the verdict memo in auth::trust removes).
+    let every_server = {
+        let gate: Arc<dyn Gatekeeper> = Arc::new(StandInGatekeeper::new(
+            pki.front_proxy_ca.clone(),
+            ChainCheck::EveryRequest,
+        )?);
+        let tls = pki.server_config()?;
+        ServerThread::start("adapter-every", move |listener| {
+            serve_api(listener, tls, handler, Some(gate))
+        })?
+    };
+    // The baseline returns exactly what the adapter answers, headers included.
+    let (baseline_server, body) = start_baseline(&pki, adapter_server.addr, PATH)?;
+    let response_bytes = body.len();
+    let client = Arc::new(Client::new(&pki, vec![PATH.into()], Some(body))?);
+    let measured = measure_alternately(
+        client,
+        &[baseline_server.addr, adapter_server.addr, every_server.addr],
+        plan.serve_connections,
+        plan.serve_warmup,
+        plan.serve_run,
+        plan.serve_repeats,
+    )?;
     drop(adapter_server);
     drop(every_server);
     drop(baseline_server);
-    let [baseline, adapter, every] = runs.map(|loads| figures(&loads));
+    let [baseline, adapter, every]: [LoadFigures; 3] = measured
+        .try_into()
+        .map_err(|_| err("expected three measurements"))?;
     Ok(ServeResult {
         path: PATH.into(),
         connections: plan.serve_connections,
         response_bytes,
-        arrangement: format!(
-            "each server on a 1-worker tokio runtime, the load generator on a current-thread runtime; \
-             {} alternating runs of {:?} each after a {:?} warm-up",
-            plan.serve_repeats, plan.serve_run, plan.serve_warmup
-        ),
+        arrangement: arrangement(plan, plan.serve_run),
         gatekeeper: "the adapter's auth::AuthGate (front-proxy chain verified against the \
                      requestheader CA with a 30 s verdict memo, CN check, X-Remote-* headers, \
                      always-allow-groups authorization); the every-request variant is a stand-in \
@@ -786,4 +849,13 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
         baseline,
         adapter,
     })
+}
+
+/// How servers and load generator share the cores, for the report.
+pub fn arrangement(plan: &Plan, run: Duration) -> String {
+    format!(
+        "each server on a 1-worker tokio runtime, the load generator on a current-thread runtime; \
+         {} alternating runs of {:?} each after a {:?} warm-up",
+        plan.serve_repeats, run, plan.serve_warmup
+    )
 }

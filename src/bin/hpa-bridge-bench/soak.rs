@@ -11,17 +11,16 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use std::time::Duration;
+
 use super::exporter::{self, ExporterSpec};
+use super::fleet;
 use super::report::{Figure, Goal};
-use super::scale::{distinct_hosts_available, ExporterProcess};
 use super::{memory, BenchError};
 use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::EngineBuilder;
 
 const PART: &str = "soak";
 
@@ -115,27 +114,18 @@ pub struct SoakResult {
 
 /// The rounds, in this process: called by `hpa-bridge-bench bench-soak` (the child).
 pub fn child(plan: &SoakPlan, exe: &Path) -> Result<SoakRounds, BenchError> {
-    let spec = ExporterSpec {
-        targets: plan.targets,
-        workloads: plan.workloads,
-        page_bytes: plan.page_bytes,
-        shared_host: !distinct_hosts_available(),
-    };
-    let exporter = ExporterProcess::start(exe, &spec)?;
+    let (spec, exporter) =
+        fleet::start_exporter(exe, plan.targets, plan.workloads, plan.page_bytes, 2)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(err)?;
-    runtime.block_on(rounds(plan, &spec, exporter.port))
+    runtime.block_on(rounds(plan, &spec, exporter.port()))
 }
 
 async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakRounds, BenchError> {
-    let config = Config::from_yaml("scrape:\n  interval: 10s\n  timeout: 3s\n").map_err(err)?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine = EngineBuilder::new(config, clock.clone())
-        .scrape_concurrency(512)
-        .build()
-        .map_err(err)?;
+    let engine = fleet::engine(Duration::from_secs(10), fleet::SCRAPE_CONCURRENCY, "")?;
+    let clock = SystemClock;
     let store = engine.targets();
     let scraper = engine
         .scraper
@@ -155,15 +145,13 @@ async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakR
                 out.replaced_pods += 1;
             }
         }
-        let targets =
-            exporter::targets(spec, port, |i, w, k| format!("w{w}-{k}-g{}", generation[i]));
-        store.set_targets(targets);
+        let targets = (0..plan.targets).map(|i| {
+            let (w, k) = exporter::workload_of(i, plan.workloads);
+            fleet::scrape_target_named(spec, port, i, format!("w{w}-{k}-g{}", generation[i]))
+        });
+        store.set_targets(targets.collect());
         scraper.scrape_round().await;
-        let failed = store
-            .target_health()
-            .iter()
-            .filter(|(_, h)| h.last_error.is_some() || !h.ever_succeeded())
-            .count();
+        let failed = fleet::failed_targets(&store);
         if failed > 0 {
             return Err(err(format!(
                 "round {round}: {failed} of {} targets failed their scrape",

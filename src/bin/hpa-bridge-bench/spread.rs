@@ -13,13 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::exporter::{self, ExporterSpec};
+use super::fleet::{self, Scraped};
 use super::report::{Figure, Goal};
-use super::scale::{distinct_hosts_available, ExporterProcess};
 use super::{cpu_time, BenchError};
-use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::EngineBuilder;
 use hpa_bridge::source::scrape::Scraper;
 
 const PART: &str = "spread";
@@ -86,46 +82,17 @@ pub struct SpreadResult {
 }
 
 pub fn run(plan: &SpreadPlan, exe: &Path) -> Result<SpreadResult, BenchError> {
-    let spec = ExporterSpec {
-        targets: plan.targets,
-        workloads: plan.workloads,
-        page_bytes: plan.page_bytes,
-        shared_host: !distinct_hosts_available(),
-    };
-    let exporter = ExporterProcess::start(exe, &spec)?;
+    let (spec, exporter) =
+        fleet::start_exporter(exe, plan.targets, plan.workloads, plan.page_bytes, 2)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(err)?;
-    runtime.block_on(measure(plan, &spec, exporter.port))
+    let scraped = Scraped::new(&spec, &exporter, plan.interval, fleet::SCRAPE_CONCURRENCY)?;
+    runtime.block_on(measure(plan, scraped.scraper.clone()))
 }
 
-async fn measure(
-    plan: &SpreadPlan,
-    spec: &ExporterSpec,
-    port: u16,
-) -> Result<SpreadResult, BenchError> {
-    let interval_ms = plan.interval.as_millis();
-    let config = Config::from_yaml(&format!(
-        "scrape:\n  interval: {interval_ms}ms\n  timeout: {}ms\n",
-        interval_ms.min(3000)
-    ))
-    .map_err(err)?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut engine = EngineBuilder::new(config, clock)
-        .scrape_concurrency(512)
-        .build()
-        .map_err(err)?;
-    engine
-        .targets()
-        .set_targets(exporter::targets(spec, port, |_, w, k| format!("w{w}-{k}")));
-    let scraper: Arc<Scraper> = Arc::new(
-        engine
-            .scraper
-            .take()
-            .ok_or_else(|| err("the spread part scrapes; no other source"))?,
-    );
-
+async fn measure(plan: &SpreadPlan, scraper: Arc<Scraper>) -> Result<SpreadResult, BenchError> {
     let interval = plan.interval;
     let burst_scraper = scraper.clone();
     let burst = profile(plan, async move {

@@ -1,0 +1,258 @@
+//! A fleet of scrape targets: the exporter child process serving one page per target
+//! (`hpa-bridge-bench bench-exporter`, so its CPU is not counted as the adapter's) and an
+//! engine whose real `Scraper` scrapes it, assembled through `EngineBuilder` as `serve` does.
+//! The scale, live-serve and slow-API parts all stand on it.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::exporter::{self, ExporterSpec};
+use super::BenchError;
+use hpa_bridge::clock::{Clock, SystemClock};
+use hpa_bridge::config::Config;
+use hpa_bridge::engine::{Adapter, Engine, EngineBuilder};
+use hpa_bridge::source::scrape::Scraper;
+use hpa_bridge::store::{ScrapeTarget, Store, TargetId};
+use hpa_bridge::telemetry::SelfMetrics;
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::part("fleet", e)
+}
+
+/// The exporter child; killed and reaped when dropped.
+pub struct ExporterProcess {
+    child: Child,
+    port: u16,
+    control: String,
+}
+
+impl ExporterProcess {
+    pub fn start(exe: &Path, spec: &ExporterSpec) -> Result<Self, BenchError> {
+        let mut cmd = Command::new(exe);
+        cmd.arg("bench-exporter")
+            .arg("--targets")
+            .arg(spec.targets.to_string())
+            .arg("--workloads")
+            .arg(spec.workloads.to_string())
+            .arg("--page-bytes")
+            .arg(spec.page_bytes.to_string())
+            .arg("--wanted-series")
+            .arg(spec.wanted_series.to_string());
+        if spec.shared_host {
+            cmd.arg("--shared-host");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| err(format!("starting {} bench-exporter: {e}", exe.display())))?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .map(str::to_owned)
+        };
+        let (Some(port), Some(control)) = (field("port="), field("control=")) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err(format!(
+                "the exporter did not report ready (said {line:?})"
+            )));
+        };
+        let port = port.parse().map_err(err)?;
+        Ok(ExporterProcess {
+            child,
+            port,
+            control,
+        })
+    }
+}
+
+impl Drop for ExporterProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The soft limit on open files, from /proc/self/limits.
+pub fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Whether this machine lets a process bind 127.77.x.y (Linux routes 127/8 to loopback).
+pub fn distinct_hosts_available() -> bool {
+    std::net::TcpListener::bind((exporter::target_ip(1, false), 0)).is_ok()
+}
+
+pub async fn set_value(control: &str, target: usize, value: u32) -> Result<(), BenchError> {
+    let mut tcp = tokio::net::TcpStream::connect(control).await.map_err(err)?;
+    tcp.write_all(
+        format!("GET /set?target={target}&value={value} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+    .await
+    .map_err(err)?;
+    let mut reply = Vec::new();
+    tcp.read_to_end(&mut reply).await.map_err(err)?;
+    if !reply.starts_with(b"HTTP/1.0 200") && !reply.starts_with(b"HTTP/1.1 200") {
+        return Err(err(format!(
+            "exporter control answered {:?}",
+            String::from_utf8_lossy(&reply)
+        )));
+    }
+    Ok(())
+}
+
+/// The exporter for `targets` pages, after checking that this process may hold one connection
+/// per target; one loopback address per target where the machine allows it.
+pub fn start_exporter(
+    exe: &Path,
+    targets: usize,
+    workloads: usize,
+    page_bytes: usize,
+    wanted_series: usize,
+) -> Result<(ExporterSpec, ExporterProcess), BenchError> {
+    // The adapter holds one connection per target; the exporter, a separate process, its own.
+    let needed = targets as u64 + 256;
+    match open_files_limit() {
+        Some(limit) if limit < needed => {
+            return Err(err(format!(
+            "the open-files limit is {limit}, {needed} are needed: run `ulimit -n {needed}` first"
+        )))
+        }
+        _ => {}
+    }
+    let spec = ExporterSpec {
+        targets,
+        workloads: workloads.max(1),
+        page_bytes,
+        shared_host: !distinct_hosts_available(),
+        wanted_series,
+    };
+    let process = ExporterProcess::start(exe, &spec)?;
+    Ok((spec, process))
+}
+
+impl ExporterProcess {
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn control(&self) -> &str {
+        &self.control
+    }
+}
+
+/// Target `i` of the exporter as discovery would name it: pod `w<w>-<k>` in `default`.
+pub fn scrape_target(spec: &ExporterSpec, port: u16, i: usize) -> ScrapeTarget {
+    let (w, k) = exporter::workload_of(i, spec.workloads);
+    scrape_target_named(spec, port, i, format!("w{w}-{k}"))
+}
+
+/// Target `i` of the exporter as pod `pod` in `default` (a replaced pod gets a new name).
+pub fn scrape_target_named(spec: &ExporterSpec, port: u16, i: usize, pod: String) -> ScrapeTarget {
+    let ip = exporter::target_ip(i, spec.shared_host);
+    ScrapeTarget {
+        id: TargetId(format!("default/{pod}").into()),
+        url: format!("http://{ip}:{port}/t/{i}"),
+        labels: [("namespace", "default".to_string()), ("pod", pod)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        workload: None,
+    }
+}
+
+/// The engine as `serve` assembles it for the embedded scraper, with `yaml` appended to the
+/// scrape interval and timeout (the default 3 s timeout, or the interval when shorter).
+pub fn engine(interval: Duration, concurrency: usize, yaml: &str) -> Result<Engine, BenchError> {
+    let interval_ms = interval.as_millis();
+    let timeout_ms = interval_ms.min(3000);
+    let config = Config::from_yaml(&format!(
+        "scrape:\n  interval: {interval_ms}ms\n  timeout: {timeout_ms}ms\n{yaml}"
+    ))
+    .map_err(err)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    EngineBuilder::new(config, clock)
+        .metrics(Arc::new(SelfMetrics::new()))
+        .scrape_concurrency(concurrency)
+        .build()
+        .map_err(err)
+}
+
+/// An engine scraping every page of the exporter: its adapter, target store and scraper.
+pub struct Scraped {
+    pub adapter: Arc<Adapter>,
+    pub store: Arc<Store>,
+    pub scraper: Arc<Scraper>,
+}
+
+/// What `serve` scrapes with.
+pub const SCRAPE_CONCURRENCY: usize = hpa_bridge::engine::DEFAULT_SCRAPE_CONCURRENCY;
+
+impl Scraped {
+    pub fn new(
+        spec: &ExporterSpec,
+        exporter: &ExporterProcess,
+        interval: Duration,
+        concurrency: usize,
+    ) -> Result<Self, BenchError> {
+        let engine = engine(interval, concurrency, "")?;
+        let store = engine.targets();
+        store.set_targets(
+            (0..spec.targets)
+                .map(|i| scrape_target(spec, exporter.port, i))
+                .collect(),
+        );
+        Ok(Scraped {
+            adapter: engine.adapter.clone(),
+            store,
+            scraper: Arc::new(
+                engine
+                    .scraper
+                    .ok_or_else(|| err("the engine built no scraper (a source is configured)"))?,
+            ),
+        })
+    }
+
+    pub fn failed_targets(&self) -> usize {
+        failed_targets(&self.store)
+    }
+
+    /// The scrape loop as `serve` runs it: one round at once, then each target at its own
+    /// phase of the interval (`Scraper::run`).
+    pub fn spawn_loop(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let scraper = self.scraper.clone();
+        let adapter = self.adapter.clone();
+        tokio::spawn(async move {
+            scraper.run(interval, move || adapter.mark_ready()).await;
+        })
+    }
+
+    /// Series in the store that are not stale.
+    pub fn tracked_series(&self) -> usize {
+        self.store
+            .series_counts(SystemClock.now_ms(), self.adapter.stale_after_ms())
+            .0
+    }
+}
+
+/// Targets whose last scrape failed or that never succeeded.
+pub fn failed_targets(store: &Store) -> usize {
+    store
+        .target_health()
+        .iter()
+        .filter(|(_, h)| h.last_error.is_some() || !h.ever_succeeded())
+        .count()
+}

@@ -1,0 +1,237 @@
+//! Serve under live load (issue 14): the serve part's request path (TLS keep-alive, front-proxy
+//! authentication, the real `AuthGate`) over a store of thousands of targets that the real
+//! `Scraper` keeps rewriting, querying many workloads round-robin, against the bare server.
+//! Measured with the rendered-answer reuse on (as served) and off (every request computes its
+//! answer: what a store that changes between any two requests costs).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::fleet::{self, Scraped};
+use super::report::{Figure, Goal};
+use super::serve::{self, Client, LoadFigures, Pki};
+use super::{BenchError, Plan};
+use hpa_bridge::api::ApiHandler;
+
+#[derive(Clone, Debug)]
+pub struct LivePlan {
+    pub targets: usize,
+    pub workloads: usize,
+    pub wanted_series: usize,
+    pub page_bytes: usize,
+    pub interval: Duration,
+    /// Each measured run lasts one interval, so it holds exactly one scrape round.
+    pub run: Duration,
+}
+
+impl LivePlan {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            LivePlan {
+                targets: 100,
+                workloads: 10,
+                wanted_series: 10,
+                page_bytes: 4 * 1024,
+                interval: Duration::from_millis(500),
+                run: Duration::from_millis(500),
+            }
+        } else {
+            LivePlan {
+                targets: 5000,
+                workloads: 200,
+                wanted_series: 10,
+                page_bytes: 8 * 1024,
+                interval: Duration::from_secs(10),
+                run: Duration::from_secs(10),
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveResult {
+    pub targets: usize,
+    pub workloads: usize,
+    pub tracked_series: usize,
+    pub interval_seconds: f64,
+    pub connections: usize,
+    pub arrangement: String,
+    pub baseline: LoadFigures,
+    pub reuse_on: LoadFigures,
+    pub reuse_off: LoadFigures,
+    /// Store generations per second over the measurement: how live the store was.
+    pub generations_per_second: f64,
+    /// Scrape intervals elapsed during the measurement.
+    pub intervals: f64,
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::part("live", e)
+}
+
+pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
+    let live = &plan.live;
+    let (spec, exporter) = fleet::start_exporter(
+        exe,
+        live.targets,
+        live.workloads,
+        live.page_bytes,
+        live.wanted_series,
+    )?;
+    // The scrape loop runs on its own 1-worker runtime for the whole part, so the baseline
+    // and both adapter runs share the machine with it alike; only the adapters read the store
+    // it rewrites.
+    let scrape_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench-scrape")
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let scraped = Scraped::new(&spec, &exporter, live.interval, fleet::SCRAPE_CONCURRENCY)?;
+    scrape_runtime.block_on(scraped.scraper.scrape_round());
+    if scraped.failed_targets() > 0 {
+        return Err(err(format!(
+            "{} of {} targets failed the first scrape",
+            scraped.failed_targets(),
+            live.targets
+        )));
+    }
+    let scrape_loop = {
+        let _entered = scrape_runtime.enter();
+        scraped.spawn_loop(live.interval)
+    };
+
+    let pki = Pki::generate()?;
+    let reuse_on = serve::start_adapter(
+        "adapter-reuse",
+        &pki,
+        Arc::new(ApiHandler::new(scraped.adapter.clone())),
+    )?;
+    let reuse_off = serve::start_adapter(
+        "adapter-fresh",
+        &pki,
+        Arc::new(ApiHandler::new(scraped.adapter.clone()).without_answer_reuse()),
+    )?;
+    let paths = serve::workload_paths("hpa_target_replicas", live.workloads);
+    let (baseline, _) = serve::start_baseline(&pki, reuse_on.addr, &paths[0])?;
+    // Answers differ by workload and change with every scrape: each response must be a 200.
+    let client = Arc::new(Client::new(&pki, paths, None)?);
+    let generation_before = scraped.adapter.generation();
+    let started = Instant::now();
+    let measured = serve::measure_alternately(
+        client,
+        &[baseline.addr, reuse_on.addr, reuse_off.addr],
+        plan.serve_connections,
+        plan.serve_warmup,
+        live.run,
+        plan.serve_repeats,
+    );
+    let generations = scraped.adapter.generation() - generation_before;
+    let seconds = started.elapsed().as_secs_f64();
+    let intervals = seconds / live.interval.as_secs_f64();
+    scrape_loop.abort();
+    drop(reuse_on);
+    drop(reuse_off);
+    drop(baseline);
+    scrape_runtime.shutdown_background();
+    let [baseline, reuse_on, reuse_off]: [LoadFigures; 3] = measured?
+        .try_into()
+        .map_err(|_| err("expected three measurements"))?;
+    Ok(LiveResult {
+        targets: live.targets,
+        workloads: live.workloads,
+        tracked_series: scraped.tracked_series(),
+        interval_seconds: live.interval.as_secs_f64(),
+        connections: plan.serve_connections,
+        arrangement: serve::arrangement(plan, live.run),
+        baseline,
+        reuse_on,
+        reuse_off,
+        generations_per_second: generations as f64 / seconds,
+        intervals,
+    })
+}
+
+pub fn figures(r: &LiveResult) -> Vec<Figure> {
+    let b = &r.baseline;
+    let what = format!(
+        "{} targets scraped every {} s, {} workloads round-robin",
+        r.targets, r.interval_seconds, r.workloads
+    );
+    let mut f = Vec::new();
+    for (reuse, a, goals) in [
+        (
+            "answer reuse off",
+            &r.reuse_off,
+            [Some(Goal::AtLeast(0.5)), Some(Goal::AtMost(3.0))],
+        ),
+        ("answer reuse on", &r.reuse_on, [None, None]),
+    ] {
+        f.push(
+            Figure::new(
+                "live",
+                format!("Serve under live load: requests/s ({what}; {reuse})"),
+                "req/s",
+            )
+            .compare(b.requests_per_second, a.requests_per_second, goals[0]),
+        );
+        f.push(
+            Figure::new(
+                "live",
+                format!("Serve under live load: p50 latency ({reuse})"),
+                "µs",
+            )
+            .compare(b.p50_us, a.p50_us, None),
+        );
+        f.push(
+            Figure::new(
+                "live",
+                format!("Serve under live load: p99 latency ({reuse})"),
+                "µs",
+            )
+            .compare(b.p99_us, a.p99_us, goals[1]),
+        );
+        f.push(
+            Figure::new(
+                "live",
+                format!("Serve under live load: p99.9 latency ({reuse})"),
+                "µs",
+            )
+            .compare(b.p999_us, a.p999_us, None),
+        );
+    }
+    f
+}
+
+pub fn note(r: &LiveResult) -> String {
+    format!(
+        "**Serve under live load.** The serve part's client (TLS 1.3 keep-alive from {} connections, \
+         front-proxy client certificate and `X-Remote-*` headers) asks `hpa_target_replicas` for {} \
+         workloads round-robin, each connection from its own starting point, and requires status 200. \
+         The adapter is `serve_api` with the real `AuthGate` over the store of {} targets ({} series) \
+         that the real `Scraper` (built by `EngineBuilder` as `serve` builds it) rescrapes every {} s \
+         from the bench exporter process, on its own 1-worker runtime for the whole part, so the \
+         baseline runs beside the same scrape load. The baseline is the bare hyper + rustls server \
+         returning the first workload's answer bytes. Answer reuse on: `ApiHandler` as served; off: \
+         `ApiHandler::without_answer_reuse`, every request computes its answer. The scraper \
+         runs as `serve` runs it (`Scraper::run`: each target at its own phase of the interval), \
+         so the store changed continuously: {:.0} generations per second on average over {:.1} \
+         intervals of measurement. Arrangement: {}. Requests: baseline \
+         {}, reuse on {}, reuse off {}.\n",
+        r.connections,
+        r.workloads,
+        r.targets,
+        r.tracked_series,
+        r.interval_seconds,
+        r.generations_per_second,
+        r.intervals,
+        r.arrangement,
+        r.baseline.requests,
+        r.reuse_on.requests,
+        r.reuse_off.requests
+    )
+}
