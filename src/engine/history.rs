@@ -229,7 +229,7 @@ fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usi
                 .collect();
             let series = format!("{}{{{}}}", input.series, labels.join(","));
             out.push(InputSummary {
-                target: truncate(&input.target, MAX_REASON_BYTES).to_string(),
+                target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
                 series: truncate(&series, MAX_REASON_BYTES).to_string(),
                 value: truncate(&input.value, 64).to_string(),
                 status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
@@ -481,7 +481,7 @@ mod tests {
 
     fn note(status: &str) -> InputNote {
         InputNote {
-            target: "t".into(),
+            target: crate::store::TargetId("t".into()),
             series: "s".into(),
             labels: Default::default(),
             value: "1".into(),

@@ -56,9 +56,11 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InputNote {
-    pub target: String,
+    // Shared with the store rather than copied: an answer notes every input, and copying each
+    // label map was most of an answer's cost (the bench's serve-under-live-load profile).
+    pub target: crate::store::TargetId,
     pub series: String,
-    pub labels: std::collections::BTreeMap<String, String>,
+    pub labels: crate::store::SeriesLabels,
     /// The raw newest value as text, so NaN and Inf survive JSON.
     pub value: String,
     pub age_seconds: f64,

@@ -49,9 +49,9 @@ pub(crate) fn fmt_value(v: f64) -> String {
 
 pub(crate) fn note(q: &QueryContext<'_>, o: &Observation, status: String, used: bool) -> InputNote {
     InputNote {
-        target: o.target.to_string(),
+        target: o.target.clone(),
         series: o.series.clone(),
-        labels: (*o.labels).clone(),
+        labels: o.labels.clone(),
         value: fmt_value(o.value),
         age_seconds: age_s(q.now, o.observed_at_ms),
         status,

@@ -499,6 +499,11 @@ impl Store {
                     duplicated: s.duplicated,
                 });
             }
+            // Deterministic order makes explanations stable and tests exact. Candidates come
+            // in target order, so sorting each target's few series orders the whole list
+            // without comparing target ids and label maps across thousands of observations.
+            ev.observations[before..]
+                .sort_by(|a, b| (&a.series, &a.labels).cmp(&(&b.series, &b.labels)));
             if ev.observations.len() > before {
                 if let Some(w) = &rec.target.workload {
                     if !ev.workloads.contains(w) {
@@ -536,10 +541,9 @@ impl Store {
             }
             ev.unknown_targets.push(u);
         }
-        // Deterministic order makes explanations stable and tests exact.
-        ev.observations.sort_by(|a, b| {
-            (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels))
-        });
+        debug_assert!(ev.observations.is_sorted_by(|a, b| {
+            (&a.target, &a.series, &a.labels) <= (&b.target, &b.series, &b.labels)
+        }));
         ev
     }
 }

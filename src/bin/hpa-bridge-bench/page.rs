@@ -35,12 +35,14 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
         reason,
         inputs: (0..2)
             .map(|i| InputNote {
-                target: format!("http://10.0.{i}.7:9102/metrics"),
+                target: hpa_bridge::store::TargetId(
+                    format!("http://10.0.{i}.7:9102/metrics").into(),
+                ),
                 series: "hpa_expect_replicas".into(),
-                labels: BTreeMap::from([
+                labels: std::sync::Arc::new(BTreeMap::from([
                     ("hpa_target_name".to_string(), "lobby".to_string()),
                     ("service_instance_id".to_string(), format!("ctl-{i}")),
-                ]),
+                ])),
                 value: "4".into(),
                 age_seconds: 3.0,
                 status: "fresh".into(),
