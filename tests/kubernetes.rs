@@ -519,3 +519,205 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
         "the Deployment warning must be logged exactly once:\n{log}"
     );
 }
+
+/// `GET` list requests (not watches) for StatefulSets in the test namespace.
+fn statefulset_lists(api: &KubeApi) -> usize {
+    api.requests()
+        .iter()
+        .filter(|r| {
+            r.starts_with(&format!("GET /apis/apps/v1/namespaces/{NS}/statefulsets"))
+                && !r.contains("watch=true")
+        })
+        .count()
+}
+
+/// A StatefulSet `name` whose pod 0 reports index 1, pod 1 index 2 and pod 2 is never scraped
+/// successfully (503), plus a controller pod recommending 1: the floor stays incomplete, so
+/// `hpa_target_replicas` can only hold at the workload's `spec.replicas` from the watch cache.
+fn pods_with_one_unscraped(api: &KubeApi, ex: &TestExporter, name: &str) {
+    for i in 0..3u64 {
+        let pod_name = format!("{name}-{i}");
+        let path = format!("/pods/{pod_name}");
+        if i < 2 {
+            ex.page(&path, index_of(name, &pod_name, i + 1));
+        } else {
+            ex.set(
+                &path,
+                Behaviour {
+                    body: "starting".into(),
+                    status: 503,
+                    delay: Duration::ZERO,
+                },
+            );
+        }
+        api.apply(&pod(&pod_name, name, owner("StatefulSet", name), ex, &path));
+    }
+    let ctl_path = format!("/ctl/{name}");
+    ex.page(&ctl_path, expect_of(name, 1));
+    let mut ctl = pod(
+        &format!("{name}-ctl"),
+        name,
+        owner("StatefulSet", name),
+        ex,
+        &ctl_path,
+    );
+    ctl.metadata.owner_references = None;
+    api.apply(&ctl);
+}
+
+/// Issue 14, bad input: pods owned by a StatefulSet the watch cache does not hold (yet). Its
+/// spec.replicas is unknown, so the target cannot hold at it: the answer is a refusal that says
+/// the workload is not in the watch cache, never a guess. Once the StatefulSet arrives through
+/// the watch, the same query holds at its spec.replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_not_in_the_watch_cache_is_refused_never_guessed() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    pods_with_one_unscraped(&api, &ex, "arena");
+    let adapter = start_adapter(&api, "[games]").await;
+    let arena = "hpa_target_name=arena";
+    let refused = adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            arena,
+            "a refusal naming the watch cache",
+            |c, v| {
+                c == 503
+                    && v["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("is not in the watch cache"))
+            },
+        )
+        .await;
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.replicas of StatefulSet games/arena is not known yet"),
+        "{message}"
+    );
+    // The pods are scraped and the answer still refuses: nothing stands in for spec.replicas.
+    for _ in 0..5 {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", arena).await;
+        assert_eq!(code, 503, "a guess was served: {v}");
+    }
+
+    api.apply(&statefulset("arena", 4, None));
+    adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            arena,
+            "holding at spec.replicas 4 once the StatefulSet is in the watch cache",
+            value_is("4"),
+        )
+        .await;
+}
+
+/// Issue 14, faults: the watches break. This stands in for kube-apiserver (none can be
+/// installed here) with the loopback `kubeapi` server: first every open watch ends with a 410
+/// Gone `ERROR` event, then the server "restarts" (every request answers 503, and its watch
+/// cache starts after the restart, so an old resourceVersion is 410 Gone). The reflectors
+/// re-list each time; during the gap the answers come from the last known state (spec.replicas
+/// and the pods stay known), and a spec.replicas changed meanwhile is seen after the re-list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    api.apply(&statefulset("lobby", 3, None));
+    pods_with_one_unscraped(&api, &ex, "lobby");
+    let adapter = start_adapter(&api, "[games]").await;
+    let lobby = "hpa_target_name=lobby";
+    // max(recommendation 1, known floor 2, spec.replicas 3).
+    adapter
+        .eventually(NS, "hpa_target_replicas", lobby, "target 3", value_is("3"))
+        .await;
+    let lists_before = statefulset_lists(&api);
+
+    // 1. Every watch stream ends with 410 Gone: the reflector re-lists, then watches again and
+    //    sees the next change.
+    api.break_watches();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while statefulset_lists(&api) <= lists_before {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
+        assert_eq!(
+            (code, single_value(&v).as_deref()),
+            (200, Some("3")),
+            "while the watch is re-established: {v}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no re-list after the watch broke: {:?}",
+            api.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    api.apply(&statefulset("lobby", 4, None));
+    adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            lobby,
+            "target 4 through the new watch",
+            value_is("4"),
+        )
+        .await;
+
+    // 2. The API server goes down. spec.replicas changes meanwhile (nobody can see it).
+    api.begin_outage();
+    api.apply(&statefulset("lobby", 6, None));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut answers_in_gap = 0;
+    while api.refused() < 4 || answers_in_gap < 5 {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
+        assert_eq!(
+            (code, single_value(&v).as_deref()),
+            (200, Some("4")),
+            "during the outage the last known spec.replicas must hold: {v}"
+        );
+        answers_in_gap += 1;
+        assert!(
+            Instant::now() < deadline,
+            "the reflectors never retried during the outage ({} refused)",
+            api.refused()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The pods are still known: every one is still a scrape target.
+    let status = adapter.status().await;
+    for pod in ["lobby-0", "lobby-1", "lobby-2", "lobby-ctl"] {
+        assert!(
+            target(&status, &format!("{NS}/{pod}")).is_some(),
+            "{pod} was forgotten during the outage: {status}"
+        );
+    }
+    let lists_in_outage = statefulset_lists(&api);
+
+    // 3. The server is back with a fresh watch cache: the reflectors re-list and see 6. The
+    //    watcher's backoff decides when it retries, so the deadline is generous.
+    api.end_outage();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
+        match (code, single_value(&v).as_deref()) {
+            (200, Some("6")) => break,
+            (200, Some("4")) => {}
+            other => panic!("neither the old nor the new spec.replicas: {other:?} {v}"),
+        }
+        assert!(Instant::now() < deadline, "spec.replicas 6 never seen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        statefulset_lists(&api) > lists_in_outage,
+        "spec.replicas 6 was seen without a re-list: {:?}",
+        api.requests()
+    );
+    let status = adapter.status().await;
+    let row = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "hpa_target_replicas" && w["selector"] == lobby)
+        .unwrap_or_else(|| panic!("{status}"));
+    let reason = row["answer"]["reason"].as_str().unwrap();
+    assert!(reason.contains("current spec.replicas 6"), "{reason}");
+}
