@@ -182,6 +182,29 @@ fn target<'a>(status: &'a serde_json::Value, id: &str) -> Option<&'a serde_json:
         .find(|t| t["id"] == id)
 }
 
+/// The `/status` row of `metric` for `selector`.
+fn status_row<'a>(
+    status: &'a serde_json::Value,
+    metric: &str,
+    selector: &str,
+) -> &'a serde_json::Value {
+    status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == metric && w["selector"] == selector)
+        .unwrap_or_else(|| panic!("{status}"))
+}
+
+/// Why `/status` says `hpa_target_replicas` for `selector` has its answer.
+async fn target_reason(adapter: &AdapterProcess, selector: &str) -> String {
+    let status = adapter.status().await;
+    status_row(&status, "hpa_target_replicas", selector)["answer"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_come_and_go_and_the_floor_follows() {
     let ex = TestExporter::start().await;
@@ -351,14 +374,7 @@ async fn pods_come_and_go_and_the_floor_follows() {
         scale_reads, 0,
         "the scale subresource was read on the request path"
     );
-    let status = adapter.status().await;
-    let explained = status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == "hpa_target_replicas" && w["selector"] == lobby)
-        .unwrap_or_else(|| panic!("{status}"));
-    let reason = explained["answer"]["reason"].as_str().unwrap();
+    let reason = target_reason(&adapter, lobby).await;
     assert!(reason.contains("current spec.replicas 5"), "{reason}");
 
     // The new pod reports: the floor is complete again.
@@ -495,12 +511,7 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
     let t = target(&status, "games/web-7c9d-aaaaa").unwrap_or_else(|| panic!("{status}"));
     assert_eq!(t["labels"]["workload_kind"], "Deployment");
     assert_eq!(t["labels"]["workload_name"], "web");
-    let floor = status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == "hpa_stateful_floor" && w["selector"] == web)
-        .unwrap_or_else(|| panic!("{status}"));
+    let floor = status_row(&status, "hpa_stateful_floor", web);
     let warnings = floor["answer"]["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{floor}");
     assert!(
@@ -613,6 +624,32 @@ async fn a_workload_not_in_the_watch_cache_is_refused_never_guessed() {
         .await;
 }
 
+/// Polls `hpa_target_replicas` until `done()` and at least `min_answers` answers, asserting
+/// that every answer is `value`: the last known state holds. A generous deadline, no timing
+/// threshold.
+async fn answers_hold_at(
+    adapter: &AdapterProcess,
+    selector: &str,
+    value: &str,
+    min_answers: usize,
+    what: &str,
+    done: impl Fn() -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut answers = 0;
+    while answers < min_answers || !done() {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", selector).await;
+        assert_eq!(
+            (code, single_value(&v).as_deref()),
+            (200, Some(value)),
+            "waiting for {what}, the last known state must hold: {v}"
+        );
+        answers += 1;
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Issue 14, faults: the watches break. This stands in for kube-apiserver (none can be
 /// installed here) with the loopback `kubeapi` server: first every open watch ends with a 410
 /// Gone `ERROR` event, then the server "restarts" (every request answers 503, and its watch
@@ -636,21 +673,15 @@ async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile(
     // 1. Every watch stream ends with 410 Gone: the reflector re-lists, then watches again and
     //    sees the next change.
     api.break_watches();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while statefulset_lists(&api) <= lists_before {
-        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
-        assert_eq!(
-            (code, single_value(&v).as_deref()),
-            (200, Some("3")),
-            "while the watch is re-established: {v}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "no re-list after the watch broke: {:?}",
-            api.requests()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    answers_hold_at(
+        &adapter,
+        lobby,
+        "3",
+        1,
+        "a re-list after the watch broke",
+        || statefulset_lists(&api) > lists_before,
+    )
+    .await;
     api.apply(&statefulset("lobby", 4, None));
     adapter
         .eventually(
@@ -665,23 +696,15 @@ async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile(
     // 2. The API server goes down. spec.replicas changes meanwhile (nobody can see it).
     api.begin_outage();
     api.apply(&statefulset("lobby", 6, None));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut answers_in_gap = 0;
-    while api.refused() < 4 || answers_in_gap < 5 {
-        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
-        assert_eq!(
-            (code, single_value(&v).as_deref()),
-            (200, Some("4")),
-            "during the outage the last known spec.replicas must hold: {v}"
-        );
-        answers_in_gap += 1;
-        assert!(
-            Instant::now() < deadline,
-            "the reflectors never retried during the outage ({} refused)",
-            api.refused()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    answers_hold_at(
+        &adapter,
+        lobby,
+        "4",
+        5,
+        "the reflectors retrying against the restarting server",
+        || api.refused() >= 4,
+    )
+    .await;
     // The pods are still known: every one is still a scrape target.
     let status = adapter.status().await;
     for pod in ["lobby-0", "lobby-1", "lobby-2", "lobby-ctl"] {
@@ -711,13 +734,6 @@ async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile(
         "spec.replicas 6 was seen without a re-list: {:?}",
         api.requests()
     );
-    let status = adapter.status().await;
-    let row = status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == "hpa_target_replicas" && w["selector"] == lobby)
-        .unwrap_or_else(|| panic!("{status}"));
-    let reason = row["answer"]["reason"].as_str().unwrap();
+    let reason = target_reason(&adapter, lobby).await;
     assert!(reason.contains("current spec.replicas 6"), "{reason}");
 }

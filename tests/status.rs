@@ -165,7 +165,8 @@ async fn object_answers_are_listed_in_status_with_their_workload() {
     assert_eq!(code, 200, "{body}");
     let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
     let rows = object_rows(&doc);
-    let scopes: Vec<&str> = rows.iter().map(|(s, _)| s.as_str()).collect();
+    let mut scopes: Vec<&str> = rows.iter().map(|(s, _)| s.as_str()).collect();
+    scopes.sort();
     assert_eq!(
         scopes,
         ["deployments.apps/lobby", "statefulsets.apps/lobby"],

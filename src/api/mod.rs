@@ -640,14 +640,22 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_query_go_cannot_parse_is_a_bad_request() {
-        let adapter = Arc::new(Adapter::new(
+    /// A handler over the default config and an empty store.
+    fn default_handler() -> ApiHandler {
+        ApiHandler::new(Arc::new(Adapter::new(
             crate::config::Config::from_yaml("").unwrap(),
             Arc::new(crate::clock::ManualClock::new(1_000_000)),
             Arc::new(crate::telemetry::SelfMetrics::new()),
-        ));
-        let handler = ApiHandler::new(adapter);
+        )))
+    }
+
+    fn json_body(resp: &ApiResponse) -> serde_json::Value {
+        serde_json::from_slice(&response_bytes(resp).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_query_go_cannot_parse_is_a_bad_request() {
+        let handler = default_handler();
         for query in ["labelSelector=%zz", "x=1;y=2&labelSelector=a%3Db"] {
             let req = Request::get(format!(
                 "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?{query}"
@@ -656,20 +664,13 @@ mod tests {
             .unwrap();
             let resp = handler.handle(&req).await;
             assert_eq!(resp.status().as_u16(), 400, "{query}");
-            let body: serde_json::Value =
-                serde_json::from_slice(&response_bytes(&resp).unwrap()).unwrap();
-            assert_eq!(body["reason"], "BadRequest", "{query}");
+            assert_eq!(json_body(&resp)["reason"], "BadRequest", "{query}");
         }
     }
 
     #[tokio::test]
     async fn a_write_is_refused_naming_the_group_it_asked_for() {
-        let adapter = Arc::new(Adapter::new(
-            crate::config::Config::from_yaml("").unwrap(),
-            Arc::new(crate::clock::ManualClock::new(1_000_000)),
-            Arc::new(crate::telemetry::SelfMetrics::new()),
-        ));
-        let handler = ApiHandler::new(adapter);
+        let handler = default_handler();
         for (method, path, group, other) in [
             (
                 Method::POST,
@@ -691,8 +692,7 @@ mod tests {
                 .unwrap();
             let resp = handler.handle(&req).await;
             assert_eq!(resp.status().as_u16(), 405, "{path}");
-            let body: serde_json::Value =
-                serde_json::from_slice(&response_bytes(&resp).unwrap()).unwrap();
+            let body = json_body(&resp);
             let message = body["message"].as_str().unwrap();
             assert_eq!(
                 message,
@@ -706,10 +706,8 @@ mod tests {
             .uri("/healthz")
             .body(())
             .unwrap();
-        let body: serde_json::Value =
-            serde_json::from_slice(&response_bytes(&handler.handle(&req).await).unwrap()).unwrap();
         assert_eq!(
-            body["message"],
+            json_body(&handler.handle(&req).await)["message"],
             "method PUT is not supported: this server is read-only (get, list)"
         );
     }
