@@ -148,6 +148,30 @@ fault_scripts! {
     scale_out_while_floor_incomplete => "10-scale-out-incomplete-floor.yaml",
     threshold_ramp_up_and_down_without_flapping => "11-threshold-ramp.yaml",
     threshold_holds_scale_in_while_a_pod_is_unscraped => "12-threshold-pod-down.yaml",
+    object_metric_holds_through_a_stale_controller_and_ignores_a_namesake => "13-object-stale-controller.yaml",
+}
+
+#[test]
+fn object_scenario_asks_the_custom_metrics_api_and_holds_on_unknown_input() {
+    // The HPA's GETs go to custom.metrics.k8s.io (docs/hpa-behaviour.md §6.2): the namesake
+    // Deployment's 12 never reaches the StatefulSet, and the stale controller's 3 is not
+    // followed until it is seen again.
+    let name = "13-object-stale-controller.yaml";
+    let run = simulate(&faults_dir().join(name), None);
+    run.assert_passed(name);
+    assert!(
+        run.stdout
+            .contains("replicas: initial 8 min 3 max 8 final 3"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_loose_external_selector_mixing_a_namesake_is_caught() {
+    // The External twin of 13-object-stale-controller: hpa_target_name=lobby also takes the
+    // Deployment lobby's 12 (the selector-typo case, docs/hpa-behaviour.md §6.5).
+    fails_with("typo-external.yaml", "inflation");
 }
 
 #[test]

@@ -182,6 +182,29 @@ fn target<'a>(status: &'a serde_json::Value, id: &str) -> Option<&'a serde_json:
         .find(|t| t["id"] == id)
 }
 
+/// The `/status` row of `metric` for `selector`.
+fn status_row<'a>(
+    status: &'a serde_json::Value,
+    metric: &str,
+    selector: &str,
+) -> &'a serde_json::Value {
+    status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == metric && w["selector"] == selector)
+        .unwrap_or_else(|| panic!("{status}"))
+}
+
+/// Why `/status` says `hpa_target_replicas` for `selector` has its answer.
+async fn target_reason(adapter: &AdapterProcess, selector: &str) -> String {
+    let status = adapter.status().await;
+    status_row(&status, "hpa_target_replicas", selector)["answer"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_come_and_go_and_the_floor_follows() {
     let ex = TestExporter::start().await;
@@ -351,14 +374,7 @@ async fn pods_come_and_go_and_the_floor_follows() {
         scale_reads, 0,
         "the scale subresource was read on the request path"
     );
-    let status = adapter.status().await;
-    let explained = status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == "hpa_target_replicas" && w["selector"] == lobby)
-        .unwrap_or_else(|| panic!("{status}"));
-    let reason = explained["answer"]["reason"].as_str().unwrap();
+    let reason = target_reason(&adapter, lobby).await;
     assert!(reason.contains("current spec.replicas 5"), "{reason}");
 
     // The new pod reports: the floor is complete again.
@@ -495,12 +511,7 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
     let t = target(&status, "games/web-7c9d-aaaaa").unwrap_or_else(|| panic!("{status}"));
     assert_eq!(t["labels"]["workload_kind"], "Deployment");
     assert_eq!(t["labels"]["workload_name"], "web");
-    let floor = status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == "hpa_stateful_floor" && w["selector"] == web)
-        .unwrap_or_else(|| panic!("{status}"));
+    let floor = status_row(&status, "hpa_stateful_floor", web);
     let warnings = floor["answer"]["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{floor}");
     assert!(
@@ -518,4 +529,211 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
         1,
         "the Deployment warning must be logged exactly once:\n{log}"
     );
+}
+
+/// `GET` list requests (not watches) for StatefulSets in the test namespace.
+fn statefulset_lists(api: &KubeApi) -> usize {
+    api.requests()
+        .iter()
+        .filter(|r| {
+            r.starts_with(&format!("GET /apis/apps/v1/namespaces/{NS}/statefulsets"))
+                && !r.contains("watch=true")
+        })
+        .count()
+}
+
+/// A StatefulSet `name` whose pod 0 reports index 1, pod 1 index 2 and pod 2 is never scraped
+/// successfully (503), plus a controller pod recommending 1: the floor stays incomplete, so
+/// `hpa_target_replicas` can only hold at the workload's `spec.replicas` from the watch cache.
+fn pods_with_one_unscraped(api: &KubeApi, ex: &TestExporter, name: &str) {
+    for i in 0..3u64 {
+        let pod_name = format!("{name}-{i}");
+        let path = format!("/pods/{pod_name}");
+        if i < 2 {
+            ex.page(&path, index_of(name, &pod_name, i + 1));
+        } else {
+            ex.set(
+                &path,
+                Behaviour {
+                    body: "starting".into(),
+                    status: 503,
+                    delay: Duration::ZERO,
+                },
+            );
+        }
+        api.apply(&pod(&pod_name, name, owner("StatefulSet", name), ex, &path));
+    }
+    let ctl_path = format!("/ctl/{name}");
+    ex.page(&ctl_path, expect_of(name, 1));
+    let mut ctl = pod(
+        &format!("{name}-ctl"),
+        name,
+        owner("StatefulSet", name),
+        ex,
+        &ctl_path,
+    );
+    ctl.metadata.owner_references = None;
+    api.apply(&ctl);
+}
+
+/// Issue 14, bad input: pods owned by a StatefulSet the watch cache does not hold (yet). Its
+/// spec.replicas is unknown, so the target cannot hold at it: the answer is a refusal that says
+/// the workload is not in the watch cache, never a guess. Once the StatefulSet arrives through
+/// the watch, the same query holds at its spec.replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_not_in_the_watch_cache_is_refused_never_guessed() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    pods_with_one_unscraped(&api, &ex, "arena");
+    let adapter = start_adapter(&api, "[games]").await;
+    let arena = "hpa_target_name=arena";
+    let refused = adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            arena,
+            "a refusal naming the watch cache",
+            |c, v| {
+                c == 503
+                    && v["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("is not in the watch cache"))
+            },
+        )
+        .await;
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.replicas of StatefulSet games/arena is not known yet"),
+        "{message}"
+    );
+    // The pods are scraped and the answer still refuses: nothing stands in for spec.replicas.
+    for _ in 0..5 {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", arena).await;
+        assert_eq!(code, 503, "a guess was served: {v}");
+    }
+
+    api.apply(&statefulset("arena", 4, None));
+    adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            arena,
+            "holding at spec.replicas 4 once the StatefulSet is in the watch cache",
+            value_is("4"),
+        )
+        .await;
+}
+
+/// Polls `hpa_target_replicas` until `done()` and at least `min_answers` answers, asserting
+/// that every answer is `value`: the last known state holds. A generous deadline, no timing
+/// threshold.
+async fn answers_hold_at(
+    adapter: &AdapterProcess,
+    selector: &str,
+    value: &str,
+    min_answers: usize,
+    what: &str,
+    done: impl Fn() -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut answers = 0;
+    while answers < min_answers || !done() {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", selector).await;
+        assert_eq!(
+            (code, single_value(&v).as_deref()),
+            (200, Some(value)),
+            "waiting for {what}, the last known state must hold: {v}"
+        );
+        answers += 1;
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 14, faults: the watches break. This stands in for kube-apiserver (none can be
+/// installed here) with the loopback `kubeapi` server: first every open watch ends with a 410
+/// Gone `ERROR` event, then the server "restarts" (every request answers 503, and its watch
+/// cache starts after the restart, so an old resourceVersion is 410 Gone). The reflectors
+/// re-list each time; during the gap the answers come from the last known state (spec.replicas
+/// and the pods stay known), and a spec.replicas changed meanwhile is seen after the re-list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    api.apply(&statefulset("lobby", 3, None));
+    pods_with_one_unscraped(&api, &ex, "lobby");
+    let adapter = start_adapter(&api, "[games]").await;
+    let lobby = "hpa_target_name=lobby";
+    // max(recommendation 1, known floor 2, spec.replicas 3).
+    adapter
+        .eventually(NS, "hpa_target_replicas", lobby, "target 3", value_is("3"))
+        .await;
+    let lists_before = statefulset_lists(&api);
+
+    // 1. Every watch stream ends with 410 Gone: the reflector re-lists, then watches again and
+    //    sees the next change.
+    api.break_watches();
+    answers_hold_at(
+        &adapter,
+        lobby,
+        "3",
+        1,
+        "a re-list after the watch broke",
+        || statefulset_lists(&api) > lists_before,
+    )
+    .await;
+    api.apply(&statefulset("lobby", 4, None));
+    adapter
+        .eventually(
+            NS,
+            "hpa_target_replicas",
+            lobby,
+            "target 4 through the new watch",
+            value_is("4"),
+        )
+        .await;
+
+    // 2. The API server goes down. spec.replicas changes meanwhile (nobody can see it).
+    api.begin_outage();
+    api.apply(&statefulset("lobby", 6, None));
+    answers_hold_at(
+        &adapter,
+        lobby,
+        "4",
+        5,
+        "the reflectors retrying against the restarting server",
+        || api.refused() >= 4,
+    )
+    .await;
+    // The pods are still known: every one is still a scrape target.
+    let status = adapter.status().await;
+    for pod in ["lobby-0", "lobby-1", "lobby-2", "lobby-ctl"] {
+        assert!(
+            target(&status, &format!("{NS}/{pod}")).is_some(),
+            "{pod} was forgotten during the outage: {status}"
+        );
+    }
+    let lists_in_outage = statefulset_lists(&api);
+
+    // 3. The server is back with a fresh watch cache: the reflectors re-list and see 6. The
+    //    watcher's backoff decides when it retries, so the deadline is generous.
+    api.end_outage();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (code, v) = adapter.metric(NS, "hpa_target_replicas", lobby).await;
+        match (code, single_value(&v).as_deref()) {
+            (200, Some("6")) => break,
+            (200, Some("4")) => {}
+            other => panic!("neither the old nor the new spec.replicas: {other:?} {v}"),
+        }
+        assert!(Instant::now() < deadline, "spec.replicas 6 never seen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        statefulset_lists(&api) > lists_in_outage,
+        "spec.replicas 6 was seen without a re-list: {:?}",
+        api.requests()
+    );
+    let reason = target_reason(&adapter, lobby).await;
+    assert!(reason.contains("current spec.replicas 6"), "{reason}");
 }

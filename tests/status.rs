@@ -105,3 +105,116 @@ async fn status_pages_cover_every_row_once_and_filter_and_refuse_bad_parameters(
         );
     }
 }
+
+/// Object answers (custom.metrics.k8s.io) are listed in `/status` as rows whose scope names the
+/// workload, evaluated through the Object scope (so a StatefulSet and a Deployment that share
+/// `hpa_target_name` keep their own answers), and paging with `continue` carries them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_answers_are_listed_in_status_with_their_workload() {
+    let labels = |kind: &str| format!("hpa_target_kind=\"{kind}\",hpa_target_name=\"lobby\"");
+    let ex = TestExporter::start().await;
+    ex.page(
+        "/sts",
+        format!(
+            "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{{}}} 3\n",
+            labels("StatefulSet")
+        ),
+    );
+    ex.page(
+        "/deploy",
+        format!(
+            "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{{}}} 9\n",
+            labels("Deployment")
+        ),
+    );
+    let adapter = AdapterProcess::start(&fast_config(&[
+        (ex.url("/sts"), "games", "lobby-0"),
+        (ex.url("/deploy"), "games", "lobby-7d9f-x"),
+    ]))
+    .await;
+    let path = |resource: &str| {
+        format!("/apis/custom.metrics.k8s.io/v1beta2/namespaces/games/{resource}/lobby/hpa_expect_replicas")
+    };
+    for (resource, value) in [("statefulsets.apps", "3"), ("deployments.apps", "9")] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let (code, v) = adapter.get_json(&path(resource)).await;
+            if code == 200 && single_value(&v).as_deref() == Some(value) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{resource}: {code} {v}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    let object_rows = |doc: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        doc["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| !w["object"].is_null())
+            .map(|w| (w["scope"].as_str().unwrap().to_string(), w.clone()))
+            .collect()
+    };
+    let (code, body) = adapter
+        .plain_get("/status?namespace=games&metric=hpa_expect_replicas")
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rows = object_rows(&doc);
+    let mut scopes: Vec<&str> = rows.iter().map(|(s, _)| s.as_str()).collect();
+    scopes.sort();
+    assert_eq!(
+        scopes,
+        ["deployments.apps/lobby", "statefulsets.apps/lobby"],
+        "{body}"
+    );
+    for (scope, value, kind) in [
+        ("statefulsets.apps/lobby", 3, "StatefulSet"),
+        ("deployments.apps/lobby", 9, "Deployment"),
+    ] {
+        let (_, w) = rows.iter().find(|(s, _)| s == scope).unwrap();
+        assert_eq!(w["answer"]["outcome"]["value"], value, "{scope}: {w}");
+        assert_eq!(w["object"]["kind"], kind, "{w}");
+        assert_eq!(w["object"]["name"], "lobby", "{w}");
+        assert_eq!(w["source"], "request", "{w}");
+        assert_eq!(w["namespace"], "games", "{w}");
+    }
+    // External rows keep their selector as their scope.
+    assert!(doc["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["object"].is_null())
+        .all(|w| w["scope"] == w["selector"]));
+
+    // Paging one row at a time still lists every row once, the Object rows included.
+    let mut seen = Vec::new();
+    let mut next = "/status?namespace=games&metric=hpa_expect_replicas&limit=1".to_string();
+    loop {
+        let (code, body) = adapter.plain_get(&next).await;
+        assert_eq!(code, 200, "{body}");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        for w in doc["workloads"].as_array().unwrap() {
+            seen.push(format!("{} {}", w["scope"], w["object"].is_null()));
+        }
+        match doc["metadata"]["continue"].as_str() {
+            Some(token) => {
+                next = format!(
+                    "/status?namespace=games&metric=hpa_expect_replicas&limit=1&continue={token}"
+                )
+            }
+            None => break,
+        }
+    }
+    let all: Vec<String> = doc["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| format!("{} {}", w["scope"], w["object"].is_null()))
+        .collect();
+    assert_eq!(seen, all);
+}

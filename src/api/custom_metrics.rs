@@ -333,6 +333,7 @@ impl ApiHandler {
                 return status_response(StatusReason::NotFound, &e.to_string())
             }
         };
+        self.adapter.record_object_query(metric, &object, &selector);
         tracing::debug!(object = %object, selector = %selector, answer = %policy::summary(&answer), "served");
         match answer.outcome {
             Outcome::Value {

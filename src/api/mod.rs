@@ -157,6 +157,19 @@ pub fn route(path: &str) -> Route {
     }
 }
 
+/// The refusal of a write: it names the API group the path asked for, so a client writing to
+/// `custom.metrics.k8s.io` is not told about external metrics.
+fn read_only_message(method: &Method, path: &str) -> String {
+    let what = if path.starts_with("/apis/custom.metrics.k8s.io") {
+        "custom metrics (custom.metrics.k8s.io) are"
+    } else if path.starts_with("/apis/external.metrics.k8s.io") {
+        "external metrics (external.metrics.k8s.io) are"
+    } else {
+        "this server is"
+    };
+    format!("method {method} is not supported: {what} read-only (get, list)")
+}
+
 fn percent_decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s)
         .decode_utf8_lossy()
@@ -326,10 +339,7 @@ impl ApiHandler {
             return (
                 status_response(
                     StatusReason::MethodNotAllowed,
-                    &format!(
-                        "method {} is not supported: external metrics are read-only (get, list)",
-                        req.method()
-                    ),
+                    &read_only_message(req.method(), req.uri().path()),
                 ),
                 None,
             );
@@ -651,14 +661,22 @@ mod tests {
         assert_eq!(answers_computed(&adapter), 5, "no reuse when switched off");
     }
 
-    #[tokio::test]
-    async fn a_query_go_cannot_parse_is_a_bad_request() {
-        let adapter = Arc::new(Adapter::new(
+    /// A handler over the default config and an empty store.
+    fn default_handler() -> ApiHandler {
+        ApiHandler::new(Arc::new(Adapter::new(
             crate::config::Config::from_yaml("").unwrap(),
             Arc::new(crate::clock::ManualClock::new(1_000_000)),
             Arc::new(crate::telemetry::SelfMetrics::new()),
-        ));
-        let handler = ApiHandler::new(adapter);
+        )))
+    }
+
+    fn json_body(resp: &ApiResponse) -> serde_json::Value {
+        serde_json::from_slice(&response_bytes(resp).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_query_go_cannot_parse_is_a_bad_request() {
+        let handler = default_handler();
         for query in ["labelSelector=%zz", "x=1;y=2&labelSelector=a%3Db"] {
             let req = Request::get(format!(
                 "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?{query}"
@@ -667,10 +685,52 @@ mod tests {
             .unwrap();
             let resp = handler.handle(&req).await;
             assert_eq!(resp.status().as_u16(), 400, "{query}");
-            let body: serde_json::Value =
-                serde_json::from_slice(&response_bytes(&resp).unwrap()).unwrap();
-            assert_eq!(body["reason"], "BadRequest", "{query}");
+            assert_eq!(json_body(&resp)["reason"], "BadRequest", "{query}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_write_is_refused_naming_the_group_it_asked_for() {
+        let handler = default_handler();
+        for (method, path, group, other) in [
+            (
+                Method::POST,
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/games/statefulsets.apps/lobby/hpa_target_replicas",
+                "custom metrics (custom.metrics.k8s.io)",
+                "external",
+            ),
+            (
+                Method::DELETE,
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/games/hpa_target_replicas",
+                "external metrics (external.metrics.k8s.io)",
+                "custom",
+            ),
+        ] {
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .body(())
+                .unwrap();
+            let resp = handler.handle(&req).await;
+            assert_eq!(resp.status().as_u16(), 405, "{path}");
+            let body = json_body(&resp);
+            let message = body["message"].as_str().unwrap();
+            assert_eq!(
+                message,
+                format!("method {method} is not supported: {group} are read-only (get, list)")
+            );
+            assert!(!message.contains(other), "{message}");
+            assert_eq!(body["reason"], "MethodNotAllowed");
+        }
+        let req = Request::builder()
+            .method(Method::PUT)
+            .uri("/healthz")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            json_body(&handler.handle(&req).await)["message"],
+            "method PUT is not supported: this server is read-only (get, list)"
+        );
     }
 
     #[test]

@@ -78,6 +78,9 @@ struct QueryKey {
     metric: String,
     namespace: String,
     selector: String,
+    /// The workload an Object query named: its scope is that workload, apart from any
+    /// External query with the same selector.
+    object: Option<ObjectRef>,
 }
 
 pub struct Adapter {
@@ -446,7 +449,7 @@ impl Adapter {
                             spec.name(),
                             policy::recommendation(&q, &Default::default()),
                             None,
-                            None,
+                            Err("no recommendation configured"),
                         );
                     };
                     let rec = if inputs.len() == 1 {
@@ -486,7 +489,12 @@ impl Adapter {
                     let current = self
                         .current_replicas_for(spec, namespace, selector, now, fetched)
                         .await;
-                    policy::target(spec.name(), rec, floor, current)
+                    policy::target(
+                        spec.name(),
+                        rec,
+                        floor,
+                        current.as_ref().copied().map_err(String::as_str),
+                    )
                 }
             }
         })
@@ -527,11 +535,9 @@ impl Adapter {
             let key = QueryKey {
                 metric: spec.name().to_string(),
                 namespace: namespace.into(),
+                selector: selector.to_string(),
                 // An Object query's history is its workload's, apart from any External query's.
-                selector: match &fetched.object {
-                    None => selector.to_string(),
-                    Some(o) => format!("{o}|{selector}"),
-                },
+                object: fetched.object.clone(),
             };
             let mut logs = self.evaluations.lock().unwrap_or_else(|e| e.into_inner());
             if logs.len() >= MAX_SEEN_QUERIES && !logs.contains_key(&key) {
@@ -654,13 +660,7 @@ impl Adapter {
             if spec.current_series().is_none() {
                 // Never a guess: the workload is known from its pods but not (yet) in the
                 // watch cache, so its current count is unknown.
-                return (
-                    Err(format!(
-                        "spec.replicas of {} {}/{} is not known yet: the workload is not in the watch cache",
-                        w.kind, w.namespace, w.name
-                    )),
-                    Vec::new(),
-                );
+                return (Err(not_in_watch_cache(w)), Vec::new());
             }
         }
         let Some(current_series) = spec.current_series() else {
@@ -703,7 +703,7 @@ impl Adapter {
         now: Millis,
         fetched: &Fetched,
     ) -> Result<CurrentReplicas, String> {
-        if let Some(v) = self
+        if let Ok(v) = self
             .current_replicas_for(spec, namespace, selector, now, fetched)
             .await
         {
@@ -742,7 +742,8 @@ impl Adapter {
         Err(why.join("; "))
     }
 
-    /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it.
+    /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it;
+    /// otherwise why not, for the refusal.
     async fn current_replicas_for(
         &self,
         spec: &MetricSpec,
@@ -750,19 +751,33 @@ impl Adapter {
         selector: &LabelSelector,
         now: Millis,
         fetched: &Fetched,
-    ) -> Option<u64> {
-        let state = self.workload_state()?;
-        let floor = self.config.metric(spec.floor()?)?;
+    ) -> Result<u64, String> {
+        let state = self
+            .workload_state()
+            .ok_or("no Kubernetes workload state (discovery is off)")?;
+        let floor = spec
+            .floor()
+            .and_then(|f| self.config.metric(f))
+            .ok_or("no floor configured")?;
         let scope = Scope {
             series: floor.series(),
             namespace_label: floor.namespace_label(),
             namespace,
             selector,
         };
-        let ev = self.evidence(fetched, &scope, now).await.ok()?;
+        let ev = self
+            .evidence(fetched, &scope, now)
+            .await
+            .map_err(|e| e.to_string())?;
         match ev.workloads.as_slice() {
-            [w] => state.current_replicas(w),
-            _ => None,
+            [w] => state
+                .current_replicas(w)
+                .ok_or_else(|| not_in_watch_cache(w)),
+            [] => Err("the floor's pods belong to no known workload".into()),
+            more => Err(format!(
+                "the floor's pods belong to {} workloads, not one",
+                more.len()
+            )),
         }
     }
 
@@ -823,14 +838,28 @@ impl Adapter {
         }
     }
 
-    /// Remember a served query for `/status`.
+    /// Remember a served External query for `/status`.
     pub fn record_query(&self, metric: &str, namespace: &str, selector: &LabelSelector) {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let key = QueryKey {
+        self.remember_query(QueryKey {
             metric: metric.to_ascii_lowercase(),
             namespace: namespace.into(),
             selector: selector.to_string(),
-        };
+            object: None,
+        });
+    }
+
+    /// Remember a served Object query for `/status`: its row names the workload.
+    pub fn record_object_query(&self, metric: &str, object: &ObjectRef, selector: &LabelSelector) {
+        self.remember_query(QueryKey {
+            metric: metric.to_ascii_lowercase(),
+            namespace: object.namespace.clone(),
+            selector: selector.to_string(),
+            object: Some(object.clone()),
+        });
+    }
+
+    fn remember_query(&self, key: QueryKey) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= MAX_SEEN_QUERIES && !seen.contains_key(&key) {
             if let Some(oldest) = seen
                 .iter()
@@ -887,6 +916,7 @@ impl Adapter {
                         namespace: namespace.clone(),
                         metric: spec.name().to_string(),
                         selector: selector.clone(),
+                        object: None,
                     },
                     RowOrigin::Discovered,
                 );
@@ -898,6 +928,7 @@ impl Adapter {
                     namespace: key.namespace.clone(),
                     metric: key.metric.clone(),
                     selector: key.selector.clone(),
+                    object: key.object.clone(),
                 },
                 RowOrigin::Request { at_ms: *at },
             );
@@ -911,9 +942,14 @@ impl Adapter {
             ) else {
                 continue;
             };
-            // Not `answer()`: looking at /status must not count as serving an answer.
+            // Not `answer()`: looking at /status must not count as serving an answer. An Object
+            // row is evaluated through the Object front door's scope, the workload it names.
+            let fetched = Fetched {
+                object: key.object.clone(),
+                ..Fetched::default()
+            };
             let answer = self
-                .answer_spec(spec, &key.namespace, &selector, now, &Fetched::default())
+                .answer_spec(spec, &key.namespace, &selector, now, &fetched)
                 .await;
             let (source, last_requested) = match origin {
                 RowOrigin::Request { at_ms } => ("request", Some(rfc3339(*at_ms))),
@@ -921,6 +957,11 @@ impl Adapter {
             };
             workloads.push(WorkloadStatus {
                 namespace: key.namespace.clone(),
+                scope: match &key.object {
+                    None => key.selector.clone(),
+                    Some(o) => object_history_scope(o, &selector),
+                },
+                object: key.object.as_ref().map(ObjectRow::from),
                 selector: key.selector.clone(),
                 metric: key.metric.clone(),
                 source,
@@ -1005,6 +1046,14 @@ impl Adapter {
         }
         sets
     }
+}
+
+/// Why a workload known from its pods has no current count: never a guess (issue 14).
+fn not_in_watch_cache(w: &WorkloadRef) -> String {
+    format!(
+        "spec.replicas of {} {}/{} is not known yet: the workload is not in the watch cache",
+        w.kind, w.namespace, w.name
+    )
 }
 
 /// The history scope of an Object query: `statefulsets.apps/lobby`, narrowed by its
@@ -1120,11 +1169,38 @@ fn scopes_json<S: serde::Serializer>(
 #[serde(rename_all = "camelCase")]
 struct WorkloadStatus {
     namespace: String,
+    /// What the answer covers, named as in the history: the selector of an External query,
+    /// `statefulsets.apps/lobby` (plus any `metricLabelSelector`) for an Object query.
+    scope: String,
+    /// The workload an Object query named; absent on External rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<ObjectRow>,
     selector: String,
     metric: String,
     source: &'static str,
     last_requested: Option<String>,
     answer: Answer,
+}
+
+/// An Object row's workload as `/status` shows it (the `describedObject` of the answer).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRow {
+    api_version: &'static str,
+    kind: &'static str,
+    resource: &'static str,
+    name: String,
+}
+
+impl From<&ObjectRef> for ObjectRow {
+    fn from(o: &ObjectRef) -> Self {
+        ObjectRow {
+            api_version: o.kind.api_version(),
+            kind: o.kind.kind(),
+            resource: o.kind.resource(),
+            name: o.name.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -492,7 +492,7 @@ mod tests {
     }
 
     fn target(rec: u64, floor: Answer) -> Answer {
-        crate::policy::target("t", value(rec), Some(floor), None)
+        crate::policy::target("t", value(rec), Some(floor), Err("unknown"))
     }
 
     fn floor(v: u64) -> Answer {
@@ -615,7 +615,7 @@ mod tests {
             note("unknown: x"),
             note("invalid: NaN"),
         ];
-        let t = crate::policy::target("t", rec, Some(f), None);
+        let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
         let e = Entry::from_answer(&t, 7, None);
         let mut h = History::new(Limits::default());
         h.record(key("a", "x=1"), &t, 7);
@@ -655,7 +655,7 @@ mod tests {
             "r",
             "pod x unknown".into(),
         );
-        let t = crate::policy::target("t", value(1), Some(f), Some(4));
+        let t = crate::policy::target("t", value(1), Some(f), Ok(4));
         let e = Entry::from_answer(&t, 0, None);
         assert_eq!(
             (e.value(), e.recommendation, e.floor),

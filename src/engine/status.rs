@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::object_scope::{ObjectKind, ObjectRef};
+
 /// The most rows one page holds; a larger `limit` is cut to it.
 pub const MAX_STATUS_LIMIT: usize = 5000;
 /// The rows per page when the request does not say.
@@ -13,7 +15,10 @@ pub const DEFAULT_STATUS_LIMIT: usize = 500;
 pub struct StatusKey {
     pub namespace: String,
     pub metric: String,
+    /// The External query's `labelSelector`, or the Object query's `metricLabelSelector`.
     pub selector: String,
+    /// The workload an Object query (custom.metrics.k8s.io) named; `None` for External.
+    pub object: Option<ObjectRef>,
 }
 
 /// Why a row is listed: an HPA asked for it (and when), or it was found in the data.
@@ -111,20 +116,42 @@ impl StatusQuery {
 /// The last row of a page, hex-encoded JSON: opaque to clients, and nothing to trust, since
 /// decoding it only chooses where the next page starts.
 fn encode_token(key: &StatusKey) -> String {
-    let json = serde_json::json!([key.namespace, key.metric, key.selector]).to_string();
-    hex::encode(json)
+    let json = match &key.object {
+        None => serde_json::json!([key.namespace, key.metric, key.selector]),
+        Some(o) => serde_json::json!([
+            key.namespace,
+            key.metric,
+            key.selector,
+            o.kind.resource(),
+            o.name
+        ]),
+    };
+    hex::encode(json.to_string())
 }
 
 fn decode_token(token: &str) -> Result<StatusKey, StatusQueryError> {
     let bad = || StatusQueryError::Continue(token.chars().take(64).collect());
     let bytes = hex::decode(token).map_err(|_| bad())?;
-    let [namespace, metric, selector]: [String; 3] =
-        serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    Ok(StatusKey {
-        namespace,
-        metric,
-        selector,
-    })
+    let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    match parts.as_slice() {
+        [namespace, metric, selector] => Ok(StatusKey {
+            namespace: namespace.clone(),
+            metric: metric.clone(),
+            selector: selector.clone(),
+            object: None,
+        }),
+        [namespace, metric, selector, resource, name] => Ok(StatusKey {
+            namespace: namespace.clone(),
+            metric: metric.clone(),
+            selector: selector.clone(),
+            object: Some(ObjectRef {
+                kind: ObjectKind::from_resource(resource).ok_or_else(bad)?,
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
+        }),
+        _ => Err(bad()),
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +173,12 @@ mod tests {
                         namespace: format!("ns{}", i % 3),
                         metric: if i % 2 == 0 { "a" } else { "b" }.into(),
                         selector: format!("hpa_target_name=w{i:04}"),
+                        // Every fifth row an Object query's, so tokens carry both forms.
+                        object: (i % 5 == 0).then(|| ObjectRef {
+                            kind: ObjectKind::StatefulSet,
+                            namespace: format!("ns{}", i % 3),
+                            name: format!("w{i:04}"),
+                        }),
                     },
                     RowOrigin::Discovered,
                 )

@@ -7,12 +7,14 @@ use crate::config::MetricKind;
 ///
 /// A refused recommendation refuses the target: the HPA then keeps its replicas (§1.6). An
 /// incomplete floor refuses too, unless the workload's current `spec.replicas` is known: then
-/// `max(recommendation, known floor, current)` allows scale-out and blocks scale-in.
+/// `max(recommendation, known floor, current)` allows scale-out and blocks scale-in. When it is
+/// not known, `current_replicas` says why (e.g. the workload is not in the watch cache yet), and
+/// the refusal says so: never a guess.
 pub fn target(
     metric: &str,
     recommendation: Answer,
     floor: Option<Answer>,
-    current_replicas: Option<u64>,
+    current_replicas: Result<u64, &str>,
 ) -> Answer {
     const RULE: &str = "max(recommendation, floor)";
     let kind = MetricKind::Target;
@@ -70,7 +72,7 @@ pub fn target(
             Outcome::Refused {
                 kind: RefusalKind::IncompleteFloor,
                 known_lower_bound,
-            } if current_replicas.is_some() => {
+            } if current_replicas.is_ok() => {
                 let current = current_replicas.unwrap_or_default();
                 let known = known_lower_bound.unwrap_or(0);
                 let v = (*r).max(known).max(current);
@@ -86,14 +88,13 @@ pub fn target(
                     ),
                 )
             }
-            Outcome::Refused { kind: code, .. } => Answer::refused(
-                metric,
-                kind,
-                code,
-                Some(*r),
-                RULE,
-                format!("floor {} has no value: {}", f.metric, f.reason),
-            ),
+            Outcome::Refused { kind: code, .. } => {
+                let mut reason = format!("floor {} has no value: {}", f.metric, f.reason);
+                if let (RefusalKind::IncompleteFloor, Err(why)) = (code, current_replicas) {
+                    reason.push_str(&format!("; cannot hold at the current count: {why}"));
+                }
+                Answer::refused(metric, kind, code, Some(*r), RULE, reason)
+            }
         },
     };
     answer.parts.push(recommendation);
@@ -113,14 +114,14 @@ mod tests {
         let s = series();
         let rec = recommendation(&ctx(&s), &ev(vec![obs("a", 2.0, 0)]));
         let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
-        let t = target("t", rec.clone(), Some(floor), None);
+        let t = target("t", rec.clone(), Some(floor), Err("unused"));
         assert_eq!(t.value(), Some(5));
         assert_eq!(t.parts.len(), 2);
 
         let stale = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 90_000)]));
         let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
         assert_eq!(
-            target("t", stale, Some(floor), Some(3)).refusal(),
+            target("t", stale, Some(floor), Ok(3)).refusal(),
             Some(RefusalKind::Stale)
         );
 
@@ -130,11 +131,21 @@ mod tests {
             last_error: None,
         });
         let incomplete = stateful_floor(&ctx(&s), &e, 0);
-        assert_eq!(
-            target("t", rec.clone(), Some(incomplete.clone()), None).refusal(),
-            Some(RefusalKind::IncompleteFloor)
+        let refused = target(
+            "t",
+            rec.clone(),
+            Some(incomplete.clone()),
+            Err("the workload is not in the watch cache"),
         );
-        let held = target("t", rec, Some(incomplete), Some(6));
+        assert_eq!(refused.refusal(), Some(RefusalKind::IncompleteFloor));
+        assert!(
+            refused.reason.ends_with(
+                "cannot hold at the current count: the workload is not in the watch cache"
+            ),
+            "{}",
+            refused.reason
+        );
+        let held = target("t", rec, Some(incomplete), Ok(6));
         assert_eq!(held.value(), Some(6));
         assert!(held.reason.contains("scale-in blocked"));
     }

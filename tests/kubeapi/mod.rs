@@ -9,6 +9,11 @@
 //! - GET `/apis/apps/v1/namespaces/{ns}/{statefulsets,deployments}/{name}/scale`
 //!   (autoscaling/v1 Scale from the object's `spec.replicas`).
 //!
+//! - faults: `break_watches` ends every open watch with a 410 `ERROR` event, `begin_outage` /
+//!   `end_outage` stand in for an API server restart (every request answers 503 meanwhile,
+//!   and the restarted server's watch cache starts after the outage, so a watch from an older
+//!   `resourceVersion` is told 410 Gone and the client must re-list).
+//!
 //! Every object is built from k8s-openapi types and serialized, so the JSON is schema-valid;
 //! the server stamps `resourceVersion`, `uid` and `creationTimestamp` as the API server does.
 //! Requests without the kubeconfig's bearer token get 401.
@@ -58,6 +63,13 @@ struct State {
     objects: BTreeMap<(&'static str, String, String), Value>,
     log: Vec<Event>,
     requests: Vec<String>,
+    /// The API server is restarting: every request answers 503.
+    outage: bool,
+    /// Requests refused during outages.
+    refused: usize,
+    /// A watch from a `resourceVersion` below this one is too old (410 Gone): the watch cache
+    /// of a restarted API server starts at its restart.
+    oldest_watchable_rv: u64,
 }
 
 #[derive(Clone)]
@@ -65,6 +77,8 @@ pub struct KubeApi {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     events: broadcast::Sender<Event>,
+    /// Bumped to end every open watch stream.
+    breaks: Arc<tokio::sync::watch::Sender<u64>>,
     pub dir: Arc<tempfile::TempDir>,
 }
 
@@ -112,6 +126,7 @@ impl KubeApi {
             addr,
             state: Arc::default(),
             events,
+            breaks: Arc::new(tokio::sync::watch::channel(0).0),
             dir: Arc::new(dir),
         };
         let a = api.clone();
@@ -145,6 +160,32 @@ impl KubeApi {
     /// Requests seen, as `METHOD path?query`.
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// End every open watch stream with an `ERROR` event carrying a 410 Gone `Status`, as the
+    /// API server does when the watch cache has moved past the watcher's resourceVersion.
+    pub fn break_watches(&self) {
+        self.breaks.send_modify(|n| *n += 1);
+    }
+
+    /// The API server goes down: open watches end, and every request answers 503 until
+    /// `end_outage`. Objects may still be applied meanwhile (nobody sees them).
+    pub fn begin_outage(&self) {
+        self.state.lock().unwrap().outage = true;
+        self.break_watches();
+    }
+
+    /// The API server is back with a fresh watch cache: watches from a resourceVersion older
+    /// than now are told 410 Gone, so clients re-list.
+    pub fn end_outage(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.outage = false;
+        st.oldest_watchable_rv = st.rv;
+    }
+
+    /// Requests refused while the server was down.
+    pub fn refused(&self) -> usize {
+        self.state.lock().unwrap().refused
     }
 
     /// Create or replace an object (ADDED or MODIFIED), as a typed k8s-openapi value.
@@ -239,11 +280,14 @@ impl KubeApi {
                     .collect()
             })
             .unwrap_or_default();
-        self.state
-            .lock()
-            .unwrap()
-            .requests
-            .push(format!("{} {}", req.method(), req.uri()));
+        {
+            let mut st = self.state.lock().unwrap();
+            st.requests.push(format!("{} {}", req.method(), req.uri()));
+            if st.outage {
+                st.refused += 1;
+                return status(503, "ServiceUnavailable", "the API server is restarting");
+            }
+        }
         let authorized = req
             .headers()
             .get(http::header::AUTHORIZATION)
@@ -353,7 +397,18 @@ impl KubeApi {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             let mut live = self.events.subscribe();
+            let mut breaks = self.breaks.subscribe();
+            breaks.borrow_and_update();
             let st = self.state.lock().unwrap();
+            if since < st.oldest_watchable_rv {
+                let gone = gone_event(since, st.oldest_watchable_rv);
+                drop(st);
+                return http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(gone)).boxed())
+                    .unwrap();
+            }
             let backlog: VecDeque<Event> = st
                 .log
                 .iter()
@@ -381,7 +436,14 @@ impl KubeApi {
                 }
                 last = last.max(bookmark_rv);
                 loop {
-                    match live.recv().await {
+                    let received = tokio::select! {
+                        e = live.recv() => e,
+                        _ = breaks.changed() => {
+                            let _ = tx.send(gone_event(last, last + 1));
+                            return;
+                        }
+                    };
+                    match received {
                         Ok(e) if e.rv > last && matches(e.resource, &e.namespace, &e.object) => {
                             last = e.rv;
                             if tx.send(line(&e)).is_err() {
@@ -427,6 +489,16 @@ impl KubeApi {
             &json!({"kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": page}),
         )
     }
+}
+
+/// The `ERROR` watch event kube-apiserver sends when `since` is older than its watch cache.
+fn gone_event(since: u64, oldest: u64) -> String {
+    format!(
+        "{}\n",
+        json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+               "status": "Failure", "reason": "Expired", "code": 410,
+               "message": format!("too old resource version: {since} ({oldest})")}})
+    )
 }
 
 fn line(e: &Event) -> String {

@@ -87,7 +87,7 @@ fn served(i: usize) -> Answer {
         },
         "highest retained stateful index 5".into(),
     );
-    policy::target("hpa_target_replicas", rec, Some(floor), None)
+    policy::target("hpa_target_replicas", rec, Some(floor), Err("not needed"))
 }
 
 fn history(scopes: usize, limits: Limits) -> History {

@@ -1,5 +1,5 @@
 //! A pure, executable model of the kube-controller-manager HPA controller's decision
-//! procedure for `External` metrics (docs/hpa-behaviour.md §1).
+//! procedure for `External` and `Object` metrics (docs/hpa-behaviour.md §1, §6).
 //!
 //! One [`Hpa`] holds what the controller keeps in memory for one HorizontalPodAutoscaler
 //! (recommendation history, scale-up and scale-down events) plus the object's

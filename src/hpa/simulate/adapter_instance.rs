@@ -105,42 +105,115 @@ impl AdapterInstance {
         metric: &str,
         selector: Option<&str>,
     ) -> MetricInput {
-        let mut path = format!(
-            "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{}",
-            // client-go lower-cases the metric name in the path (docs/hpa-behaviour.md §1.2).
-            metric.to_ascii_lowercase()
+        let path = with_query(
+            format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{}",
+                // client-go lower-cases the metric name in the path (docs/hpa-behaviour.md §1.2).
+                metric.to_ascii_lowercase()
+            ),
+            "labelSelector",
+            selector,
         );
-        if let Some(sel) = selector {
-            path.push_str("?labelSelector=");
-            path.push_str(
-                &percent_encoding::utf8_percent_encode(sel, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string(),
-            );
-        }
-        let (code, body) = https_get(self.port, self.client.clone(), &path)
-            .await
-            .map_err(|e| format!("unable to fetch metrics from external metrics API: {e}"))?;
-        let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
-            format!("unable to decode the external metrics API answer ({code}): {e}")
+        let items = self.get_items(&path).await.map_err(|e| match e {
+            FetchError::Transport(e) => {
+                format!("unable to fetch metrics from external metrics API: {e}")
+            }
+            FetchError::Status(code, message) => format!("{code}: {message}"),
+            FetchError::Decode(code, e) => {
+                format!("unable to decode the external metrics API answer ({code}): {e}")
+            }
+            FetchError::Item(e) => e,
         })?;
-        if !(200..300).contains(&code) {
-            let message = json["message"].as_str().unwrap_or("").to_string();
-            return Err(format!("{code}: {message}"));
-        }
-        let items = json["items"].as_array().cloned().unwrap_or_default();
         if items.is_empty() {
             return Err("no metrics returned from external metrics API".into());
         }
+        Ok(items)
+    }
+
+    /// One Object metric GET as the HPA sends it (docs/hpa-behaviour.md §6.2): the path names the
+    /// described workload, `metricLabelSelector` narrows. A failed GET is "unable to fetch
+    /// metrics from custom metrics API: ..." as the HPA's metrics client words it; the items
+    /// go to the model unchanged, which refuses any count but one (§6.2).
+    pub(super) async fn fetch_object(
+        &self,
+        namespace: &str,
+        described: &DescribedObject,
+        metric: &str,
+        selector: Option<&str>,
+    ) -> MetricInput {
+        let fail = |e: String| format!("unable to fetch metrics from custom metrics API: {e}");
+        let kind = ObjectKind::ALL
+            .into_iter()
+            .find(|k| k.kind() == described.kind)
+            .ok_or_else(|| {
+                fail(format!(
+                    "the server could not find the requested resource (kind {})",
+                    described.kind
+                ))
+            })?;
+        let path = with_query(
+            format!(
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/{}/{}/{metric}",
+                kind.resource(),
+                described.name
+            ),
+            "metricLabelSelector",
+            selector,
+        );
+        self.get_items(&path).await.map_err(|e| match e {
+            FetchError::Transport(e) => fail(e),
+            FetchError::Status(code, message) => fail(format!("{code}: {message}")),
+            FetchError::Decode(code, e) => {
+                format!("unable to decode the custom metrics API answer ({code}): {e}")
+            }
+            FetchError::Item(e) => e,
+        })
+    }
+
+    /// The HTTPS GET and its items' values, for either API (both lists carry `items[].value`).
+    async fn get_items(&self, path: &str) -> Result<Vec<f64>, FetchError> {
+        let (code, body) = https_get(self.port, self.client.clone(), path)
+            .await
+            .map_err(FetchError::Transport)?;
+        let json: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| FetchError::Decode(code, e.to_string()))?;
+        if !(200..300).contains(&code) {
+            let message = json["message"].as_str().unwrap_or("").to_string();
+            return Err(FetchError::Status(code, message));
+        }
+        let items = json["items"].as_array().cloned().unwrap_or_default();
         items
             .iter()
             .map(|item| {
                 let text = item["value"].as_str().unwrap_or("");
                 Quantity::parse(text)
                     .map(|q| q.milli_value() as f64 / 1000.0)
-                    .map_err(|e| format!("unparsable item value {text:?}: {e}"))
+                    .map_err(|e| FetchError::Item(format!("unparsable item value {text:?}: {e}")))
             })
             .collect()
     }
+}
+
+/// Why a GET gave no values; each API words it in its own way.
+enum FetchError {
+    Transport(String),
+    Status(u16, String),
+    Decode(u16, String),
+    Item(String),
+}
+
+/// `path?name=<percent-encoded selector>`, or `path` without a selector.
+fn with_query(mut path: String, name: &str, selector: Option<&str>) -> String {
+    if let Some(sel) = selector {
+        path.push('?');
+        path.push_str(name);
+        path.push('=');
+        path.push_str(
+            &percent_encoding::utf8_percent_encode(sel, percent_encoding::NON_ALPHANUMERIC)
+                .to_string(),
+        );
+    }
+    path
 }
 
 pub(super) async fn https_get(

@@ -4,7 +4,8 @@
 //! What is real: the exporters (one HTTP server per pod or controller on loopback, whose pages
 //! follow the scenario's timeline), the adapter (`Adapter`, `Store`, `Scraper::scrape_round`,
 //! `policy`, `ApiHandler` behind `serve_api` with a self-signed certificate) and the HTTPS GETs
-//! the HPA sends (docs/hpa-behaviour.md §1.2). What is simulated: time (a `ManualClock` the runner moves
+//! the HPA sends (docs/hpa-behaviour.md §1.2; for an Object metric the custom.metrics.k8s.io GET of
+//! §6.2). What is simulated: time (a `ManualClock` the runner moves
 //! from one scrape tick or HPA sync to the next), the HPA controller (`hpa::model`), and the
 //! StatefulSet (pods 0..N-1 follow the HPA's decision).
 //!
@@ -58,15 +59,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use super::model::{
-    ControllerConfig, Decision, Hpa, HpaSpec, MetricInput, PolicyType, ResolvedRules, SelectPolicy,
-    SyncInput, SyncOutcome, SYNC_PERIOD,
+    ControllerConfig, Decision, DescribedObject, Hpa, HpaSpec, MetricInput, PolicyType,
+    ResolvedRules, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
 use crate::api::{server, ApiHandler};
 use crate::clock::{ManualClock, Millis};
 use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
-use crate::engine::{Adapter, EngineBuilder};
+use crate::engine::{Adapter, EngineBuilder, ObjectKind};
 use crate::source::scrape::Scraper;
 use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
 use crate::tls;

@@ -137,6 +137,14 @@ pub(super) fn decision_text(d: &Decision) -> String {
 
 /// `503 is stale` from `503: hpa_target_replicas is stale: ...`.
 pub(super) fn short_error(e: &str) -> String {
+    // The HPA's wrapping of a failed GET (docs/hpa-behaviour.md §6.2) says nothing the table
+    // needs: show the adapter's status behind it.
+    if let Some((_, inner)) = e
+        .strip_prefix("unable to fetch metrics from ")
+        .and_then(|r| r.split_once(" API: "))
+    {
+        return short_error(inner);
+    }
     if let Some((code, rest)) = e.split_once(": ") {
         if code.len() == 3 && code.chars().all(|c| c.is_ascii_digit()) {
             let head = rest.split(':').next().unwrap_or(rest);
@@ -159,6 +167,10 @@ mod tests {
     fn short_errors() {
         assert_eq!(
             short_error("503: hpa_target_replicas is stale: the newest is 40s old"),
+            "503 is stale"
+        );
+        assert_eq!(
+            short_error("unable to fetch metrics from custom metrics API: 503: hpa_target_replicas is stale: x"),
             "503 is stale"
         );
     }

@@ -81,7 +81,11 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
             .hpa
             .metrics
             .iter()
-            .filter_map(|m| m.external.as_ref().map(|e| e.metric.name.clone()))
+            .filter_map(|m| match (&m.external, &m.object) {
+                (Some(e), _) => Some(e.metric.name.clone()),
+                (None, Some(o)) => Some(o.metric.name.clone()),
+                (None, None) => None,
+            })
             .collect(),
         initial_replicas: scenario.workload.initial_replicas,
         rows: Vec::new(),
@@ -203,13 +207,15 @@ impl Runner {
         self.instance.targets.set_targets(targets);
     }
 
-    /// Controllers exporting at `t` (live and not dropping the series).
+    /// This workload's controllers exporting at `t` (live and not dropping the series); a
+    /// namesake workload's controller is never part of the ground truth.
     pub(super) fn exporting_controllers(
         &self,
         t: Millis,
     ) -> impl Iterator<Item = &ControllerRun> + '_ {
         self.controllers.iter().filter(move |c| {
-            Self::controller_live(&c.spec, t)
+            c.spec.recommends_for(&self.scenario.workload)
+                && Self::controller_live(&c.spec, t)
                 && self
                     .scenario
                     .fault_at(&c.spec.name, false, t)
@@ -285,7 +291,12 @@ impl Runner {
             let fault = self.scenario.fault_at(&c.spec.name, false, t).cloned();
             let value = step_value(&c.spec.values, t).cloned();
             let body = match &value {
-                Some(v) => expect_page(&w.name, &c.spec.name, &v.exposition()),
+                Some(v) => expect_page(
+                    c.spec.kind_label(&w),
+                    &w.name,
+                    &c.spec.name,
+                    &v.exposition(),
+                ),
                 None => "# no value yet\n".into(),
             };
             let page = self.page_for(fault.as_ref(), "hpa_expect_replicas", body);
@@ -416,12 +427,16 @@ impl Runner {
         let mut inputs = Vec::new();
         let mut answers = Vec::new();
         for m in &self.scenario.hpa.metrics {
-            let Some(ext) = &m.external else {
-                inputs.push(Err("only External metrics are simulated".into()));
-                answers.push("not simulated".into());
-                continue;
+            let (metric, object) = match (&m.external, &m.object) {
+                (Some(ext), _) => (&ext.metric, None),
+                (None, Some(obj)) => (&obj.metric, Some(&obj.described_object)),
+                (None, None) => {
+                    inputs.push(Err("only External and Object metrics are simulated".into()));
+                    answers.push("not simulated".into());
+                    continue;
+                }
             };
-            let selector = match ext.metric.selector.as_ref().map(|s| s.to_query()) {
+            let selector = match metric.selector.as_ref().map(|s| s.to_query()) {
                 None => None,
                 Some(Ok(text)) => text,
                 // The API server would have rejected the HPA; the metric cannot be fetched.
@@ -431,10 +446,18 @@ impl Runner {
                     continue;
                 }
             };
-            let got = self
-                .instance
-                .fetch(&ns, &ext.metric.name, selector.as_deref())
-                .await;
+            let got = match object {
+                None => {
+                    self.instance
+                        .fetch(&ns, &metric.name, selector.as_deref())
+                        .await
+                }
+                Some(described) => {
+                    self.instance
+                        .fetch_object(&ns, described, &metric.name, selector.as_deref())
+                        .await
+                }
+            };
             self.report.https_requests += 1;
             answers.push(match &got {
                 Ok(items) => {

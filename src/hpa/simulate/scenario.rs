@@ -269,6 +269,27 @@ pub struct ControllerSpec {
     /// ...and its exporter is gone from `until` on.
     #[serde(default)]
     pub until: Option<HumanDuration>,
+    /// The `hpa_target_kind` its series carry (default: the workload's kind). Another kind makes
+    /// it the controller of another workload that shares `hpa_target_name` in the namespace
+    /// (the selector-typo case, docs/hpa-behaviour.md §6.5): it is scraped like every
+    /// controller but is not part of this workload's ground truth.
+    #[serde(default)]
+    pub target_kind: Option<String>,
+}
+
+impl ControllerSpec {
+    /// Does this controller recommend for `workload` (rather than for a namesake of another
+    /// kind)?
+    pub(super) fn recommends_for(&self, workload: &WorkloadSpec) -> bool {
+        self.target_kind
+            .as_ref()
+            .is_none_or(|k| *k == workload.kind)
+    }
+
+    /// The `hpa_target_kind` label its series carry.
+    pub(super) fn kind_label<'a>(&'a self, workload: &'a WorkloadSpec) -> &'a str {
+        self.target_kind.as_deref().unwrap_or(&workload.kind)
+    }
 }
 
 pub(super) fn ms(d: HumanDuration) -> Millis {
@@ -364,6 +385,14 @@ impl Scenario {
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.controllers.iter().enumerate() {
             check_steps(&format!("controllers[{i}].values"), &c.values)?;
+            if let Some(k) = &c.target_kind {
+                if k.is_empty() || !k.chars().all(|ch| ch.is_ascii_alphanumeric()) {
+                    return Err(invalid(
+                        format!("controllers[{i}].targetKind"),
+                        format!("{k:?} is not a Kubernetes kind (letters and digits)"),
+                    ));
+                }
+            }
             if c.name.starts_with(&format!("{}-", w.name))
                 || ["all", "pods", "controllers"].contains(&c.name.as_str())
                 || !names.insert(c.name.clone())

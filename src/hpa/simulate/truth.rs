@@ -130,9 +130,9 @@ pub(super) fn load_line(series: &str, workload: &str, pod: &str, value: f64) -> 
     )
 }
 
-pub(super) fn expect_page(workload: &str, instance: &str, value: &str) -> String {
+pub(super) fn expect_page(kind: &str, workload: &str, instance: &str, value: &str) -> String {
     format!(
-        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"}} {value}\n"
+        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"{kind}\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"}} {value}\n"
     )
 }
 
