@@ -83,7 +83,9 @@ struct SeriesState {
 struct TargetRecord {
     target: Arc<ScrapeTarget>,
     health: TargetHealth,
-    series: HashMap<(String, SeriesLabels), SeriesState>,
+    /// By series name, then labels: an answer looks a series up by the name and label map it
+    /// found in the postings, with no key to build.
+    series: HashMap<String, HashMap<SeriesLabels, SeriesState>>,
 }
 
 /// Why a sample value cannot be used as a replica count.
@@ -210,8 +212,10 @@ struct Inner {
 impl Inner {
     fn forget_series(&mut self, id: &TargetId) {
         if let Some(rec) = self.targets.get_mut(id) {
-            for (name, labels) in rec.series.keys() {
-                self.postings.remove(id, name, labels);
+            for (name, by_labels) in &rec.series {
+                for labels in by_labels.keys() {
+                    self.postings.remove(id, name, labels);
+                }
             }
             rec.series.clear();
         }
@@ -350,7 +354,7 @@ impl Store {
             rec.health.last_error = None;
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
-            for s in rec.series.values_mut() {
+            for s in rec.series.values_mut().flat_map(HashMap::values_mut) {
                 s.present = false;
                 s.duplicated = false;
             }
@@ -363,7 +367,11 @@ impl Store {
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
-                let state = match rec.series.entry((sample.name.clone(), labels.clone())) {
+                let by_labels = match rec.series.get_mut(&sample.name) {
+                    Some(m) => m,
+                    None => rec.series.entry(sample.name.clone()).or_default(),
+                };
+                let state = match by_labels.entry(labels.clone()) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
                         postings.insert(&rec.target.id, &sample.name, &labels);
@@ -448,7 +456,12 @@ impl Store {
         let mut total = 0;
         let mut stale = 0;
         for rec in inner.targets.values() {
-            for s in rec.series.values().filter(|s| s.present) {
+            for s in rec
+                .series
+                .values()
+                .flat_map(HashMap::values)
+                .filter(|s| s.present)
+            {
                 total += 1;
                 if now - s.latest_at > stale_after_ms {
                     stale += 1;
@@ -481,7 +494,7 @@ impl Store {
             let failing = rec.health.last_error.is_some();
             let before = ev.observations.len();
             for (name, labels) in series {
-                let Some(s) = rec.series.get(&(name.to_string(), labels.clone())) else {
+                let Some(s) = rec.series.get(name).and_then(|m| m.get(labels)) else {
                     continue;
                 };
                 if !scope.matches(&s.name, &s.labels) {
@@ -696,7 +709,12 @@ mod tests {
         let mut found: Vec<_> = inner
             .targets
             .values()
-            .flat_map(|rec| rec.series.values().map(move |s| (rec, s)))
+            .flat_map(|rec| {
+                rec.series
+                    .values()
+                    .flat_map(HashMap::values)
+                    .map(move |s| (rec, s))
+            })
             .filter(|(_, s)| scope.matches(&s.name, &s.labels))
             .map(|(rec, s)| (rec.target.id.clone(), s.name.clone(), s.labels.clone()))
             .collect();
