@@ -81,6 +81,9 @@ pub struct ScrapeSettings {
 /// `fetch_and_parse`); larger ones on the blocking pool.
 const INLINE_PARSE_MAX_BYTES: usize = 16 * 1024;
 
+/// Bytes of each pooled scrape connection's read buffer.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 pub struct Scraper {
     client: Client<HttpConnector, Empty<Bytes>>,
     store: Arc<Store>,
@@ -102,6 +105,11 @@ impl Scraper {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(4)
+            // A pooled connection keeps its read buffer between scrapes, and hyper grows it
+            // towards the largest page seen; with one connection per pod that is most of the
+            // scraper's memory. A fixed small buffer bounds it per connection; the body is
+            // collected into its own buffer anyway.
+            .http1_read_buf_exact_size(READ_BUFFER_BYTES)
             .build(connector);
         Scraper {
             client,
