@@ -24,6 +24,15 @@ fn controller_page(value: &str) -> String {
 
 /// Ask for the target every 400 ms for `seconds`, as an HPA would (faster, to fill a timeline
 /// in seconds rather than minutes).
+/// The recommender's endpoint answering 500.
+fn failing() -> Behaviour {
+    Behaviour {
+        body: "boom\n".into(),
+        status: 500,
+        delay: Duration::ZERO,
+    }
+}
+
 async fn ask_for(adapter: &AdapterProcess, seconds: u64) -> (u16, serde_json::Value) {
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut last = (0, serde_json::Value::Null);
@@ -99,27 +108,13 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     ex.page("/ctl", controller_page("5"));
     ask_for(&adapter, 6).await;
     // The recommender fails: once its sample is older than staleAfter, the target is refused.
-    ex.set(
-        "/ctl",
-        Behaviour {
-            body: "boom\n".into(),
-            status: 500,
-            delay: Duration::ZERO,
-        },
-    );
+    ex.set("/ctl", failing());
     ask_for(&adapter, 6).await;
     // It comes back below the floor: the floor (2) sets the target.
     ex.page("/ctl", controller_page("1"));
     ask_for(&adapter, 6).await;
     // And fails again, so the newest answer is a refusal.
-    ex.set(
-        "/ctl",
-        Behaviour {
-            body: "boom\n".into(),
-            status: 500,
-            delay: Duration::ZERO,
-        },
-    );
+    ex.set("/ctl", failing());
     let (code, last) = ask_for(&adapter, 5).await;
     assert_eq!(code, 503, "{last}");
     let status_error = last["message"].as_str().unwrap().to_string();

@@ -28,6 +28,23 @@ const PAD_TOKENS: &[&str] = &[
     "#hash ",
 ];
 
+/// Appends `len` bytes of escape-heavy label-value text to `out`, starting at token `first`.
+fn pad(out: &mut String, len: usize, first: usize) {
+    let mut left = len;
+    let mut t = first;
+    while left > 0 {
+        let tok = PAD_TOKENS[t % PAD_TOKENS.len()];
+        if tok.len() > left {
+            // Finish with plain letters so no escape is cut in half.
+            out.extend(std::iter::repeat_n('x', left));
+            break;
+        }
+        out.push_str(tok);
+        left -= tok.len();
+        t += 1;
+    }
+}
+
 /// Appends `series` unwanted sample lines totalling roughly `bytes` bytes to `out`, spread over
 /// families of `per_family` series, each family with HELP and TYPE lines. `tag` keeps label
 /// values distinct between pages.
@@ -57,19 +74,7 @@ pub fn filler(out: &mut String, series: usize, bytes: usize, per_family: usize, 
             );
             let tail = format!("\"}} {}.5\n", written * 7 % 1000);
             let used = out.len() - start + tail.len();
-            let mut pad = line_target.saturating_sub(used);
-            let mut t = (f + i) % PAD_TOKENS.len();
-            while pad > 0 {
-                let tok = PAD_TOKENS[t % PAD_TOKENS.len()];
-                if tok.len() > pad {
-                    // Finish with plain letters so no escape is cut in half.
-                    out.extend(std::iter::repeat_n('x', pad));
-                    break;
-                }
-                out.push_str(tok);
-                pad -= tok.len();
-                t += 1;
-            }
+            pad(out, line_target.saturating_sub(used), f + i);
             out.push_str(&tail);
         }
     }
@@ -112,18 +117,7 @@ pub fn adversarial_page(bytes: usize, labels: usize, line_bytes: usize) -> (Vec<
         let per_value = line_bytes.saturating_sub(64 + labels * 9) / labels;
         for l in 0..labels {
             let _ = write!(page, "l{l}=\"{lines}-");
-            let mut pad = per_value.saturating_sub(12);
-            let mut t = l % PAD_TOKENS.len();
-            while pad > 0 {
-                let tok = PAD_TOKENS[t % PAD_TOKENS.len()];
-                if tok.len() > pad {
-                    page.extend(std::iter::repeat_n('x', pad));
-                    break;
-                }
-                page.push_str(tok);
-                pad -= tok.len();
-                t += 1;
-            }
+            pad(&mut page, per_value.saturating_sub(12), l);
             page.push_str("\",");
         }
         page.push_str("} 3\n");
