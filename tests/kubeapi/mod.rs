@@ -422,6 +422,7 @@ impl KubeApi {
             // Start with the backlog, then a BOOKMARK at the current version, then live events.
             let bookmark = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
                                   "metadata": {"resourceVersion": bookmark_rv.to_string()}}});
+            let state = Arc::clone(&self.state);
             let stream = async_stream(move |tx| async move {
                 let mut last = since;
                 let mut backlog = backlog;
@@ -436,13 +437,23 @@ impl KubeApi {
                 }
                 last = last.max(bookmark_rv);
                 loop {
+                    // Biased, breaks first: an object applied after `begin_outage` must never
+                    // reach a watch that the outage has already ended (tokio's select would
+                    // otherwise pick at random when both are ready).
                     let received = tokio::select! {
-                        e = live.recv() => e,
+                        biased;
                         _ = breaks.changed() => {
                             let _ = tx.send(gone_event(last, last + 1));
                             return;
                         }
+                        e = live.recv() => e,
                     };
+                    // A watch accepted just before the outage began may have missed the break:
+                    // a server that is down delivers nothing.
+                    if state.lock().unwrap().outage {
+                        let _ = tx.send(gone_event(last, last + 1));
+                        return;
+                    }
                     match received {
                         Ok(e) if e.rv > last && matches(e.resource, &e.namespace, &e.object) => {
                             last = e.rv;
