@@ -41,10 +41,13 @@ pub enum QueryError {
 /// also gives every rule of the request the same snapshot.
 #[derive(Default)]
 struct Fetched {
-    evidence: Mutex<Vec<(FetchKey, Result<Evidence, SourceError>)>>,
+    evidence: Mutex<Vec<(FetchKey, FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
 }
+
+/// Shared, not copied: a target answer reads the same evidence up to three times.
+type FetchResult = Result<Arc<Evidence>, SourceError>;
 
 #[derive(PartialEq)]
 struct FetchKey {
@@ -55,7 +58,7 @@ struct FetchKey {
 }
 
 impl Fetched {
-    fn get(&self, key: &FetchKey) -> Option<Result<Evidence, SourceError>> {
+    fn get(&self, key: &FetchKey) -> Option<FetchResult> {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched
             .iter()
@@ -63,7 +66,7 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
-    fn put(&self, key: FetchKey, result: Result<Evidence, SourceError>) {
+    fn put(&self, key: FetchKey, result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
     }
@@ -787,7 +790,7 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         now: Millis,
-    ) -> Result<Evidence, SourceError> {
+    ) -> FetchResult {
         let key = FetchKey {
             series: scope.series.to_vec(),
             namespace_label: scope.namespace_label.to_string(),
@@ -797,7 +800,7 @@ impl Adapter {
         if let Some(hit) = fetched.get(&key) {
             return hit;
         }
-        let result = self.read(fetched, scope, now).await;
+        let result = self.read(fetched, scope, now).await.map(Arc::new);
         fetched.put(key, result.clone());
         result
     }

@@ -7,6 +7,7 @@
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -72,7 +73,7 @@ impl InputCounts {
 
     fn add(&mut self, answer: &Answer) {
         for input in &answer.inputs {
-            let s = input.status.as_str();
+            let s = input.status.as_ref();
             let slot = if s == "fresh" {
                 &mut self.fresh
             } else if s.starts_with("stale") {
@@ -222,16 +223,23 @@ fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usi
     for input in &answer.inputs {
         *total += 1;
         if out.len() < MAX_INPUTS_KEPT {
-            let labels: Vec<String> = input
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{v}\""))
-                .collect();
-            let series = format!("{}{{{}}}", input.series, labels.join(","));
+            // Written into one string: this runs for every answer served.
+            let mut series = String::with_capacity(128);
+            series.push_str(&input.series);
+            series.push('{');
+            for (i, (k, v)) in input.labels.iter().enumerate() {
+                if i > 0 {
+                    series.push(',');
+                }
+                let _ = write!(series, "{k}=\"{v}\"");
+            }
+            series.push('}');
+            let cut = truncate(&series, MAX_REASON_BYTES).len();
+            series.truncate(cut);
             out.push(InputSummary {
                 target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
-                series: truncate(&series, MAX_REASON_BYTES).to_string(),
-                value: truncate(&input.value, 64).to_string(),
+                series,
+                value: truncate(&input.value.to_string(), 64).to_string(),
                 status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
             });
         }
@@ -484,9 +492,9 @@ mod tests {
             target: crate::store::TargetId("t".into()),
             series: "s".into(),
             labels: Default::default(),
-            value: "1".into(),
+            value: crate::policy::RawValue(1.0),
             age_seconds: 0.0,
-            status: status.into(),
+            status: status.to_string().into(),
             used: true,
         }
     }

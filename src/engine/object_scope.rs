@@ -224,12 +224,11 @@ mod tests {
         Observation {
             target: TargetId(target.into()),
             series: "hpa_expect_replicas".into(),
-            labels: Arc::new(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+                .into(),
             value: 3.0,
             observed_at_ms: 0,
             last_valid: Some((3, 0)),

@@ -59,13 +59,50 @@ pub struct InputNote {
     // Shared with the store rather than copied: an answer notes every input, and copying each
     // label map was most of an answer's cost (the bench's serve-under-live-load profile).
     pub target: crate::store::TargetId,
-    pub series: String,
+    pub series: std::sync::Arc<str>,
     pub labels: crate::store::SeriesLabels,
-    /// The raw newest value as text, so NaN and Inf survive JSON.
-    pub value: String,
+    /// The raw newest value, as text in JSON so NaN and Inf survive.
+    pub value: RawValue,
     pub age_seconds: f64,
-    pub status: String,
+    /// Borrowed for the common statuses (`fresh`), so that noting each of hundreds of inputs
+    /// does not allocate.
+    pub status: std::borrow::Cow<'static, str>,
     pub used: bool,
+}
+
+/// A sample value as exposed, which may be NaN, infinite, negative or fractional. Kept as a
+/// number and printed only when shown, so noting an input costs no formatting.
+#[derive(Clone, Copy, Debug)]
+pub struct RawValue(pub f64);
+
+impl PartialEq for RawValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits() || (self.0.is_nan() && other.0.is_nan())
+    }
+}
+
+impl std::fmt::Display for RawValue {
+    /// `NaN`, `+Inf` and `-Inf` as in the exposition format; whole numbers without a fraction.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v.is_nan() {
+            f.write_str("NaN")
+        } else if v.is_infinite() {
+            f.write_str(if v > 0.0 { "+Inf" } else { "-Inf" })
+        } else if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) {
+            // Replica counts are whole numbers: printed as integers, the same text as `{v}`
+            // gives (`3`, not `3.0`) without float formatting.
+            write!(f, "{}", v as i64)
+        } else {
+            write!(f, "{v}")
+        }
+    }
+}
+
+impl Serialize for RawValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// A served value or a refusal, and everything needed to explain it.

@@ -1,8 +1,5 @@
 //! Test fixtures shared by the rules' tests: one query context, observations and evidence.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use super::answer::{Answer, RefusalKind};
 use super::observation::QueryContext;
 use super::valid_when::CurrentReplicas;
@@ -42,7 +39,7 @@ pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observa
     Observation {
         target: TargetId(target.into()),
         series: series.into(),
-        labels: Arc::new(BTreeMap::new()),
+        labels: Default::default(),
         value,
         observed_at_ms: NOW - age_ms,
         last_valid: None,

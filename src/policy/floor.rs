@@ -29,22 +29,25 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         match last_valid {
             Some((v, at)) => {
                 let fresh = q.now - o.observed_at_ms <= q.stale_after_ms;
-                let status = if let Some(why) = invalid_reason(o.value) {
-                    format!(
-                        "retained {v} (newest value {} is {why})",
-                        fmt_value(o.value)
-                    )
-                } else if o.target_failing || !fresh {
-                    retained_from_failing += 1;
-                    format!(
-                        "retained {v} from {:.0}s ago (target failing)",
-                        age_s(q.now, at)
-                    )
-                } else if !o.present {
-                    format!("retained {v} (series no longer exported; pod still exists)")
-                } else {
-                    "fresh".into()
-                };
+                let status: std::borrow::Cow<'static, str> =
+                    if let Some(why) = invalid_reason(o.value) {
+                        format!(
+                            "retained {v} (newest value {} is {why})",
+                            fmt_value(o.value)
+                        )
+                        .into()
+                    } else if o.target_failing || !fresh {
+                        retained_from_failing += 1;
+                        format!(
+                            "retained {v} from {:.0}s ago (target failing)",
+                            age_s(q.now, at)
+                        )
+                        .into()
+                    } else if !o.present {
+                        format!("retained {v} (series no longer exported; pod still exists)").into()
+                    } else {
+                        "fresh".into()
+                    };
                 inputs.push(note(q, o, status, true));
                 if best.is_none_or(|(b, _)| v > b) {
                     best = Some((v, at));

@@ -19,7 +19,7 @@ pub mod valid_when;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RefusalKind};
+pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
 pub use floor::stateful_floor;
 pub use observation::{describe_scope, QueryContext};
 pub use recommendation::recommendation;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::answer::InputNote;
+use super::answer::{InputNote, RawValue};
 use crate::clock::Millis;
 use crate::store::Observation;
 
@@ -38,23 +38,22 @@ pub(crate) fn fmt_limit(ms: Millis) -> String {
 }
 
 pub(crate) fn fmt_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{v}")
-    }
+    RawValue(v).to_string()
 }
 
-pub(crate) fn note(q: &QueryContext<'_>, o: &Observation, status: String, used: bool) -> InputNote {
+pub(crate) fn note(
+    q: &QueryContext<'_>,
+    o: &Observation,
+    status: impl Into<std::borrow::Cow<'static, str>>,
+    used: bool,
+) -> InputNote {
     InputNote {
         target: o.target.clone(),
         series: o.series.clone(),
         labels: o.labels.clone(),
-        value: fmt_value(o.value),
+        value: RawValue(o.value),
         age_seconds: age_s(q.now, o.observed_at_ms),
-        status,
+        status: status.into(),
         used,
     }
 }

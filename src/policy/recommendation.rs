@@ -1,5 +1,6 @@
 //! The recommendation rule: the max over fresh series, never the sum.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::answer::*;
@@ -18,7 +19,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
     const RULE: &str = "max over fresh series (never sum)";
     let kind = MetricKind::Recommendation;
-    let mut inputs = Vec::new();
+    let mut inputs = Vec::with_capacity(ev.observations.len());
     let mut best: Option<(u64, Millis)> = None;
     let mut newest_used: Millis = Millis::MIN;
     let mut stale: Vec<&Observation> = Vec::new();
@@ -40,7 +41,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
     }
     let best_value = best.map(|(v, _)| v);
     for o in &ev.observations {
-        let status = match read(q, o, invalid_reason) {
+        let status: Cow<'static, str> = match read(q, o, invalid_reason) {
             Reading::Gone => continue,
             Reading::Stale { age_ms } => format!(
                 "stale: {:.0}s old (staleAfter {}){}",
@@ -51,9 +52,10 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 } else {
                     ""
                 }
-            ),
-            Reading::Invalid(why) => format!("invalid: {why}"),
-            Reading::Fresh(_) => "fresh".into(),
+            )
+            .into(),
+            Reading::Invalid(why) => format!("invalid: {why}").into(),
+            Reading::Fresh(_) => Cow::Borrowed("fresh"),
         };
         let used = status == "fresh";
         inputs.push(note(q, o, status, used));

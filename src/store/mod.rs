@@ -5,6 +5,8 @@
 //! the decision to `policy`.
 
 mod postings;
+mod series_labels;
+mod series_slots;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -59,12 +61,13 @@ impl TargetHealth {
     }
 }
 
-/// Series identity within a target: the metric name plus the merged label set.
-pub type SeriesLabels = Arc<BTreeMap<String, String>>;
+use series_labels::ByLabels;
+pub use series_labels::SeriesLabels;
+use series_slots::{SeriesSlots, SlotId};
 
 #[derive(Clone, Debug)]
 struct SeriesState {
-    name: String,
+    name: Arc<str>,
     labels: SeriesLabels,
     latest: f64,
     latest_at: Millis,
@@ -77,15 +80,18 @@ struct SeriesState {
     /// The last successful page held the series more than once (same name and labels): its
     /// value is ambiguous, so it reads as invalid until a page holds it once.
     duplicated: bool,
+    /// Position among its target's series in (name, labels) order, kept up to date on every
+    /// insertion, so an answer orders its inputs without comparing label sets.
+    rank: u32,
 }
 
 #[derive(Debug)]
 struct TargetRecord {
     target: Arc<ScrapeTarget>,
     health: TargetHealth,
-    /// By series name, then labels: an answer looks a series up by the name and label map it
-    /// found in the postings, with no key to build.
-    series: HashMap<String, HashMap<SeriesLabels, SeriesState>>,
+    /// By series name, then labels: where a scraped sample's series lives. Answers reach the
+    /// slots through the postings instead.
+    series: HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
 }
 
 /// Why a sample value cannot be used as a replica count.
@@ -114,7 +120,7 @@ pub const MAX_REPLICA_VALUE: f64 = 1_000_000.0;
 #[serde(rename_all = "camelCase")]
 pub struct Observation {
     pub target: TargetId,
-    pub series: String,
+    pub series: Arc<str>,
     pub labels: SeriesLabels,
     /// The newest raw value, which may be invalid.
     pub value: f64,
@@ -202,6 +208,7 @@ pub struct Store {
 #[derive(Debug, Default)]
 struct Inner {
     targets: BTreeMap<TargetId, TargetRecord>,
+    slots: SeriesSlots,
     /// Which targets hold which series, so an answer reads only its scope (postings.rs).
     postings: Postings,
     /// Targets never scraped successfully: nobody knows what they export, so every query
@@ -213,8 +220,9 @@ impl Inner {
     fn forget_series(&mut self, id: &TargetId) {
         if let Some(rec) = self.targets.get_mut(id) {
             for (name, by_labels) in &rec.series {
-                for labels in by_labels.keys() {
-                    self.postings.remove(id, name, labels);
+                for (labels, slot) in by_labels {
+                    self.postings.remove(id, name, labels, *slot);
+                    self.slots.remove(*slot);
                 }
             }
             rec.series.clear();
@@ -241,6 +249,25 @@ pub fn merge_labels(
         }
     }
     merged
+}
+
+/// Number a target's series in (name, labels) order. Runs only when a page brought a new
+/// series, so a steady target pays nothing, and a churning one pays for its own page.
+fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
+    let mut order: Vec<SlotId> = rec
+        .series
+        .values()
+        .flat_map(|m| m.values().copied())
+        .collect();
+    order.sort_by(|a, b| {
+        let key = |id: &SlotId| slots.get(*id).map(|s| (&s.name, &s.labels));
+        key(a).cmp(&key(b))
+    });
+    for (rank, slot) in order.into_iter().enumerate() {
+        if let Some(s) = slots.get_mut(slot) {
+            s.rank = rank as u32;
+        }
+    }
 }
 
 impl Store {
@@ -348,44 +375,53 @@ impl Store {
         samples: Vec<ExposedSample>,
     ) -> u64 {
         let mut duplicates = 0u64;
-        self.with_scraped_record(target, |rec, postings| {
+        self.with_scraped_record(target, |rec, postings, slots| {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
-            for s in rec.series.values_mut().flat_map(HashMap::values_mut) {
-                s.present = false;
-                s.duplicated = false;
+            for slot in rec.series.values().flat_map(HashMap::values) {
+                if let Some(s) = slots.get_mut(*slot) {
+                    s.present = false;
+                    s.duplicated = false;
+                }
             }
+            let mut inserted = false;
             for sample in samples {
-                let labels: SeriesLabels =
-                    Arc::new(merge_labels(&sample.labels, &rec.target.labels));
+                let labels = SeriesLabels::new(merge_labels(&sample.labels, &rec.target.labels));
                 // An exporter-supplied timestamp says when the value was measured; never trust one
                 // from the future, and keep absurd past ones (before 1970) from overflowing ages.
                 let at = sample
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
-                let by_labels = match rec.series.get_mut(&sample.name) {
-                    Some(m) => m,
-                    None => rec.series.entry(sample.name.clone()).or_default(),
+                let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
+                    Some((name, _)) => name.clone(),
+                    None => Arc::from(sample.name.as_str()),
                 };
-                let state = match by_labels.entry(labels.clone()) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                let by_labels = rec.series.entry(name.clone()).or_default();
+                let slot = match by_labels.entry(labels.clone()) {
+                    std::collections::hash_map::Entry::Occupied(e) => *e.get(),
                     std::collections::hash_map::Entry::Vacant(e) => {
-                        postings.insert(&rec.target.id, &sample.name, &labels);
-                        e.insert(SeriesState {
-                            name: sample.name,
-                            labels,
+                        let slot = slots.insert(SeriesState {
+                            name,
+                            labels: labels.clone(),
                             latest: f64::NAN,
                             latest_at: at,
                             last_valid: None,
                             last_valid_before_page: None,
                             present: false,
                             duplicated: false,
-                        })
+                            rank: 0,
+                        });
+                        postings.insert(&rec.target.id, &sample.name, &labels, slot);
+                        inserted = true;
+                        *e.insert(slot)
                     }
+                };
+                let Some(state) = slots.get_mut(slot) else {
+                    continue;
                 };
                 // Every series was marked absent before the page, so one already present was
                 // seen earlier in this page: the same series twice. Prometheus keeps the first
@@ -408,6 +444,9 @@ impl Store {
                     state.last_valid = Some((sample.value as u64, at));
                 }
             }
+            if inserted {
+                rank_series(rec, slots);
+            }
         });
         duplicates
     }
@@ -419,7 +458,7 @@ impl Store {
         duration_ms: u64,
         error: String,
     ) {
-        self.with_scraped_record(target, |rec, _| {
+        self.with_scraped_record(target, |rec, _, _| {
             rec.health.last_attempt_ms = Some(at);
             rec.health.last_error = Some(error);
             rec.health.last_duration_ms = Some(duration_ms);
@@ -433,7 +472,7 @@ impl Store {
     fn with_scraped_record(
         &self,
         target: &ScrapeTarget,
-        apply: impl FnOnce(&mut TargetRecord, &mut Postings),
+        apply: impl FnOnce(&mut TargetRecord, &mut Postings, &mut SeriesSlots),
     ) {
         self.bump();
         let mut guard = self.write();
@@ -443,7 +482,7 @@ impl Store {
             .get_mut(&target.id)
             .filter(|r| *r.target == *target)
         {
-            apply(rec, &mut inner.postings);
+            apply(rec, &mut inner.postings, &mut inner.slots);
             if rec.health.ever_succeeded() {
                 inner.unscraped.remove(&target.id);
             }
@@ -460,6 +499,7 @@ impl Store {
                 .series
                 .values()
                 .flat_map(HashMap::values)
+                .filter_map(|slot| inner.slots.get(*slot))
                 .filter(|s| s.present)
             {
                 total += 1;
@@ -487,41 +527,40 @@ impl Store {
             scope.namespace,
             scope.selector.requirements(),
         );
-        for (id, series) in candidates {
+        let mut in_scope: Vec<&SeriesState> = Vec::new();
+        for (id, slots) in candidates {
             let Some(rec) = inner.targets.get(id) else {
                 continue;
             };
             let failing = rec.health.last_error.is_some();
-            let before = ev.observations.len();
-            for (name, labels) in series {
-                let Some(s) = rec.series.get(name).and_then(|m| m.get(labels)) else {
-                    continue;
-                };
-                if !scope.matches(&s.name, &s.labels) {
-                    continue;
-                }
-                ev.observations.push(Observation {
-                    target: rec.target.id.clone(),
-                    series: s.name.clone(),
-                    labels: s.labels.clone(),
-                    value: s.latest,
-                    observed_at_ms: s.latest_at,
-                    last_valid: s.last_valid,
-                    present: s.present,
-                    target_failing: failing,
-                    duplicated: s.duplicated,
-                });
+            in_scope.clear();
+            in_scope.extend(
+                slots
+                    .iter()
+                    .filter_map(|slot| inner.slots.get(*slot))
+                    .filter(|s| scope.matches(&s.name, &s.labels)),
+            );
+            if in_scope.is_empty() {
+                continue;
             }
-            // Deterministic order makes explanations stable and tests exact. Candidates come
-            // in target order, so sorting each target's few series orders the whole list
-            // without comparing target ids and label maps across thousands of observations.
-            ev.observations[before..]
-                .sort_by(|a, b| (&a.series, &a.labels).cmp(&(&b.series, &b.labels)));
-            if ev.observations.len() > before {
-                if let Some(w) = &rec.target.workload {
-                    if !ev.workloads.contains(w) {
-                        ev.workloads.push(w.clone());
-                    }
+            // Deterministic order makes explanations stable and tests exact: candidates come
+            // in target order, and each target's series by their rank, which is their
+            // (name, labels) order.
+            in_scope.sort_unstable_by_key(|s| s.rank);
+            ev.observations.extend(in_scope.iter().map(|s| Observation {
+                target: rec.target.id.clone(),
+                series: s.name.clone(),
+                labels: s.labels.clone(),
+                value: s.latest,
+                observed_at_ms: s.latest_at,
+                last_valid: s.last_valid,
+                present: s.present,
+                target_failing: failing,
+                duplicated: s.duplicated,
+            }));
+            if let Some(w) = &rec.target.workload {
+                if !ev.workloads.contains(w) {
+                    ev.workloads.push(w.clone());
                 }
             }
         }
@@ -561,7 +600,7 @@ impl Store {
     }
 }
 
-impl Labels for Arc<BTreeMap<String, String>> {
+impl Labels for SeriesLabels {
     fn label(&self, key: &str) -> Option<&str> {
         self.get(key).map(String::as_str)
     }
@@ -649,6 +688,7 @@ mod tests {
         assert!(store.read().postings.entries() > 0);
         store.set_targets(Vec::new());
         assert_eq!(store.read().postings.entries(), 0);
+        assert_eq!(store.read().slots.len(), 0);
         assert!(store.read().unscraped.is_empty());
     }
 
@@ -704,7 +744,10 @@ mod tests {
     }
 
     /// The evidence a full scan of every target finds: what the index must reproduce.
-    fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, String, SeriesLabels)> {
+    fn evidence_by_scan(
+        store: &Store,
+        scope: &Scope<'_>,
+    ) -> Vec<(TargetId, Arc<str>, SeriesLabels)> {
         let inner = store.read();
         let mut found: Vec<_> = inner
             .targets
@@ -713,6 +756,7 @@ mod tests {
                 rec.series
                     .values()
                     .flat_map(HashMap::values)
+                    .filter_map(|slot| inner.slots.get(*slot))
                     .map(move |s| (rec, s))
             })
             .filter(|(_, s)| scope.matches(&s.name, &s.labels))

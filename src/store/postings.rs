@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use super::series_slots::SlotId;
 use super::{SeriesLabels, TargetId};
 use crate::selector::{Operator, Requirement};
 
@@ -12,25 +13,25 @@ use crate::selector::{Operator, Requirement};
 #[derive(Debug, Default)]
 struct Posting {
     series: usize,
-    by_target: HashMap<TargetId, HashSet<SeriesLabels>>,
+    by_target: HashMap<TargetId, HashSet<SlotId>>,
 }
 
 impl Posting {
-    fn add(&mut self, target: &TargetId, labels: &SeriesLabels) {
+    fn add(&mut self, target: &TargetId, slot: SlotId) {
         if self
             .by_target
             .entry(target.clone())
             .or_default()
-            .insert(labels.clone())
+            .insert(slot)
         {
             self.series += 1;
         }
     }
 
     /// Returns whether the posting became empty.
-    fn remove(&mut self, target: &TargetId, labels: &SeriesLabels) -> bool {
+    fn remove(&mut self, target: &TargetId, slot: SlotId) -> bool {
         if let Some(set) = self.by_target.get_mut(target) {
-            if set.remove(labels) {
+            if set.remove(&slot) {
                 self.series -= 1;
             }
             if set.is_empty() {
@@ -49,15 +50,21 @@ pub(super) struct Postings {
     by_label: HashMap<String, HashMap<String, HashMap<String, Posting>>>,
 }
 
-/// The series a query must read, by target, each as (series name, labels).
-pub(super) type Candidates<'a> = BTreeMap<&'a TargetId, Vec<(&'a str, &'a SeriesLabels)>>;
+/// The series a query must read, by target.
+pub(super) type Candidates<'a> = BTreeMap<&'a TargetId, Vec<SlotId>>;
 
 impl Postings {
-    pub(super) fn insert(&mut self, target: &TargetId, name: &str, labels: &SeriesLabels) {
+    pub(super) fn insert(
+        &mut self,
+        target: &TargetId,
+        name: &str,
+        labels: &SeriesLabels,
+        slot: SlotId,
+    ) {
         self.by_name
             .entry(name.to_string())
             .or_default()
-            .add(target, labels);
+            .add(target, slot);
         let by_key = self.by_label.entry(name.to_string()).or_default();
         for (k, v) in labels.iter() {
             by_key
@@ -65,13 +72,19 @@ impl Postings {
                 .or_default()
                 .entry(v.clone())
                 .or_default()
-                .add(target, labels);
+                .add(target, slot);
         }
     }
 
-    pub(super) fn remove(&mut self, target: &TargetId, name: &str, labels: &SeriesLabels) {
+    pub(super) fn remove(
+        &mut self,
+        target: &TargetId,
+        name: &str,
+        labels: &SeriesLabels,
+        slot: SlotId,
+    ) {
         if let Some(p) = self.by_name.get_mut(name) {
-            if p.remove(target, labels) {
+            if p.remove(target, slot) {
                 self.by_name.remove(name);
             }
         }
@@ -82,10 +95,7 @@ impl Postings {
             let Some(by_value) = by_key.get_mut(k) else {
                 continue;
             };
-            if by_value
-                .get_mut(v)
-                .is_some_and(|p| p.remove(target, labels))
-            {
+            if by_value.get_mut(v).is_some_and(|p| p.remove(target, slot)) {
                 by_value.remove(v);
             }
             if by_value.is_empty() {
@@ -136,7 +146,7 @@ impl Postings {
                 for (target, series) in &posting.by_target {
                     out.entry(target)
                         .or_default()
-                        .extend(series.iter().map(|labels| (name.as_str(), labels)));
+                        .extend(series.iter().copied());
                 }
             }
         }

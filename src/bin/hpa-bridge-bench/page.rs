@@ -39,11 +39,12 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
                     format!("http://10.0.{i}.7:9102/metrics").into(),
                 ),
                 series: "hpa_expect_replicas".into(),
-                labels: std::sync::Arc::new(BTreeMap::from([
+                labels: BTreeMap::from([
                     ("hpa_target_name".to_string(), "lobby".to_string()),
                     ("service_instance_id".to_string(), format!("ctl-{i}")),
-                ])),
-                value: "4".into(),
+                ])
+                .into(),
+                value: policy::RawValue(4.0),
                 age_seconds: 3.0,
                 status: "fresh".into(),
                 used: true,

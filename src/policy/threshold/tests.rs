@@ -1,8 +1,6 @@
 use super::*;
 use crate::store::{Observation, TargetId, UnknownTarget};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 const NOW: Millis = 10_000_000;
 
@@ -408,7 +406,7 @@ fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
     Observation {
         target: TargetId(target.into()),
         series: "qps".into(),
-        labels: Arc::new(BTreeMap::new()),
+        labels: Default::default(),
         value,
         observed_at_ms: NOW - age_ms,
         last_valid: None,

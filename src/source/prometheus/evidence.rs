@@ -114,8 +114,8 @@ pub fn evidence_from(
                     .find_map(|&(t, v)| valid(v).map(|v| (v, t)));
                 Observation {
                     target,
-                    series: name.clone(),
-                    labels: Arc::new(labels),
+                    series: name.as_str().into(),
+                    labels: labels.into(),
                     value,
                     observed_at_ms: at,
                     last_valid,
@@ -133,8 +133,8 @@ pub fn evidence_from(
                 let present = !gone.contains(key);
                 Observation {
                     target,
-                    series: name.clone(),
-                    labels: Arc::new(labels),
+                    series: name.as_str().into(),
+                    labels: labels.into(),
                     value,
                     observed_at_ms: at,
                     last_valid: valid(value).map(|v| (v, at)),
@@ -313,7 +313,7 @@ mod tests {
         let find = |inst: &str, name: &str| {
             ev.observations
                 .iter()
-                .find(|o| o.labels["instance"] == inst && o.series == name)
+                .find(|o| o.labels["instance"] == inst && &*o.series == name)
                 .unwrap()
         };
         let a = find("c1", "hpa_expect_replicas");
