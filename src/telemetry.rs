@@ -86,6 +86,7 @@ pub struct SelfMetrics {
     scrape_errors: Family<ScrapeErrorLabels, Counter>,
     pub samples_scraped: Counter,
     pub duplicate_series: Counter,
+    pub forgotten_series: Counter,
     pub series: Gauge,
     pub stale_series: Gauge,
     pub targets: Gauge,
@@ -132,6 +133,7 @@ impl SelfMetrics {
         let scrape_errors = Family::<ScrapeErrorLabels, Counter>::default();
         let samples_scraped = Counter::default();
         let duplicate_series = Counter::default();
+        let forgotten_series = Counter::default();
         let series = Gauge::default();
         let stale_series = Gauge::default();
         let targets = Gauge::default();
@@ -149,6 +151,11 @@ impl SelfMetrics {
             "scrape_duplicate_series",
             "Series found twice in one scraped page (same name and labels); their values are not used until a page holds them once",
             duplicate_series.clone(),
+        );
+        registry.register(
+            "scrape_forgotten_series",
+            "Series no longer exported that were dropped because their target stopped exporting more than the store retains per target (a target churning label sets)",
+            forgotten_series.clone(),
         );
         registry.register(
             "prometheus_queries",
@@ -288,6 +295,7 @@ impl SelfMetrics {
             scrape_errors,
             samples_scraped,
             duplicate_series,
+            forgotten_series,
             series,
             stale_series,
             targets,

@@ -785,12 +785,7 @@ impl Adapter {
     }
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
-    async fn evidence(
-        &self,
-        fetched: &Fetched,
-        scope: &Scope<'_>,
-        now: Millis,
-    ) -> FetchResult {
+    async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
         let key = FetchKey {
             series: scope.series.to_vec(),
             namespace_label: scope.namespace_label.to_string(),

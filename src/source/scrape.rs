@@ -198,7 +198,12 @@ impl Scraper {
         match result {
             Ok(samples) => {
                 self.metrics.samples_scraped.inc_by(samples.len() as u64);
-                let duplicates = self.store.record_success(target, at, duration_ms, samples);
+                let page = self.store.record_success(target, at, duration_ms, samples);
+                let duplicates = page.duplicates;
+                if page.forgotten > 0 {
+                    self.metrics.forgotten_series.inc_by(page.forgotten);
+                    tracing::warn!(target = %target.id, forgotten = page.forgotten, retained = crate::store::MAX_RETAINED_ABSENT_SERIES, "target stopped exporting more series than are retained per target; dropped the longest unseen");
+                }
                 if duplicates > 0 {
                     self.metrics.duplicate_series.inc_by(duplicates);
                     tracing::warn!(target = %target.id, duplicates, "page holds series twice (same name and labels); not using their values");

@@ -251,6 +251,54 @@ pub fn merge_labels(
     merged
 }
 
+/// Series a target no longer exports are retained (the floor keeps a pod's index while the
+/// pod exists, docs/hpa-behaviour.md §4.1), but only this many per target: an exporter that
+/// churns label sets would otherwise grow the store by a page's worth of series per scrape.
+/// Honest pods export one index each, and a gone recommendation is never used, so only a
+/// churning target loses anything, and it loses the series it stopped exporting longest ago.
+pub const MAX_RETAINED_ABSENT_SERIES: usize = 1024;
+
+/// What one successful page did to the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageOutcome {
+    /// Series the page held more than once.
+    pub duplicates: u64,
+    /// Retained series dropped to keep the target within `MAX_RETAINED_ABSENT_SERIES`.
+    pub forgotten: u64,
+}
+
+/// Drop the target's absent series beyond `MAX_RETAINED_ABSENT_SERIES`, longest unseen first.
+fn forget_longest_unseen(
+    rec: &mut TargetRecord,
+    postings: &mut Postings,
+    slots: &mut SeriesSlots,
+) -> u64 {
+    let absent = |slot: &SlotId| slots.get(*slot).filter(|s| !s.present);
+    let slots_of = || rec.series.values().flat_map(|m| m.values());
+    // Counted first: a steady target has nothing to drop and allocates nothing.
+    if slots_of().filter(|slot| absent(slot).is_some()).count() <= MAX_RETAINED_ABSENT_SERIES {
+        return 0;
+    }
+    let mut absent: Vec<(Millis, SlotId)> = slots_of()
+        .filter_map(|slot| absent(slot).map(|s| (s.latest_at, *slot)))
+        .collect();
+    let excess = absent.len() - MAX_RETAINED_ABSENT_SERIES;
+    absent.select_nth_unstable(excess - 1);
+    for &(_, slot) in &absent[..excess] {
+        let Some(state) = slots.remove(slot) else {
+            continue;
+        };
+        postings.remove(&rec.target.id, &state.name, &state.labels, slot);
+        if let Some(by_labels) = rec.series.get_mut(&state.name) {
+            by_labels.remove(&state.labels);
+            if by_labels.is_empty() {
+                rec.series.remove(&state.name);
+            }
+        }
+    }
+    excess as u64
+}
+
 /// Number a target's series in (name, labels) order. Runs only when a page brought a new
 /// series, so a steady target pays nothing, and a churning one pays for its own page.
 fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
@@ -365,16 +413,16 @@ impl Store {
             .collect()
     }
 
-    /// Record a successful scrape: the page replaces the target's series set. Returns how many
-    /// series the page held more than once.
+    /// Record a successful scrape: the page replaces the target's series set.
     pub fn record_success(
         &self,
         target: &ScrapeTarget,
         scraped_at: Millis,
         duration_ms: u64,
         samples: Vec<ExposedSample>,
-    ) -> u64 {
+    ) -> PageOutcome {
         let mut duplicates = 0u64;
+        let mut forgotten = 0u64;
         self.with_scraped_record(target, |rec, postings, slots| {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
@@ -444,11 +492,15 @@ impl Store {
                     state.last_valid = Some((sample.value as u64, at));
                 }
             }
+            forgotten = forget_longest_unseen(rec, postings, slots);
             if inserted {
                 rank_series(rec, slots);
             }
         });
-        duplicates
+        PageOutcome {
+            duplicates,
+            forgotten,
+        }
     }
 
     pub fn record_failure(
@@ -649,11 +701,13 @@ mod tests {
         let t = target("http://a/m", &[("namespace", "default")]);
         store.set_targets(vec![t.clone()]);
         assert_eq!(
-            store.record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)]),
+            store
+                .record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)])
+                .duplicates,
             0
         );
         let page = vec![sample("idx", &[], 10.0), sample("idx", &[], 2.0)];
-        assert_eq!(store.record_success(&t, 2000, 1, page), 1);
+        assert_eq!(store.record_success(&t, 2000, 1, page).duplicates, 1);
         let s = vec!["idx".to_string()];
         let sel = LabelSelector::everything();
         let ev = store.evidence(&default_scope(&s, &sel));
@@ -663,11 +717,56 @@ mod tests {
         assert_eq!(o.last_valid, Some((3, 1000)));
         // A clean page ends the ambiguity.
         assert_eq!(
-            store.record_success(&t, 3000, 1, vec![sample("idx", &[], 4.0)]),
+            store
+                .record_success(&t, 3000, 1, vec![sample("idx", &[], 4.0)])
+                .duplicates,
             0
         );
         let o = store.evidence(&default_scope(&s, &sel)).observations[0].clone();
         assert!(!o.duplicated && o.value == 4.0);
+    }
+
+    #[test]
+    fn a_target_churning_label_sets_keeps_at_most_the_retained_limit() {
+        let store = Store::new();
+        let t = target("http://churn/m", &[("namespace", "default")]);
+        store.set_targets(vec![t.clone()]);
+        let pages = MAX_RETAINED_ABSENT_SERIES + 500;
+        let mut forgotten = 0;
+        for i in 0..pages {
+            let id = format!("{i}");
+            let page = vec![sample("idx", &[("churn", id.as_str())], 3.0)];
+            forgotten += store
+                .record_success(&t, 1000 + i as Millis, 1, page)
+                .forgotten;
+        }
+        // One present series and the newest absent ones.
+        assert_eq!(store.read().slots.len(), MAX_RETAINED_ABSENT_SERIES + 1);
+        assert_eq!(forgotten as usize, pages - 1 - MAX_RETAINED_ABSENT_SERIES);
+        let s = vec!["idx".to_string()];
+        let sel = LabelSelector::everything();
+        let ev = store.evidence(&default_scope(&s, &sel));
+        assert_eq!(ev.observations.len(), MAX_RETAINED_ABSENT_SERIES + 1);
+        let newest = format!("{}", pages - 1);
+        assert!(ev
+            .observations
+            .iter()
+            .any(|o| o.present && o.labels.get("churn") == Some(&newest)));
+        // The longest unseen went first: the oldest retained is the one after them.
+        let oldest_kept = format!("{}", pages - 1 - MAX_RETAINED_ABSENT_SERIES);
+        assert!(ev
+            .observations
+            .iter()
+            .any(|o| o.labels.get("churn") == Some(&oldest_kept)));
+        assert!(!ev
+            .observations
+            .iter()
+            .any(|o| o.labels.get("churn").map(String::as_str) == Some("0")));
+        // The index forgot them too: each series is listed under its name and its two labels.
+        assert_eq!(
+            store.read().postings.entries(),
+            3 * (MAX_RETAINED_ABSENT_SERIES + 1)
+        );
     }
 
     #[test]
