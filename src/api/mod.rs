@@ -282,8 +282,8 @@ pub struct ApiHandler {
 /// (metric, namespace, canonical selector)
 type RenderKey = (String, String, String);
 
-/// A rendered answer, reused while the store has not changed and for at most
-/// `RENDER_REUSE_MS`. Many HPAs and adapter replicas ask the same question; recomputing the
+/// A rendered answer, reused while the evidence in its scope has not changed
+/// (`Adapter::answer_version`) and for at most `RENDER_REUSE_MS`. Many HPAs and adapter replicas ask the same question; recomputing the
 /// evidence and the JSON for each dominated the serve path (BENCHMARKS.md). The time bound
 /// keeps freshness exact to within a second (staleAfter is tens of seconds), and covers inputs
 /// that change outside the store (the Prometheus source, workload scale).
@@ -404,7 +404,7 @@ impl ApiHandler {
         if !self.reuse_rendered {
             return self.compute_external_metric(ns, metric, &selector).await;
         }
-        let generation = self.adapter.generation();
+        let generation = self.adapter.answer_version(ns, &selector);
         let now = self.adapter.now_ms();
         let reuse = self
             .rendered

@@ -185,10 +185,33 @@ impl Adapter {
         self.clock.now_ms()
     }
 
-    /// Changes whenever the scraped evidence changes, so a rendered answer can be reused
-    /// while it stays the same.
+    /// Changes with every write to the scrape store.
     pub fn generation(&self) -> u64 {
         self.store.generation()
+    }
+
+    /// Changes whenever evidence that an answer in `namespace` for `selector` could read
+    /// changes (the series of any configured metric in that scope), apart from the passing of
+    /// time, so a rendered answer can be reused while it stays the same. In a live cluster the
+    /// store changes hundreds of times a second, but a workload's own series far less often.
+    /// With a Prometheus source every store write counts (that source has its own cache).
+    pub fn answer_version(&self, namespace: &str, selector: &LabelSelector) -> u64 {
+        if self.has_prometheus_source() {
+            return self.store.generation();
+        }
+        self.config
+            .metrics
+            .iter()
+            .map(|spec| {
+                self.store.scope_version(&Scope {
+                    series: spec.series(),
+                    namespace_label: spec.namespace_label(),
+                    namespace,
+                    selector,
+                })
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Count one API request in the self-metrics.

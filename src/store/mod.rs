@@ -165,6 +165,27 @@ pub struct Scope<'a> {
     pub selector: &'a LabelSelector,
 }
 
+/// What of a series an answer reads, apart from the passing of time: its value, whether it
+/// is exported, whether its page held it twice, and its retained value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Reading {
+    value_bits: u64,
+    present: bool,
+    duplicated: bool,
+    last_valid: Option<u64>,
+}
+
+impl SeriesState {
+    fn reading(&self) -> Reading {
+        Reading {
+            value_bits: self.latest.to_bits(),
+            present: self.present,
+            duplicated: self.duplicated,
+            last_valid: self.last_valid.map(|(v, _)| v),
+        }
+    }
+}
+
 impl Scope<'_> {
     fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.series.iter().any(|s| s == name)
@@ -214,14 +235,17 @@ struct Inner {
     /// Targets never scraped successfully: nobody knows what they export, so every query
     /// they could belong to must hear of them. Few in a steady cluster, so a query scans them.
     unscraped: BTreeSet<TargetId>,
+    /// The generation of the last change to `unscraped` or to one of its targets' errors:
+    /// every scope may read them.
+    unscraped_changed: u64,
 }
 
 impl Inner {
-    fn forget_series(&mut self, id: &TargetId) {
+    fn forget_series(&mut self, id: &TargetId, stamp: u64) {
         if let Some(rec) = self.targets.get_mut(id) {
             for (name, by_labels) in &rec.series {
                 for (labels, slot) in by_labels {
-                    self.postings.remove(id, name, labels, *slot);
+                    self.postings.remove(id, name, labels, *slot, stamp);
                     self.slots.remove(*slot);
                 }
             }
@@ -272,6 +296,7 @@ fn forget_longest_unseen(
     rec: &mut TargetRecord,
     postings: &mut Postings,
     slots: &mut SeriesSlots,
+    stamp: u64,
 ) -> u64 {
     let absent = |slot: &SlotId| slots.get(*slot).filter(|s| !s.present);
     let slots_of = || rec.series.values().flat_map(|m| m.values());
@@ -288,7 +313,7 @@ fn forget_longest_unseen(
         let Some(state) = slots.remove(slot) else {
             continue;
         };
-        postings.remove(&rec.target.id, &state.name, &state.labels, slot);
+        postings.remove(&rec.target.id, &state.name, &state.labels, slot, stamp);
         if let Some(by_labels) = rec.series.get_mut(&state.name) {
             by_labels.remove(&state.labels);
             if by_labels.is_empty() {
@@ -334,8 +359,9 @@ impl Store {
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
-        self.bump();
         let mut inner = self.write();
+        let stamp = self.stamp();
+        inner.unscraped_changed = stamp;
         let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
         let gone: Vec<TargetId> = inner
             .targets
@@ -344,7 +370,7 @@ impl Store {
             .cloned()
             .collect();
         for id in gone {
-            inner.forget_series(&id);
+            inner.forget_series(&id, stamp);
             inner.targets.remove(&id);
             inner.unscraped.remove(&id);
         }
@@ -356,7 +382,7 @@ impl Store {
                     // Labels or URL changed (e.g. a StatefulSet pod recreated under the same
                     // name): series identities change with them, and until the new endpoint
                     // is scraped nobody knows what it exports, so it starts over as unknown.
-                    inner.forget_series(&id);
+                    inner.forget_series(&id, stamp);
                     if let Some(rec) = inner.targets.get_mut(&id) {
                         rec.target = Arc::new(t);
                         rec.health = TargetHealth::default();
@@ -392,9 +418,29 @@ impl Store {
         self.target_set.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn bump(&self) {
+    /// The generation of a write, taken under the write lock so that stamps follow the order
+    /// in which writes are applied; a reader that sees a generation has seen every write
+    /// stamped up to it.
+    fn stamp(&self) -> u64 {
         self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1
+    }
+
+    /// Changes whenever anything an answer over this scope reads from the store changes,
+    /// other than the passing of time (a series re-scraped with the same value and state
+    /// leaves it unchanged). Cheap: a few index lookups, whatever the scope's size.
+    pub fn scope_version(&self, scope: &Scope<'_>) -> u64 {
+        let inner = self.read();
+        inner
+            .postings
+            .version(
+                scope.series,
+                scope.namespace_label,
+                scope.namespace,
+                scope.selector.requirements(),
+            )
+            .max(inner.unscraped_changed)
     }
 
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
@@ -423,12 +469,20 @@ impl Store {
     ) -> PageOutcome {
         let mut duplicates = 0u64;
         let mut forgotten = 0u64;
-        self.with_scraped_record(target, |rec, postings, slots| {
+        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+            let was_failing = rec.health.last_error.is_some();
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
+            // How each series read before the page, to stamp the postings of those it changes.
+            let before: Vec<(SlotId, Reading)> = rec
+                .series
+                .values()
+                .flat_map(HashMap::values)
+                .filter_map(|slot| slots.get(*slot).map(|s| (*slot, s.reading())))
+                .collect();
             for slot in rec.series.values().flat_map(HashMap::values) {
                 if let Some(s) = slots.get_mut(*slot) {
                     s.present = false;
@@ -463,7 +517,7 @@ impl Store {
                             duplicated: false,
                             rank: 0,
                         });
-                        postings.insert(&rec.target.id, &sample.name, &labels, slot);
+                        postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
                         inserted = true;
                         *e.insert(slot)
                     }
@@ -492,7 +546,15 @@ impl Store {
                     state.last_valid = Some((sample.value as u64, at));
                 }
             }
-            forgotten = forget_longest_unseen(rec, postings, slots);
+            for (slot, reading) in before {
+                if let Some(s) = slots.get(slot) {
+                    // A target that recovers changes how every series of it reads.
+                    if was_failing || s.reading() != reading {
+                        postings.touch(&s.name, &s.labels, stamp);
+                    }
+                }
+            }
+            forgotten = forget_longest_unseen(rec, postings, slots, stamp);
             if inserted {
                 rank_series(rec, slots);
             }
@@ -510,7 +572,15 @@ impl Store {
         duration_ms: u64,
         error: String,
     ) {
-        self.with_scraped_record(target, |rec, _, _| {
+        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+            if rec.health.last_error.is_none() {
+                // Every series of a target that starts failing reads as from a failing target.
+                for slot in rec.series.values().flat_map(HashMap::values) {
+                    if let Some(s) = slots.get(*slot) {
+                        postings.touch(&s.name, &s.labels, stamp);
+                    }
+                }
+            }
             rec.health.last_attempt_ms = Some(at);
             rec.health.last_error = Some(error);
             rec.health.last_duration_ms = Some(duration_ms);
@@ -524,17 +594,27 @@ impl Store {
     fn with_scraped_record(
         &self,
         target: &ScrapeTarget,
-        apply: impl FnOnce(&mut TargetRecord, &mut Postings, &mut SeriesSlots),
+        apply: impl FnOnce(&mut TargetRecord, &mut Postings, &mut SeriesSlots, u64),
     ) {
-        self.bump();
         let mut guard = self.write();
+        let stamp = self.stamp();
         let inner = &mut *guard;
         if let Some(rec) = inner
             .targets
             .get_mut(&target.id)
             .filter(|r| *r.target == *target)
         {
-            apply(rec, &mut inner.postings, &mut inner.slots);
+            let unscraped = inner.unscraped.contains(&target.id);
+            let error_before = unscraped.then(|| rec.health.last_error.clone());
+            apply(rec, &mut inner.postings, &mut inner.slots, stamp);
+            // An unscraped target's error is part of every answer that hears of it, and its
+            // first page takes it out of them.
+            if unscraped
+                && (rec.health.ever_succeeded()
+                    || error_before.as_ref() != Some(&rec.health.last_error))
+            {
+                inner.unscraped_changed = stamp;
+            }
             if rec.health.ever_succeeded() {
                 inner.unscraped.remove(&target.id);
             }
@@ -770,6 +850,59 @@ mod tests {
     }
 
     #[test]
+    fn a_scope_version_moves_with_its_own_evidence_and_not_with_time() {
+        let store = Store::new();
+        let t = |name: &str, ns: &str| {
+            target(
+                &format!("http://{name}/m"),
+                &[("namespace", ns), ("pod", name)],
+            )
+        };
+        let (a, b, other) = (t("a", "default"), t("b", "default"), t("o", "other"));
+        store.set_targets(vec![a.clone(), b.clone(), other.clone()]);
+        let page = |w: &str, v: f64| vec![sample("rec", &[("hpa_target_name", w)], v)];
+        store.record_success(&a, 1000, 1, page("lobby", 3.0));
+        store.record_success(&b, 1000, 1, page("arena", 5.0));
+        store.record_success(&other, 1000, 1, page("lobby", 7.0));
+        let s = vec!["rec".to_string()];
+        let sel = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let scope = default_scope(&s, &sel);
+        let version = || store.scope_version(&scope);
+        let v0 = version();
+        store.record_success(&a, 2000, 1, page("lobby", 3.0));
+        assert_eq!(
+            version(),
+            v0,
+            "re-scraped with the same value: only time passed"
+        );
+        store.record_success(&b, 2000, 1, page("arena", 6.0));
+        store.record_success(&other, 2000, 1, page("lobby", 8.0));
+        // Each of them shares one posting with the scope (its namespace, or its workload).
+        let v1 = version();
+        store.record_success(&a, 3000, 1, page("lobby", 4.0));
+        let v2 = version();
+        assert_ne!(v2, v1, "its own series changed value");
+        store.record_failure(&a, 4000, 1, "connection refused".into());
+        let v3 = version();
+        assert_ne!(v3, v2, "its target started failing");
+        store.record_failure(&a, 5000, 1, "connection refused".into());
+        assert_eq!(version(), v3, "still failing the same way");
+        store.record_success(&a, 6000, 1, page("lobby", 4.0));
+        let v4 = version();
+        assert_ne!(v4, v3, "its target recovered");
+        store.record_success(&a, 7000, 1, Vec::new());
+        assert_ne!(version(), v4, "its series is no longer exported");
+        let v5 = version();
+        store.set_targets(vec![
+            a.clone(),
+            b.clone(),
+            other.clone(),
+            t("new", "default"),
+        ]);
+        assert_ne!(version(), v5, "a new target might export in-scope series");
+    }
+
+    #[test]
     fn removed_targets_leave_nothing_in_the_index() {
         let store = Store::new();
         let ts: Vec<ScrapeTarget> = (0..5)
@@ -917,6 +1050,68 @@ mod tests {
                 .map(|o| (o.target, o.series, o.labels))
                 .collect();
             proptest::prop_assert_eq!(indexed, evidence_by_scan(&store, &scope));
+        }
+
+        /// The safety of answer reuse: whenever a scope's version is unchanged, so is
+        /// everything an answer over it reads (apart from ages), whatever the writes between.
+        #[test]
+        fn an_unchanged_scope_version_means_unchanged_evidence(
+            ops in proptest::collection::vec(
+                (0usize..4, 0u8..4, proptest::collection::vec((0u8..2, 0u8..3, 0u8..3), 0..4)),
+                1..40,
+            ),
+        ) {
+            let store = Store::new();
+            let targets: Vec<ScrapeTarget> = (0..4)
+                .map(|i| target(&format!("http://t{i}/m"), &[("namespace", &format!("n{}", i % 2)), ("pod", &format!("p{i}"))]))
+                .collect();
+            store.set_targets(targets[..3].to_vec());
+            let series = vec!["s0".to_string(), "s1".to_string()];
+            let selectors: Vec<LabelSelector> = ["", "app=a1", "app in (a0,a2)", "app!=a1"]
+                .iter()
+                .map(|s| LabelSelector::parse(s).unwrap())
+                .collect();
+            let scopes: Vec<Scope<'_>> = ["n0", "n1"]
+                .iter()
+                .flat_map(|ns| selectors.iter().map(move |sel| (ns, sel)))
+                .map(|(ns, sel)| Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel })
+                .collect();
+            let reading = |scope: &Scope<'_>| {
+                let ev = store.evidence(scope);
+                let obs: Vec<_> = ev
+                    .observations
+                    .iter()
+                    .map(|o| (o.target.clone(), o.series.clone(), o.labels.clone(), o.value.to_bits(), o.present, o.duplicated, o.last_valid.map(|(v, _)| v), o.target_failing))
+                    .collect();
+                let unknown: Vec<_> = ev.unknown_targets.iter().map(|u| (u.target.clone(), u.last_error.clone())).collect();
+                (obs, unknown)
+            };
+            let mut before: Vec<_> = scopes.iter().map(|s| (store.scope_version(s), reading(s))).collect();
+            for (step, (t, kind, samples)) in ops.into_iter().enumerate() {
+                let at = 1000 * (step as Millis + 2);
+                match kind {
+                    0 | 1 => {
+                        let page = samples
+                            .iter()
+                            .map(|(name, app, v)| sample(&format!("s{name}"), &[("app", &format!("a{app}"))], f64::from(*v)))
+                            .collect();
+                        store.record_success(&targets[t], at, 1, page);
+                    }
+                    2 => store.record_failure(&targets[t], at, 1, format!("e{}", samples.len() % 2)),
+                    _ => {
+                        let set: Vec<ScrapeTarget> = targets.iter().enumerate().filter(|(i, _)| *i != t).map(|(_, x)| x.clone()).collect();
+                        store.set_targets(set);
+                    }
+                }
+                for (scope, (version, read)) in scopes.iter().zip(before.iter_mut()) {
+                    let now = (store.scope_version(scope), reading(scope));
+                    if now.0 == *version {
+                        proptest::prop_assert_eq!(&now.1, &*read, "version {} unchanged after step {}", version, step);
+                    }
+                    *version = now.0;
+                    *read = now.1;
+                }
+            }
         }
     }
 

@@ -14,10 +14,14 @@ use crate::selector::{Operator, Requirement};
 struct Posting {
     series: usize,
     by_target: HashMap<TargetId, HashSet<SlotId>>,
+    /// The store generation of the last change to any series listed here (added, removed, or
+    /// read differently by an answer), so a rendered answer can tell it is still current.
+    changed: u64,
 }
 
 impl Posting {
-    fn add(&mut self, target: &TargetId, slot: SlotId) {
+    fn add(&mut self, target: &TargetId, slot: SlotId, stamp: u64) {
+        self.changed = stamp;
         if self
             .by_target
             .entry(target.clone())
@@ -29,7 +33,8 @@ impl Posting {
     }
 
     /// Returns whether the posting became empty.
-    fn remove(&mut self, target: &TargetId, slot: SlotId) -> bool {
+    fn remove(&mut self, target: &TargetId, slot: SlotId, stamp: u64) -> bool {
+        self.changed = stamp;
         if let Some(set) = self.by_target.get_mut(target) {
             if set.remove(&slot) {
                 self.series -= 1;
@@ -48,6 +53,9 @@ pub(super) struct Postings {
     by_name: HashMap<String, Posting>,
     /// series name -> label name -> label value -> the series carrying it.
     by_label: HashMap<String, HashMap<String, HashMap<String, Posting>>>,
+    /// The store generation at which a posting was last created or dropped: which posting a
+    /// scope reads may change then.
+    structure: u64,
 }
 
 /// The series a query must read, by target.
@@ -60,19 +68,30 @@ impl Postings {
         name: &str,
         labels: &SeriesLabels,
         slot: SlotId,
+        stamp: u64,
     ) {
+        let mut created = false;
         self.by_name
             .entry(name.to_string())
-            .or_default()
-            .add(target, slot);
+            .or_insert_with(|| {
+                created = true;
+                Posting::default()
+            })
+            .add(target, slot, stamp);
         let by_key = self.by_label.entry(name.to_string()).or_default();
         for (k, v) in labels.iter() {
             by_key
                 .entry(k.clone())
                 .or_default()
                 .entry(v.clone())
-                .or_default()
-                .add(target, slot);
+                .or_insert_with(|| {
+                    created = true;
+                    Posting::default()
+                })
+                .add(target, slot, stamp);
+        }
+        if created {
+            self.structure = stamp;
         }
     }
 
@@ -82,10 +101,12 @@ impl Postings {
         name: &str,
         labels: &SeriesLabels,
         slot: SlotId,
+        stamp: u64,
     ) {
         if let Some(p) = self.by_name.get_mut(name) {
-            if p.remove(target, slot) {
+            if p.remove(target, slot, stamp) {
                 self.by_name.remove(name);
+                self.structure = stamp;
             }
         }
         let Some(by_key) = self.by_label.get_mut(name) else {
@@ -95,8 +116,12 @@ impl Postings {
             let Some(by_value) = by_key.get_mut(k) else {
                 continue;
             };
-            if by_value.get_mut(v).is_some_and(|p| p.remove(target, slot)) {
+            if by_value
+                .get_mut(v)
+                .is_some_and(|p| p.remove(target, slot, stamp))
+            {
                 by_value.remove(v);
+                self.structure = stamp;
             }
             if by_value.is_empty() {
                 by_key.remove(k);
@@ -107,9 +132,100 @@ impl Postings {
         }
     }
 
-    /// The series that may be in scope: per name, the smallest of the postings for the
+    /// A listed series now reads differently (its value, presence or target health changed).
+    pub(super) fn touch(&mut self, name: &str, labels: &SeriesLabels, stamp: u64) {
+        if let Some(p) = self.by_name.get_mut(name) {
+            p.changed = stamp;
+        }
+        let Some(by_key) = self.by_label.get_mut(name) else {
+            return;
+        };
+        for (k, v) in labels.iter() {
+            if let Some(p) = by_key.get_mut(k).and_then(|m| m.get_mut(v)) {
+                p.changed = stamp;
+            }
+        }
+    }
+
+    /// The postings a scope reads for one series name: the smallest of the postings for the
     /// namespace and for each equality requirement (an `in` requirement is the union of its
-    /// values). A superset of the matching series; the caller still checks each one.
+    /// values). Every in-scope series of that name is listed in them.
+    fn chosen<'a>(
+        &'a self,
+        name: &str,
+        namespace_label: &str,
+        namespace: &str,
+        requirements: &[Requirement],
+    ) -> Vec<&'a Posting> {
+        let Some(all) = self.by_name.get(name) else {
+            return Vec::new();
+        };
+        let by_key = self.by_label.get(name);
+        let values = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> Vec<&'a Posting> {
+            by_key
+                .and_then(|m| m.get(key))
+                .map(|by_value| vals.filter_map(|v| by_value.get(v)).collect())
+                .unwrap_or_default()
+        };
+        let size = |lists: &[&Posting]| lists.iter().map(|p| p.series).sum::<usize>();
+        let mut best: Vec<&'a Posting> = vec![all];
+        let mut consider = |lists: Vec<&'a Posting>| {
+            if size(&lists) < size(&best) {
+                best = lists;
+            }
+        };
+        consider(values(namespace_label, &mut std::iter::once(namespace)));
+        for r in requirements {
+            if matches!(r.operator, Operator::Equals | Operator::In) {
+                consider(values(&r.key, &mut r.values.iter().map(String::as_str)));
+            }
+        }
+        best
+    }
+
+    /// Changes whenever a series in the scope changes. An in-scope series is listed in the
+    /// posting of its namespace and of each equality requirement (for `in`, of one of its
+    /// values), and a change to it stamps every posting that lists it, all with one stamp
+    /// larger than any before. So after such a change the smallest of those postings' stamps
+    /// has grown; a change outside the scope may grow it too (a needless recomputation) but an
+    /// unchanged version means unchanged evidence, up to the passing of time. A posting
+    /// created or dropped moves `structure`.
+    pub(super) fn version(
+        &self,
+        names: &[String],
+        namespace_label: &str,
+        namespace: &str,
+        requirements: &[Requirement],
+    ) -> u64 {
+        names
+            .iter()
+            .map(|name| {
+                let Some(by_key) = self.by_label.get(name) else {
+                    return 0;
+                };
+                let stamp = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> u64 {
+                    by_key
+                        .get(key)
+                        .and_then(|by_value| {
+                            vals.filter_map(|v| by_value.get(v))
+                                .map(|p| p.changed)
+                                .max()
+                        })
+                        .unwrap_or(0)
+                };
+                let mut v = stamp(namespace_label, &mut std::iter::once(namespace));
+                for r in requirements {
+                    if matches!(r.operator, Operator::Equals | Operator::In) {
+                        v = v.min(stamp(&r.key, &mut r.values.iter().map(String::as_str)));
+                    }
+                }
+                v
+            })
+            .fold(self.structure, u64::max)
+    }
+
+    /// The series that may be in scope: per name, those of the chosen postings. A superset of
+    /// the matching series; the caller still checks each one.
     pub(super) fn candidates<'a>(
         &'a self,
         names: &'a [String],
@@ -119,30 +235,7 @@ impl Postings {
     ) -> Candidates<'a> {
         let mut out: Candidates<'a> = BTreeMap::new();
         for name in names {
-            let Some(all) = self.by_name.get(name) else {
-                continue;
-            };
-            let by_key = self.by_label.get(name);
-            let values = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> Vec<&'a Posting> {
-                by_key
-                    .and_then(|m| m.get(key))
-                    .map(|by_value| vals.filter_map(|v| by_value.get(v)).collect())
-                    .unwrap_or_default()
-            };
-            let size = |lists: &[&Posting]| lists.iter().map(|p| p.series).sum::<usize>();
-            let mut best: Vec<&'a Posting> = vec![all];
-            let mut consider = |lists: Vec<&'a Posting>| {
-                if size(&lists) < size(&best) {
-                    best = lists;
-                }
-            };
-            consider(values(namespace_label, &mut std::iter::once(namespace)));
-            for r in requirements {
-                if matches!(r.operator, Operator::Equals | Operator::In) {
-                    consider(values(&r.key, &mut r.values.iter().map(String::as_str)));
-                }
-            }
-            for posting in best {
+            for posting in self.chosen(name, namespace_label, namespace, requirements) {
                 for (target, series) in &posting.by_target {
                     out.entry(target)
                         .or_default()
