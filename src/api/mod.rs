@@ -661,6 +661,74 @@ mod tests {
         assert_eq!(answers_computed(&adapter), 5, "no reuse when switched off");
     }
 
+    /// Reuse follows the workload's own evidence: a re-scrape with the same values, or a
+    /// change in another namespace, leaves its rendered answer current; a changed value in its
+    /// scope does not.
+    #[tokio::test]
+    async fn a_reused_answer_follows_a_value_change_in_its_scope() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::exposition::ExposedSample;
+        use crate::store::{ScrapeTarget, TargetId};
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let adapter = Arc::new(Adapter::new(
+            crate::config::Config::from_yaml("").unwrap(),
+            clock.clone(),
+            Arc::new(crate::telemetry::SelfMetrics::new()),
+        ));
+        let handler = ApiHandler::new(adapter.clone());
+        let target = |name: &str, ns: &str| ScrapeTarget {
+            id: TargetId(name.into()),
+            url: format!("http://{name}/metrics"),
+            labels: [("namespace".to_string(), ns.to_string())].into(),
+            workload: None,
+        };
+        let (ours, theirs) = (target("a", "default"), target("b", "other"));
+        let store = adapter.scrape_store();
+        store.set_targets(vec![ours.clone(), theirs.clone()]);
+        let scrape = |t: &ScrapeTarget, value: f64| {
+            let page = vec![ExposedSample {
+                name: "hpa_expect_replicas".into(),
+                labels: vec![("hpa_target_name".into(), "lobby".into())],
+                value,
+                timestamp_ms: None,
+            }];
+            store.record_success(t, clock.now_ms(), 1, page);
+        };
+        scrape(&ours, 3.0);
+        scrape(&theirs, 5.0);
+        async fn get(h: &ApiHandler) -> (u16, String) {
+            let req = Request::get(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby",
+            )
+            .body(())
+            .unwrap();
+            let resp = h.handle(&req).await;
+            let v = json_body(&resp);
+            (
+                resp.status().as_u16(),
+                v["items"][0]["value"].as_str().unwrap_or("").to_string(),
+            )
+        }
+        assert_eq!(get(&handler).await, (200, "3".into()));
+        let computed = answers_computed(&adapter);
+        clock.advance(100);
+        scrape(&ours, 3.0);
+        scrape(&theirs, 6.0);
+        assert_eq!(get(&handler).await, (200, "3".into()));
+        assert_eq!(
+            answers_computed(&adapter),
+            computed,
+            "nothing in scope changed: reused"
+        );
+        scrape(&ours, 4.0);
+        assert_eq!(
+            get(&handler).await,
+            (200, "4".into()),
+            "the new value, at once"
+        );
+        assert_eq!(answers_computed(&adapter), computed + 1);
+    }
+
     /// A handler over the default config and an empty store.
     fn default_handler() -> ApiHandler {
         ApiHandler::new(Arc::new(Adapter::new(

@@ -67,6 +67,9 @@ pub struct LiveResult {
     pub generations_per_second: f64,
     /// Scrape intervals elapsed during the measurement.
     pub intervals: f64,
+    /// Recommendations changed per second during the measurement (each workload's once per
+    /// interval), so reused answers must follow real changes, not only new timestamps.
+    pub value_changes_per_second: f64,
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -104,6 +107,27 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         let _entered = scrape_runtime.enter();
         scraped.spawn_loop(live.interval)
     };
+    // Each workload's leading controller changes its recommendation once per interval, the
+    // workloads taking turns, on the scrape runtime (the exporter is another process).
+    let value_changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let changer = {
+        let _entered = scrape_runtime.enter();
+        let control = exporter.control().to_string();
+        let (workloads, changes) = (live.workloads.max(1), value_changes.clone());
+        let period = live.interval / workloads as u32;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            for n in 0usize.. {
+                tick.tick().await;
+                let w = n % workloads;
+                let raised = (n / workloads) % 2 == 0;
+                let value = super::exporter::initial_recommendation(w) + u32::from(raised);
+                if fleet::set_value(&control, w, value).await.is_ok() {
+                    changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        })
+    };
 
     let pki = Pki::generate()?;
     let reuse_on = serve::start_adapter(
@@ -121,6 +145,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
     // Answers differ by workload and change with every scrape: each response must be a 200.
     let client = Arc::new(Client::new(&pki, paths, None)?);
     let generation_before = scraped.adapter.generation();
+    let changes_before = value_changes.load(std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
     let measured = serve::measure_alternately(
         client,
@@ -131,7 +156,9 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         plan.serve_repeats,
     );
     let generations = scraped.adapter.generation() - generation_before;
+    let changes = value_changes.load(std::sync::atomic::Ordering::Relaxed) - changes_before;
     let seconds = started.elapsed().as_secs_f64();
+    changer.abort();
     let intervals = seconds / live.interval.as_secs_f64();
     scrape_loop.abort();
     drop(reuse_on);
@@ -153,6 +180,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         reuse_off,
         generations_per_second: generations as f64 / seconds,
         intervals,
+        value_changes_per_second: changes as f64 / seconds,
     })
 }
 
@@ -220,7 +248,11 @@ pub fn note(r: &LiveResult) -> String {
          `ApiHandler::without_answer_reuse`, every request computes its answer. The scraper \
          runs as `serve` runs it (`Scraper::run`: each target at its own phase of the interval), \
          so the store changed continuously: {:.0} generations per second on average over {:.1} \
-         intervals of measurement. Arrangement: {}. Requests: baseline \
+         intervals of measurement. Meanwhile each workload's leading controller changed its \
+         recommendation once per interval, the workloads taking turns ({:.1} changes per second), \
+         so a reused answer had to follow value changes, not only new timestamps; reuse is keyed \
+         on the workload's own series (`Adapter::answer_version`) and lasts at most 1 s. \
+         Arrangement: {}. Requests: baseline \
          {}, reuse on {}, reuse off {}.\n",
         r.connections,
         r.workloads,
@@ -229,6 +261,7 @@ pub fn note(r: &LiveResult) -> String {
         r.interval_seconds,
         r.generations_per_second,
         r.intervals,
+        r.value_changes_per_second,
         r.arrangement,
         r.baseline.requests,
         r.reuse_on.requests,
