@@ -404,7 +404,7 @@ impl ApiHandler {
         if !self.reuse_rendered {
             return self.compute_external_metric(ns, metric, &selector).await;
         }
-        let generation = self.adapter.answer_version(ns, &selector);
+        let generation = self.adapter.answer_version(metric, ns, &selector);
         let now = self.adapter.now_ms();
         let reuse = self
             .rendered

@@ -194,9 +194,12 @@ impl Adapter {
     /// changes (the series of any configured metric in that scope), apart from the passing of
     /// time, so a rendered answer can be reused while it stays the same. In a live cluster the
     /// store changes hundreds of times a second, but a workload's own series far less often.
-    /// With a Prometheus source every store write counts (that source has its own cache).
-    pub fn answer_version(&self, namespace: &str, selector: &LabelSelector) -> u64 {
-        if self.has_prometheus_source() {
+    /// With a Prometheus source every store write counts (that source has its own cache), and
+    /// so does every scrape for a threshold metric (or a target over one): its `sustain`
+    /// windows count one evaluation per new sample, so each re-scrape must be evaluated even
+    /// when its values are the same.
+    pub fn answer_version(&self, metric: &str, namespace: &str, selector: &LabelSelector) -> u64 {
+        if self.has_prometheus_source() || self.evaluates_every_scrape(metric) {
             return self.store.generation();
         }
         self.config
@@ -263,6 +266,24 @@ impl Adapter {
             .iter()
             .map(|m| m.name().to_string())
             .collect()
+    }
+
+    /// Whether `metric` is a threshold or a target with a threshold among its inputs.
+    fn evaluates_every_scrape(&self, metric: &str) -> bool {
+        let is_threshold = |name: &str| {
+            self.config
+                .metric(name)
+                .is_some_and(|m| m.kind() == MetricKind::Threshold)
+        };
+        match self.config.metric(metric) {
+            Some(MetricSpec::Target(t)) => t
+                .recommendation
+                .iter()
+                .chain(t.combine.iter())
+                .any(|n| is_threshold(n)),
+            Some(m) => m.kind() == MetricKind::Threshold,
+            None => false,
+        }
     }
 
     /// The label for self-metrics: a configured metric name, or `-` for anything else, so
