@@ -267,9 +267,17 @@ impl AdapterProcess {
     }
 
     pub async fn start_with(config: &str, extra: &[&str]) -> Self {
-        let mut p = Self::spawn(config, extra);
-        p.wait_ready().await;
-        p
+        // `free_port` releases the port before the adapter binds it, so a test running beside
+        // this one may take it meanwhile: start again on new ports, not fail.
+        for _ in 0..5 {
+            let mut p = Self::spawn(config, extra);
+            match p.ready().await {
+                Ok(()) => return p,
+                Err(log) if log.contains("Address already in use") => continue,
+                Err(log) => panic!("adapter exited before it was ready; log:\n{log}"),
+            }
+        }
+        panic!("the adapter found its ports taken in 5 attempts")
     }
 
     pub fn spawn(config: &str, extra: &[&str]) -> Self {
@@ -314,18 +322,22 @@ impl AdapterProcess {
     }
 
     pub async fn wait_ready(&mut self) {
+        if let Err(log) = self.ready().await {
+            panic!("adapter exited before it was ready; log:\n{log}");
+        }
+    }
+
+    /// Wait until `/readyz` answers 200; the log if the adapter exited first.
+    async fn ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             // An adapter that exited (say, its port was taken between `free_port` and its bind)
             // must not be mistaken for whatever else answers on that port.
             if let Ok(Some(exit)) = self.child.try_wait() {
-                panic!(
-                    "adapter exited before it was ready ({exit}); log:\n{}",
-                    self.log()
-                );
+                return Err(format!("({exit})\n{}", self.log()));
             }
             if let Ok((200, _)) = self.get_anonymous("/readyz").await {
-                return;
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,
