@@ -289,7 +289,7 @@ type RenderKey = (String, String, String);
 /// that change outside the store (the Prometheus source, workload scale).
 #[derive(Clone)]
 struct Rendered {
-    generation: u64,
+    version: u64,
     at_ms: crate::clock::Millis,
     status: u16,
     body: Bytes,
@@ -404,16 +404,14 @@ impl ApiHandler {
         if !self.reuse_rendered {
             return self.compute_external_metric(ns, metric, &selector).await;
         }
-        let generation = self.adapter.answer_version(metric, ns, &selector);
+        let version = self.adapter.answer_version(metric, ns, &selector);
         let now = self.adapter.now_ms();
         let reuse = self
             .rendered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
-            .filter(|r| {
-                r.generation == generation && (0..RENDER_REUSE_MS).contains(&(now - r.at_ms))
-            })
+            .filter(|r| r.version == version && (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)))
             .cloned();
         if let Some(r) = reuse {
             // The query was recorded for /status when this answer was computed, under a second
@@ -432,7 +430,7 @@ impl ApiHandler {
                 map.insert(
                     key,
                     Rendered {
-                        generation,
+                        version,
                         at_ms: now,
                         status,
                         body,

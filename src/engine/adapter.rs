@@ -202,19 +202,13 @@ impl Adapter {
         if self.has_prometheus_source() || self.evaluates_every_scrape(metric) {
             return self.store.generation();
         }
-        self.config
-            .metrics
-            .iter()
-            .map(|spec| {
-                self.store.scope_version(&Scope {
-                    series: spec.series(),
-                    namespace_label: spec.namespace_label(),
-                    namespace,
-                    selector,
-                })
-            })
-            .max()
-            .unwrap_or(0)
+        self.store
+            .scope_version(self.config.metrics.iter().map(|spec| Scope {
+                series: spec.series(),
+                namespace_label: spec.namespace_label(),
+                namespace,
+                selector,
+            }))
     }
 
     /// Count one API request in the self-metrics.

@@ -239,7 +239,11 @@ fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usi
             out.push(InputSummary {
                 target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
                 series,
-                value: truncate(&input.value.to_string(), 64).to_string(),
+                value: {
+                    let mut value = input.value.to_string();
+                    value.truncate(truncate(&value, 64).len());
+                    value
+                },
                 status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
             });
         }

@@ -291,22 +291,18 @@ pub struct PageOutcome {
     pub forgotten: u64,
 }
 
-/// Drop the target's absent series beyond `MAX_RETAINED_ABSENT_SERIES`, longest unseen first.
+/// Drop the target's absent series (last seen, slot) beyond `MAX_RETAINED_ABSENT_SERIES`,
+/// longest unseen first.
 fn forget_longest_unseen(
     rec: &mut TargetRecord,
     postings: &mut Postings,
     slots: &mut SeriesSlots,
     stamp: u64,
+    mut absent: Vec<(Millis, SlotId)>,
 ) -> u64 {
-    let absent = |slot: &SlotId| slots.get(*slot).filter(|s| !s.present);
-    let slots_of = || rec.series.values().flat_map(|m| m.values());
-    // Counted first: a steady target has nothing to drop and allocates nothing.
-    if slots_of().filter(|slot| absent(slot).is_some()).count() <= MAX_RETAINED_ABSENT_SERIES {
+    if absent.len() <= MAX_RETAINED_ABSENT_SERIES {
         return 0;
     }
-    let mut absent: Vec<(Millis, SlotId)> = slots_of()
-        .filter_map(|slot| absent(slot).map(|s| (s.latest_at, *slot)))
-        .collect();
     let excess = absent.len() - MAX_RETAINED_ABSENT_SERIES;
     absent.select_nth_unstable(excess - 1);
     for &(_, slot) in &absent[..excess] {
@@ -427,20 +423,23 @@ impl Store {
             + 1
     }
 
-    /// Changes whenever anything an answer over this scope reads from the store changes,
+    /// Changes whenever anything an answer over these scopes reads from the store changes,
     /// other than the passing of time (a series re-scraped with the same value and state
-    /// leaves it unchanged). Cheap: a few index lookups, whatever the scope's size.
-    pub fn scope_version(&self, scope: &Scope<'_>) -> u64 {
+    /// leaves it unchanged). Cheap: a few index lookups per scope, whatever its size, under
+    /// one read lock.
+    pub fn scope_version<'a>(&self, scopes: impl IntoIterator<Item = Scope<'a>>) -> u64 {
         let inner = self.read();
-        inner
-            .postings
-            .version(
-                scope.series,
-                scope.namespace_label,
-                scope.namespace,
-                scope.selector.requirements(),
-            )
-            .max(inner.unscraped_changed)
+        scopes
+            .into_iter()
+            .map(|scope| {
+                inner.postings.version(
+                    scope.series,
+                    scope.namespace_label,
+                    scope.namespace,
+                    scope.selector.requirements(),
+                )
+            })
+            .fold(inner.unscraped_changed, u64::max)
     }
 
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
@@ -546,15 +545,20 @@ impl Store {
                     state.last_valid = Some((sample.value as u64, at));
                 }
             }
+            // Series added by this page are present, so the absent ones are all in `before`.
+            let mut absent = Vec::new();
             for (slot, reading) in before {
                 if let Some(s) = slots.get(slot) {
                     // A target that recovers changes how every series of it reads.
                     if was_failing || s.reading() != reading {
                         postings.touch(&s.name, &s.labels, stamp);
                     }
+                    if !s.present {
+                        absent.push((s.latest_at, slot));
+                    }
                 }
             }
-            forgotten = forget_longest_unseen(rec, postings, slots, stamp);
+            forgotten = forget_longest_unseen(rec, postings, slots, stamp, absent);
             if inserted {
                 rank_series(rec, slots);
             }
@@ -867,7 +871,7 @@ mod tests {
         let s = vec!["rec".to_string()];
         let sel = LabelSelector::parse("hpa_target_name=lobby").unwrap();
         let scope = default_scope(&s, &sel);
-        let version = || store.scope_version(&scope);
+        let version = || store.scope_version([scope.clone()]);
         let v0 = version();
         store.record_success(&a, 2000, 1, page("lobby", 3.0));
         assert_eq!(
@@ -1086,7 +1090,7 @@ mod tests {
                 let unknown: Vec<_> = ev.unknown_targets.iter().map(|u| (u.target.clone(), u.last_error.clone())).collect();
                 (obs, unknown)
             };
-            let mut before: Vec<_> = scopes.iter().map(|s| (store.scope_version(s), reading(s))).collect();
+            let mut before: Vec<_> = scopes.iter().map(|s| (store.scope_version([s.clone()]), reading(s))).collect();
             for (step, (t, kind, samples)) in ops.into_iter().enumerate() {
                 let at = 1000 * (step as Millis + 2);
                 match kind {
@@ -1104,7 +1108,7 @@ mod tests {
                     }
                 }
                 for (scope, (version, read)) in scopes.iter().zip(before.iter_mut()) {
-                    let now = (store.scope_version(scope), reading(scope));
+                    let now = (store.scope_version([scope.clone()]), reading(scope));
                     if now.0 == *version {
                         proptest::prop_assert_eq!(&now.1, &*read, "version {} unchanged after step {}", version, step);
                     }

@@ -147,9 +147,35 @@ impl Postings {
         }
     }
 
-    /// The postings a scope reads for one series name: the smallest of the postings for the
-    /// namespace and for each equality requirement (an `in` requirement is the union of its
-    /// values). Every in-scope series of that name is listed in them.
+    /// For series `name`, the postings of the scope's namespace and of each of its equality
+    /// requirements, a group each (for `in`, the postings of its values). Every in-scope series
+    /// of that name is listed in every group.
+    fn groups<'a: 's, 's>(
+        &'a self,
+        name: &str,
+        namespace_label: &'s str,
+        namespace: &'s str,
+        requirements: &'s [Requirement],
+    ) -> impl Iterator<Item = Vec<&'a Posting>> + 's {
+        fn lookup<'a, 'v>(
+            by_key: Option<&'a HashMap<String, HashMap<String, Posting>>>,
+            key: &str,
+            values: impl Iterator<Item = &'v str>,
+        ) -> Vec<&'a Posting> {
+            let by_value = by_key.and_then(|m| m.get(key));
+            values.filter_map(|v| by_value?.get(v)).collect()
+        }
+        let by_key = self.by_label.get(name);
+        std::iter::once(lookup(by_key, namespace_label, std::iter::once(namespace))).chain(
+            requirements
+                .iter()
+                .filter(|r| matches!(r.operator, Operator::Equals | Operator::In))
+                .map(move |r| lookup(by_key, &r.key, r.values.iter().map(String::as_str))),
+        )
+    }
+
+    /// The postings a scope reads for one series name: the smallest group (or every series of
+    /// the name, if smaller). Every in-scope series of that name is listed in them.
     fn chosen<'a>(
         &'a self,
         name: &str,
@@ -160,35 +186,21 @@ impl Postings {
         let Some(all) = self.by_name.get(name) else {
             return Vec::new();
         };
-        let by_key = self.by_label.get(name);
-        let values = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> Vec<&'a Posting> {
-            by_key
-                .and_then(|m| m.get(key))
-                .map(|by_value| vals.filter_map(|v| by_value.get(v)).collect())
-                .unwrap_or_default()
-        };
         let size = |lists: &[&Posting]| lists.iter().map(|p| p.series).sum::<usize>();
         let mut best: Vec<&'a Posting> = vec![all];
-        let mut consider = |lists: Vec<&'a Posting>| {
-            if size(&lists) < size(&best) {
-                best = lists;
-            }
-        };
-        consider(values(namespace_label, &mut std::iter::once(namespace)));
-        for r in requirements {
-            if matches!(r.operator, Operator::Equals | Operator::In) {
-                consider(values(&r.key, &mut r.values.iter().map(String::as_str)));
+        for group in self.groups(name, namespace_label, namespace, requirements) {
+            if size(&group) < size(&best) {
+                best = group;
             }
         }
         best
     }
 
-    /// Changes whenever a series in the scope changes. An in-scope series is listed in the
-    /// posting of its namespace and of each equality requirement (for `in`, of one of its
-    /// values), and a change to it stamps every posting that lists it, all with one stamp
-    /// larger than any before. So after such a change the smallest of those postings' stamps
-    /// has grown; a change outside the scope may grow it too (a needless recomputation) but an
-    /// unchanged version means unchanged evidence, up to the passing of time. A posting
+    /// Changes whenever a series in the scope changes. An in-scope series is listed in every
+    /// group (`groups`), and a change to it stamps every posting that lists it, all with one
+    /// stamp larger than any before. So after such a change the smallest of the groups' newest
+    /// stamps has grown; a change outside the scope may grow it too (a needless recomputation)
+    /// but an unchanged version means unchanged evidence, up to the passing of time. A posting
     /// created or dropped moves `structure`.
     pub(super) fn version(
         &self,
@@ -200,26 +212,10 @@ impl Postings {
         names
             .iter()
             .map(|name| {
-                let Some(by_key) = self.by_label.get(name) else {
-                    return 0;
-                };
-                let stamp = |key: &str, vals: &mut dyn Iterator<Item = &str>| -> u64 {
-                    by_key
-                        .get(key)
-                        .and_then(|by_value| {
-                            vals.filter_map(|v| by_value.get(v))
-                                .map(|p| p.changed)
-                                .max()
-                        })
-                        .unwrap_or(0)
-                };
-                let mut v = stamp(namespace_label, &mut std::iter::once(namespace));
-                for r in requirements {
-                    if matches!(r.operator, Operator::Equals | Operator::In) {
-                        v = v.min(stamp(&r.key, &mut r.values.iter().map(String::as_str)));
-                    }
-                }
-                v
+                self.groups(name, namespace_label, namespace, requirements)
+                    .map(|group| group.iter().map(|p| p.changed).max().unwrap_or(0))
+                    .min()
+                    .unwrap_or(0)
             })
             .fold(self.structure, u64::max)
     }
