@@ -131,6 +131,10 @@ fn quick_bench_writes_every_section() {
         "answerCost.smallUs",
         "answerCost.largeUs",
         "answerCost.ratio",
+        "answerCost.fewUs",
+        "answerCost.fewRatio",
+        "answerCost.smallScopeSeries",
+        "answerCost.largeScopeSeries",
         "coldRound.seconds",
     ] {
         positive(&json, &format!("scale.{field}"));

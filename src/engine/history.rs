@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
-use crate::policy::{Answer, Outcome, RefusalKind};
+use crate::policy::{Answer, InputNote, Outcome, RefusalKind};
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
@@ -219,37 +219,42 @@ pub struct InputSummary {
     pub status: String,
 }
 
-fn input_summaries(answer: &Answer, out: &mut Vec<InputSummary>, total: &mut usize) {
-    for input in &answer.inputs {
-        *total += 1;
-        if out.len() < MAX_INPUTS_KEPT {
-            // Written into one string: this runs for every answer served.
-            let mut series = String::with_capacity(128);
-            series.push_str(&input.series);
-            series.push('{');
-            for (i, (k, v)) in input.labels.iter().enumerate() {
-                if i > 0 {
-                    series.push(',');
-                }
-                let _ = write!(series, "{k}=\"{v}\"");
-            }
-            series.push('}');
-            let cut = truncate(&series, MAX_REASON_BYTES).len();
-            series.truncate(cut);
-            out.push(InputSummary {
-                target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
-                series,
-                value: {
-                    let mut value = input.value.to_string();
-                    value.truncate(truncate(&value, 64).len());
-                    value
-                },
-                status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
-            });
-        }
-    }
+/// The first `MAX_INPUTS_KEPT` inputs of `answer` and of the answers it was built from, and
+/// how many there are. The notes are kept as they are (they share the store's strings) and
+/// written out only when the history is viewed: this runs for every answer served.
+fn first_inputs(answer: &Answer, out: &mut Vec<InputNote>, total: &mut usize) {
+    *total += answer.inputs.len();
+    let room = MAX_INPUTS_KEPT.saturating_sub(out.len());
+    out.extend(answer.inputs.iter().take(room).cloned());
     for part in &answer.parts {
-        input_summaries(part, out, total);
+        first_inputs(part, out, total);
+    }
+}
+
+impl InputSummary {
+    fn of(input: &InputNote) -> InputSummary {
+        let mut series = String::with_capacity(128);
+        series.push_str(&input.series);
+        series.push('{');
+        for (i, (k, v)) in input.labels.iter().enumerate() {
+            if i > 0 {
+                series.push(',');
+            }
+            let _ = write!(series, "{k}=\"{v}\"");
+        }
+        series.push('}');
+        let cut = truncate(&series, MAX_REASON_BYTES).len();
+        series.truncate(cut);
+        InputSummary {
+            target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
+            series,
+            value: {
+                let mut value = input.value.to_string();
+                value.truncate(truncate(&value, 64).len());
+                value
+            },
+            status: truncate(&input.status, MAX_REASON_BYTES).to_string(),
+        }
     }
 }
 
@@ -274,7 +279,7 @@ struct Ring {
     /// The full reason of the newest answer, value or refusal (cut at `MAX_REASON_BYTES`).
     last_reason: String,
     /// The first inputs of the newest answer, and how many it had.
-    last_inputs: Vec<InputSummary>,
+    last_inputs: Vec<InputNote>,
     last_inputs_total: usize,
 }
 
@@ -357,7 +362,7 @@ impl History {
             .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
         ring.last_inputs.clear();
         ring.last_inputs_total = 0;
-        input_summaries(answer, &mut ring.last_inputs, &mut ring.last_inputs_total);
+        first_inputs(answer, &mut ring.last_inputs, &mut ring.last_inputs_total);
         let entry = Entry::from_answer(answer, now, ring.entries.back());
         ring.refusing_since_ms = if entry.is_refusal() {
             Some(ring.refusing_since_ms.unwrap_or(now))
@@ -405,7 +410,7 @@ impl History {
                     .cloned()
                     .collect(),
                 last_reason: r.last_reason.clone(),
-                last_inputs: r.last_inputs.clone(),
+                last_inputs: r.last_inputs.iter().map(InputSummary::of).collect(),
                 last_inputs_total: r.last_inputs_total,
             })
             .collect()

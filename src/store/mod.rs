@@ -187,10 +187,21 @@ impl SeriesState {
 }
 
 impl Scope<'_> {
+    #[cfg(test)]
     fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.series.iter().any(|s| s == name)
             && labels.get(self.namespace_label).map(String::as_str) == Some(self.namespace)
             && self.selector.matches(labels)
+    }
+
+    /// The requirements the index does not decide (`Postings::candidates` settles the name,
+    /// the namespace and every `=` and `in`).
+    fn matches_beyond_index(&self, labels: &SeriesLabels) -> bool {
+        self.selector
+            .requirements()
+            .iter()
+            .filter(|r| !matches!(r.operator, Operator::Equals | Operator::In))
+            .all(|r| r.matches(labels))
     }
 
     /// Could a target with these labels export in-scope series? Requirements on keys the
@@ -228,7 +239,9 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct Inner {
-    targets: BTreeMap<TargetId, TargetRecord>,
+    /// Hashed rather than ordered: an answer looks up each of its candidates' targets, and a
+    /// string-ordered tree of thousands of targets costs a cache miss per comparison.
+    targets: HashMap<TargetId, TargetRecord>,
     slots: SeriesSlots,
     /// Which targets hold which series, so an answer reads only its scope (postings.rs).
     postings: Postings,
@@ -442,20 +455,28 @@ impl Store {
             .fold(inner.unscraped_changed, u64::max)
     }
 
+    /// Every target, in id order.
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
-        self.read()
+        let mut out: Vec<Arc<ScrapeTarget>> = self
+            .read()
             .targets
             .values()
             .map(|r| r.target.clone())
-            .collect()
+            .collect();
+        out.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        out
     }
 
+    /// Every target and its health, in id order.
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
-        self.read()
+        let mut out: Vec<(Arc<ScrapeTarget>, TargetHealth)> = self
+            .read()
             .targets
             .values()
             .map(|r| (r.target.clone(), r.health.clone()))
-            .collect()
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.id.cmp(&b.0.id));
+        out
     }
 
     /// Record a successful scrape: the page replaces the target's series set.
@@ -674,7 +695,7 @@ impl Store {
                 slots
                     .iter()
                     .filter_map(|slot| inner.slots.get(*slot))
-                    .filter(|s| scope.matches(&s.name, &s.labels)),
+                    .filter(|s| scope.matches_beyond_index(&s.labels)),
             );
             if in_scope.is_empty() {
                 continue;
@@ -1011,7 +1032,7 @@ mod tests {
                 1..12,
             ),
             keep in proptest::collection::vec(proptest::bool::ANY, 12),
-            selector in 0usize..8,
+            selector in 0usize..10,
             ns in 0u8..3,
         ) {
             let store = Store::new();
@@ -1042,6 +1063,7 @@ mod tests {
             store.set_targets(kept);
             let selectors = [
                 "", "app=a1", "app in (a0,a2)", "app!=a1", "ver", "!ver", "app=a0,ver=v1", "pod=p3",
+                "app in (a0,a1),ver=v2,pod!=p1", "namespace=n1,ver in (v0,v2)",
             ];
             let sel = LabelSelector::parse(selectors[selector]).unwrap();
             let series = vec!["s0".to_string(), "s2".to_string()];

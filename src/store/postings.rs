@@ -3,9 +3,9 @@
 //! equality requirements), so its cost follows the series in scope, not the size of the
 //! cluster, nor the size of one target that exports thousands of workloads' series.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::series_slots::SlotId;
+use super::series_slots::{SlotId, SlotSet};
 use super::{SeriesLabels, TargetId};
 use crate::selector::{Operator, Requirement};
 
@@ -13,7 +13,7 @@ use crate::selector::{Operator, Requirement};
 #[derive(Debug, Default)]
 struct Posting {
     series: usize,
-    by_target: HashMap<TargetId, HashSet<SlotId>>,
+    by_target: HashMap<TargetId, SlotSet>,
     /// The store generation of the last change to any series listed here (added, removed, or
     /// read differently by an answer), so a rendered answer can tell it is still current.
     changed: u64,
@@ -174,28 +174,6 @@ impl Postings {
         )
     }
 
-    /// The postings a scope reads for one series name: the smallest group (or every series of
-    /// the name, if smaller). Every in-scope series of that name is listed in them.
-    fn chosen<'a>(
-        &'a self,
-        name: &str,
-        namespace_label: &str,
-        namespace: &str,
-        requirements: &[Requirement],
-    ) -> Vec<&'a Posting> {
-        let Some(all) = self.by_name.get(name) else {
-            return Vec::new();
-        };
-        let size = |lists: &[&Posting]| lists.iter().map(|p| p.series).sum::<usize>();
-        let mut best: Vec<&'a Posting> = vec![all];
-        for group in self.groups(name, namespace_label, namespace, requirements) {
-            if size(&group) < size(&best) {
-                best = group;
-            }
-        }
-        best
-    }
-
     /// Changes whenever a series in the scope changes. An in-scope series is listed in every
     /// group (`groups`), and a change to it stamps every posting that lists it, all with one
     /// stamp larger than any before. So after such a change the smallest of the groups' newest
@@ -220,8 +198,11 @@ impl Postings {
             .fold(self.structure, u64::max)
     }
 
-    /// The series that may be in scope: per name, those of the chosen postings. A superset of
-    /// the matching series; the caller still checks each one.
+    /// The series of `names` that carry the scope's namespace and satisfy each of its
+    /// equality requirements (`=`, `in`), by target: exactly those, so the caller checks only
+    /// the other requirements. Walks the smallest group's postings and keeps a series only if
+    /// the other groups list it for the same target: membership in a small slot set instead
+    /// of a label lookup per series, whose string comparisons miss the cache in a large store.
     pub(super) fn candidates<'a>(
         &'a self,
         names: &'a [String],
@@ -231,11 +212,45 @@ impl Postings {
     ) -> Candidates<'a> {
         let mut out: Candidates<'a> = BTreeMap::new();
         for name in names {
-            for posting in self.chosen(name, namespace_label, namespace, requirements) {
-                for (target, series) in &posting.by_target {
-                    out.entry(target)
-                        .or_default()
-                        .extend(series.iter().copied());
+            let groups: Vec<Vec<&Posting>> = self
+                .groups(name, namespace_label, namespace, requirements)
+                .collect();
+            let size = |g: &[&Posting]| g.iter().map(|p| p.series).sum::<usize>();
+            let Some((smallest, _)) = groups.iter().enumerate().min_by_key(|(_, g)| size(g)) else {
+                continue;
+            };
+            // The other groups' slot sets for one target, flat, with where each group ends.
+            let mut sets: Vec<&SlotSet> = Vec::new();
+            let mut ends: Vec<usize> = Vec::new();
+            let mut kept: Vec<SlotId> = Vec::new();
+            for posting in &groups[smallest] {
+                'targets: for (target, slots) in &posting.by_target {
+                    sets.clear();
+                    ends.clear();
+                    for (i, group) in groups.iter().enumerate() {
+                        if i == smallest {
+                            continue;
+                        }
+                        let before = sets.len();
+                        sets.extend(group.iter().filter_map(|p| p.by_target.get(target)));
+                        if sets.len() == before {
+                            continue 'targets;
+                        }
+                        ends.push(sets.len());
+                    }
+                    let listed = |slot: &SlotId| {
+                        let mut start = 0;
+                        ends.iter().all(|&end| {
+                            let hit = sets[start..end].iter().any(|set| set.contains(slot));
+                            start = end;
+                            hit
+                        })
+                    };
+                    kept.clear();
+                    kept.extend(slots.iter().copied().filter(listed));
+                    if !kept.is_empty() {
+                        out.entry(target).or_default().extend_from_slice(&kept);
+                    }
                 }
             }
         }

@@ -18,14 +18,25 @@ const SLICE: Duration = Duration::from_millis(20);
 #[serde(rename_all = "camelCase")]
 pub struct AnswerCost {
     pub small_targets: usize,
-    /// Mean microseconds per answer over the small store.
-    pub small_us: f64,
-    pub small_answers: u64,
+    /// Series in one answer's scope over the large store.
+    pub large_scope_series: usize,
     /// Mean microseconds per answer over the large store.
     pub large_us: f64,
     pub large_answers: u64,
-    /// large / small.
+    /// The small store whose workload has as many series in scope as one of the large store's
+    /// (its pods export more of them), so the two differ only in the size of the store.
+    pub small_scope_series: usize,
+    /// Mean microseconds per answer over that small store.
+    pub small_us: f64,
+    pub small_answers: u64,
+    /// large / small: what the size of the store costs one answer.
     pub ratio: f64,
+    /// The small store with as many series per pod as the large one's, so fewer in scope.
+    pub few_scope_series: usize,
+    pub few_us: f64,
+    pub few_answers: u64,
+    /// large / few: the size of the store and of the scope together.
+    pub few_ratio: f64,
     /// How long each side ran.
     pub budget_seconds: f64,
 }
@@ -34,8 +45,9 @@ fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::part("answer cost", e)
 }
 
-/// One side: its adapter, the selectors of its workloads (asked round-robin) and its tally.
-struct Side<'a> {
+/// One store measured: its adapter, the selectors of its workloads (asked round-robin) and its
+/// tally.
+pub struct Side<'a> {
     adapter: &'a Adapter,
     selectors: Vec<LabelSelector>,
     answers: u64,
@@ -43,9 +55,9 @@ struct Side<'a> {
 }
 
 impl<'a> Side<'a> {
-    /// Every workload must be answered with a value, so both sides do the whole computation
+    /// Every workload must be answered with a value, so every side does the whole computation
     /// (a refusal can be cheaper than an answer).
-    async fn new(adapter: &'a Adapter, workloads: usize) -> Result<Side<'a>, BenchError> {
+    pub async fn new(adapter: &'a Adapter, workloads: usize) -> Result<Side<'a>, BenchError> {
         let mut selectors = Vec::with_capacity(workloads);
         for w in 0..workloads.max(1) {
             let selector = LabelSelector::parse(&format!("hpa_target_name=w{w}")).map_err(err)?;
@@ -90,29 +102,40 @@ impl<'a> Side<'a> {
     }
 }
 
-/// Answers over `small` and `large` (workloads `w0..`), alternating slices until each side has
-/// run for `budget`.
-pub async fn compare(
-    small: &Adapter,
-    small_targets: usize,
-    small_workloads: usize,
-    large: &Adapter,
-    large_workloads: usize,
-    budget: Duration,
-) -> Result<AnswerCost, BenchError> {
-    let mut small = Side::new(small, small_workloads).await?;
-    let mut large = Side::new(large, large_workloads).await?;
-    while small.spent < budget || large.spent < budget {
-        small.slice().await?;
+/// The three stores compared, with the series in one answer's scope on each.
+pub struct Sides<'a> {
+    pub large: (Side<'a>, usize),
+    pub small: (Side<'a>, usize),
+    pub few: (Side<'a>, usize),
+    pub small_targets: usize,
+}
+
+/// Answers over each side, alternating slices until each has run for `budget`.
+pub async fn compare(sides: Sides<'_>, budget: Duration) -> Result<AnswerCost, BenchError> {
+    let Sides {
+        large: (mut large, large_scope_series),
+        small: (mut small, small_scope_series),
+        few: (mut few, few_scope_series),
+        small_targets,
+    } = sides;
+    while large.spent < budget || small.spent < budget || few.spent < budget {
         large.slice().await?;
+        small.slice().await?;
+        few.slice().await?;
     }
     Ok(AnswerCost {
         small_targets,
-        small_us: small.mean_us(),
-        small_answers: small.answers,
+        large_scope_series,
         large_us: large.mean_us(),
         large_answers: large.answers,
+        small_scope_series,
+        small_us: small.mean_us(),
+        small_answers: small.answers,
         ratio: large.mean_us() / small.mean_us(),
+        few_scope_series,
+        few_us: few.mean_us(),
+        few_answers: few.answers,
+        few_ratio: large.mean_us() / few.mean_us(),
         budget_seconds: budget.as_secs_f64(),
     })
 }

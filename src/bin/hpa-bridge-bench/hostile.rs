@@ -2,9 +2,11 @@
 //!
 //! The real binary is started as a child process (so its resident memory is its own), with the
 //! default connection limits. Four keep-alive TLS connections from 127.0.0.1 measure the API's
-//! latency, first alone, then while 2,000 hostile connections from other loopback addresses are
-//! held: a third idle after the TLS handshake, a third slowloris (a partial request head, one
-//! byte a second), a third sending an unterminated 400 KB head. A hostile connection the server
+//! latency alone and while 2,000 hostile connections from other loopback addresses are held:
+//! a third idle after the TLS handshake, a third slowloris (a partial request head, one byte a
+//! second), a third sending an unterminated 400 KB head. The two phases alternate three times
+//! (the attack is started and stopped each cycle), so the machine's changing load falls on
+//! both, and each p99 is taken over all of its phases' requests. A hostile connection the server
 //! closes is opened again after a second, as a persistent attacker would.
 //!
 //! `HPA_BRIDGE_BENCH_SERVER=/path/to/hpa-bridge` measures another build (for a before/after).
@@ -36,9 +38,12 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct HostilePlan {
     pub hostile: usize,
+    /// Requests measured alone and as many under attack, over all cycles.
     pub requests: usize,
     /// Loopback source addresses the hostile connections come from.
     pub sources: u8,
+    /// Times the calm and attacked phases alternate.
+    pub cycles: usize,
 }
 
 impl HostilePlan {
@@ -48,12 +53,14 @@ impl HostilePlan {
                 hostile: 150,
                 requests: 300,
                 sources: 3,
+                cycles: 1,
             }
         } else {
             HostilePlan {
                 hostile: 2000,
-                requests: 20_000,
+                requests: 30_000,
                 sources: 40,
+                cycles: 3,
             }
         }
     }
@@ -64,6 +71,8 @@ impl HostilePlan {
 pub struct HostileResult {
     pub server: String,
     pub hostile_connections: usize,
+    /// Loopback addresses the hostile connections came from.
+    pub sources: u8,
     pub requests: usize,
     pub p50_alone_us: f64,
     pub p99_alone_us: f64,
@@ -71,6 +80,10 @@ pub struct HostileResult {
     pub p99_hostile_us: f64,
     /// Requests of the measuring client that failed while the hostile connections were held.
     pub failed_requests: usize,
+    /// Calm and attacked phases alternated this many times.
+    pub cycles: usize,
+    /// Each cycle's attacked p99 over its calm p99, to show the spread behind the pooled figure.
+    pub cycle_p99_ratios: Vec<f64>,
     pub rss_idle_bytes: u64,
     /// The largest resident set sampled while the hostile connections were held.
     pub rss_hostile_bytes: u64,
@@ -361,59 +374,80 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         measure(&mut senders, port, &tls, plan.requests / 4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let rss_idle = rss(pid);
-        let (alone, _) = measure(&mut senders, port, &tls, plan.requests).await;
-
-        let stop = Arc::new(AtomicBool::new(false));
-        let closed = Arc::new(AtomicUsize::new(0));
-        let opened = Arc::new(AtomicUsize::new(0));
         let to = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut slots = Vec::new();
-        for i in 0..plan.hostile {
-            let source = IpAddr::from([127, 0, 1, 1 + (i % plan.sources as usize) as u8]);
-            slots.push(attack.spawn(hostile_slot(
-                i % 3,
-                source,
-                to,
-                tls.clone(),
-                stop.clone(),
-                closed.clone(),
-                opened.clone(),
-            )));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_idle));
+        let mut alone = Vec::new();
+        let mut hostile = Vec::new();
+        let mut failed = 0;
+        let mut cycle_ratios = Vec::new();
+        // Alone and under attack alternate, so that drift in the machine's load over the run
+        // falls on both alike; the p99s are taken over all cycles' requests.
+        let per_cycle = plan.requests / plan.cycles.max(1);
+        for _ in 0..plan.cycles.max(1) {
+            let (calm, _) = measure(&mut senders, port, &tls, per_cycle).await;
+            let stop = Arc::new(AtomicBool::new(false));
+            let opened = Arc::new(AtomicUsize::new(0));
+            let closed_before = closed.load(Ordering::Relaxed);
+            let mut slots = Vec::new();
+            for i in 0..plan.hostile {
+                let source = IpAddr::from([127, 0, 1, 1 + (i % plan.sources as usize) as u8]);
+                slots.push(attack.spawn(hostile_slot(
+                    i % 3,
+                    source,
+                    to,
+                    tls.clone(),
+                    stop.clone(),
+                    closed.clone(),
+                    opened.clone(),
+                )));
+            }
+            // Let the attack settle: every slot has tried at least once.
+            let settle = Instant::now() + Duration::from_secs(20);
+            while opened.load(Ordering::Relaxed) + closed.load(Ordering::Relaxed) - closed_before
+                < plan.hostile
+                && Instant::now() < settle
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak.fetch_max(rss(pid), Ordering::Relaxed);
+            let sampler = {
+                let (peak, stop) = (peak.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        peak.fetch_max(rss(pid), Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                })
+            };
+            let (attacked, f) = measure(&mut senders, port, &tls, per_cycle).await;
+            failed += f;
+            peak.fetch_max(rss(pid), Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
+            for s in slots {
+                let _ = s.await;
+            }
+            let _ = sampler.await;
+            cycle_ratios.push(quantile(&attacked, 0.99) / quantile(&calm, 0.99).max(1.0));
+            alone.extend(calm);
+            hostile.extend(attacked);
+            // The server closes what the attackers left; the next calm phase starts after.
+            tokio::time::sleep(Duration::from_secs(2)).await;
         }
-        // Let the attack settle: every slot has tried at least once.
-        let settle = Instant::now() + Duration::from_secs(20);
-        while opened.load(Ordering::Relaxed) + closed.load(Ordering::Relaxed) < plan.hostile
-            && Instant::now() < settle
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss(pid)));
-        let sampler = {
-            let (peak, stop) = (peak.clone(), stop.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    peak.fetch_max(rss(pid), Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        };
-        let (hostile, failed) = measure(&mut senders, port, &tls, plan.requests).await;
-        peak.fetch_max(rss(pid), Ordering::Relaxed);
-        stop.store(true, Ordering::Relaxed);
-        for s in slots {
-            let _ = s.await;
-        }
-        let _ = sampler.await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        alone.sort_unstable();
+        hostile.sort_unstable();
         Ok(HostileResult {
             server: exe.display().to_string(),
             hostile_connections: plan.hostile,
+            sources: plan.sources,
             requests: plan.requests,
             p50_alone_us: quantile(&alone, 0.5),
             p99_alone_us: quantile(&alone, 0.99),
             p50_hostile_us: quantile(&hostile, 0.5),
             p99_hostile_us: quantile(&hostile, 0.99),
             failed_requests: failed,
+            cycles: cycle_ratios.len(),
+            cycle_p99_ratios: cycle_ratios,
             rss_idle_bytes: rss_idle,
             rss_hostile_bytes: peak.load(Ordering::Relaxed),
             rss_after_bytes: rss(pid),
@@ -471,4 +505,29 @@ pub fn figures(h: &HostileResult) -> Vec<Figure> {
         )
         .value(h.failed_requests as f64),
     ]
+}
+
+/// The report's paragraph on how the part was measured.
+pub fn note(h: &HostileResult) -> String {
+    let ratios: Vec<String> = h
+        .cycle_p99_ratios
+        .iter()
+        .map(|r| format!("{r:.2}"))
+        .collect();
+    format!(
+        "**Hostile connections.** The release `hpa-bridge serve` as a child process with its default \
+         connection limits; four keep-alive TLS connections from 127.0.0.1 ask `hpa_expect_replicas`. \
+         {} hostile connections from {} other loopback addresses (a third idle after the TLS handshake, \
+         a third slowloris, a third an unterminated 400 KB head; each reconnects a second after the \
+         server closes it) run on their own thread. Calm and attacked phases alternated {} times with \
+         {} requests each (the attack is started and stopped every cycle); the p99s are over all calm \
+         and all attacked requests. Per cycle, attacked p99 / calm p99: {}. Attack connections the \
+         server closed: {}.\n",
+        h.hostile_connections,
+        h.sources,
+        h.cycles,
+        h.requests / h.cycles.max(1),
+        ratios.join(", "),
+        h.hostile_closed
+    )
 }

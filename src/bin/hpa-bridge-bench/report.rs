@@ -386,28 +386,38 @@ impl Report {
                 Figure::new(
                     "scale",
                     format!(
-                        "Answer cost: one hpa_target_replicas answer over the {n}-target store ({} series) vs an {}-target store (in-process)",
-                        s.tracked_series, a.small_targets
+                        "Answer cost: one hpa_target_replicas answer over the {n}-target store ({} series) vs an {}-target store, {} vs {} series in scope (in-process)",
+                        s.tracked_series, a.small_targets, a.large_scope_series, a.small_scope_series
                     ),
                     "µs",
                 )
                 .compare(a.small_us, a.large_us, Some(Goal::AtMost(2.0))),
             );
-            // A workload of the large store has more pods (and so more series in its scope)
-            // than the whole small store: per series in scope, the two are comparable.
-            let large_scope = s.targets / s.workloads.max(1) * s.wanted_series_per_target;
-            let small_scope = a.small_targets * s.wanted_series_per_target;
+            // The same small store with the large one's series per pod: its one workload has
+            // fewer pods, so fewer series in scope, and the ratio mixes scope and store size.
             f.push(
                 Figure::new(
                     "scale",
                     format!(
-                        "Answer cost per series in the workload's scope ({large_scope} vs {small_scope} series)"
+                        "Answer cost: the same over an {}-target store with {} series per pod, {} vs {} series in scope",
+                        a.small_targets, s.wanted_series_per_target, a.large_scope_series, a.few_scope_series
+                    ),
+                    "µs",
+                )
+                .compare(a.few_us, a.large_us, None),
+            );
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Answer cost per series in scope ({} vs {} series)",
+                        a.large_scope_series, a.few_scope_series
                     ),
                     "µs",
                 )
                 .compare(
-                    a.small_us / small_scope.max(1) as f64,
-                    a.large_us / large_scope.max(1) as f64,
+                    a.few_us / a.few_scope_series.max(1) as f64,
+                    a.large_us / a.large_scope_series.max(1) as f64,
                     None,
                 ),
             );
@@ -637,21 +647,27 @@ impl Report {
                 md,
                 "**Answer cost.** `Adapter::answer(\"hpa_target_replicas\", \"default\", hpa_target_name=wN)` \
                  in-process (no HTTP, no answer reuse), round-robin over the workloads, on the store above \
-                 ({} targets, {} series, {} workloads: {} pods and {} wanted series per workload) against a \
-                 store of {} targets in one workload ({} wanted series), filled the same way by its own \
-                 exporter process and `Scraper` in the same run. The two alternate in 20 ms slices until \
-                 each has run {:.1} s: {} answers over the large store, {} over the small one. Every \
-                 workload was first checked to get a value, not a refusal, on both.\n",
+                 ({} targets, {} series, {} workloads: {} pods and {} wanted series per workload) against two \
+                 stores of {} targets in one workload, filled the same way by their own exporter processes \
+                 and `Scraper`s in the same run: one whose pods export {} wanted series each, so that its \
+                 workload has as many series in scope as a large-store workload and the two differ only in \
+                 the size of the store (the goal), and one whose pods export {} each as on the large store \
+                 ({} series in scope). The three alternate in 20 ms slices until each has run {:.1} s: {} \
+                 answers over the large store, {} and {} over the small ones. Every workload was first \
+                 checked to get a value, not a refusal.\n",
                 s.targets,
                 s.tracked_series,
                 s.workloads,
                 s.targets / s.workloads.max(1),
-                s.targets / s.workloads.max(1) * s.wanted_series_per_target,
+                a.large_scope_series,
                 a.small_targets,
-                a.small_targets * s.wanted_series_per_target,
+                a.small_scope_series / a.small_targets.max(1),
+                s.wanted_series_per_target,
+                a.few_scope_series,
                 a.budget_seconds,
                 a.large_answers,
-                a.small_answers
+                a.small_answers,
+                a.few_answers
             );
         }
         if let Some(l) = &self.live {
@@ -659,6 +675,9 @@ impl Report {
         }
         if let Some(k) = &self.slowapi {
             let _ = writeln!(md, "{}", super::slowapi::note(k));
+        }
+        if let Some(h) = &self.hostile {
+            let _ = writeln!(md, "{}", super::hostile::note(h));
         }
         if let Some(p) = &self.prometheus {
             let _ = writeln!(

@@ -223,36 +223,32 @@ async fn measure(
         delays_seconds: delays,
     };
 
-    // What one HPA query costs over a store this size, against the same query over a small
-    // store filled the same way (its own exporter and scraper) in the same run.
-    let (small_spec, small_exporter) = fleet::start_exporter(
-        exe,
-        SMALL_STORE_TARGETS,
-        1,
-        plan.page_bytes,
-        plan.wanted_series,
-    )?;
-    let small = Scraped::new(
-        &small_spec,
-        &small_exporter,
-        plan.interval,
-        plan.concurrency,
-    )?;
-    small.scraper.scrape_round().await;
-    if small.failed_targets() > 0 {
-        return Err(err("the small store's exporter failed its scrape"));
-    }
-    let answer_cost = answer_cost::compare(
-        &small.adapter,
-        SMALL_STORE_TARGETS,
-        1,
-        &adapter,
-        plan.workloads,
-        plan.answer_time,
-    )
-    .await?;
+    // What one HPA query costs over a store this size, against the same query over small
+    // stores filled the same way (their own exporters and scrapers) in the same run: one whose
+    // workload has as many series in scope (its 8 pods export more of them), so only the size
+    // of the store differs, and one with as many series per pod, so its scope is smaller too.
+    let large_scope = plan.targets / plan.workloads.max(1) * plan.wanted_series;
+    let per_pod_same_scope = large_scope.div_ceil(SMALL_STORE_TARGETS);
+    let small = small_store(plan, exe, per_pod_same_scope).await?;
+    let few = small_store(plan, exe, plan.wanted_series).await?;
+    let sides = answer_cost::Sides {
+        large: (
+            answer_cost::Side::new(&adapter, plan.workloads).await?,
+            large_scope,
+        ),
+        small: (
+            answer_cost::Side::new(&small.0.adapter, 1).await?,
+            SMALL_STORE_TARGETS * per_pod_same_scope,
+        ),
+        few: (
+            answer_cost::Side::new(&few.0.adapter, 1).await?,
+            SMALL_STORE_TARGETS * plan.wanted_series,
+        ),
+        small_targets: SMALL_STORE_TARGETS,
+    };
+    let answer_cost = answer_cost::compare(sides, plan.answer_time).await?;
     drop(small);
-    drop(small_exporter);
+    drop(few);
 
     Ok(ScaleResult {
         targets: plan.targets,
@@ -277,4 +273,20 @@ async fn measure(
         freshness,
         answer_cost,
     })
+}
+
+/// An 8-target store of one workload whose pods export `wanted_series` each, scraped once.
+async fn small_store(
+    plan: &ScalePlan,
+    exe: &Path,
+    wanted_series: usize,
+) -> Result<(Scraped, ExporterProcess), BenchError> {
+    let (spec, exporter) =
+        fleet::start_exporter(exe, SMALL_STORE_TARGETS, 1, plan.page_bytes, wanted_series)?;
+    let small = Scraped::new(&spec, &exporter, plan.interval, plan.concurrency)?;
+    small.scraper.scrape_round().await;
+    if small.failed_targets() > 0 {
+        return Err(err("a small store's exporter failed its scrape"));
+    }
+    Ok((small, exporter))
 }
