@@ -619,11 +619,7 @@ mod tests {
     async fn rendered_answers_are_reused_only_while_nothing_changed() {
         use crate::clock::ManualClock;
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let adapter = Arc::new(Adapter::new(
-            crate::config::Config::from_yaml("").unwrap(),
-            clock.clone(),
-            Arc::new(crate::telemetry::SelfMetrics::new()),
-        ));
+        let adapter = default_adapter(clock.clone());
         let handler = ApiHandler::new(adapter.clone());
         async fn get(h: &ApiHandler) -> u16 {
             let req = Request::get(
@@ -668,11 +664,7 @@ mod tests {
         use crate::exposition::ExposedSample;
         use crate::store::{ScrapeTarget, TargetId};
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let adapter = Arc::new(Adapter::new(
-            crate::config::Config::from_yaml("").unwrap(),
-            clock.clone(),
-            Arc::new(crate::telemetry::SelfMetrics::new()),
-        ));
+        let adapter = default_adapter(clock.clone());
         let handler = ApiHandler::new(adapter.clone());
         let target = |name: &str, ns: &str| ScrapeTarget {
             id: TargetId(name.into()),
@@ -727,13 +719,20 @@ mod tests {
         assert_eq!(answers_computed(&adapter), computed + 1);
     }
 
+    /// An adapter over the default config and an empty store, on `clock`.
+    fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
+        Arc::new(Adapter::new(
+            crate::config::Config::from_yaml("").unwrap(),
+            clock,
+            Arc::new(crate::telemetry::SelfMetrics::new()),
+        ))
+    }
+
     /// A handler over the default config and an empty store.
     fn default_handler() -> ApiHandler {
-        ApiHandler::new(Arc::new(Adapter::new(
-            crate::config::Config::from_yaml("").unwrap(),
-            Arc::new(crate::clock::ManualClock::new(1_000_000)),
-            Arc::new(crate::telemetry::SelfMetrics::new()),
-        )))
+        ApiHandler::new(default_adapter(Arc::new(crate::clock::ManualClock::new(
+            1_000_000,
+        ))))
     }
 
     fn json_body(resp: &ApiResponse) -> serde_json::Value {

@@ -239,9 +239,7 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Hashed rather than ordered: an answer looks up each of its candidates' targets, and a
-    /// string-ordered tree of thousands of targets costs a cache miss per comparison.
-    targets: HashMap<TargetId, TargetRecord>,
+    targets: BTreeMap<TargetId, TargetRecord>,
     slots: SeriesSlots,
     /// Which targets hold which series, so an answer reads only its scope (postings.rs).
     postings: Postings,
@@ -455,28 +453,20 @@ impl Store {
             .fold(inner.unscraped_changed, u64::max)
     }
 
-    /// Every target, in id order.
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
-        let mut out: Vec<Arc<ScrapeTarget>> = self
-            .read()
+        self.read()
             .targets
             .values()
             .map(|r| r.target.clone())
-            .collect();
-        out.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        out
+            .collect()
     }
 
-    /// Every target and its health, in id order.
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
-        let mut out: Vec<(Arc<ScrapeTarget>, TargetHealth)> = self
-            .read()
+        self.read()
             .targets
             .values()
             .map(|r| (r.target.clone(), r.health.clone()))
-            .collect();
-        out.sort_unstable_by(|a, b| a.0.id.cmp(&b.0.id));
-        out
+            .collect()
     }
 
     /// Record a successful scrape: the page replaces the target's series set.
