@@ -16,7 +16,7 @@ use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
 use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, InputNote, QueryContext};
+use crate::policy::{self, Answer, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
@@ -44,6 +44,8 @@ struct Fetched {
     evidence: Mutex<Vec<(FetchKey, FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
+    /// Explaining (`/status`), not serving: every input is noted, not only the first few.
+    explain: bool,
 }
 
 /// Shared, not copied: a target answer reads the same evidence up to three times.
@@ -58,6 +60,14 @@ struct FetchKey {
 }
 
 impl Fetched {
+    fn notes_kept(&self) -> usize {
+        if self.explain {
+            usize::MAX
+        } else {
+            policy::NOTES_KEPT_WHEN_SERVING
+        }
+    }
+
     fn get(&self, key: &FetchKey) -> Option<FetchResult> {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched
@@ -418,6 +428,7 @@ impl Adapter {
                 scope: policy::describe_scope(spec.namespace_label(), namespace, &selector_text),
                 now,
                 stale_after_ms: self.stale_after_ms(),
+                notes_kept: fetched.notes_kept(),
             };
             let scope = Scope {
                 series: spec.series(),
@@ -643,6 +654,7 @@ impl Adapter {
             scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
+            notes_kept: fetched.notes_kept(),
         };
         let scope = Scope {
             series: &series,
@@ -655,7 +667,7 @@ impl Adapter {
             Err(e) => gate::GateCheck {
                 open: false,
                 reason: format!("validWhen {} is unknown: {e}", valid_when.series),
-                inputs: Vec::new(),
+                inputs: Default::default(),
             },
         };
         if check.open {
@@ -687,7 +699,7 @@ impl Adapter {
         now: Millis,
         fetched: &Fetched,
         workloads: &[WorkloadRef],
-    ) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
+    ) -> (Result<CurrentReplicas, String>, policy::InputNotes) {
         if let (Some(state), [w]) = (self.workload_state(), workloads) {
             if let Some(v) = state.current_replicas(w) {
                 return (
@@ -695,13 +707,13 @@ impl Adapter {
                         value: v,
                         source: format!("spec.replicas of {} {}/{}", w.kind, w.namespace, w.name),
                     }),
-                    Vec::new(),
+                    policy::InputNotes::default(),
                 );
             }
             if spec.current_series().is_none() {
                 // Never a guess: the workload is known from its pods but not (yet) in the
                 // watch cache, so its current count is unknown.
-                return (Err(not_in_watch_cache(w)), Vec::new());
+                return (Err(not_in_watch_cache(w)), policy::InputNotes::default());
             }
         }
         let Some(current_series) = spec.current_series() else {
@@ -710,7 +722,7 @@ impl Adapter {
                     "{}: no Kubernetes workload state and no currentSeries configured",
                     spec.name()
                 )),
-                Vec::new(),
+                policy::InputNotes::default(),
             );
         };
         let series = vec![current_series.to_string()];
@@ -720,6 +732,7 @@ impl Adapter {
             scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
             now,
             stale_after_ms: self.stale_after_ms(),
+            notes_kept: fetched.notes_kept(),
         };
         let scope = Scope {
             series: &series,
@@ -729,7 +742,7 @@ impl Adapter {
         };
         match self.evidence(fetched, &scope, now).await {
             Ok(ev) => gate::current_from_series(&q, &ev),
-            Err(e) => (Err(e.to_string()), Vec::new()),
+            Err(e) => (Err(e.to_string()), policy::InputNotes::default()),
         }
     }
 
@@ -982,6 +995,7 @@ impl Adapter {
             // row is evaluated through the Object front door's scope, the workload it names.
             let fetched = Fetched {
                 object: key.object.clone(),
+                explain: true,
                 ..Fetched::default()
             };
             let answer = self
@@ -1074,7 +1088,7 @@ impl Adapter {
                     selector: &everything,
                 });
                 for o in ev.observations.iter().filter(|o| o.present) {
-                    if let Some(name) = o.labels.get("hpa_target_name") {
+                    if let Some(name) = o.id.labels.get("hpa_target_name") {
                         sets.insert((ns.clone(), format!("hpa_target_name={name}")));
                     }
                 }

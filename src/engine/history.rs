@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
+pub use crate::policy::InputCounts;
 use crate::policy::{Answer, InputNote, Outcome, RefusalKind};
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
@@ -51,43 +52,6 @@ impl HistoryKey {
             }
         }
         &self.scope
-    }
-}
-
-/// How the inputs behind one answer were read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct InputCounts {
-    pub fresh: u32,
-    pub stale: u32,
-    pub retained: u32,
-    pub unknown: u32,
-}
-
-impl InputCounts {
-    /// Count the inputs of an answer and of the answers it was built from.
-    pub fn of(answer: &Answer) -> InputCounts {
-        let mut c = InputCounts::default();
-        c.add(answer);
-        c
-    }
-
-    fn add(&mut self, answer: &Answer) {
-        for input in &answer.inputs {
-            let s = input.status.as_ref();
-            let slot = if s == "fresh" {
-                &mut self.fresh
-            } else if s.starts_with("stale") {
-                &mut self.stale
-            } else if s.starts_with("retained") {
-                &mut self.retained
-            } else {
-                &mut self.unknown
-            };
-            *slot = slot.saturating_add(1);
-        }
-        for part in &answer.parts {
-            self.add(part);
-        }
     }
 }
 
@@ -206,8 +170,9 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// Inputs of the newest answer kept per scope, for the status page; the rest are counted.
-pub const MAX_INPUTS_KEPT: usize = 8;
+/// Inputs of the newest answer kept per scope, for the status page; the rest are counted. As
+/// many as a served answer notes (input_notes.rs), so the first ones are always there.
+pub const MAX_INPUTS_KEPT: usize = crate::policy::NOTES_KEPT_WHEN_SERVING;
 
 /// One input of the newest answer, as text, each field cut at `MAX_REASON_BYTES`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -223,7 +188,7 @@ pub struct InputSummary {
 /// how many there are. The notes are kept as they are (they share the store's strings) and
 /// written out only when the history is viewed: this runs for every answer served.
 fn first_inputs(answer: &Answer, out: &mut Vec<InputNote>, total: &mut usize) {
-    *total += answer.inputs.len();
+    *total += answer.inputs.len() + answer.omitted_inputs.total();
     let room = MAX_INPUTS_KEPT.saturating_sub(out.len());
     out.extend(answer.inputs.iter().take(room).cloned());
     for part in &answer.parts {

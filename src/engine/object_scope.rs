@@ -177,18 +177,19 @@ pub(crate) fn combine(
         observations: by_labels
             .observations
             .into_iter()
-            .filter(|o| named_by_labels(&o.labels, object, wl))
+            .filter(|o| named_by_labels(&o.id.labels, object, wl))
             .collect(),
         unknown_targets: by_labels.unknown_targets,
         workloads: vec![me.clone()],
     };
     if let Some(broad) = by_pods {
         for o in broad.observations {
-            let own = o.labels.get(POD_LABEL).is_some_and(|p| owned(p));
-            let seen = ev
-                .observations
-                .iter()
-                .any(|e| e.target == o.target && e.series == o.series && e.labels == o.labels);
+            let own = o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p));
+            let seen = ev.observations.iter().any(|e| {
+                e.id.target == o.id.target
+                    && e.id.series == o.id.series
+                    && e.id.labels == o.id.labels
+            });
             if own && !seen {
                 ev.observations.push(o);
             }
@@ -200,8 +201,9 @@ pub(crate) fn combine(
             }
         }
     }
-    ev.observations
-        .sort_by(|a, b| (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels)));
+    ev.observations.sort_by(|a, b| {
+        (&a.id.target, &a.id.series, &a.id.labels).cmp(&(&b.id.target, &b.id.series, &b.id.labels))
+    });
     ev
 }
 
@@ -222,13 +224,15 @@ mod tests {
 
     fn ob(target: &str, labels: &[(&str, &str)]) -> Observation {
         Observation {
-            target: TargetId(target.into()),
-            series: "hpa_expect_replicas".into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>()
-                .into(),
+            id: crate::store::SeriesRef::new(
+                TargetId(target.into()),
+                "hpa_expect_replicas".into(),
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>()
+                    .into(),
+            ),
             value: 3.0,
             observed_at_ms: 0,
             last_valid: Some((3, 0)),
@@ -321,7 +325,7 @@ mod tests {
         };
         let ev = combine(&lobby(), &wl, by_labels, None, None);
         assert_eq!(ev.observations.len(), 1);
-        assert_eq!(&*ev.observations[0].target.0, "games/lobby-0");
+        assert_eq!(&*ev.observations[0].id.target.0, "games/lobby-0");
         assert_eq!(ev.unknown_targets.len(), 1, "unknown input stays unknown");
         assert_eq!(ev.workloads, [lobby().workload()]);
     }
@@ -341,7 +345,7 @@ mod tests {
             workloads: Vec::new(),
         };
         let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));
-        let targets: Vec<&str> = ev.observations.iter().map(|o| &*o.target.0).collect();
+        let targets: Vec<&str> = ev.observations.iter().map(|o| &*o.id.target.0).collect();
         assert_eq!(targets, ["games/lobby-0"]);
         let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
         assert_eq!(unknown, ["games/lobby-1"]);

@@ -118,6 +118,10 @@ pub struct Answer {
     pub reason: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<InputNote>,
+    /// Inputs counted but not noted, by status: a served answer notes only its first few
+    /// (input_notes.rs).
+    #[serde(skip_serializing_if = "super::InputCounts::is_empty")]
+    pub omitted_inputs: super::InputCounts,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Answer>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -164,6 +168,7 @@ impl Answer {
             rule: rule.into(),
             reason,
             inputs: Vec::new(),
+            omitted_inputs: Default::default(),
             parts: Vec::new(),
             warnings: Vec::new(),
         }
@@ -187,6 +192,7 @@ impl Answer {
             rule: rule.into(),
             reason,
             inputs: Vec::new(),
+            omitted_inputs: Default::default(),
             parts: Vec::new(),
             warnings: Vec::new(),
         }

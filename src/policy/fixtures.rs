@@ -22,6 +22,7 @@ pub fn ctx_with<'a>(series: &'a [String], scope: &str, stale_after_ms: Millis) -
         scope: scope.into(),
         now: NOW,
         stale_after_ms,
+        notes_kept: usize::MAX,
     }
 }
 
@@ -37,9 +38,11 @@ pub fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
 /// A present observation of `series`, with nothing retained.
 pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observation {
     Observation {
-        target: TargetId(target.into()),
-        series: series.into(),
-        labels: Default::default(),
+        id: crate::store::SeriesRef::new(
+            TargetId(target.into()),
+            series.into(),
+            Default::default(),
+        ),
         value,
         observed_at_ms: NOW - age_ms,
         last_valid: None,

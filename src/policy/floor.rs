@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::answer::*;
+use super::input_notes::InputNotes;
 use super::observation::*;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -18,7 +19,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) -> Answer {
     const RULE: &str = "max retained index over pods";
     let kind = MetricKind::StatefulFloor;
-    let mut inputs = Vec::new();
+    let mut inputs = InputNotes::default();
     let mut best: Option<(u64, Millis)> = None;
     let mut never_valid: Vec<&Observation> = Vec::new();
     let mut retained_from_failing = 0usize;
@@ -48,7 +49,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                     } else {
                         "fresh".into()
                     };
-                inputs.push(note(q, o, status, true));
+                inputs.push(q, o, status, true);
                 if best.is_none_or(|(b, _)| v > b) {
                     best = Some((v, at));
                 }
@@ -59,7 +60,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 } else {
                     format!("unknown: no valid index seen ({})", fmt_value(o.value))
                 };
-                inputs.push(note(q, o, status, false));
+                inputs.push(q, o, status, false);
                 never_valid.push(o);
             }
         }
@@ -75,8 +76,8 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             })
             .collect();
         unknown.extend(never_valid.iter().map(|o| match o.duplicated {
-            true => format!("{} (index {DUPLICATED})", o.target),
-            false => format!("{} (index {} never valid)", o.target, fmt_value(o.value)),
+            true => format!("{} (index {DUPLICATED})", o.id.target),
+            false => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
         }));
         let reason = format!(
             "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
@@ -133,7 +134,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             format!("no series of {} match {}", q.series_names(), q.scope),
         )
     };
-    answer.inputs = inputs;
+    inputs.into_answer(&mut answer);
     answer
 }
 

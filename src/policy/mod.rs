@@ -10,6 +10,7 @@
 pub mod answer;
 pub mod combine;
 mod floor;
+pub mod input_notes;
 pub mod observation;
 mod recommendation;
 mod target;
@@ -21,6 +22,7 @@ pub(crate) mod fixtures;
 
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
 pub use floor::stateful_floor;
+pub use input_notes::{InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
 pub use observation::{describe_scope, QueryContext};
 pub use recommendation::recommendation;
 pub use target::target;

@@ -16,6 +16,8 @@ pub struct QueryContext<'a> {
     pub scope: String,
     pub now: Millis,
     pub stale_after_ms: Millis,
+    /// Inputs each rule notes in full (input_notes.rs): all when explaining, a few when serving.
+    pub notes_kept: usize,
 }
 
 impl QueryContext<'_> {
@@ -48,9 +50,9 @@ pub(crate) fn note(
     used: bool,
 ) -> InputNote {
     InputNote {
-        target: o.target.clone(),
-        series: o.series.clone(),
-        labels: o.labels.clone(),
+        target: o.id.target.clone(),
+        series: o.id.series.clone(),
+        labels: o.id.labels.clone(),
         value: RawValue(o.value),
         age_seconds: age_s(q.now, o.observed_at_ms),
         status: status.into(),

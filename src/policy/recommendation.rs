@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::answer::*;
+use super::input_notes::InputNotes;
 use super::observation::*;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -19,18 +20,20 @@ use crate::store::{invalid_reason, Evidence, Observation};
 pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
     const RULE: &str = "max over fresh series (never sum)";
     let kind = MetricKind::Recommendation;
-    let mut inputs = Vec::with_capacity(ev.observations.len());
+    let mut inputs = InputNotes::default();
     let mut best: Option<(u64, Millis)> = None;
     let mut newest_used: Millis = Millis::MIN;
     let mut stale: Vec<&Observation> = Vec::new();
     let mut invalid: Vec<(&Observation, &'static str)> = Vec::new();
     let mut gone = 0usize;
+    let mut fresh = 0usize;
     for o in &ev.observations {
         match read(q, o, invalid_reason) {
             Reading::Gone => gone += 1,
             Reading::Stale { .. } => stale.push(o),
             Reading::Invalid(why) => invalid.push((o, why)),
             Reading::Fresh(value) => {
+                fresh += 1;
                 let v = value as u64;
                 if best.is_none_or(|(b, _)| v > b) {
                     best = Some((v, o.observed_at_ms));
@@ -58,7 +61,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             Reading::Fresh(_) => Cow::Borrowed("fresh"),
         };
         let used = status == "fresh";
-        inputs.push(note(q, o, status, used));
+        inputs.push(q, o, status, used);
     }
 
     let present = ev.observations.len() - gone;
@@ -92,8 +95,8 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             for (o, reason) in &invalid {
                 why.push(format!(
                     "{} from {} is {} ({})",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     fmt_value(o.value),
                     reason
                 ));
@@ -101,8 +104,8 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             for o in &blockers_stale {
                 why.push(format!(
                     "{} from {} is {:.0}s old (staleAfter {}) with last value {}",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     age_s(q.now, o.observed_at_ms),
                     fmt_limit(q.stale_after_ms),
                     o.last_valid
@@ -125,7 +128,6 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 reason,
             )
         } else {
-            let fresh = inputs.iter().filter(|i| i.used).count();
             let mut reason = if fresh == 1 {
                 format!(
                     "1 fresh series of {} matches {}: value {best_value}",
@@ -175,13 +177,13 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             q.scope,
             invalid
                 .iter()
-                .map(|(o, why)| format!("{} from {} ({why})", fmt_value(o.value), o.target))
+                .map(|(o, why)| format!("{} from {} ({why})", fmt_value(o.value), o.id.target))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
         Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, reason)
     };
-    answer.inputs = inputs;
+    inputs.into_answer(&mut answer);
     answer
 }
 

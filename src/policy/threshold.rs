@@ -63,8 +63,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::answer::{Answer, InputNote, RefusalKind};
-use super::observation::{age_s, fmt_limit, fmt_value, note, read, QueryContext, Reading};
+use super::answer::{Answer, RefusalKind};
+use super::input_notes::InputNotes;
+use super::observation::{age_s, fmt_limit, fmt_value, read, QueryContext, Reading};
 use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -413,7 +414,7 @@ pub enum LoadState {
 #[derive(Clone, Debug)]
 pub struct LoadTotal {
     pub state: LoadState,
-    pub inputs: Vec<InputNote>,
+    pub inputs: InputNotes,
     /// Newest sample time among the summed series.
     pub newest_ms: Millis,
     pub fresh_series: usize,
@@ -445,7 +446,7 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
     let mut why = Vec::new();
     let mut stale = 0usize;
     let mut invalid = 0usize;
-    let mut inputs = Vec::new();
+    let mut inputs = InputNotes::default();
     for o in &ev.observations {
         let status = match read(q, o, load_invalid_reason) {
             Reading::Gone => continue,
@@ -453,8 +454,8 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
                 stale += 1;
                 why.push(format!(
                     "{} from {} is {:.0}s old (staleAfter {})",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     age_s(q.now, o.observed_at_ms),
                     fmt_limit(q.stale_after_ms)
                 ));
@@ -464,8 +465,8 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
                 invalid += 1;
                 why.push(format!(
                     "{} from {} is {} ({reason})",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     fmt_value(o.value)
                 ));
                 format!("invalid: {reason}")
@@ -474,14 +475,14 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
                 sum += value;
                 fresh += 1;
                 newest = newest.max(o.observed_at_ms);
-                if !live.contains(&&*o.target.0) {
-                    live.push(&o.target.0);
+                if !live.contains(&&*o.id.target.0) {
+                    live.push(&o.id.target.0);
                 }
                 "fresh".to_string()
             }
         };
         let used = status == "fresh";
-        inputs.push(note(q, o, status, used));
+        inputs.push(q, o, status, used);
     }
     for t in &ev.unknown_targets {
         why.push(format!(
@@ -570,7 +571,7 @@ pub fn threshold(
     rule: &ThresholdRule,
     load: LoadTotal,
     current: Result<CurrentReplicas, String>,
-    current_inputs: Vec<InputNote>,
+    current_inputs: InputNotes,
     history: Option<&History<'_>>,
 ) -> Answer {
     let kind = MetricKind::Threshold;
@@ -580,7 +581,7 @@ pub fn threshold(
         fmt_value(rule.down_per_replica)
     );
     let mut inputs = load.inputs;
-    inputs.extend(current_inputs);
+    inputs.append(current_inputs);
     let mut answer = match (&load.state, current) {
         (LoadState::Unknown { refusal, reason }, _) => {
             Answer::refused(q.metric, kind, *refusal, None, RULE, reason.clone())
@@ -651,7 +652,7 @@ pub fn threshold(
             }
         }
     };
-    answer.inputs = inputs;
+    inputs.into_answer(&mut answer);
     answer
 }
 

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::answer::*;
+use super::input_notes::InputNotes;
 use super::observation::*;
 use crate::config::{MetricKind, ValidWhen};
 use crate::store::{invalid_reason, Evidence};
@@ -31,9 +32,9 @@ pub struct CurrentReplicas {
 pub fn current_from_series(
     q: &QueryContext<'_>,
     ev: &Evidence,
-) -> (Result<CurrentReplicas, String>, Vec<InputNote>) {
+) -> (Result<CurrentReplicas, String>, InputNotes) {
     let mut best: Option<u64> = None;
-    let mut notes = Vec::new();
+    let mut notes = InputNotes::default();
     let mut problems = Vec::new();
     for o in &ev.observations {
         let status = match read(q, o, invalid_reason) {
@@ -41,8 +42,8 @@ pub fn current_from_series(
             Reading::Stale { age_ms } => {
                 problems.push(format!(
                     "{} from {} is {:.0}s old",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     age_s(q.now, o.observed_at_ms)
                 ));
                 format!(
@@ -54,8 +55,8 @@ pub fn current_from_series(
             Reading::Invalid(why) => {
                 problems.push(format!(
                     "{} from {} is {} ({why})",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     fmt_value(o.value)
                 ));
                 format!("current: invalid, {why}")
@@ -67,7 +68,7 @@ pub fn current_from_series(
             }
         };
         let used = status == "current: fresh";
-        notes.push(note(q, o, status, used));
+        notes.push(q, o, status, used);
     }
     let result = match best {
         Some(v) => Ok(CurrentReplicas {
@@ -95,7 +96,7 @@ pub struct GateCheck {
     pub open: bool,
     /// `validWhen seatunnel_autoscaler_metrics_valid == 1 holds (1 fresh series)` or why not.
     pub reason: String,
-    pub inputs: Vec<InputNote>,
+    pub inputs: InputNotes,
 }
 
 /// The gate holds only when every gate series in scope is fresh and equals the configured
@@ -104,7 +105,7 @@ pub struct GateCheck {
 /// shrink the workload (docs/hpa-behaviour.md §4.2: SeaTunnel's `metrics_valid = 0` blocks scale-in).
 pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> GateCheck {
     let condition = format!("validWhen {} == {}", gate.series, fmt_value(gate.equals));
-    let mut inputs = Vec::new();
+    let mut inputs = InputNotes::default();
     let mut failures = Vec::new();
     let mut holding = 0usize;
     for o in &ev.observations {
@@ -114,8 +115,8 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
             Reading::Stale { .. } | Reading::Invalid(_) => {
                 failures.push(format!(
                     "{} from {} is {:.0}s old (staleAfter {})",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     age_s(q.now, o.observed_at_ms),
                     fmt_limit(q.stale_after_ms)
                 ));
@@ -124,8 +125,8 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
             Reading::Fresh(v) if v != gate.equals => {
                 failures.push(format!(
                     "{} from {} is {}",
-                    o.series,
-                    o.target,
+                    o.id.series,
+                    o.id.target,
                     fmt_value(o.value)
                 ));
                 "gate: false".to_string()
@@ -136,7 +137,7 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
             }
         };
         let used = status == "gate: true";
-        inputs.push(note(q, o, status, used));
+        inputs.push(q, o, status, used);
     }
     for t in &ev.unknown_targets {
         failures.push(format!("{} has never been scraped successfully", t.target));
@@ -174,13 +175,13 @@ pub fn apply_gate(
 ) -> Answer {
     if gate.open {
         let _ = write!(answer.reason, "; {}", gate.reason);
-        answer.inputs.extend(gate.inputs);
+        gate.inputs.into_answer(&mut answer);
         return answer;
     }
     let Some(value) = answer.value() else {
         // Already a refusal: the HPA freezes scale-in either way (docs/hpa-behaviour.md §1.6).
         let _ = write!(answer.reason, "; also {}", gate.reason);
-        answer.inputs.extend(gate.inputs);
+        gate.inputs.into_answer(&mut answer);
         return answer;
     };
     let timestamp = answer.timestamp_ms().unwrap_or_default();
@@ -217,7 +218,7 @@ pub fn apply_gate(
             ),
         ),
     };
-    gated.inputs = gate.inputs;
+    gate.inputs.into_answer(&mut gated);
     gated.parts.push(answer);
     gated
 }

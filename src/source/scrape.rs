@@ -495,7 +495,7 @@ pub(crate) mod tests {
         let at: HashMap<String, i64> = ev
             .observations
             .iter()
-            .map(|o| (o.target.to_string(), o.observed_at_ms))
+            .map(|o| (o.id.target.to_string(), o.observed_at_ms))
             .collect();
         assert_eq!(at[&om.url], 123_000, "OpenMetrics: seconds");
         assert_eq!(at[&text.url], 123, "Prometheus text: milliseconds");

@@ -5,6 +5,8 @@
 //! the decision to `policy`.
 
 mod postings;
+mod resolved_scope;
+mod series_id;
 mod series_labels;
 mod series_slots;
 
@@ -19,6 +21,7 @@ pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
 use postings::Postings;
+use resolved_scope::{ResolvedScope, ResolvedScopes, ScopeKey};
 
 /// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -61,6 +64,7 @@ impl TargetHealth {
     }
 }
 
+pub use series_id::{SeriesId, SeriesRef};
 use series_labels::ByLabels;
 pub use series_labels::SeriesLabels;
 use series_slots::{SeriesSlots, SlotId};
@@ -119,9 +123,9 @@ pub const MAX_REPLICA_VALUE: f64 = 1_000_000.0;
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Observation {
-    pub target: TargetId,
-    pub series: Arc<str>,
-    pub labels: SeriesLabels,
+    /// The target, name and labels (read through it: `o.id.target`).
+    #[serde(flatten)]
+    pub id: SeriesRef,
     /// The newest raw value, which may be invalid.
     pub value: f64,
     pub observed_at_ms: Millis,
@@ -235,6 +239,8 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     /// Bumped when the target set is replaced, so the scrape schedule is rebuilt only then.
     target_set: std::sync::atomic::AtomicU64,
+    /// Each asked-about scope's series, while its membership stands (resolved_scope.rs).
+    resolved: ResolvedScopes,
 }
 
 #[derive(Debug, Default)]
@@ -665,46 +671,98 @@ impl Store {
 
     /// The evidence in scope for a query. Reads only the series the index names for the
     /// scope, plus the never-scraped targets.
-    pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
-        let inner = self.read();
-        let mut ev = Evidence::default();
+    /// The series `scope` holds, from the cache while its membership stands, else worked out
+    /// from the postings (under the same read lock, so the two agree).
+    fn resolve(&self, inner: &Inner, scope: &Scope<'_>) -> Arc<ResolvedScope> {
+        let requirements = scope.selector.requirements();
+        let membership = inner.postings.membership(
+            scope.series,
+            scope.namespace_label,
+            scope.namespace,
+            requirements,
+        );
+        let key = ScopeKey {
+            series: scope.series.to_vec(),
+            namespace_label: scope.namespace_label.to_string(),
+            namespace: scope.namespace.to_string(),
+            selector: scope.selector.to_string(),
+        };
+        if let Some(hit) = self.resolved.get(&key, membership) {
+            return hit;
+        }
         let candidates = inner.postings.candidates(
             scope.series,
             scope.namespace_label,
             scope.namespace,
-            scope.selector.requirements(),
+            requirements,
         );
-        let mut in_scope: Vec<&SeriesState> = Vec::new();
+        let mut targets = Vec::with_capacity(candidates.len());
+        let mut ids = Vec::new();
+        let mut in_scope: Vec<(u32, SlotId)> = Vec::new();
         for (id, slots) in candidates {
+            in_scope.clear();
+            in_scope.extend(slots.iter().filter_map(|slot| {
+                let s = inner.slots.get(*slot)?;
+                scope
+                    .matches_beyond_index(&s.labels)
+                    .then_some((s.rank, *slot))
+            }));
+            if in_scope.is_empty() {
+                continue;
+            }
+            // Deterministic order makes explanations stable and tests exact: targets in their
+            // order, and each target's series by rank, which is their (name, labels) order.
+            // Ranks shift when a target gains series, but never reorder the ones it had.
+            in_scope.sort_unstable();
+            ids.extend(in_scope.iter().filter_map(|(_, slot)| {
+                let s = inner.slots.get(*slot)?;
+                Some(SeriesId {
+                    target: id.clone(),
+                    series: s.name.clone(),
+                    labels: s.labels.clone(),
+                })
+            }));
+            targets.push((id.clone(), in_scope.iter().map(|(_, slot)| *slot).collect()));
+        }
+        let resolved = Arc::new(ResolvedScope {
+            membership,
+            targets,
+            ids: ids.into(),
+        });
+        self.resolved.put(key, resolved.clone());
+        resolved
+    }
+
+    pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
+        let inner = self.read();
+        let mut ev = Evidence::default();
+        let resolved = self.resolve(&inner, scope);
+        ev.observations.reserve(resolved.ids.len());
+        let mut index = 0;
+        for (id, slots) in &resolved.targets {
+            let first = index;
+            index += slots.len();
             let Some(rec) = inner.targets.get(id) else {
                 continue;
             };
             let failing = rec.health.last_error.is_some();
-            in_scope.clear();
-            in_scope.extend(
+            ev.observations.extend(
                 slots
                     .iter()
-                    .filter_map(|slot| inner.slots.get(*slot))
-                    .filter(|s| scope.matches_beyond_index(&s.labels)),
+                    .zip(first..)
+                    .filter_map(|(slot, i)| {
+                        Some((inner.slots.get(*slot)?, SeriesRef::at(&resolved.ids, i)?))
+                    })
+                    .map(|(s, id)| Observation {
+                        id,
+                        value: s.latest,
+                        observed_at_ms: s.latest_at,
+                        last_valid: s.last_valid,
+                        present: s.present,
+                        target_failing: failing,
+                        duplicated: s.duplicated,
+                    }),
             );
-            if in_scope.is_empty() {
-                continue;
-            }
-            // Deterministic order makes explanations stable and tests exact: candidates come
-            // in target order, and each target's series by their rank, which is their
-            // (name, labels) order.
-            in_scope.sort_unstable_by_key(|s| s.rank);
-            ev.observations.extend(in_scope.iter().map(|s| Observation {
-                target: rec.target.id.clone(),
-                series: s.name.clone(),
-                labels: s.labels.clone(),
-                value: s.latest,
-                observed_at_ms: s.latest_at,
-                last_valid: s.last_valid,
-                present: s.present,
-                target_failing: failing,
-                duplicated: s.duplicated,
-            }));
             if let Some(w) = &rec.target.workload {
                 if !ev.workloads.contains(w) {
                     ev.workloads.push(w.clone());
@@ -741,7 +799,7 @@ impl Store {
             ev.unknown_targets.push(u);
         }
         debug_assert!(ev.observations.is_sorted_by(|a, b| {
-            (&a.target, &a.series, &a.labels) <= (&b.target, &b.series, &b.labels)
+            (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
         }));
         ev
     }
@@ -846,17 +904,17 @@ mod tests {
         assert!(ev
             .observations
             .iter()
-            .any(|o| o.present && o.labels.get("churn") == Some(&newest)));
+            .any(|o| o.present && o.id.labels.get("churn") == Some(&newest)));
         // The longest unseen went first: the oldest retained is the one after them.
         let oldest_kept = format!("{}", pages - 1 - MAX_RETAINED_ABSENT_SERIES);
         assert!(ev
             .observations
             .iter()
-            .any(|o| o.labels.get("churn") == Some(&oldest_kept)));
+            .any(|o| o.id.labels.get("churn") == Some(&oldest_kept)));
         assert!(!ev
             .observations
             .iter()
-            .any(|o| o.labels.get("churn").map(String::as_str) == Some("0")));
+            .any(|o| o.id.labels.get("churn").map(String::as_str) == Some("0")));
         // The index forgot them too: each series is listed under its name and its two labels.
         assert_eq!(
             store.read().postings.entries(),
@@ -1063,7 +1121,7 @@ mod tests {
                 .evidence(&scope)
                 .observations
                 .into_iter()
-                .map(|o| (o.target, o.series, o.labels))
+                .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone()))
                 .collect();
             proptest::prop_assert_eq!(indexed, evidence_by_scan(&store, &scope));
         }
@@ -1073,12 +1131,12 @@ mod tests {
         #[test]
         fn an_unchanged_scope_version_means_unchanged_evidence(
             ops in proptest::collection::vec(
-                (0usize..4, 0u8..4, proptest::collection::vec((0u8..2, 0u8..3, 0u8..3), 0..4)),
+                (0usize..4, 0u8..5, proptest::collection::vec((0u8..2, 0u8..3, 0u8..3), 0..4)),
                 1..40,
             ),
         ) {
             let store = Store::new();
-            let targets: Vec<ScrapeTarget> = (0..4)
+            let mut targets: Vec<ScrapeTarget> = (0..4)
                 .map(|i| target(&format!("http://t{i}/m"), &[("namespace", &format!("n{}", i % 2)), ("pod", &format!("p{i}"))]))
                 .collect();
             store.set_targets(targets[..3].to_vec());
@@ -1097,7 +1155,7 @@ mod tests {
                 let obs: Vec<_> = ev
                     .observations
                     .iter()
-                    .map(|o| (o.target.clone(), o.series.clone(), o.labels.clone(), o.value.to_bits(), o.present, o.duplicated, o.last_valid.map(|(v, _)| v), o.target_failing))
+                    .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone(), o.value.to_bits(), o.present, o.duplicated, o.last_valid.map(|(v, _)| v), o.target_failing))
                     .collect();
                 let unknown: Vec<_> = ev.unknown_targets.iter().map(|u| (u.target.clone(), u.last_error.clone())).collect();
                 (obs, unknown)
@@ -1114,6 +1172,13 @@ mod tests {
                         store.record_success(&targets[t], at, 1, page);
                     }
                     2 => store.record_failure(&targets[t], at, 1, format!("e{}", samples.len() % 2)),
+                    3 => {
+                        // The pod comes back in the other namespace: its series leave one
+                        // scope and, once scraped, join another.
+                        let ns = if targets[t].labels["namespace"] == "n0" { "n1" } else { "n0" };
+                        targets[t].labels.insert("namespace".into(), ns.into());
+                        store.set_targets(targets.clone());
+                    }
                     _ => {
                         let set: Vec<ScrapeTarget> = targets.iter().enumerate().filter(|(i, _)| *i != t).map(|(_, x)| x.clone()).collect();
                         store.set_targets(set);
@@ -1121,6 +1186,10 @@ mod tests {
                 }
                 for (scope, (version, read)) in scopes.iter().zip(before.iter_mut()) {
                     let now = (store.scope_version([scope.clone()]), reading(scope));
+                    // Every scope was resolved before this step, so this also checks that a
+                    // kept resolution is dropped whenever the scope's series change.
+                    let found: Vec<_> = now.1 .0.iter().map(|o| (o.0.clone(), o.1.clone(), o.2.clone())).collect();
+                    proptest::prop_assert_eq!(found, evidence_by_scan(&store, scope), "after step {}", step);
                     if now.0 == *version {
                         proptest::prop_assert_eq!(&now.1, &*read, "version {} unchanged after step {}", version, step);
                     }
@@ -1129,6 +1198,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_scope_is_resolved_again_only_when_its_series_change() {
+        let store = Store::new();
+        let (a, b) = (
+            target("http://a/m", &[("namespace", "default"), ("pod", "a")]),
+            target("http://b/m", &[("namespace", "default"), ("pod", "b")]),
+        );
+        store.set_targets(vec![a.clone(), b.clone()]);
+        store.record_success(&a, 1000, 1, vec![sample("idx", &[("app", "x")], 1.0)]);
+        store.record_success(&b, 1000, 1, vec![sample("idx", &[("app", "y")], 1.0)]);
+        let (series, sel) = (
+            vec!["idx".to_string()],
+            LabelSelector::parse("app=x").unwrap(),
+        );
+        let scope = default_scope(&series, &sel);
+        let resolution = || store.resolve(&store.read(), &scope);
+        let first = resolution();
+        assert_eq!(first.targets.len(), 1);
+        // New values, and a new series outside the scope: the same resolution serves.
+        store.record_success(&a, 2000, 1, vec![sample("idx", &[("app", "x")], 5.0)]);
+        store.record_success(
+            &b,
+            2000,
+            1,
+            vec![
+                sample("idx", &[("app", "y")], 2.0),
+                sample("idx", &[("app", "z")], 2.0),
+            ],
+        );
+        assert!(Arc::ptr_eq(&first, &resolution()));
+        assert_eq!(store.evidence(&scope).observations[0].value, 5.0);
+        // A series joins the scope: worked out again, and the new series is read.
+        store.record_success(&b, 3000, 1, vec![sample("idx", &[("app", "x")], 7.0)]);
+        let second = resolution();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(second.targets.len(), 2);
+        let values: Vec<f64> = store
+            .evidence(&scope)
+            .observations
+            .iter()
+            .map(|o| o.value)
+            .collect();
+        assert_eq!(values, vec![5.0, 7.0]);
+        assert_eq!(store.resolved.len(), 1);
     }
 
     #[test]

@@ -17,11 +17,15 @@ struct Posting {
     /// The store generation of the last change to any series listed here (added, removed, or
     /// read differently by an answer), so a rendered answer can tell it is still current.
     changed: u64,
+    /// The store generation of the last series added or removed here: the same argument as
+    /// `changed`, for which series a scope holds rather than what they read.
+    members: u64,
 }
 
 impl Posting {
     fn add(&mut self, target: &TargetId, slot: SlotId, stamp: u64) {
         self.changed = stamp;
+        self.members = stamp;
         if self
             .by_target
             .entry(target.clone())
@@ -35,6 +39,7 @@ impl Posting {
     /// Returns whether the posting became empty.
     fn remove(&mut self, target: &TargetId, slot: SlotId, stamp: u64) -> bool {
         self.changed = stamp;
+        self.members = stamp;
         if let Some(set) = self.by_target.get_mut(target) {
             if set.remove(&slot) {
                 self.series -= 1;
@@ -53,7 +58,7 @@ pub(super) struct Postings {
     by_name: HashMap<String, Posting>,
     /// series name -> label name -> label value -> the series carrying it.
     by_label: HashMap<String, HashMap<String, HashMap<String, Posting>>>,
-    /// The store generation at which a posting was last created or dropped: which posting a
+    /// The store generation at which a posting was last dropped: which posting a
     /// scope reads may change then.
     structure: u64,
 }
@@ -70,13 +75,9 @@ impl Postings {
         slot: SlotId,
         stamp: u64,
     ) {
-        let mut created = false;
         self.by_name
             .entry(name.to_string())
-            .or_insert_with(|| {
-                created = true;
-                Posting::default()
-            })
+            .or_default()
             .add(target, slot, stamp);
         let by_key = self.by_label.entry(name.to_string()).or_default();
         for (k, v) in labels.iter() {
@@ -84,14 +85,8 @@ impl Postings {
                 .entry(k.clone())
                 .or_default()
                 .entry(v.clone())
-                .or_insert_with(|| {
-                    created = true;
-                    Posting::default()
-                })
+                .or_default()
                 .add(target, slot, stamp);
-        }
-        if created {
-            self.structure = stamp;
         }
     }
 
@@ -179,7 +174,9 @@ impl Postings {
     /// stamp larger than any before. So after such a change the smallest of the groups' newest
     /// stamps has grown; a change outside the scope may grow it too (a needless recomputation)
     /// but an unchanged version means unchanged evidence, up to the passing of time. A posting
-    /// created or dropped moves `structure`.
+    /// created is stamped by the series that creates it, which the argument covers; a posting
+    /// dropped takes its stamp with it, so a group's newest stamp could fall back to an older
+    /// value, and the drop moves `structure` instead.
     pub(super) fn version(
         &self,
         names: &[String],
@@ -187,11 +184,39 @@ impl Postings {
         namespace: &str,
         requirements: &[Requirement],
     ) -> u64 {
+        self.newest(names, namespace_label, namespace, requirements, |p| {
+            p.changed
+        })
+    }
+
+    /// Changes whenever a series joins or leaves the scope, by the argument of `version`
+    /// applied to additions and removals only: an unchanged membership means the scope holds
+    /// the same series (slots, whose names and labels never change) as before.
+    pub(super) fn membership(
+        &self,
+        names: &[String],
+        namespace_label: &str,
+        namespace: &str,
+        requirements: &[Requirement],
+    ) -> u64 {
+        self.newest(names, namespace_label, namespace, requirements, |p| {
+            p.members
+        })
+    }
+
+    fn newest(
+        &self,
+        names: &[String],
+        namespace_label: &str,
+        namespace: &str,
+        requirements: &[Requirement],
+        stamp: fn(&Posting) -> u64,
+    ) -> u64 {
         names
             .iter()
             .map(|name| {
                 self.groups(name, namespace_label, namespace, requirements)
-                    .map(|group| group.iter().map(|p| p.changed).max().unwrap_or(0))
+                    .map(|group| group.iter().map(|p| stamp(p)).max().unwrap_or(0))
                     .min()
                     .unwrap_or(0)
             })

@@ -50,6 +50,7 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
                 used: true,
             })
             .collect(),
+        omitted_inputs: Default::default(),
         parts: Vec::new(),
         warnings: Vec::new(),
     }

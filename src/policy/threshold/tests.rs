@@ -399,14 +399,13 @@ fn ctx(series: &[String]) -> QueryContext<'_> {
         scope: "namespace=default,app=matching".into(),
         now: NOW,
         stale_after_ms: 30_000,
+        notes_kept: usize::MAX,
     }
 }
 
 fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
     Observation {
-        target: TargetId(target.into()),
-        series: "qps".into(),
-        labels: Default::default(),
+        id: crate::store::SeriesRef::new(TargetId(target.into()), "qps".into(), Default::default()),
         value,
         observed_at_ms: NOW - age_ms,
         last_valid: None,
@@ -439,7 +438,14 @@ fn the_total_is_a_sum_over_fresh_series_and_the_reason_shows_the_branch() {
     );
     assert_eq!(load.state, LoadState::Known(1000.5));
     assert_eq!(load.live_targets, 2);
-    let a = threshold(&ctx(&s), &rule(200.0, 150.0), load, cur(2), vec![], None);
+    let a = threshold(
+        &ctx(&s),
+        &rule(200.0, 150.0),
+        load,
+        cur(2),
+        InputNotes::default(),
+        None,
+    );
     assert_eq!(a.value(), Some(6));
     assert!(
         a.reason.starts_with("scale up: 6 > current 2"),
@@ -477,7 +483,7 @@ fn an_unknown_share_of_the_load_blocks_a_decrease_but_not_an_increase() {
     };
     assert!(matches!(partial().state, LoadState::Partial { lower, .. } if lower == 100.0));
     // Known part needs 1, current 5: held at 5.
-    let a = threshold(&ctx(&s), &r, partial(), cur(5), vec![], None);
+    let a = threshold(&ctx(&s), &r, partial(), cur(5), InputNotes::default(), None);
     assert_eq!(a.value(), Some(5));
     assert!(a.reason.contains("scale-in blocked"), "{}", a.reason);
     assert!(a.reason.contains("60s old"), "{}", a.reason);
@@ -486,7 +492,7 @@ fn an_unknown_share_of_the_load_blocks_a_decrease_but_not_an_increase() {
         &ctx(&s),
         &ev(vec![obs("a", 1000.0, 0), obs("b", f64::NAN, 0)]),
     );
-    let a = threshold(&ctx(&s), &r, big, cur(2), vec![], None);
+    let a = threshold(&ctx(&s), &r, big, cur(2), InputNotes::default(), None);
     assert_eq!(a.value(), Some(5));
     assert!(
         a.reason.starts_with("scale up: the load total"),
@@ -504,10 +510,24 @@ fn an_unknown_share_of_the_load_blocks_a_decrease_but_not_an_increase() {
         &ctx(&s),
         &ev(vec![obs("a", 1000.0, 0), obs("b", f64::NAN, 0)]),
     );
-    let a = threshold(&ctx(&s), &sustained, big, cur(2), vec![], None);
+    let a = threshold(
+        &ctx(&s),
+        &sustained,
+        big,
+        cur(2),
+        InputNotes::default(),
+        None,
+    );
     assert_eq!(a.value(), Some(2));
     // Without a current count, refused.
-    let a = threshold(&ctx(&s), &r, partial(), Err("unknown".into()), vec![], None);
+    let a = threshold(
+        &ctx(&s),
+        &r,
+        partial(),
+        Err("unknown".into()),
+        InputNotes::default(),
+        None,
+    );
     assert_eq!(a.refusal(), Some(RefusalKind::Partial));
     // A never-scraped target is unknown load too.
     let mut e = ev(vec![obs("a", 100.0, 0)]);
@@ -530,7 +550,14 @@ fn no_fresh_load_is_refused_with_the_right_kind() {
         (ev(vec![obs("a", 5.0, 90_000)]), RefusalKind::Stale),
         (ev(vec![obs("a", -5.0, 0)]), RefusalKind::Invalid),
     ] {
-        let a = threshold(&ctx(&s), &r, load_total(&ctx(&s), &e), cur(3), vec![], None);
+        let a = threshold(
+            &ctx(&s),
+            &r,
+            load_total(&ctx(&s), &e),
+            cur(3),
+            InputNotes::default(),
+            None,
+        );
         assert_eq!(a.refusal(), Some(kind), "{}", a.reason);
     }
     // A total that implies a million replicas is a unit error, not a value.
@@ -539,7 +566,7 @@ fn no_fresh_load_is_refused_with_the_right_kind() {
         &rule(0.001, 0.001),
         load_total(&ctx(&s), &ev(vec![obs("a", 1e9, 0)])),
         cur(3),
-        vec![],
+        InputNotes::default(),
         None,
     );
     assert_eq!(a.refusal(), Some(RefusalKind::Invalid));

@@ -113,9 +113,7 @@ pub fn evidence_from(
                     .rev()
                     .find_map(|&(t, v)| valid(v).map(|v| (v, t)));
                 Observation {
-                    target,
-                    series: name.as_str().into(),
-                    labels: labels.into(),
+                    id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
                     value,
                     observed_at_ms: at,
                     last_valid,
@@ -132,9 +130,7 @@ pub fn evidence_from(
                 let at = samples.eval_ms - stale_after_ms - 1;
                 let present = !gone.contains(key);
                 Observation {
-                    target,
-                    series: name.as_str().into(),
-                    labels: labels.into(),
+                    id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
                     value,
                     observed_at_ms: at,
                     last_valid: valid(value).map(|v| (v, at)),
@@ -146,8 +142,9 @@ pub fn evidence_from(
         };
         ev.observations.push(observation);
     }
-    ev.observations
-        .sort_by(|a, b| (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels)));
+    ev.observations.sort_by(|a, b| {
+        (&a.id.target, &a.id.series, &a.id.labels).cmp(&(&b.id.target, &b.id.series, &b.id.labels))
+    });
     if let Some(filter) = &pods {
         attribute_to_pods(&mut ev, filter);
     }
@@ -165,7 +162,7 @@ pub(crate) fn attribute_to_pods(ev: &mut Evidence, filter: &PodFilter<'_>) {
     let observed: BTreeSet<&str> = ev
         .observations
         .iter()
-        .filter_map(|o| o.labels.get(filter.label))
+        .filter_map(|o| o.id.labels.get(filter.label))
         .map(String::as_str)
         .collect();
     for pod in &observed {
@@ -263,7 +260,7 @@ mod tests {
         let find = |inst: &str| {
             ev.observations
                 .iter()
-                .find(|o| o.labels["instance"] == inst)
+                .find(|o| o.id.labels["instance"] == inst)
                 .unwrap()
         };
         let c1 = find("c1");
@@ -313,7 +310,7 @@ mod tests {
         let find = |inst: &str, name: &str| {
             ev.observations
                 .iter()
-                .find(|o| o.labels["instance"] == inst && &*o.series == name)
+                .find(|o| o.id.labels["instance"] == inst && &*o.id.series == name)
                 .unwrap()
         };
         let a = find("c1", "hpa_expect_replicas");
@@ -321,8 +318,8 @@ mod tests {
         assert_eq!(a.observed_at_ms, eval - 1_000);
         assert_eq!(a.last_valid, Some((4, eval - 2_000)));
         assert!(a.present && !a.target_failing);
-        assert!(!a.labels.contains_key("__name__"));
-        assert_eq!(&*a.target.0, "j/c1");
+        assert!(!a.id.labels.contains_key("__name__"));
+        assert_eq!(&*a.id.target.0, "j/c1");
         assert_eq!(find("c1", "hpa_expect_replicas_count").value, 5.0);
         let b = find("c2", "hpa_expect_replicas");
         assert!(
@@ -371,8 +368,8 @@ mod tests {
                 pods: &pods,
             }),
         );
-        assert!(ev.observations.iter().all(|o| o.labels["pod"] != "c2"));
-        assert!(ev.observations.iter().any(|o| o.labels["pod"] == "c3"));
+        assert!(ev.observations.iter().all(|o| o.id.labels["pod"] != "c2"));
+        assert!(ev.observations.iter().any(|o| o.id.labels["pod"] == "c3"));
         assert_eq!(ev.workloads, vec![lobby]);
         let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
         assert_eq!(unknown, vec!["default/c4"]);

@@ -1,0 +1,153 @@
+//! The inputs an answer notes: every one when the answer is explained (`/status`), only the
+//! first few when it is served to an HPA, with the rest counted.
+//!
+//! Serving is the hot path: an HPA asks about each workload every 15 s, and a note shares three
+//! of the store's strings, whose reference counts sit on cold cache lines in a large store.
+//! What serving keeps of its notes is the history's first few and the counts
+//! (engine/history.rs), so building a note for each of hundreds of inputs was waste. The
+//! decision never reads the notes: each rule decides from the observations themselves.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use super::answer::{Answer, InputNote};
+use super::observation::{note, QueryContext};
+use crate::store::Observation;
+
+/// Inputs noted in full per rule while serving: as many as the history keeps of an answer.
+pub const NOTES_KEPT_WHEN_SERVING: usize = 8;
+
+/// How the inputs behind one answer were read, counted by their status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InputCounts {
+    pub fresh: u32,
+    pub stale: u32,
+    pub retained: u32,
+    pub unknown: u32,
+}
+
+impl InputCounts {
+    /// Count the inputs of an answer and of the answers it was built from, noted or not.
+    pub fn of(answer: &Answer) -> InputCounts {
+        let mut c = InputCounts::default();
+        c.add(answer);
+        c
+    }
+
+    fn add(&mut self, answer: &Answer) {
+        for input in &answer.inputs {
+            self.count(&input.status);
+        }
+        self.merge(&answer.omitted_inputs);
+        for part in &answer.parts {
+            self.add(part);
+        }
+    }
+
+    fn count(&mut self, status: &str) {
+        let slot = if status == "fresh" {
+            &mut self.fresh
+        } else if status.starts_with("stale") {
+            &mut self.stale
+        } else if status.starts_with("retained") {
+            &mut self.retained
+        } else {
+            &mut self.unknown
+        };
+        *slot = slot.saturating_add(1);
+    }
+
+    fn merge(&mut self, other: &InputCounts) {
+        self.fresh = self.fresh.saturating_add(other.fresh);
+        self.stale = self.stale.saturating_add(other.stale);
+        self.retained = self.retained.saturating_add(other.retained);
+        self.unknown = self.unknown.saturating_add(other.unknown);
+    }
+
+    pub fn total(&self) -> usize {
+        [self.fresh, self.stale, self.retained, self.unknown]
+            .iter()
+            .map(|n| *n as usize)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+}
+
+/// A rule's notes: the first `QueryContext::notes_kept` in full, the rest counted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InputNotes {
+    pub kept: Vec<InputNote>,
+    pub omitted: InputCounts,
+}
+
+impl InputNotes {
+    pub(crate) fn push(
+        &mut self,
+        q: &QueryContext<'_>,
+        o: &Observation,
+        status: impl Into<Cow<'static, str>>,
+        used: bool,
+    ) {
+        if self.kept.len() < q.notes_kept {
+            self.kept.push(note(q, o, status, used));
+        } else {
+            self.omitted.count(&status.into());
+        }
+    }
+
+    pub fn append(&mut self, other: InputNotes) {
+        self.kept.extend(other.kept);
+        self.omitted.merge(&other.omitted);
+    }
+
+    /// Inputs noted, kept or counted.
+    pub fn len(&self) -> usize {
+        self.kept.len() + self.omitted.total()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hand the notes to `answer`, after any it already has.
+    pub fn into_answer(self, answer: &mut Answer) {
+        answer.inputs.extend(self.kept);
+        answer.omitted_inputs.merge(&self.omitted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::fixtures::{ctx, obs};
+
+    #[test]
+    fn past_the_limit_inputs_are_counted_not_noted() {
+        let series = vec!["hpa_expect_replicas".to_string()];
+        let mut q = ctx(&series);
+        q.notes_kept = 2;
+        let mut notes = InputNotes::default();
+        for (status, age) in [("fresh", 0), ("fresh", 0), ("stale: 60s old", 60_000)] {
+            notes.push(&q, &obs("http://a/m", 3.0, age), status, true);
+        }
+        notes.push(&q, &obs("http://b/m", 3.0, 0), "retained 3", true);
+        assert_eq!(notes.kept.len(), 2);
+        assert_eq!(notes.len(), 4);
+        assert_eq!(
+            notes.omitted,
+            InputCounts {
+                stale: 1,
+                retained: 1,
+                ..InputCounts::default()
+            }
+        );
+        let mut answer = crate::policy::fixtures::rec("r", 3);
+        notes.into_answer(&mut answer);
+        let counts = InputCounts::of(&answer);
+        assert_eq!((counts.fresh, counts.stale, counts.retained), (2, 1, 1));
+    }
+}

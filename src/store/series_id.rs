@@ -1,0 +1,96 @@
+//! Who a series is: the target that exports it, its name and its labels.
+//!
+//! An answer reads hundreds of series, and each of its observations used to hold its own
+//! references to the store's strings: three reference counts per input, each on a cache line
+//! of its own in a large store, taken and dropped on every request (BENCHMARKS.md, "Answer
+//! path, third pass"). An observation now points into one list shared by the whole scope,
+//! built when the scope is resolved (resolved_scope.rs), so an answer takes one count per input
+//! on lines that the previous answer over the same scope also touched.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{SeriesLabels, TargetId};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesId {
+    pub target: TargetId,
+    pub series: Arc<str>,
+    pub labels: SeriesLabels,
+}
+
+/// One series' identity within a shared list; reads as the `SeriesId` itself.
+#[derive(Clone, Debug)]
+pub struct SeriesRef {
+    ids: Arc<[SeriesId]>,
+    index: u32,
+}
+
+impl SeriesRef {
+    /// A series with a list of its own (sources that build each observation on its own).
+    pub fn new(target: TargetId, series: Arc<str>, labels: SeriesLabels) -> SeriesRef {
+        SeriesRef {
+            ids: Arc::from([SeriesId {
+                target,
+                series,
+                labels,
+            }]),
+            index: 0,
+        }
+    }
+
+    /// The `index`th series of a shared list.
+    pub fn at(ids: &Arc<[SeriesId]>, index: usize) -> Option<SeriesRef> {
+        (index < ids.len()).then(|| SeriesRef {
+            ids: ids.clone(),
+            index: index as u32,
+        })
+    }
+}
+
+impl Deref for SeriesRef {
+    type Target = SeriesId;
+
+    fn deref(&self) -> &SeriesId {
+        // `at` and `new` only make references inside their list.
+        &self.ids[self.index as usize]
+    }
+}
+
+impl PartialEq for SeriesRef {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for SeriesRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_reads_as_its_series_and_stays_inside_its_list() {
+        let id = |n: &str| SeriesId {
+            target: TargetId("http://a/m".into()),
+            series: n.into(),
+            labels: SeriesLabels::default(),
+        };
+        let ids: Arc<[SeriesId]> = Arc::from(vec![id("x"), id("y")]);
+        assert_eq!(&*SeriesRef::at(&ids, 1).unwrap().series, "y");
+        assert!(SeriesRef::at(&ids, 2).is_none());
+        let own = SeriesRef::new(
+            TargetId("http://a/m".into()),
+            "y".into(),
+            SeriesLabels::default(),
+        );
+        assert_eq!(own, SeriesRef::at(&ids, 1).unwrap());
+        assert_ne!(own, SeriesRef::at(&ids, 0).unwrap());
+    }
+}
