@@ -30,6 +30,9 @@ pub struct Requirement {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector {
     requirements: Vec<Requirement>,
+    /// The canonical text (`Display`), written once: the serving path keys caches and
+    /// explanations by it several times per request.
+    text: String,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -254,7 +257,25 @@ impl LabelSelector {
 
     fn sorted(mut requirements: Vec<Requirement>) -> Self {
         requirements.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-        LabelSelector { requirements }
+        Self::unchecked(requirements)
+    }
+
+    /// Canonical form like k8s `internalSelector.String()`: requirements sorted, joined by
+    /// `,` with no spaces. Parsing it again gives an equal selector.
+    fn unchecked(requirements: Vec<Requirement>) -> Self {
+        let mut text = String::new();
+        for (i, r) in requirements.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            let _ = write!(text, "{r}");
+        }
+        LabelSelector { requirements, text }
+    }
+
+    /// The canonical text, as `Display` writes it.
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 
     pub fn requirements(&self) -> &[Requirement] {
@@ -303,16 +324,9 @@ impl LabelSelector {
 }
 
 impl fmt::Display for LabelSelector {
-    /// Canonical form like k8s `internalSelector.String()`: requirements sorted, joined by
-    /// `,` with no spaces. Parsing it again gives an equal selector.
+    /// The canonical form (`unchecked`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.requirements.iter().enumerate() {
-            if i > 0 {
-                f.write_char(',')?;
-            }
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        f.write_str(&self.text)
     }
 }
 
@@ -1153,9 +1167,7 @@ mod tests {
                 .to_string()
                 .contains("not a valid Prometheus label name"));
         }
-        let reserved = LabelSelector {
-            requirements: vec![req("__name__", Operator::Equals, &["up"])],
-        };
+        let reserved = LabelSelector::unchecked(vec![req("__name__", Operator::Equals, &["up"])]);
         assert!(reserved.promql_matchers().is_err());
     }
 
@@ -1168,22 +1180,18 @@ mod tests {
             req("a", Operator::NotEquals, &["x", "y"]),
             req("a", Operator::Exists, &["x"]),
         ] {
-            let sel = LabelSelector {
-                requirements: vec![r.clone()],
-            };
+            let sel = LabelSelector::unchecked(vec![r.clone()]);
             assert!(sel.promql_matchers().is_err(), "{r:?}");
         }
     }
 
     #[test]
     fn promql_escapes_hostile_values() {
-        let sel = LabelSelector {
-            requirements: vec![
-                req("a", Operator::Equals, &["x\"}or vector(1)#"]),
-                req("b", Operator::In, &["a|b", ".*", "c\\", ")"]),
-                req("c", Operator::NotEquals, &["line\nbreak\u{0}"]),
-            ],
-        };
+        let sel = LabelSelector::unchecked(vec![
+            req("a", Operator::Equals, &["x\"}or vector(1)#"]),
+            req("b", Operator::In, &["a|b", ".*", "c\\", ")"]),
+            req("c", Operator::NotEquals, &["line\nbreak\u{0}"]),
+        ]);
         assert_eq!(
             sel.promql_matchers().unwrap(),
             [
@@ -1551,7 +1559,7 @@ mod tests {
             };
             // Built directly: these values could never come out of the parser.
             let r = Requirement { key, operator, values };
-            let sel = LabelSelector { requirements: vec![r.clone()] };
+            let sel = LabelSelector::unchecked(vec![r.clone()]);
             let matchers = sel.promql_matchers().map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(matchers.len(), 1);
             check_matcher(&r, &matchers[0])?;

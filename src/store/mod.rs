@@ -21,7 +21,7 @@ pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
 use postings::Postings;
-use resolved_scope::{ResolvedScope, ResolvedScopes, ScopeKey};
+use resolved_scope::{ResolvedScope, ResolvedScopes, ResolvedTarget, ScopeKey};
 
 /// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -93,6 +93,10 @@ struct SeriesState {
 struct TargetRecord {
     target: Arc<ScrapeTarget>,
     health: TargetHealth,
+    /// Whether `health` holds an error, shared with the resolved scopes that list this target
+    /// (resolved_scope.rs), so an answer need not look the target up by name. Written only
+    /// under the store's write lock, so it is steady while an answer holds the read lock.
+    failing: Arc<std::sync::atomic::AtomicBool>,
     /// By series name, then labels: where a scraped sample's series lives. Answers reach the
     /// slots through the postings instead.
     series: HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
@@ -399,6 +403,8 @@ impl Store {
                     if let Some(rec) = inner.targets.get_mut(&id) {
                         rec.target = Arc::new(t);
                         rec.health = TargetHealth::default();
+                        rec.failing
+                            .store(false, std::sync::atomic::Ordering::Relaxed);
                     }
                     inner.unscraped.insert(id);
                 }
@@ -408,6 +414,7 @@ impl Store {
                         TargetRecord {
                             target: Arc::new(t),
                             health: TargetHealth::default(),
+                            failing: Default::default(),
                             series: HashMap::new(),
                         },
                     );
@@ -490,6 +497,8 @@ impl Store {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
+            rec.failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
             // How each series read before the page, to stamp the postings of those it changes.
@@ -604,6 +613,8 @@ impl Store {
             }
             rec.health.last_attempt_ms = Some(at);
             rec.health.last_error = Some(error);
+            rec.failing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
         });
@@ -700,6 +711,9 @@ impl Store {
         let mut ids = Vec::new();
         let mut in_scope: Vec<(u32, SlotId)> = Vec::new();
         for (id, slots) in candidates {
+            let Some(rec) = inner.targets.get(id) else {
+                continue;
+            };
             in_scope.clear();
             in_scope.extend(slots.iter().filter_map(|slot| {
                 let s = inner.slots.get(*slot)?;
@@ -722,7 +736,11 @@ impl Store {
                     labels: s.labels.clone(),
                 })
             }));
-            targets.push((id.clone(), in_scope.iter().map(|(_, slot)| *slot).collect()));
+            targets.push(ResolvedTarget {
+                target: rec.target.clone(),
+                failing: rec.failing.clone(),
+                slots: in_scope.iter().map(|(_, slot)| *slot).collect(),
+            });
         }
         let resolved = Arc::new(ResolvedScope {
             membership,
@@ -739,15 +757,12 @@ impl Store {
         let resolved = self.resolve(&inner, scope);
         ev.observations.reserve(resolved.ids.len());
         let mut index = 0;
-        for (id, slots) in &resolved.targets {
+        for t in &resolved.targets {
             let first = index;
-            index += slots.len();
-            let Some(rec) = inner.targets.get(id) else {
-                continue;
-            };
-            let failing = rec.health.last_error.is_some();
+            index += t.slots.len();
+            let failing = t.failing.load(std::sync::atomic::Ordering::Relaxed);
             ev.observations.extend(
-                slots
+                t.slots
                     .iter()
                     .zip(first..)
                     .filter_map(|(slot, i)| {
@@ -763,7 +778,7 @@ impl Store {
                         duplicated: s.duplicated,
                     }),
             );
-            if let Some(w) = &rec.target.workload {
+            if let Some(w) = &t.target.workload {
                 if !ev.workloads.contains(w) {
                     ev.workloads.push(w.clone());
                 }

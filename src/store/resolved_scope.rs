@@ -8,20 +8,31 @@
 //! read fresh from the slots: this keeps which series to read, never what they said.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use super::series_slots::SlotId;
-use super::{SeriesId, TargetId};
+use super::{ScrapeTarget, SeriesId};
 
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
 pub(super) struct ResolvedScope {
     /// `Postings::membership` (with the unscraped set's stamp) when this was worked out.
     pub(super) membership: u64,
-    pub(super) targets: Vec<(TargetId, Box<[SlotId]>)>,
+    pub(super) targets: Vec<ResolvedTarget>,
     /// Who each of those series is, in the same order, shared by the observations of every
     /// answer over the scope (series_id.rs).
     pub(super) ids: Arc<[SeriesId]>,
+}
+
+/// A target with series in the scope, held directly: looking each up by name in the store's
+/// ordered map compared URL strings on every answer. Safe to hold: a target replaced or removed
+/// loses its series first, which changes the membership of every scope that listed it.
+#[derive(Debug)]
+pub(super) struct ResolvedTarget {
+    pub(super) target: Arc<ScrapeTarget>,
+    pub(super) failing: Arc<AtomicBool>,
+    pub(super) slots: Box<[SlotId]>,
 }
 
 /// A scope as a cache key: series names, namespace label, namespace and selector text.
