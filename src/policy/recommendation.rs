@@ -28,8 +28,13 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
     let mut gone = 0usize;
     let mut fresh = 0usize;
     for o in &ev.observations {
-        match read(q, o, invalid_reason) {
-            Reading::Gone => gone += 1,
+        // One reading per input both decides and notes it.
+        let reading = read(q, o, invalid_reason);
+        match reading {
+            Reading::Gone => {
+                gone += 1;
+                continue;
+            }
             Reading::Stale { .. } => stale.push(o),
             Reading::Invalid(why) => invalid.push((o, why)),
             Reading::Fresh(value) => {
@@ -41,11 +46,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 newest_used = newest_used.max(o.observed_at_ms);
             }
         }
-    }
-    let best_value = best.map(|(v, _)| v);
-    for o in &ev.observations {
-        let status: Cow<'static, str> = match read(q, o, invalid_reason) {
-            Reading::Gone => continue,
+        let status: Cow<'static, str> = match reading {
             Reading::Stale { age_ms } => format!(
                 "stale: {:.0}s old (staleAfter {}){}",
                 age_ms as f64 / 1000.0,
@@ -58,11 +59,11 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             )
             .into(),
             Reading::Invalid(why) => format!("invalid: {why}").into(),
-            Reading::Fresh(_) => Cow::Borrowed("fresh"),
+            Reading::Fresh(_) | Reading::Gone => Cow::Borrowed("fresh"),
         };
-        let used = status == "fresh";
-        inputs.push(q, o, status, used);
+        inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
     }
+    let best_value = best.map(|(v, _)| v);
 
     let present = ev.observations.len() - gone;
     let mut answer = if present == 0 {
