@@ -49,28 +49,114 @@ pub(super) struct ScopeKey {
 /// a resolution per request, which is what every request cost before this cache.
 pub(super) const MAX_RESOLVED_SCOPES: usize = 4096;
 
+/// Series held over all kept resolutions at most (about 45 bytes each: an identity and a slot).
+/// Scopes are bounded in number above, but one scope may name a whole namespace, so a client
+/// allowed to query could otherwise make thousands of namespace-wide resolutions stay.
+pub(super) const MAX_RESOLVED_SERIES: usize = 1_000_000;
+
 #[derive(Debug, Default)]
 pub(super) struct ResolvedScopes {
-    map: Mutex<HashMap<ScopeKey, Arc<ResolvedScope>>>,
+    map: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    scopes: HashMap<ScopeKey, Arc<ResolvedScope>>,
+    /// Series over all of `scopes`.
+    series: usize,
 }
 
 impl ResolvedScopes {
     /// The resolution of `key` if it was worked out at `membership`.
     pub(super) fn get(&self, key: &ScopeKey, membership: u64) -> Option<Arc<ResolvedScope>> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key).filter(|r| r.membership == membership).cloned()
+        let kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        kept.scopes
+            .get(key)
+            .filter(|r| r.membership == membership)
+            .cloned()
     }
 
+    /// Keep `resolved`, unless it alone is over the series budget; past either bound the
+    /// cache starts over.
     pub(super) fn put(&self, key: ScopeKey, resolved: Arc<ResolvedScope>) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_RESOLVED_SCOPES && !map.contains_key(&key) {
-            map.clear();
+        let size = resolved.ids.len();
+        if size > MAX_RESOLVED_SERIES {
+            return;
         }
-        map.insert(key, resolved);
+        let mut kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = kept.scopes.remove(&key) {
+            kept.series -= old.ids.len();
+        }
+        if kept.scopes.len() >= MAX_RESOLVED_SCOPES || kept.series + size > MAX_RESOLVED_SERIES {
+            kept.scopes.clear();
+            kept.series = 0;
+        }
+        kept.series += size;
+        kept.scopes.insert(key, resolved);
     }
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .scopes
+            .len()
+    }
+
+    #[cfg(test)]
+    fn series(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).series
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{SeriesLabels, TargetId};
+
+    fn key(selector: &str) -> ScopeKey {
+        ScopeKey {
+            series: vec!["s".into()],
+            namespace_label: "namespace".into(),
+            namespace: "default".into(),
+            selector: selector.into(),
+        }
+    }
+
+    fn resolved(series: usize) -> Arc<ResolvedScope> {
+        let id = SeriesId {
+            target: TargetId("http://a/m".into()),
+            series: "s".into(),
+            labels: SeriesLabels::default(),
+        };
+        Arc::new(ResolvedScope {
+            membership: 1,
+            targets: Vec::new(),
+            ids: vec![id; series].into(),
+        })
+    }
+
+    #[test]
+    fn kept_resolutions_stay_within_the_scope_and_series_bounds() {
+        let kept = ResolvedScopes::default();
+        for i in 0..MAX_RESOLVED_SCOPES + 10 {
+            kept.put(key(&format!("app=a{i}")), resolved(1));
+        }
+        assert!(kept.len() <= MAX_RESOLVED_SCOPES);
+        assert_eq!(kept.series(), kept.len());
+        // Replacing a scope's resolution counts it once.
+        kept.put(key("app=a0"), resolved(3));
+        kept.put(key("app=a0"), resolved(2));
+        assert_eq!(kept.series(), kept.len() + 1);
+        // A scope over the whole budget is not kept; two halves and a bit start over.
+        kept.put(key("big"), resolved(MAX_RESOLVED_SERIES + 1));
+        assert!(kept.get(&key("big"), 1).is_none());
+        kept.put(key("half-1"), resolved(MAX_RESOLVED_SERIES / 2));
+        kept.put(key("half-2"), resolved(MAX_RESOLVED_SERIES / 2));
+        kept.put(key("more"), resolved(1));
+        assert!(kept.series() <= MAX_RESOLVED_SERIES);
+        assert!(kept.get(&key("more"), 1).is_some());
+        assert!(kept.get(&key("more"), 2).is_none());
     }
 }
