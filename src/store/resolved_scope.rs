@@ -17,7 +17,8 @@ use super::{ScrapeTarget, SeriesId};
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
 pub(super) struct ResolvedScope {
-    /// `Postings::membership` (with the unscraped set's stamp) when this was worked out.
+    /// `Postings::membership` when this was worked out (never-scraped targets are read fresh
+    /// on every answer, so they need no stamp here).
     pub(super) membership: u64,
     pub(super) targets: Vec<ResolvedTarget>,
     /// Who each of those series is, in the same order, shared by the observations of every
@@ -80,12 +81,12 @@ impl ResolvedScopes {
     /// cache starts over.
     pub(super) fn put(&self, key: ScopeKey, resolved: Arc<ResolvedScope>) {
         let size = resolved.ids.len();
-        if size > MAX_RESOLVED_SERIES {
-            return;
-        }
         let mut kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = kept.scopes.remove(&key) {
             kept.series -= old.ids.len();
+        }
+        if size > MAX_RESOLVED_SERIES {
+            return;
         }
         if kept.scopes.len() >= MAX_RESOLVED_SCOPES || kept.series + size > MAX_RESOLVED_SERIES {
             kept.scopes.clear();
@@ -150,6 +151,7 @@ mod tests {
         kept.put(key("app=a0"), resolved(2));
         assert_eq!(kept.series(), kept.len() + 1);
         // A scope over the whole budget is not kept; two halves and a bit start over.
+        kept.put(key("big"), resolved(1));
         kept.put(key("big"), resolved(MAX_RESOLVED_SERIES + 1));
         assert!(kept.get(&key("big"), 1).is_none());
         kept.put(key("half-1"), resolved(MAX_RESOLVED_SERIES / 2));
