@@ -1081,7 +1081,7 @@ impl Adapter {
                 .store
                 .label_values(spec.series(), spec.namespace_label());
             for ns in namespaces {
-                let ev = self.store.evidence(&Scope {
+                let ev = self.store.evidence_once(&Scope {
                     series: spec.series(),
                     namespace_label: spec.namespace_label(),
                     namespace: &ns,

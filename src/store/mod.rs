@@ -688,7 +688,7 @@ impl Store {
     /// scope, plus the never-scraped targets.
     /// The series `scope` holds, from the cache while its membership stands, else worked out
     /// from the postings (under the same read lock, so the two agree).
-    fn resolve(&self, inner: &Inner, scope: &Scope<'_>) -> Arc<ResolvedScope> {
+    fn resolve(&self, inner: &Inner, scope: &Scope<'_>, keep: bool) -> Arc<ResolvedScope> {
         let requirements = scope.selector.requirements();
         let membership = inner.postings.membership(
             scope.series,
@@ -751,14 +751,26 @@ impl Store {
             targets,
             ids: ids.into(),
         });
-        self.resolved.put(key, resolved.clone());
+        if keep {
+            self.resolved.put(key, resolved.clone());
+        }
         resolved
     }
 
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
+        self.evidence_kept(scope, true)
+    }
+
+    /// As `evidence`, for a one-off look (the status page's namespace-wide scan): the scope's
+    /// resolution is not kept, so it cannot push the HPAs' scopes out of the cache.
+    pub fn evidence_once(&self, scope: &Scope<'_>) -> Evidence {
+        self.evidence_kept(scope, false)
+    }
+
+    fn evidence_kept(&self, scope: &Scope<'_>, keep: bool) -> Evidence {
         let inner = self.read();
         let mut ev = Evidence::default();
-        let resolved = self.resolve(&inner, scope);
+        let resolved = self.resolve(&inner, scope, keep);
         ev.observations.reserve(resolved.ids.len());
         let mut index = 0;
         for t in &resolved.targets {
@@ -1234,7 +1246,7 @@ mod tests {
             LabelSelector::parse("app=x").unwrap(),
         );
         let scope = default_scope(&series, &sel);
-        let resolution = || store.resolve(&store.read(), &scope);
+        let resolution = || store.resolve(&store.read(), &scope, true);
         let first = resolution();
         assert_eq!(first.targets.len(), 1);
         // New values, and a new series outside the scope: the same resolution serves.
@@ -1262,6 +1274,11 @@ mod tests {
             .map(|o| o.value)
             .collect();
         assert_eq!(values, vec![5.0, 7.0]);
+        assert_eq!(store.resolved.len(), 1);
+        // A one-off look reads the same and keeps nothing.
+        let other = LabelSelector::parse("app=y").unwrap();
+        let once = store.evidence_once(&default_scope(&series, &other));
+        assert_eq!(once.observations.len(), 1);
         assert_eq!(store.resolved.len(), 1);
     }
 
