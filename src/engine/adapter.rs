@@ -20,7 +20,7 @@ use crate::policy::{self, Answer, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
-use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
 use super::history::{self, Filter, History, HistoryKey};
@@ -41,7 +41,7 @@ pub enum QueryError {
 /// also gives every rule of the request the same snapshot.
 #[derive(Default)]
 struct Fetched {
-    evidence: Mutex<Vec<(FetchKey, FetchResult)>>,
+    evidence: Mutex<Vec<(ScopeKey, FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
     /// Explaining (`/status`), not serving: every input is noted, not only the first few.
@@ -50,14 +50,6 @@ struct Fetched {
 
 /// Shared, not copied: a target answer reads the same evidence up to three times.
 type FetchResult = Result<Arc<Evidence>, SourceError>;
-
-#[derive(PartialEq)]
-struct FetchKey {
-    series: Vec<String>,
-    namespace_label: String,
-    namespace: String,
-    selector: String,
-}
 
 impl Fetched {
     fn notes_kept(&self) -> usize {
@@ -68,7 +60,7 @@ impl Fetched {
         }
     }
 
-    fn get(&self, key: &FetchKey) -> Option<FetchResult> {
+    fn get(&self, key: &ScopeKey) -> Option<FetchResult> {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched
             .iter()
@@ -76,7 +68,7 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
-    fn put(&self, key: FetchKey, result: FetchResult) {
+    fn put(&self, key: ScopeKey, result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
     }
@@ -421,11 +413,10 @@ impl Adapter {
         fetched: &'a Fetched,
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
-            let selector_text = selector.to_string();
             let q = QueryContext {
                 metric: spec.name(),
                 series: spec.series(),
-                scope: policy::describe_scope(spec.namespace_label(), namespace, &selector_text),
+                scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
                 now,
                 stale_after_ms: self.stale_after_ms(),
                 notes_kept: fetched.notes_kept(),
@@ -651,7 +642,7 @@ impl Adapter {
         let q = QueryContext {
             metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
             now,
             stale_after_ms: self.stale_after_ms(),
             notes_kept: fetched.notes_kept(),
@@ -729,7 +720,7 @@ impl Adapter {
         let q = QueryContext {
             metric: spec.name(),
             series: &series,
-            scope: policy::describe_scope(spec.namespace_label(), namespace, &selector.to_string()),
+            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
             now,
             stale_after_ms: self.stale_after_ms(),
             notes_kept: fetched.notes_kept(),
@@ -837,12 +828,7 @@ impl Adapter {
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
     async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
-        let key = FetchKey {
-            series: scope.series.to_vec(),
-            namespace_label: scope.namespace_label.to_string(),
-            namespace: scope.namespace.to_string(),
-            selector: scope.selector.to_string(),
-        };
+        let key = scope.key();
         if let Some(hit) = fetched.get(&key) {
             return hit;
         }

@@ -20,8 +20,9 @@ use crate::clock::Millis;
 pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
-use postings::Postings;
-use resolved_scope::{ResolvedScope, ResolvedScopes, ResolvedTarget, ScopeKey};
+use postings::{Postings, Stamp};
+pub use resolved_scope::ScopeKey;
+use resolved_scope::{ResolvedScope, ResolvedScopes, ResolvedTarget};
 
 /// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -199,6 +200,16 @@ impl SeriesState {
 }
 
 impl Scope<'_> {
+    /// The scope as an owned key, for caches of its evidence or resolution.
+    pub fn key(&self) -> ScopeKey {
+        ScopeKey {
+            series: self.series.to_vec(),
+            namespace_label: self.namespace_label.to_string(),
+            namespace: self.namespace.to_string(),
+            selector: self.selector.as_str().to_string(),
+        }
+    }
+
     #[cfg(test)]
     fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.series.iter().any(|s| s == name)
@@ -460,11 +471,12 @@ impl Store {
         scopes
             .into_iter()
             .map(|scope| {
-                inner.postings.version(
+                inner.postings.newest(
                     scope.series,
                     scope.namespace_label,
                     scope.namespace,
                     scope.selector.requirements(),
+                    Stamp::Changed,
                 )
             })
             .fold(inner.unscraped_changed, u64::max)
@@ -684,24 +696,18 @@ impl Store {
         self.read().postings.label_values(series, label)
     }
 
-    /// The evidence in scope for a query. Reads only the series the index names for the
-    /// scope, plus the never-scraped targets.
     /// The series `scope` holds, from the cache while its membership stands, else worked out
     /// from the postings (under the same read lock, so the two agree).
     fn resolve(&self, inner: &Inner, scope: &Scope<'_>, keep: bool) -> Arc<ResolvedScope> {
         let requirements = scope.selector.requirements();
-        let membership = inner.postings.membership(
+        let membership = inner.postings.newest(
             scope.series,
             scope.namespace_label,
             scope.namespace,
             requirements,
+            Stamp::Members,
         );
-        let key = ScopeKey {
-            series: scope.series.to_vec(),
-            namespace_label: scope.namespace_label.to_string(),
-            namespace: scope.namespace.to_string(),
-            selector: scope.selector.to_string(),
-        };
+        let key = scope.key();
         if let Some(hit) = self.resolved.get(&key, membership) {
             return hit;
         }
@@ -713,7 +719,7 @@ impl Store {
         );
         let mut targets = Vec::with_capacity(candidates.len());
         let mut ids = Vec::new();
-        let mut in_scope: Vec<(u32, SlotId)> = Vec::new();
+        let mut in_scope: Vec<(u32, SlotId, &SeriesState)> = Vec::new();
         for (id, slots) in candidates {
             let Some(rec) = inner.targets.get(id) else {
                 continue;
@@ -723,7 +729,7 @@ impl Store {
                 let s = inner.slots.get(*slot)?;
                 scope
                     .matches_beyond_index(&s.labels)
-                    .then_some((s.rank, *slot))
+                    .then_some((s.rank, *slot, s))
             }));
             if in_scope.is_empty() {
                 continue;
@@ -731,19 +737,16 @@ impl Store {
             // Deterministic order makes explanations stable and tests exact: targets in their
             // order, and each target's series by rank, which is their (name, labels) order.
             // Ranks shift when a target gains series, but never reorder the ones it had.
-            in_scope.sort_unstable();
-            ids.extend(in_scope.iter().filter_map(|(_, slot)| {
-                let s = inner.slots.get(*slot)?;
-                Some(SeriesId {
-                    target: id.clone(),
-                    series: s.name.clone(),
-                    labels: s.labels.clone(),
-                })
+            in_scope.sort_unstable_by_key(|(rank, slot, _)| (*rank, *slot));
+            ids.extend(in_scope.iter().map(|(_, _, s)| SeriesId {
+                target: id.clone(),
+                series: s.name.clone(),
+                labels: s.labels.clone(),
             }));
             targets.push(ResolvedTarget {
                 target: rec.target.clone(),
                 failing: rec.failing.clone(),
-                slots: in_scope.iter().map(|(_, slot)| *slot).collect(),
+                slots: in_scope.iter().map(|(_, slot, _)| *slot).collect(),
             });
         }
         let resolved = Arc::new(ResolvedScope {
@@ -757,6 +760,8 @@ impl Store {
         resolved
     }
 
+    /// The evidence in scope for a query. Reads only the series the index names for the
+    /// scope, plus the never-scraped targets.
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
         self.evidence_kept(scope, true)
     }

@@ -63,6 +63,17 @@ pub(super) struct Postings {
     structure: u64,
 }
 
+/// Which change a scope's stamp follows (`Postings::newest`).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Stamp {
+    /// Any change to what an answer reads (value, presence, retained value, target health,
+    /// membership): unchanged means unchanged evidence, up to the passing of time.
+    Changed,
+    /// Series joining or leaving: unchanged means the scope holds the same series (slots,
+    /// whose names and labels never change) as before.
+    Members,
+}
+
 /// The series a query must read, by target.
 pub(super) type Candidates<'a> = BTreeMap<&'a TargetId, Vec<SlotId>>;
 
@@ -169,49 +180,26 @@ impl Postings {
         )
     }
 
-    /// Changes whenever a series in the scope changes. An in-scope series is listed in every
-    /// group (`groups`), and a change to it stamps every posting that lists it, all with one
-    /// stamp larger than any before. So after such a change the smallest of the groups' newest
+    /// The scope's newest `kind` stamp. An in-scope series is listed in every group
+    /// (`groups`), and a change to it stamps every posting that lists it, all with one stamp
+    /// larger than any before. So after such a change the smallest of the groups' newest
     /// stamps has grown; a change outside the scope may grow it too (a needless recomputation)
-    /// but an unchanged version means unchanged evidence, up to the passing of time. A posting
-    /// created is stamped by the series that creates it, which the argument covers; a posting
-    /// dropped takes its stamp with it, so a group's newest stamp could fall back to an older
-    /// value, and the drop moves `structure` instead.
-    pub(super) fn version(
+    /// but an unchanged value means no change of that kind in the scope. A posting created is
+    /// stamped by the series that creates it, which the argument covers; a posting dropped
+    /// takes its stamp with it, so a group's newest stamp could fall back to an older value,
+    /// and the drop moves `structure` instead.
+    pub(super) fn newest(
         &self,
         names: &[String],
         namespace_label: &str,
         namespace: &str,
         requirements: &[Requirement],
+        kind: Stamp,
     ) -> u64 {
-        self.newest(names, namespace_label, namespace, requirements, |p| {
-            p.changed
-        })
-    }
-
-    /// Changes whenever a series joins or leaves the scope, by the argument of `version`
-    /// applied to additions and removals only: an unchanged membership means the scope holds
-    /// the same series (slots, whose names and labels never change) as before.
-    pub(super) fn membership(
-        &self,
-        names: &[String],
-        namespace_label: &str,
-        namespace: &str,
-        requirements: &[Requirement],
-    ) -> u64 {
-        self.newest(names, namespace_label, namespace, requirements, |p| {
-            p.members
-        })
-    }
-
-    fn newest(
-        &self,
-        names: &[String],
-        namespace_label: &str,
-        namespace: &str,
-        requirements: &[Requirement],
-        stamp: fn(&Posting) -> u64,
-    ) -> u64 {
+        let stamp = |p: &Posting| match kind {
+            Stamp::Changed => p.changed,
+            Stamp::Members => p.members,
+        };
         names
             .iter()
             .map(|name| {

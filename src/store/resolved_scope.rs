@@ -36,9 +36,10 @@ pub(super) struct ResolvedTarget {
     pub(super) slots: Box<[SlotId]>,
 }
 
-/// A scope as a cache key: series names, namespace label, namespace and selector text.
+/// A scope as a cache key (`Scope::key`): series names, namespace label, namespace and
+/// selector text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct ScopeKey {
+pub struct ScopeKey {
     pub(super) series: Vec<String>,
     pub(super) namespace_label: String,
     pub(super) namespace: String,
