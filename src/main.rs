@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
+use hpa_bridge::api::penalty_box::PenaltyRules;
 use hpa_bridge::api::server::Listening;
 use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::api::{server, ApiHandler};
@@ -187,6 +188,19 @@ struct ServeArgs {
     /// get 431 on HTTP/1.1; on HTTP/2 it is the advertised header list size.
     #[arg(long, default_value_t = 32 * 1024)]
     max_request_header_bytes: usize,
+    /// Connections from one client address that misbehave (no TLS handshake or no first
+    /// request head within --request-header-timeout, or a head over
+    /// --max-request-header-bytes) before the address is refused at accept for
+    /// --client-penalty. An address that got a request past authentication within the last
+    /// 10 minutes is never refused. 0 turns this off.
+    #[arg(long, default_value_t = 5)]
+    client_penalty_strikes: u32,
+    /// The window in which --client-penalty-strikes must fall.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    client_penalty_window: Duration,
+    /// How long a client address that struck out is refused at accept.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    client_penalty: Duration,
     /// After SIGTERM, how long /readyz fails while requests are still served, so endpoints
     /// and the aggregator stop routing here first (kube-apiserver's --shutdown-delay-duration).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -680,6 +694,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_timeout: args.request_header_timeout,
         idle_timeout: args.idle_timeout,
         max_header_bytes: args.max_request_header_bytes,
+        penalty: PenaltyRules {
+            strikes: args.client_penalty_strikes,
+            window: args.client_penalty_window,
+            penalty: args.client_penalty,
+        },
     };
     if limits.max_header_bytes < MIN_HEADER_BYTES {
         bail!("--max-request-header-bytes must be at least {MIN_HEADER_BYTES}");

@@ -101,6 +101,7 @@ pub struct SelfMetrics {
     connections: Family<ListenerLabel, Gauge>,
     connections_refused: Family<ConnectionLabels, Counter>,
     connections_expired: Family<ConnectionLabels, Counter>,
+    clients_penalized: Family<ConnectionLabels, Counter>,
     /// 1 once the first scrape round completed (what /readyz answers), else 0.
     pub ready: Gauge,
     scope_refusing: Family<ScopeLabels, Gauge>,
@@ -226,6 +227,7 @@ impl SelfMetrics {
         let connections = Family::<ListenerLabel, Gauge>::default();
         let connections_refused = Family::<ConnectionLabels, Counter>::default();
         let connections_expired = Family::<ConnectionLabels, Counter>::default();
+        let clients_penalized = Family::<ConnectionLabels, Counter>::default();
         registry.register(
             "connections",
             "Open client connections by listener (api, metrics)",
@@ -233,14 +235,21 @@ impl SelfMetrics {
         );
         registry.register(
             "connections_refused",
-            "Client connections closed at accept by a connection cap, by listener and cap",
+            "Client connections closed at accept by a connection cap or a client's penalty, by listener and reason",
             connections_refused.clone(),
         );
         registry.register(
             "connections_expired",
             "Client connections closed by the server for sending no request in time \
-             (tls-handshake-timeout, header-timeout, idle-timeout), by listener",
+             (tls-handshake-timeout, header-timeout, idle-timeout) or because its address struck out \
+             (penalized), by listener",
             connections_expired.clone(),
+        );
+        registry.register(
+            "clients_penalized",
+            "Client addresses refused at accept for a while after repeated misbehaviour, by listener and the last strike \
+             (tls-handshake-timeout, header-timeout, head-too-large)",
+            clients_penalized.clone(),
         );
         let ready = Gauge::default();
         registry.register(
@@ -290,6 +299,7 @@ impl SelfMetrics {
             connections,
             connections_refused,
             connections_expired,
+            clients_penalized,
             scrape_duration,
             scrape_round_duration,
             scrape_errors,
@@ -335,6 +345,15 @@ impl SelfMetrics {
             .get_or_create(&ConnectionLabels {
                 listener: listener.into(),
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn client_penalized(&self, listener: &str, strike: &str) {
+        self.clients_penalized
+            .get_or_create(&ConnectionLabels {
+                listener: listener.into(),
+                reason: strike.into(),
             })
             .inc();
     }

@@ -798,22 +798,27 @@ async fn presented_certificate(
 }
 
 /// A raw HTTP/1.1 GET /healthz over TLS with a client certificate: the TLS error, if any.
-async fn raw_tls_get(port: u16, serving: &Pki, client: &Issued) -> Result<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// A TLS client trusting `serving`'s CA, before its choice of client certificate.
+fn client_config(
+    serving: &Pki,
+) -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert> {
     let mut store = rustls::RootCertStore::empty();
     store.add(serving.ca_der()).unwrap();
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+}
+
+async fn raw_tls_get(port: u16, serving: &Pki, client: &Issued) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let certs = vec![der_of(&client.cert_pem)];
     let key = rustls_pemfile::private_key(&mut client.key_pem.as_bytes())
         .unwrap()
         .unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(store)
-    .with_client_auth_cert(certs, key)
-    .unwrap();
+    let config = client_config(serving)
+        .with_client_auth_cert(certs, key)
+        .unwrap();
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
@@ -1081,4 +1086,103 @@ async fn an_object_metric_is_reviewed_as_get_on_the_workload_with_the_metric_as_
     assert_eq!(attrs["version"], "v1beta1");
     assert_eq!(attrs["resource"], "deployments.apps");
     assert_eq!(attrs["name"], "web");
+}
+
+/// Anonymous TLS from `source`: sends `head` and reads until the server closes. `Err` when the
+/// server refused the connection before or during the handshake.
+async fn anonymous_exchange(
+    source: std::net::IpAddr,
+    port: u16,
+    serving: &Pki,
+    head: &[u8],
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = client_config(serving).with_no_client_auth();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+    let tcp = socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut r, mut w) = tokio::io::split(tls);
+    let write = async move {
+        let _ = w.write_all(head).await;
+        let _ = w.flush().await;
+    };
+    let read = async move {
+        let mut out = Vec::new();
+        let _ = r.read_to_end(&mut out).await;
+        out
+    };
+    let ((), out) = tokio::join!(write, read);
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn oversized_head() -> Vec<u8> {
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n".to_vec();
+    while head.len() < 64 * 1024 {
+        head.extend_from_slice(format!("X-Filler: {}\r\n", "a".repeat(1000)).as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// Issue 13: client addresses that strike out are refused at accept, but not one that got a
+/// request past authentication, so a hostile neighbour sharing the aggregator's address cannot
+/// get it refused. Health checks and refused (401) requests prove nothing and vouch for nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour() {
+    let w = world(&["--client-penalty-strikes", "2"]).await;
+    w.allow("alice");
+    let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
+    let headers = [("X-Remote-User", "alice")];
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let port = w.adapter.port;
+    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    assert_value_7(code, &v);
+    // Oversized heads from the authenticated address: not refused.
+    for _ in 0..4 {
+        let got = anonymous_exchange(loopback, port, &w.adapter.pki, &oversized_head()).await;
+        let got = got.expect("the authenticated address was refused");
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 431"), "{got}");
+    }
+    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    assert_value_7(code, &v);
+
+    // Another address that only passed health checks and got a 401 is not trusted.
+    let other = std::net::IpAddr::from([127, 0, 0, 9]);
+    let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let got = anonymous_exchange(other, port, &w.adapter.pki, health).await;
+    assert!(got.unwrap().starts_with("HTTP/1.1 200"));
+    let denied = format!("GET {METRIC} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let got = anonymous_exchange(other, port, &w.adapter.pki, denied.as_bytes()).await;
+    assert!(got.unwrap().starts_with("HTTP/1.1 401"));
+    for _ in 0..2 {
+        let _ = anonymous_exchange(other, port, &w.adapter.pki, &oversized_head()).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while anonymous_exchange(other, port, &w.adapter.pki, health)
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the untrusted address was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, m) = w.adapter.plain_get("/metrics").await;
+    let penalized: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("hpa_bridge_clients_penalized_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(penalized, 1.0, "only the untrusted address struck out: {m}");
+    // The aggregator's address is still served.
+    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    assert_value_7(code, &v);
 }

@@ -18,9 +18,25 @@ use tokio::net::{TcpSocket, TcpStream};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn connect_from(source: IpAddr, to: SocketAddr) -> TcpStream {
+    try_connect_from(source, to).await.unwrap()
+}
+
+async fn try_connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(source, 0)).unwrap();
-    socket.connect(to).await.unwrap()
+    socket.connect(to).await
+}
+
+/// A connection the server refuses at accept: it closes it with a reset at once, which the
+/// client sees as a failed connect or as a stream closed before anything was sent.
+async fn refused(source: IpAddr, to: SocketAddr) -> bool {
+    match try_connect_from(source, to).await {
+        Err(e) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+            true
+        }
+        Ok(mut extra) => until_closed(&mut extra).await.is_empty(),
+    }
 }
 
 fn hostile_source() -> IpAddr {
@@ -28,10 +44,8 @@ fn hostile_source() -> IpAddr {
     IpAddr::from([127, 0, 0, 2])
 }
 
-async fn tls(
-    adapter: &AdapterProcess,
-    tcp: TcpStream,
-) -> tokio_rustls::client::TlsStream<TcpStream> {
+/// An anonymous TLS client that trusts the adapter's serving CA.
+fn anonymous_connector(adapter: &AdapterProcess) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(adapter.pki.ca_der()).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -42,6 +56,13 @@ async fn tls(
     .with_root_certificates(roots)
     .with_no_client_auth();
     tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn tls(
+    adapter: &AdapterProcess,
+    tcp: TcpStream,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    anonymous_connector(adapter)
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .unwrap()
@@ -101,9 +122,10 @@ async fn the_connection_over_the_per_client_cap_is_closed_and_counted() {
         for _ in 0..3 {
             held.push(connect_from(hostile_source(), addr).await);
         }
-        let mut extra = connect_from(hostile_source(), addr).await;
-        let sent = until_closed(&mut extra).await;
-        assert!(sent.is_empty(), "the refused connection got {sent:?}");
+        assert!(
+            refused(hostile_source(), addr).await,
+            "the refused connection got an answer"
+        );
         for c in &mut held {
             assert!(
                 still_open(c, Duration::from_millis(200)).await,
@@ -119,9 +141,10 @@ async fn the_connection_over_the_per_client_cap_is_closed_and_counted() {
         drop(held.pop());
         let reached = async {
             loop {
-                let mut again = connect_from(hostile_source(), addr).await;
-                if still_open(&mut again, Duration::from_millis(300)).await {
-                    return;
+                if let Ok(mut again) = try_connect_from(hostile_source(), addr).await {
+                    if still_open(&mut again, Duration::from_millis(300)).await {
+                        return;
+                    }
                 }
             }
         };
@@ -151,8 +174,7 @@ async fn the_global_cap_refuses_every_client() {
     for i in 0..4u8 {
         held.push(connect_from(IpAddr::from([127, 0, 0, 10 + i]), addr).await);
     }
-    let mut extra = connect_from(IpAddr::from([127, 0, 0, 20]), addr).await;
-    until_closed(&mut extra).await;
+    assert!(refused(IpAddr::from([127, 0, 0, 20]), addr).await);
     let (_, m) = adapter.plain_get("/metrics").await;
     assert!(
         counter(
@@ -357,4 +379,107 @@ async fn head_over_http2_has_no_body() {
             .to_bytes();
         assert!(body.is_empty(), "HEAD {path} sent {body:?}");
     }
+}
+
+/// A TLS handshake from `source` that the server refuses (closed or reset at accept).
+async fn refused_at_accept(adapter: &AdapterProcess, source: IpAddr) -> bool {
+    let Ok(tcp) = try_connect_from(source, api_addr(adapter)).await else {
+        return true;
+    };
+    anonymous_connector(adapter)
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .is_err()
+}
+
+/// Issue 13: an address whose connections keep sending oversized heads strikes out. Its new
+/// connections are refused at accept (no TLS work), its connection that never sent a request is
+/// closed, and other clients are served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_keeps_misbehaving_is_refused_at_accept_and_loses_its_idle_connections() {
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &["--client-penalty-strikes", "2", "--client-penalty", "10m"],
+    )
+    .await;
+    let offender = IpAddr::from([127, 0, 0, 3]);
+    let bystander = IpAddr::from([127, 0, 0, 4]);
+    // Held first: a TLS session that has not sent a request yet.
+    let mut held = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
+    // One strike is not enough.
+    let first = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
+    let got = send_head(first, huge_head("/healthz")).await;
+    assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+    assert!(
+        still_open(&mut held, Duration::from_millis(300)).await,
+        "one strike closed the held connection"
+    );
+    assert!(!refused_at_accept(&adapter, offender).await);
+    let second = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
+    let got = send_head(second, huge_head("/healthz")).await;
+    assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+    // Struck out: the held connection is closed without an answer...
+    let sent = until_closed(&mut held).await;
+    assert!(sent.is_empty(), "the held connection got {sent:?}");
+    // ...and new connections are refused before the TLS handshake.
+    let refused = async {
+        while !refused_at_accept(&adapter, offender).await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, refused)
+        .await
+        .expect("the offender was never refused");
+    assert!(refused_at_accept(&adapter, offender).await);
+    // Other clients are unaffected.
+    assert!(!refused_at_accept(&adapter, bystander).await);
+    let (code, _) = adapter.get_anonymous("/healthz").await.unwrap();
+    assert_eq!(code, 200);
+    let (_, m) = adapter.plain_get("/metrics").await;
+    for (name, labels) in [
+        (
+            "hpa_bridge_connections_refused_total",
+            ["listener=\"api\"", "reason=\"penalized\""],
+        ),
+        (
+            "hpa_bridge_clients_penalized_total",
+            ["listener=\"api\"", "reason=\"head-too-large\""],
+        ),
+        (
+            "hpa_bridge_connections_expired_total",
+            ["listener=\"api\"", "reason=\"penalized\""],
+        ),
+    ] {
+        assert!(counter(&m, name, &labels) >= 1.0, "{name}: {m}");
+    }
+    assert_eq!(
+        counter(&m, "hpa_bridge_clients_penalized_total", &[]),
+        1.0,
+        "{m}"
+    );
+    assert!(
+        adapter
+            .log()
+            .contains("refusing the client's connections at accept"),
+        "{}",
+        adapter.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn penalties_can_be_turned_off() {
+    let adapter =
+        AdapterProcess::start_with(&fast_config(&[]), &["--client-penalty-strikes", "0"]).await;
+    let offender = IpAddr::from([127, 0, 0, 5]);
+    for _ in 0..4 {
+        let s = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
+        send_head(s, huge_head("/healthz")).await;
+    }
+    assert!(!refused_at_accept(&adapter, offender).await);
+    let (_, m) = adapter.plain_get("/metrics").await;
+    assert_eq!(
+        counter(&m, "hpa_bridge_clients_penalized_total", &[]),
+        0.0,
+        "{m}"
+    );
 }

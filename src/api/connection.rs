@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::penalty_box::{PenaltyBox, PenaltyRules, Strike, TRUST};
 use crate::telemetry::SelfMetrics;
 
 /// Limits applied to every connection of one listener.
@@ -29,6 +30,8 @@ pub struct ConnectionLimits {
     /// Largest request head: the HTTP/1.1 read buffer and the HTTP/2 header list. A larger
     /// head is answered 431 (HTTP/1.1) or reset (HTTP/2), so a connection never holds more.
     pub max_header_bytes: usize,
+    /// When an address that keeps misbehaving is refused at accept (see `penalty_box`).
+    pub penalty: PenaltyRules,
 }
 
 impl Default for ConnectionLimits {
@@ -39,6 +42,7 @@ impl Default for ConnectionLimits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
             max_header_bytes: 32 * 1024,
+            penalty: PenaltyRules::default(),
         }
     }
 }
@@ -51,6 +55,8 @@ pub const MIN_HEADER_BYTES: usize = 8192;
 pub enum Refusal {
     MaxConnections,
     MaxConnectionsPerClient,
+    /// The address struck out recently (`penalty_box`).
+    Penalized,
 }
 
 impl Refusal {
@@ -58,14 +64,16 @@ impl Refusal {
         match self {
             Refusal::MaxConnections => "max-connections",
             Refusal::MaxConnectionsPerClient => "max-connections-per-client",
+            Refusal::Penalized => "penalized",
         }
     }
 }
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 struct Counts {
     total: usize,
     per_client: HashMap<IpAddr, usize>,
+    penalties: PenaltyBox,
 }
 
 /// The open connections of one listener, counted in all and per client address.
@@ -75,6 +83,8 @@ pub struct ConnectionGate {
     limits: ConnectionLimits,
     counts: Mutex<Counts>,
     metrics: Arc<SelfMetrics>,
+    /// Woken when an address strikes out, so its connections that never sent a request close.
+    struck_out: tokio::sync::Notify,
 }
 
 impl ConnectionGate {
@@ -83,11 +93,17 @@ impl ConnectionGate {
         limits: ConnectionLimits,
         metrics: Arc<SelfMetrics>,
     ) -> Arc<Self> {
+        let counts = Counts {
+            total: 0,
+            per_client: HashMap::new(),
+            penalties: PenaltyBox::new(limits.penalty.clone()),
+        };
         Arc::new(ConnectionGate {
             listener,
             limits,
-            counts: Mutex::default(),
+            counts: Mutex::new(counts),
             metrics,
+            struck_out: tokio::sync::Notify::new(),
         })
     }
 
@@ -109,7 +125,9 @@ impl ConnectionGate {
         // An IPv4 client on a dual-stack socket is one client whichever form its address has.
         let ip = ip.to_canonical();
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        let refusal = if counts.total >= self.limits.max_connections {
+        let refusal = if counts.penalties.refuses(ip, Instant::now()) {
+            Some(Refusal::Penalized)
+        } else if counts.total >= self.limits.max_connections {
             Some(Refusal::MaxConnections)
         } else if counts.per_client.get(&ip).copied().unwrap_or(0)
             >= self.limits.max_connections_per_client
@@ -132,6 +150,45 @@ impl ConnectionGate {
             gate: self.clone(),
             ip,
         })
+    }
+
+    /// A connection from `ip` misbehaved; enough strikes get the address refused at accept.
+    pub fn strike(&self, ip: IpAddr, why: Strike) {
+        let ip = ip.to_canonical();
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let penalized = counts.penalties.strike(ip, Instant::now());
+        drop(counts);
+        if let Some(until) = penalized {
+            let seconds = until.saturating_duration_since(Instant::now()).as_secs();
+            tracing::warn!(
+                listener = self.listener,
+                client = %ip,
+                strike = why.as_str(),
+                strikes = self.limits.penalty.strikes,
+                seconds,
+                "refusing the client's connections at accept after repeated misbehaviour"
+            );
+            self.metrics.client_penalized(self.listener, why.as_str());
+            self.struck_out.notify_waiters();
+        }
+    }
+
+    /// Whether `ip` is refused now (it struck out).
+    pub fn refuses(&self, ip: IpAddr) -> bool {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.penalties.refuses(ip.to_canonical(), Instant::now())
+    }
+
+    /// Resolves when some address strikes out; the connection then checks [`Self::refuses`].
+    pub fn struck_out(&self) -> tokio::sync::futures::Notified<'_> {
+        self.struck_out.notified()
+    }
+
+    /// A request from `ip` got past authentication: the address is trusted (`penalty_box`).
+    pub fn vouch(&self, ip: IpAddr) {
+        let ip = ip.to_canonical();
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.penalties.vouch(ip, Instant::now());
     }
 
     /// Connections open now.
@@ -222,7 +279,12 @@ pub struct Activity {
     requests: AtomicU64,
     /// Milliseconds after `opened` at which the connection last started or finished a request.
     last_ms: AtomicU64,
+    /// Milliseconds after `opened` at which the connection last vouched for its client
+    /// (`NEVER` before the first time).
+    vouched_ms: AtomicU64,
 }
+
+const NEVER: u64 = u64::MAX;
 
 /// Why a connection is closed by the server before the client closes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,7 +308,23 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
             last_ms: AtomicU64::new(0),
+            vouched_ms: AtomicU64::new(NEVER),
         }
+    }
+
+    /// Whether this connection should vouch for its client again: the first time, then once
+    /// per half of the trust period, so a keep-alive client stays trusted without taking the
+    /// gate's lock on every request.
+    pub fn vouch_due(&self) -> bool {
+        let now = self.opened.elapsed().as_millis() as u64;
+        let last = self.vouched_ms.load(Ordering::Relaxed);
+        let half = (TRUST / 2).as_millis() as u64;
+        if last != NEVER && now.saturating_sub(last) < half {
+            return false;
+        }
+        self.vouched_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     fn touch(&self) {

@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use super::connection::{
     AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
 };
+use super::penalty_box::Strike;
 use super::shutdown::Shutdown;
 use super::{json_response, plain, route, ApiHandler, ApiResponse, Route, StatusReason};
 use crate::engine::{Adapter, StatusQuery};
@@ -122,8 +123,15 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
             Ok(p) => p,
             Err(refusal) => {
                 tracing::debug!(listener = name, peer = %addr, cap = refusal.as_str(), "connection refused");
-                // Dropping the socket closes it: no TLS or HTTP work for the excess.
+                // Dropping the socket closes it: no TLS or HTTP work for the excess. A zero
+                // linger closes with a reset, so the refusal leaves no socket in TIME_WAIT and
+                // no FIN exchange behind (what nginx does for a refused connection).
+                let _ = tcp.set_zero_linger();
                 drop(tcp);
+                // A burst of refusals (an attacker's reconnects come in waves) would otherwise
+                // hold this worker until the backlog is empty; let the requests queued behind
+                // it run between refusals.
+                tokio::task::yield_now().await;
                 continue;
             }
         };
@@ -154,6 +162,7 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
                                 .gate
                                 .metrics()
                                 .connection_expired(name, "tls-handshake-timeout");
+                            listening.gate.strike(addr.ip(), Strike::HandshakeTimeout);
                             return;
                         }
                     };
@@ -195,12 +204,17 @@ async fn drive<I>(
     let service = {
         let activity = activity.clone();
         let peer = peer.clone();
+        let gate = listening.gate.clone();
         service_fn(move |req: Request<Incoming>| {
             let in_flight = InFlight::start(&activity);
             let head = req.method() == http::Method::HEAD;
             let answer = respond(req, peer.clone());
+            let (gate, peer) = (gate.clone(), peer.clone());
             async move {
                 let resp = answer.await;
+                if resp.extensions().get::<Authenticated>().is_some() && in_flight.0.vouch_due() {
+                    gate.vouch(peer.addr.ip());
+                }
                 drop(in_flight);
                 Ok::<_, Infallible>(if head { without_body(resp) } else { resp })
             }
@@ -220,11 +234,17 @@ async fn drive<I>(
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
-                    let timed_out = e
-                        .downcast_ref::<hyper::Error>()
-                        .is_some_and(|e| e.is_timeout());
-                    if timed_out {
+                    let hyper_error = e.downcast_ref::<hyper::Error>();
+                    if hyper_error.is_some_and(|e| e.is_timeout()) {
                         listening.gate.metrics().connection_expired(name, "header-timeout");
+                        // Only a connection that never completed a request is misbehaving:
+                        // an idle HTTP/1.1 keep-alive connection times out here too.
+                        if activity.requests() == 0 {
+                            listening.gate.strike(peer.addr.ip(), Strike::HeaderTimeout);
+                        }
+                    }
+                    if hyper_error.is_some_and(|e| e.is_parse_too_large()) {
+                        listening.gate.strike(peer.addr.ip(), Strike::HeadTooLarge);
                     }
                     tracing::debug!(listener = name, peer = %peer.addr, error = %e, "connection ended with an error");
                 }
@@ -251,9 +271,22 @@ async fn drive<I>(
                         };
                         tracing::debug!(listener = name, peer = %peer.addr, reason, "closing connection");
                         listening.gate.metrics().connection_expired(name, reason);
+                        if why == Expiry::HeaderTimeout {
+                            listening.gate.strike(peer.addr.ip(), Strike::HeaderTimeout);
+                        }
                         conn.as_mut().graceful_shutdown();
                         hard_close = Some(Instant::now() + CLOSE_GRACE);
                     }
+                }
+            }
+            // Its address struck out (through other connections): a connection that never
+            // sent a request goes too, freeing its slot under the caps for other clients.
+            _ = listening.gate.struck_out(), if activity.requests() == 0 && hard_close.is_none() && !stopped => {
+                if activity.requests() == 0 && listening.gate.refuses(peer.addr.ip()) {
+                    tracing::debug!(listener = name, peer = %peer.addr, "closing connection of a penalized client");
+                    listening.gate.metrics().connection_expired(name, "penalized");
+                    conn.as_mut().graceful_shutdown();
+                    hard_close = Some(Instant::now() + CLOSE_GRACE);
                 }
             }
             _ = tokio::time::sleep_until(hard_close.unwrap_or_else(far)), if hard_close.is_some() => return,
@@ -337,8 +370,20 @@ async fn respond(
                 .record_request(denied.status().as_u16(), metric, 0.0);
             return denied;
         }
+        return authenticated(handler.handle(&req).await);
     }
     handler.handle(&req).await
+}
+
+/// Marks a response whose request got past the [`Gatekeeper`]: the connection then vouches for
+/// its client's address (`penalty_box`). Without a gatekeeper nothing is marked, since nothing
+/// was proven (and nothing needs protecting from a shared-address attacker).
+#[derive(Clone, Copy, Debug)]
+struct Authenticated;
+
+fn authenticated(mut resp: ApiResponse) -> ApiResponse {
+    resp.extensions_mut().insert(Authenticated);
+    resp
 }
 
 /// The metrics port's answer to one request. `/metrics` may face the network, but only behind
@@ -375,6 +420,7 @@ pub fn metrics_responder(
                 if let Err(denied) = gate.admit(&req, &peer, &Route::NotFound).await {
                     return denied;
                 }
+                return authenticated(metrics_response(&adapter, &req, &status_builds).await);
             }
             metrics_response(&adapter, &req, &status_builds).await
         })

@@ -7,7 +7,9 @@
 //! second), a third sending an unterminated 400 KB head. The two phases alternate three times
 //! (the attack is started and stopped each cycle), so the machine's changing load falls on
 //! both, and each p99 is taken over all of its phases' requests. A hostile connection the server
-//! closes is opened again after a second, as a persistent attacker would.
+//! closes is opened again after a second, as a persistent attacker would. The first seconds of
+//! each attack (its first wave of handshakes and oversized heads, before any address has struck
+//! out) are measured apart from the held phase.
 //!
 //! `HPA_BRIDGE_BENCH_SERVER=/path/to/hpa-bridge` measures another build (for a before/after).
 
@@ -26,7 +28,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::report::{Figure, Goal};
-use super::{quantile, BenchError};
+use super::{quantile, threads_cpu_time, BenchError};
 
 const PART: &str = "hostile";
 const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
@@ -34,12 +36,58 @@ const BIG_HEAD: usize = 400 * 1024;
 const LEGIT_CONNECTIONS: usize = 4;
 /// How long a hostile slot waits before reconnecting after the server closed it.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+const ATTACKER_THREAD: &str = "bench-attacker";
+
+/// CPU seconds per second of `phase` spent by the server and by the attackers' thread.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuShare {
+    pub server: f64,
+    pub attackers: f64,
+}
+
+struct CpuClock {
+    server_pid: u32,
+    started: Instant,
+    server: Duration,
+    attackers: Duration,
+}
+
+impl CpuClock {
+    fn start(server_pid: u32) -> Self {
+        CpuClock {
+            server_pid,
+            started: Instant::now(),
+            server: threads_cpu_time(server_pid, "").unwrap_or_default(),
+            attackers: threads_cpu_time(std::process::id(), ATTACKER_THREAD).unwrap_or_default(),
+        }
+    }
+
+    fn add_to(&self, share: &mut (CpuShare, f64)) {
+        let server = threads_cpu_time(self.server_pid, "").unwrap_or_default();
+        let attackers = threads_cpu_time(std::process::id(), ATTACKER_THREAD).unwrap_or_default();
+        share.0.server += server.saturating_sub(self.server).as_secs_f64();
+        share.0.attackers += attackers.saturating_sub(self.attackers).as_secs_f64();
+        share.1 += self.started.elapsed().as_secs_f64();
+    }
+}
+
+fn per_second((cpu, seconds): (CpuShare, f64)) -> CpuShare {
+    let s = seconds.max(f64::MIN_POSITIVE);
+    CpuShare {
+        server: cpu.server / s,
+        attackers: cpu.attackers / s,
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct HostilePlan {
     pub hostile: usize,
-    /// Requests measured alone and as many under attack, over all cycles.
-    pub requests: usize,
+    /// How long each calm and each held phase measures.
+    pub phase: Duration,
+    /// How long the attack runs before its held phase is measured, so the first wave of
+    /// handshakes and oversized heads is over (it is measured on its own, as it lands).
+    pub landing: Duration,
     /// Loopback source addresses the hostile connections come from.
     pub sources: u8,
     /// Times the calm and attacked phases alternate.
@@ -51,14 +99,16 @@ impl HostilePlan {
         if quick {
             HostilePlan {
                 hostile: 150,
-                requests: 300,
+                phase: Duration::from_millis(300),
+                landing: Duration::from_millis(1500),
                 sources: 3,
                 cycles: 1,
             }
         } else {
             HostilePlan {
                 hostile: 2000,
-                requests: 30_000,
+                phase: Duration::from_secs(3),
+                landing: Duration::from_secs(3),
                 sources: 40,
                 cycles: 3,
             }
@@ -73,7 +123,17 @@ pub struct HostileResult {
     pub hostile_connections: usize,
     /// Loopback addresses the hostile connections came from.
     pub sources: u8,
-    pub requests: usize,
+    /// Seconds each calm and each held phase measured, and the attack ran before its held phase.
+    pub phase_seconds: f64,
+    pub landing_seconds: f64,
+    /// Requests measured: calm, as the attack landed, while it was held.
+    pub calm_requests: usize,
+    pub landing_requests: usize,
+    pub held_requests: usize,
+    pub p99_landing_us: f64,
+    /// CPU seconds per second used by the server and by the attackers' thread, calm and held.
+    pub calm_cpu: CpuShare,
+    pub held_cpu: CpuShare,
     pub p50_alone_us: f64,
     pub p99_alone_us: f64,
     pub p50_hostile_us: f64,
@@ -91,6 +151,15 @@ pub struct HostileResult {
     pub rss_after_bytes: u64,
     /// Hostile connection attempts the server closed (refused at accept or expired).
     pub hostile_closed: usize,
+    /// The fewest and most connections the server held open at the start and end of the
+    /// attacked phases (its `hpa_bridge_connections` gauge).
+    pub held_during_attack: (f64, f64),
+    /// Connections refused at accept because their address had struck out.
+    pub refused_penalized: f64,
+    /// Connections refused at accept by the global and per-client caps.
+    pub refused_capped: f64,
+    /// Times a hostile address struck out.
+    pub clients_penalized: f64,
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -130,9 +199,38 @@ fn rss(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The server's self-metrics (plain HTTP on its loopback metrics port).
+async fn server_metrics(metrics_port: u16) -> String {
+    let read = async {
+        let mut tcp = TcpStream::connect(("127.0.0.1", metrics_port)).await.ok()?;
+        tcp.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .await
+            .ok()?;
+        let mut body = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut body)
+            .await
+            .ok()?;
+        Some(body)
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// The sum of the samples of `name` on the API listener whose labels contain `with`.
+fn api_sample(metrics: &str, name: &str, with: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains("listener=\"api\"") && l.contains(with))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn start_server(
     exe: &std::path::Path,
-) -> Result<(Server, u16, CertificateDer<'static>), BenchError> {
+) -> Result<(Server, u16, u16, CertificateDer<'static>), BenchError> {
     let generated =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .map_err(err)?;
@@ -142,11 +240,12 @@ fn start_server(
     std::fs::write(&cert, generated.cert.pem()).map_err(err)?;
     std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(err)?;
     let port = free_port()?;
+    let metrics_port = free_port()?;
     let child = Command::new(exe)
         .args(["serve", "--secure-port", &port.to_string()])
         .args([
             "--metrics-bind-address",
-            &format!("127.0.0.1:{}", free_port()?),
+            &format!("127.0.0.1:{metrics_port}"),
         ])
         .arg("--tls-cert-file")
         .arg(&cert)
@@ -157,7 +256,12 @@ fn start_server(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| err(format!("starting {}: {e}", exe.display())))?;
-    Ok((Server { child, dir }, port, generated.cert.der().clone()))
+    Ok((
+        Server { child, dir },
+        port,
+        metrics_port,
+        generated.cert.der().clone(),
+    ))
 }
 
 fn client_config(cert: CertificateDer<'static>) -> Result<Arc<rustls::ClientConfig>, BenchError> {
@@ -207,23 +311,24 @@ async fn get(sender: &mut Sender, port: u16) -> Result<(), String> {
     Ok(())
 }
 
-/// `n` requests spread over the senders; latencies in µs, sorted, and the failures. A sender
-/// whose connection the server closed (HTTP/1.1 keep-alive idle) is reconnected.
+/// Requests from every sender, one after another on each, for `phase`; latencies in µs,
+/// sorted, and the failures. A sender whose connection the server closed (HTTP/1.1 keep-alive
+/// idle) is reconnected.
 async fn measure(
     senders: &mut Vec<Sender>,
     port: u16,
     tls: &Arc<rustls::ClientConfig>,
-    n: usize,
+    phase: Duration,
 ) -> (Vec<u32>, usize) {
-    let per = n / senders.len().max(1);
+    let until = Instant::now() + phase;
     let mut tasks = Vec::new();
     let taken: Vec<Sender> = std::mem::take(senders);
     for mut s in taken {
         let tls = tls.clone();
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(per);
+            let mut lat = Vec::new();
             let mut failed = 0;
-            for _ in 0..per {
+            while Instant::now() < until {
                 let t = Instant::now();
                 let mut r = get(&mut s, port).await;
                 if r.is_err() {
@@ -337,7 +442,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             exe.display()
         )));
     }
-    let (server, port, cert) = start_server(&exe)?;
+    let (server, port, metrics_port, cert) = start_server(&exe)?;
     let pid = server.child.id();
     let tls = client_config(cert)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -349,6 +454,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
     // behind theirs: what is measured is the server's delay.
     let attackers = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name(ATTACKER_THREAD)
         .enable_all()
         .build()
         .map_err(err)?;
@@ -371,7 +477,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        measure(&mut senders, port, &tls, plan.requests / 4).await;
+        measure(&mut senders, port, &tls, plan.phase / 4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let rss_idle = rss(pid);
         let to = SocketAddr::from(([127, 0, 0, 1], port));
@@ -383,15 +489,26 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         let mut cycle_ratios = Vec::new();
         // Alone and under attack alternate, so that drift in the machine's load over the run
         // falls on both alike; the p99s are taken over all cycles' requests.
-        let per_cycle = plan.requests / plan.cycles.max(1);
-        for _ in 0..plan.cycles.max(1) {
-            let (calm, _) = measure(&mut senders, port, &tls, per_cycle).await;
+        let mut held = Vec::new();
+        let mut landings = Vec::new();
+        let (mut calm_cpu, mut held_cpu) = ((CpuShare::default(), 0.0), (CpuShare::default(), 0.0));
+        for cycle in 0..plan.cycles.max(1) {
+            let clock = CpuClock::start(pid);
+            let (calm, _) = measure(&mut senders, port, &tls, plan.phase).await;
+            clock.add_to(&mut calm_cpu);
             let stop = Arc::new(AtomicBool::new(false));
             let opened = Arc::new(AtomicUsize::new(0));
             let closed_before = closed.load(Ordering::Relaxed);
             let mut slots = Vec::new();
             for i in 0..plan.hostile {
-                let source = IpAddr::from([127, 0, 1, 1 + (i % plan.sources as usize) as u8]);
+                // Each cycle's attack comes from addresses the server has not seen yet, so
+                // its first wave is handshaken in full whatever the earlier cycles earned.
+                let source = IpAddr::from([
+                    127,
+                    0,
+                    1 + (cycle % 250) as u8,
+                    1 + (i % plan.sources as usize) as u8,
+                ]);
                 slots.push(attack.spawn(hostile_slot(
                     i % 3,
                     source,
@@ -420,7 +537,21 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
                     }
                 })
             };
-            let (attacked, f) = measure(&mut senders, port, &tls, per_cycle).await;
+            // As the attack lands: its first wave's handshakes and oversized heads.
+            let (landing, landing_failed) = measure(&mut senders, port, &tls, plan.landing).await;
+            landings.extend(landing);
+            let before = server_metrics(metrics_port).await;
+            // Held: what the attack costs while it goes on.
+            let clock = CpuClock::start(pid);
+            let (attacked, f) = measure(&mut senders, port, &tls, plan.phase).await;
+            clock.add_to(&mut held_cpu);
+            let f = f + landing_failed;
+            let after = server_metrics(metrics_port).await;
+            // Connections the server held open over the attacked phase: the attack's that it
+            // admitted, plus the four measuring ones.
+            for m in [&before, &after] {
+                held.push(api_sample(m, "hpa_bridge_connections{", ""));
+            }
             failed += f;
             peak.fetch_max(rss(pid), Ordering::Relaxed);
             stop.store(true, Ordering::Relaxed);
@@ -436,11 +567,35 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         }
         alone.sort_unstable();
         hostile.sort_unstable();
+        landings.sort_unstable();
+        let metrics = server_metrics(metrics_port).await;
         Ok(HostileResult {
+            held_during_attack: (
+                held.iter().copied().fold(f64::INFINITY, f64::min),
+                held.iter().copied().fold(0.0, f64::max),
+            ),
+            refused_penalized: api_sample(
+                &metrics,
+                "hpa_bridge_connections_refused_total",
+                "reason=\"penalized\"",
+            ),
+            refused_capped: api_sample(
+                &metrics,
+                "hpa_bridge_connections_refused_total",
+                "reason=\"max-connections",
+            ),
+            clients_penalized: api_sample(&metrics, "hpa_bridge_clients_penalized_total", ""),
             server: exe.display().to_string(),
             hostile_connections: plan.hostile,
             sources: plan.sources,
-            requests: plan.requests,
+            calm_cpu: per_second(calm_cpu),
+            held_cpu: per_second(held_cpu),
+            phase_seconds: plan.phase.as_secs_f64(),
+            landing_seconds: plan.landing.as_secs_f64(),
+            calm_requests: alone.len(),
+            landing_requests: landings.len(),
+            held_requests: hostile.len(),
+            p99_landing_us: quantile(&landings, 0.99),
             p50_alone_us: quantile(&alone, 0.5),
             p99_alone_us: quantile(&alone, 0.99),
             p50_hostile_us: quantile(&hostile, 0.5),
@@ -473,6 +628,12 @@ pub fn figures(h: &HostileResult) -> Vec<Figure> {
             "µs",
         )
         .compare(h.p99_alone_us, h.p99_hostile_us, Some(Goal::AtMost(1.5))),
+        Figure::new(
+            "hostile",
+            format!("Hostile: API p99 as the {n} connections land (first wave of handshakes and heads; vs none)"),
+            "µs",
+        )
+        .compare(h.p99_alone_us, h.p99_landing_us, None),
         // The goal is < 64 MiB above idle: compared against idle + 64 MiB, the ratio is < 1.
         Figure::new(
             "hostile",
@@ -519,15 +680,39 @@ pub fn note(h: &HostileResult) -> String {
          connection limits; four keep-alive TLS connections from 127.0.0.1 ask `hpa_expect_replicas`. \
          {} hostile connections from {} other loopback addresses (a third idle after the TLS handshake, \
          a third slowloris, a third an unterminated 400 KB head; each reconnects a second after the \
-         server closes it) run on their own thread. Calm and attacked phases alternated {} times with \
-         {} requests each (the attack is started and stopped every cycle); the p99s are over all calm \
-         and all attacked requests. Per cycle, attacked p99 / calm p99: {}. Attack connections the \
-         server closed: {}.\n",
+         server closes it) run on their own thread. Calm and attacked phases alternated {} times (the \
+         attack is started and stopped every cycle). Each cycle measures {:.1} s calm; then starts the \
+         attack, waits until every hostile slot has connected or been refused once, and measures the \
+         landing for {:.1} s (the first wave's handshakes and 400 KB heads; its own row, no goal); then \
+         measures {:.1} s with the attack held. Requests: {} calm, {} landing, {} held; the p99s are \
+         over all of a kind's requests. Per cycle, held p99 / calm p99: {}. Attack connections the \
+         server closed: {}. Each cycle's attack comes from {} loopback addresses the server has not \
+         seen before. The server held {:.0} to {:.0} connections open at the start and end of the \
+         held phases; it refused {:.0} connections at accept by its caps and {:.0} from \
+         addresses that had struck out ({:.0} addresses penalized; `--client-penalty-strikes`). \
+         CPU seconds per second (all of the server's threads; the attackers' thread): calm {:.2} and \
+         {:.2}, held {:.2} and {:.2}; the measuring client and the attackers share the machine's \
+         two cores with the server.\n",
         h.hostile_connections,
         h.sources,
         h.cycles,
-        h.requests / h.cycles.max(1),
+        h.phase_seconds,
+        h.landing_seconds,
+        h.phase_seconds,
+        h.calm_requests,
+        h.landing_requests,
+        h.held_requests,
         ratios.join(", "),
-        h.hostile_closed
+        h.hostile_closed,
+        h.sources,
+        h.held_during_attack.0,
+        h.held_during_attack.1,
+        h.refused_capped,
+        h.refused_penalized,
+        h.clients_penalized,
+        h.calm_cpu.server,
+        h.calm_cpu.attackers,
+        h.held_cpu.server,
+        h.held_cpu.attackers
     )
 }

@@ -384,6 +384,26 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(total))
 }
 
+/// On-CPU time of the live threads of process `pid` whose name starts with `prefix`
+/// (/proc/<pid>/task/*/schedstat; `prefix` "" takes every thread).
+pub fn threads_cpu_time(pid: u32, prefix: &str) -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        let named = std::fs::read_to_string(task.path().join("comm"))
+            .is_ok_and(|comm| comm.trim_end().starts_with(prefix));
+        if !named {
+            continue;
+        }
+        // A thread that exits between the listing and the read simply stops counting.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
 /// User + system CPU time from /proc/self/stat (all threads, exited ones included), in USER_HZ
 /// ticks: 100 per second on every Linux ABI, so 10 ms resolution. A cross-check of [`cpu_time`].
 pub fn cpu_time_ticks() -> Option<Duration> {
