@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
-use hpa_bridge::api::penalty_box::PenaltyRules;
+use hpa_bridge::api::penalty_box::{AddressRange, PenaltyRules};
 use hpa_bridge::api::server::Listening;
 use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::api::{server, ApiHandler};
@@ -201,6 +201,10 @@ struct ServeArgs {
     /// How long a client address that struck out is refused at accept.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_penalty: Duration,
+    /// Client addresses (CIDR ranges or single addresses, comma-separated) never struck nor
+    /// refused: for example the nodes' addresses, from which the kubelet's anonymous probes come.
+    #[arg(long, value_delimiter = ',')]
+    client_penalty_exempt: Vec<AddressRange>,
     /// After SIGTERM, how long /readyz fails while requests are still served, so endpoints
     /// and the aggregator stop routing here first (kube-apiserver's --shutdown-delay-duration).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -698,6 +702,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             strikes: args.client_penalty_strikes,
             window: args.client_penalty_window,
             penalty: args.client_penalty,
+            exempt: args.client_penalty_exempt.clone(),
         },
     };
     if limits.max_header_bytes < MIN_HEADER_BYTES {

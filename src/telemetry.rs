@@ -247,8 +247,8 @@ impl SelfMetrics {
         );
         registry.register(
             "clients_penalized",
-            "Client addresses refused at accept for a while after repeated misbehaviour, by listener and the last strike \
-             (tls-handshake-timeout, header-timeout, head-too-large)",
+            "Times a client address struck out and began a penalty (refused at accept for a while), by listener and \
+             the last strike (tls-handshake-timeout, header-timeout, head-too-large)",
             clients_penalized.clone(),
         );
         let ready = Gauge::default();

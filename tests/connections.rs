@@ -392,6 +392,16 @@ async fn refused_at_accept(adapter: &AdapterProcess, source: IpAddr) -> bool {
         .is_err()
 }
 
+/// Waits until connections from `source` are refused at accept; fails with `what` after PATIENCE.
+async fn eventually_refused(adapter: &AdapterProcess, source: IpAddr, what: &str) {
+    let refused = async {
+        while !refused_at_accept(adapter, source).await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, refused).await.expect(what);
+}
+
 /// Issue 13: an address whose connections keep sending oversized heads strikes out. Its new
 /// connections are refused at accept (no TLS work), its connection that never sent a request is
 /// closed, and other clients are served as before.
@@ -422,14 +432,7 @@ async fn a_client_that_keeps_misbehaving_is_refused_at_accept_and_loses_its_idle
     let sent = until_closed(&mut held).await;
     assert!(sent.is_empty(), "the held connection got {sent:?}");
     // ...and new connections are refused before the TLS handshake.
-    let refused = async {
-        while !refused_at_accept(&adapter, offender).await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, refused)
-        .await
-        .expect("the offender was never refused");
+    eventually_refused(&adapter, offender, "the offender was never refused").await;
     assert!(refused_at_accept(&adapter, offender).await);
     // Other clients are unaffected.
     assert!(!refused_at_accept(&adapter, bystander).await);
@@ -481,5 +484,108 @@ async fn penalties_can_be_turned_off() {
         counter(&m, "hpa_bridge_clients_penalized_total", &[]),
         0.0,
         "{m}"
+    );
+}
+
+/// One slowloris connection is one strike, although on HTTP/1.1 both the server's header
+/// deadline and hyper's header timer fire for its partial head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_is_one_strike() {
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &[
+            "--client-penalty-strikes",
+            "2",
+            "--request-header-timeout",
+            "1s",
+        ],
+    )
+    .await;
+    let slow = IpAddr::from([127, 0, 0, 6]);
+    let slowloris = || async {
+        let mut s = tls(&adapter, connect_from(slow, api_addr(&adapter)).await).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        s.flush().await.unwrap();
+        until_closed(&mut s).await;
+    };
+    slowloris().await;
+    // Give a second strike for the same connection, if one were coming, time to land.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !refused_at_accept(&adapter, slow).await,
+        "one slow head struck the address out"
+    );
+    slowloris().await;
+    eventually_refused(
+        &adapter,
+        slow,
+        "two slow heads never struck the address out",
+    )
+    .await;
+    let (_, m) = adapter.plain_get("/metrics").await;
+    assert_eq!(
+        counter(
+            &m,
+            "hpa_bridge_clients_penalized_total",
+            &["reason=\"header-timeout\""]
+        ),
+        1.0,
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exempt_addresses_are_never_refused() {
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &[
+            "--client-penalty-strikes",
+            "1",
+            "--client-penalty-exempt",
+            "10.0.0.0/8,127.0.0.7/32",
+        ],
+    )
+    .await;
+    let exempt = IpAddr::from([127, 0, 0, 7]);
+    let other = IpAddr::from([127, 0, 0, 8]);
+    for _ in 0..3 {
+        let s = tls(&adapter, connect_from(exempt, api_addr(&adapter)).await).await;
+        send_head(s, huge_head("/healthz")).await;
+    }
+    assert!(!refused_at_accept(&adapter, exempt).await);
+    // The penalty is on for everyone else.
+    let s = tls(&adapter, connect_from(other, api_addr(&adapter)).await).await;
+    send_head(s, huge_head("/healthz")).await;
+    eventually_refused(
+        &adapter,
+        other,
+        "the address outside the exempt ranges was never refused",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_malformed_exempt_range_stops_startup_with_its_name() {
+    let mut p = AdapterProcess::spawn(
+        &fast_config(&[]),
+        &["--client-penalty-exempt", "10.0.0.0/40"],
+    );
+    let exit = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(Some(exit)) = p.child.try_wait() {
+                return exit;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the adapter started with a malformed range");
+    assert!(!exit.success());
+    let log = p.log();
+    assert!(
+        log.contains("10.0.0.0/40") && log.contains("prefix length"),
+        "{log}"
     );
 }

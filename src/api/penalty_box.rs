@@ -8,9 +8,11 @@
 //! again every time it reconnects. After `strikes` such connections within `window`, its
 //! address is refused for `penalty`: a refusal costs one accept and one close.
 //!
-//! An address that recently got a request past authentication is trusted and never refused:
-//! the aggregator's address must not be locked out by a hostile client that shares it (a
-//! host-network pod on the same node, or a NAT). Such an attacker is still bound by the caps.
+//! An address that recently got a request past authentication and authorization is trusted
+//! and never refused: the aggregator's address must not be locked out by a hostile client that
+//! shares it (a host-network pod on the same node, or a NAT). Such an attacker is still bound
+//! by the caps. Anonymous callers (the kubelet's probes of `/healthz` and `/readyz`) cannot
+//! earn trust, so addresses that must never be refused are listed in `exempt`.
 //!
 //! Pure: the caller passes the time.
 
@@ -26,6 +28,62 @@ pub struct PenaltyRules {
     pub strikes: u32,
     pub window: Duration,
     pub penalty: Duration,
+    /// Addresses never struck nor refused.
+    pub exempt: Vec<AddressRange>,
+}
+
+/// A CIDR range of client addresses (`10.0.0.0/8`, `fd00::/8`, or one address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressRange {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl AddressRange {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.network, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for AddressRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let network: IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|e| format!("{s:?} is not an address or CIDR range: {e}"))?;
+        let network = network.to_canonical();
+        let max = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?,
+        };
+        Ok(AddressRange { network, prefix })
+    }
 }
 
 impl Default for PenaltyRules {
@@ -34,6 +92,7 @@ impl Default for PenaltyRules {
             strikes: 5,
             window: Duration::from_secs(60),
             penalty: Duration::from_secs(60),
+            exempt: Vec::new(),
         }
     }
 }
@@ -110,23 +169,29 @@ impl PenaltyBox {
     /// Counts a strike against `ip`. Returns the end of the penalty when this strike starts
     /// one, so the caller logs it once.
     pub fn strike(&mut self, ip: IpAddr, now: Instant) -> Option<Instant> {
-        if self.rules.strikes == 0 {
+        if self.rules.strikes == 0 || self.rules.exempt.iter().any(|r| r.contains(ip)) {
             return None;
         }
-        let rules = self.rules.clone();
-        let standing = self.standing(ip, now)?;
-        if standing.trusted_until.is_some_and(|t| t > now) {
+        let (strikes, window, penalty) =
+            (self.rules.strikes, self.rules.window, self.rules.penalty);
+        let standing = self.standing(ip, now, false)?;
+        // Trusted, or already refused: connections that were admitted before the penalty
+        // began and expire during it add nothing.
+        if [standing.trusted_until, standing.refused_until]
+            .iter()
+            .any(|t| t.is_some_and(|t| t > now))
+        {
             return None;
         }
-        if standing.since.is_none_or(|s| s + rules.window <= now) {
+        if standing.since.is_none_or(|s| s + window <= now) {
             standing.since = Some(now);
             standing.strikes = 0;
         }
         standing.strikes += 1;
-        if standing.strikes < rules.strikes {
+        if standing.strikes < strikes {
             return None;
         }
-        let until = now + rules.penalty;
+        let until = now + penalty;
         standing.strikes = 0;
         standing.since = None;
         standing.refused_until = Some(until);
@@ -136,7 +201,7 @@ impl PenaltyBox {
     /// `ip` got a request past authentication: it is trusted for [`TRUST`], and a penalty it
     /// was under ends.
     pub fn vouch(&mut self, ip: IpAddr, now: Instant) {
-        if let Some(standing) = self.standing(ip, now) {
+        if let Some(standing) = self.standing(ip, now, true) {
             standing.trusted_until = Some(now + TRUST);
             standing.refused_until = None;
             standing.strikes = 0;
@@ -149,12 +214,24 @@ impl PenaltyBox {
         self.clients.len()
     }
 
-    /// The entry for `ip`, making room by forgetting expired entries; `None` when every entry
-    /// is still live and the table is full.
-    fn standing(&mut self, ip: IpAddr, now: Instant) -> Option<&mut Standing> {
+    /// The entry for `ip`, making room by forgetting expired entries; for a vouch, an entry
+    /// that is not trusted goes if need be (trust protects the aggregator, strikes only cost an
+    /// attacker). `None` when no room can be made. Memory stays bounded by [`MAX_TRACKED`];
+    /// making room scans the table, which happens only while it is full.
+    fn standing(&mut self, ip: IpAddr, now: Instant, vouching: bool) -> Option<&mut Standing> {
         if !self.clients.contains_key(&ip) && self.clients.len() >= MAX_TRACKED {
             let rules = &self.rules;
             self.clients.retain(|_, s| !s.expired(rules, now));
+            if self.clients.len() >= MAX_TRACKED && vouching {
+                let untrusted = self
+                    .clients
+                    .iter()
+                    .find(|(_, s)| s.trusted_until.is_none_or(|t| t <= now))
+                    .map(|(ip, _)| *ip);
+                if let Some(untrusted) = untrusted {
+                    self.clients.remove(&untrusted);
+                }
+            }
             if self.clients.len() >= MAX_TRACKED {
                 return None;
             }
@@ -172,6 +249,7 @@ mod tests {
             strikes,
             window: Duration::from_secs(60),
             penalty: Duration::from_secs(30),
+            exempt: Vec::new(),
         }
     }
 
@@ -250,9 +328,70 @@ mod tests {
         assert!(!b.refuses(extra, t0));
         assert!(b.refuses(ip(0), t0));
         assert_eq!(b.tracked(), MAX_TRACKED);
+        // A vouch makes room by dropping an untrusted entry.
+        let aggregator = ip(MAX_TRACKED as u32 + 1);
+        b.vouch(aggregator, t0);
+        assert_eq!(b.tracked(), MAX_TRACKED);
+        assert_eq!(b.strike(aggregator, t0), None);
+        assert!(!b.refuses(aggregator, t0));
         // Once the penalties and windows have passed, the entries make room.
         let later = t0 + Duration::from_secs(61);
         assert!(b.strike(extra, later).is_some());
-        assert_eq!(b.tracked(), 1);
+        // The trusted entry is still live; every other one expired.
+        assert_eq!(b.tracked(), 2);
+    }
+
+    #[test]
+    fn strikes_during_a_penalty_add_nothing() {
+        let t0 = Instant::now();
+        let mut b = PenaltyBox::new(rules(2));
+        assert_eq!(b.strike(ip(1), t0), None);
+        let until = b.strike(ip(1), t0).unwrap();
+        for s in 1..30 {
+            assert_eq!(b.strike(ip(1), t0 + Duration::from_secs(s)), None);
+        }
+        assert!(!b.refuses(ip(1), until));
+        // After the penalty the count starts again.
+        assert_eq!(b.strike(ip(1), until), None);
+        assert!(b.strike(ip(1), until).is_some());
+    }
+
+    #[test]
+    fn exempt_ranges_are_never_struck() {
+        let t0 = Instant::now();
+        let mut r = rules(1);
+        r.exempt = vec!["10.0.0.0/30".parse().unwrap(), "fd00::1".parse().unwrap()];
+        let mut b = PenaltyBox::new(r);
+        for n in 0..4 {
+            assert_eq!(b.strike(ip(n), t0), None, "10.0.0.{n}");
+        }
+        assert!(b.strike(ip(4), t0).is_some());
+        assert_eq!(b.strike("fd00::1".parse().unwrap(), t0), None);
+        assert!(b.strike("fd00::2".parse().unwrap(), t0).is_some());
+        // An IPv4 client seen on a dual-stack socket is in its IPv4 range.
+        assert_eq!(b.strike("::ffff:10.0.0.2".parse().unwrap(), t0), None);
+    }
+
+    #[test]
+    fn address_ranges_parse_as_cidr() {
+        let r: AddressRange = "192.168.1.7/24".parse().unwrap();
+        assert!(r.contains("192.168.1.200".parse().unwrap()));
+        assert!(!r.contains("192.168.2.1".parse().unwrap()));
+        assert!(!r.contains("::1".parse().unwrap()));
+        let all: AddressRange = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("8.8.8.8".parse().unwrap()));
+        let v6: AddressRange = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains("2001:db8:1::5".parse().unwrap()));
+        assert!(!v6.contains("2001:db9::".parse().unwrap()));
+        for bad in [
+            "10.0.0.0/33",
+            "fd00::/129",
+            "10.0.0/8",
+            "x",
+            "10.0.0.0/-1",
+            "",
+        ] {
+            assert!(bad.parse::<AddressRange>().is_err(), "{bad}");
+        }
     }
 }

@@ -200,7 +200,23 @@ async fn drive<I>(
 {
     let name = listening.gate.listener();
     let limits = listening.gate.limits();
+    // Its address struck out while this connection was in its TLS handshake.
+    if listening.gate.refuses(peer.addr.ip()) {
+        listening
+            .gate
+            .metrics()
+            .connection_expired(name, "penalized");
+        return;
+    }
     let activity = Arc::new(Activity::since(opened));
+    // A connection counts one strike at most: on HTTP/1.1 the server's own header deadline
+    // and hyper's header timer can both fire for one partial head.
+    let mut struck = false;
+    let mut strike = |why: Strike| {
+        if !std::mem::replace(&mut struck, true) {
+            listening.gate.strike(peer.addr.ip(), why);
+        }
+    };
     let service = {
         let activity = activity.clone();
         let peer = peer.clone();
@@ -240,11 +256,11 @@ async fn drive<I>(
                         // Only a connection that never completed a request is misbehaving:
                         // an idle HTTP/1.1 keep-alive connection times out here too.
                         if activity.requests() == 0 {
-                            listening.gate.strike(peer.addr.ip(), Strike::HeaderTimeout);
+                            strike(Strike::HeaderTimeout);
                         }
                     }
                     if hyper_error.is_some_and(|e| e.is_parse_too_large()) {
-                        listening.gate.strike(peer.addr.ip(), Strike::HeadTooLarge);
+                        strike(Strike::HeadTooLarge);
                     }
                     tracing::debug!(listener = name, peer = %peer.addr, error = %e, "connection ended with an error");
                 }
@@ -272,7 +288,7 @@ async fn drive<I>(
                         tracing::debug!(listener = name, peer = %peer.addr, reason, "closing connection");
                         listening.gate.metrics().connection_expired(name, reason);
                         if why == Expiry::HeaderTimeout {
-                            listening.gate.strike(peer.addr.ip(), Strike::HeaderTimeout);
+                            strike(Strike::HeaderTimeout);
                         }
                         conn.as_mut().graceful_shutdown();
                         hard_close = Some(Instant::now() + CLOSE_GRACE);
