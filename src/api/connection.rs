@@ -184,7 +184,8 @@ impl ConnectionGate {
         self.struck_out.notified()
     }
 
-    /// A request from `ip` got past authentication: the address is trusted (`penalty_box`).
+    /// A request from `ip` got past the gatekeeper (authenticated and authorized): the address
+    /// is trusted (`penalty_box`).
     pub fn vouch(&self, ip: IpAddr) {
         let ip = ip.to_canonical();
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());

@@ -97,7 +97,7 @@ impl Default for PenaltyRules {
     }
 }
 
-/// How long an address that got a request past authentication stays trusted.
+/// How long an address that got a request past authentication and authorization stays trusted.
 pub const TRUST: Duration = Duration::from_secs(600);
 
 /// Addresses remembered at once. An attacker with more addresses than this (IPv6) gets the
@@ -198,8 +198,8 @@ impl PenaltyBox {
         Some(until)
     }
 
-    /// `ip` got a request past authentication: it is trusted for [`TRUST`], and a penalty it
-    /// was under ends.
+    /// `ip` got a request past authentication and authorization: it is trusted for [`TRUST`],
+    /// and a penalty it was under ends.
     pub fn vouch(&mut self, ip: IpAddr, now: Instant) {
         if let Some(standing) = self.standing(ip, now, true) {
             standing.trusted_until = Some(now + TRUST);

@@ -334,7 +334,20 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     }
     if opts.wants("page") {
         eprintln!("bench: status page...");
-        report.page = Some(page::run(opts.quick));
+        // Its memory figure is a VmRSS delta, which means something only in a process whose
+        // allocator has not yet freed memory to refill: before any other part ran.
+        let alone = [
+            report.scale.is_none(),
+            report.parse.is_none(),
+            report.serve.is_none(),
+            report.live.is_none(),
+            report.slowapi.is_none(),
+            report.hostile.is_none(),
+            report.prometheus.is_none(),
+        ]
+        .iter()
+        .all(|none| *none);
+        report.page = Some(page::run(opts.quick, alone));
     }
     if opts.wants("spread") {
         let plan = spread::SpreadPlan::new(opts.quick);
