@@ -189,10 +189,11 @@ struct ServeArgs {
     #[arg(long, default_value_t = 32 * 1024)]
     max_request_header_bytes: usize,
     /// Connections from one client address that misbehave (no TLS handshake or no first
-    /// request head within --request-header-timeout, or a head over
-    /// --max-request-header-bytes) before the address is refused at accept for
-    /// --client-penalty. An address that got a request past authentication within the last
-    /// 10 minutes is never refused. 0 turns this off.
+    /// request head within --request-header-timeout, or an HTTP/1.1 head over
+    /// --max-request-header-bytes) before the address is refused at accept on that listener
+    /// for --client-penalty. An address that got a request past authentication and
+    /// authorization on the listener within the last 10 minutes is never refused. 0 turns
+    /// this off.
     #[arg(long, default_value_t = 5)]
     client_penalty_strikes: u32,
     /// The window in which --client-penalty-strikes must fall.

@@ -6,7 +6,7 @@
 //! to the head cap, on the cores that serve the HPA. A client that sends oversized heads, or
 //! holds connections without ever completing a request head, would otherwise be handshaken
 //! again every time it reconnects. After `strikes` such connections within `window`, its
-//! address is refused for `penalty`: a refusal costs one accept and one close.
+//! address is refused for `penalty`: a refusal costs one accept and one reset.
 //!
 //! An address that recently got a request past authentication and authorization is trusted
 //! and never refused: the aggregator's address must not be locked out by a hostile client that
