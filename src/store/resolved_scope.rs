@@ -4,8 +4,9 @@
 //! a pod comes or goes or an exporter changes its label sets. Resolving a scope (intersecting
 //! its postings, checking its other requirements, ordering the result) was most of an answer's
 //! cost over a large store (BENCHMARKS.md, "Answer path, third pass"), so it is done again
-//! only when `Postings::newest(.., Stamp::Members)` says the scope's series changed. The values are always
-//! read fresh from the slots: this keeps which series to read, never what they said.
+//! only when `Postings::newest(.., Stamp::Members)` says the scope's series changed. The
+//! values are always read fresh from the slots: this keeps which series to read, never what
+//! they said.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -17,8 +18,8 @@ use super::{ScrapeTarget, SeriesId};
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
 pub(super) struct ResolvedScope {
-    /// `Postings::newest(.., Stamp::Members)` when this was worked out (never-scraped targets are read fresh
-    /// on every answer, so they need no stamp here).
+    /// `Postings::newest(.., Stamp::Members)` when this was worked out (never-scraped targets
+    /// are read fresh on every answer, so they need no stamp here).
     pub(super) membership: u64,
     pub(super) targets: Vec<ResolvedTarget>,
     /// Who each of those series is, in the same order, shared by the observations of every

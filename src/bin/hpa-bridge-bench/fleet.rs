@@ -96,15 +96,20 @@ pub fn distinct_hosts_available() -> bool {
     std::net::TcpListener::bind((exporter::target_ip(1, false), 0)).is_ok()
 }
 
-pub async fn set_value(control: &str, target: usize, value: u32) -> Result<(), BenchError> {
-    let mut tcp = tokio::net::TcpStream::connect(control).await.map_err(err)?;
-    tcp.write_all(
-        format!("GET /set?target={target}&value={value} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes(),
-    )
-    .await
-    .map_err(err)?;
+/// One plain HTTP/1.0 GET of `path` at `addr`: the whole reply, head and body.
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<Vec<u8>> {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await?;
     let mut reply = Vec::new();
-    tcp.read_to_end(&mut reply).await.map_err(err)?;
+    tcp.read_to_end(&mut reply).await?;
+    Ok(reply)
+}
+
+pub async fn set_value(control: &str, target: usize, value: u32) -> Result<(), BenchError> {
+    let reply = http_get(control, &format!("/set?target={target}&value={value}"))
+        .await
+        .map_err(err)?;
     if !reply.starts_with(b"HTTP/1.0 200") && !reply.starts_with(b"HTTP/1.1 200") {
         return Err(err(format!(
             "exporter control answered {:?}",

@@ -201,22 +201,12 @@ fn rss(pid: u32) -> u64 {
 
 /// The server's self-metrics (plain HTTP on its loopback metrics port).
 async fn server_metrics(metrics_port: u16) -> String {
-    let read = async {
-        let mut tcp = TcpStream::connect(("127.0.0.1", metrics_port)).await.ok()?;
-        tcp.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-            .await
-            .ok()?;
-        let mut body = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut body)
-            .await
-            .ok()?;
-        Some(body)
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+    let addr = format!("127.0.0.1:{metrics_port}");
+    let read = super::fleet::http_get(&addr, "/metrics");
+    match tokio::time::timeout(Duration::from_secs(10), read).await {
+        Ok(Ok(reply)) => String::from_utf8_lossy(&reply).into_owned(),
+        _ => String::new(),
+    }
 }
 
 /// The sum of the samples of `name` on the API listener whose labels contain `with`.

@@ -385,16 +385,7 @@ pub fn memory() -> Option<(u64, u64)> {
 /// but in 10 ms ticks, too coarse for short rounds; the threads measured here (tokio workers)
 /// live for the whole measurement.
 pub fn cpu_time() -> Option<Duration> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let Ok(task) = task else { continue };
-        // A thread that exits between the listing and the read simply stops counting.
-        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(Duration::from_nanos(total))
+    threads_cpu_time(std::process::id(), "")
 }
 
 /// On-CPU time of the live threads of process `pid` whose name starts with `prefix`
