@@ -102,6 +102,22 @@ fn counter(metrics: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// Wait until the server reports no open connection on the API listener.
+async fn no_open_api_connections(adapter: &AdapterProcess) {
+    let settled = async {
+        loop {
+            let (_, m) = adapter.plain_get("/metrics").await;
+            if counter(&m, "hpa_bridge_connections{", &["listener=\"api\""]) == 0.0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, settled)
+        .await
+        .expect("the readiness probes' connections were never closed");
+}
+
 fn api_addr(a: &AdapterProcess) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], a.port))
 }
@@ -170,6 +186,9 @@ async fn the_connection_over_the_per_client_cap_is_closed_and_counted() {
 async fn the_global_cap_refuses_every_client() {
     let adapter = AdapterProcess::start_with(&fast_config(&[]), &["--max-connections", "4"]).await;
     let addr = api_addr(&adapter);
+    // The readiness probes' connections count against the cap until the server sees them
+    // closed; hold the cap only once none is left, or the fourth held connection is refused.
+    no_open_api_connections(&adapter).await;
     let mut held = Vec::new();
     for i in 0..4u8 {
         held.push(connect_from(IpAddr::from([127, 0, 0, 10 + i]), addr).await);
