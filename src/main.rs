@@ -190,22 +190,28 @@ struct ServeArgs {
     max_request_header_bytes: usize,
     /// Connections from one client address that misbehave (no TLS handshake or no first
     /// request head within --request-header-timeout, or an HTTP/1.1 head over
-    /// --max-request-header-bytes) before the address is refused at accept on that listener
-    /// for --client-penalty. An address that got a request past authentication and
-    /// authorization on the listener within the last 10 minutes is never refused. 0 turns
-    /// this off.
+    /// --max-request-header-bytes) before the address is kept out of that listener for
+    /// --client-penalty (see --client-penalty-kernel-drop). An address that got a request
+    /// past authentication and authorization on the listener within the last 10 minutes is
+    /// never refused. 0 turns this off.
     #[arg(long, default_value_t = 5)]
     client_penalty_strikes: u32,
     /// The window in which --client-penalty-strikes must fall.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_penalty_window: Duration,
-    /// How long a client address that struck out is refused at accept.
+    /// How long a client address that struck out is kept out.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_penalty: Duration,
     /// Client addresses (CIDR ranges or single addresses, comma-separated) never struck nor
     /// refused: for example the nodes' addresses, from which the kubelet's anonymous probes come.
     #[arg(long, value_delimiter = ',')]
     client_penalty_exempt: Vec<AddressRange>,
+    /// Have the kernel drop the TCP segments of a penalized IPv4 address before accept (a
+    /// socket filter on the listener), so its reconnects cost the server nothing; its clients'
+    /// connects time out instead of being reset. false refuses every penalized connection at
+    /// accept, as IPv6 addresses always are.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    client_penalty_kernel_drop: bool,
     /// After SIGTERM, how long /readyz fails while requests are still served, so endpoints
     /// and the aggregator stop routing here first (kube-apiserver's --shutdown-delay-duration).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -704,6 +710,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             window: args.client_penalty_window,
             penalty: args.client_penalty,
             exempt: args.client_penalty_exempt.clone(),
+            drop_in_kernel: args.client_penalty_kernel_drop,
         },
     };
     if limits.max_header_bytes < MIN_HEADER_BYTES {

@@ -102,6 +102,7 @@ pub struct SelfMetrics {
     connections_refused: Family<ConnectionLabels, Counter>,
     connections_expired: Family<ConnectionLabels, Counter>,
     clients_penalized: Family<ConnectionLabels, Counter>,
+    clients_dropped: Family<ListenerLabel, Gauge>,
     /// 1 once the first scrape round completed (what /readyz answers), else 0.
     pub ready: Gauge,
     scope_refusing: Family<ScopeLabels, Gauge>,
@@ -247,9 +248,16 @@ impl SelfMetrics {
         );
         registry.register(
             "clients_penalized",
-            "Times a client address struck out and began a penalty (refused at accept for a while), by listener and \
+            "Times a client address struck out and began a penalty (kept out for a while), by listener and \
              the last strike (tls-handshake-timeout, header-timeout, head-too-large)",
             clients_penalized.clone(),
+        );
+        let clients_dropped = Family::<ListenerLabel, Gauge>::default();
+        registry.register(
+            "clients_dropped",
+            "Penalized client addresses whose TCP segments the kernel drops before accept, by listener \
+             (IPv4 addresses, at most 1024; the others are refused at accept)",
+            clients_dropped.clone(),
         );
         let ready = Gauge::default();
         registry.register(
@@ -300,6 +308,7 @@ impl SelfMetrics {
             connections_refused,
             connections_expired,
             clients_penalized,
+            clients_dropped,
             scrape_duration,
             scrape_round_duration,
             scrape_errors,
@@ -356,6 +365,14 @@ impl SelfMetrics {
                 reason: strike.into(),
             })
             .inc();
+    }
+
+    pub fn clients_dropped(&self, listener: &str, dropped: usize) {
+        self.clients_dropped
+            .get_or_create(&ListenerLabel {
+                listener: listener.into(),
+            })
+            .set(dropped as i64);
     }
 
     pub fn connection_expired(&self, listener: &str, reason: &str) {

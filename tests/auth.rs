@@ -1100,9 +1100,12 @@ async fn anonymous_exchange(
     let config = client_config(serving).with_no_client_auth();
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
-    let tcp = socket
-        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    // A penalized address's handshake is dropped by the kernel (the listener's drop filter):
+    // its connect never completes. A loopback connect the kernel accepts completes at once.
+    let connect = socket.connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let tcp = tokio::time::timeout(Duration::from_secs(2), connect)
         .await
+        .map_err(|_| "connect dropped".to_string())?
         .map_err(|e| e.to_string())?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)

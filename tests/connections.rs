@@ -400,35 +400,72 @@ async fn head_over_http2_has_no_body() {
     }
 }
 
-/// A TLS handshake from `source` that the server refuses (closed or reset at accept).
-async fn refused_at_accept(adapter: &AdapterProcess, source: IpAddr) -> bool {
-    let Ok(tcp) = try_connect_from(source, api_addr(adapter)).await else {
-        return true;
-    };
-    anonymous_connector(adapter)
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .is_err()
+/// What became of a new connection from a client address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    /// The TLS handshake completed.
+    Served,
+    /// Closed or reset at accept, before any TLS work.
+    Refused,
+    /// The kernel dropped the handshake's segments (the listener's drop filter): the connect
+    /// never completed.
+    Dropped,
 }
 
-/// Waits until connections from `source` are refused at accept; fails with `what` after PATIENCE.
-async fn eventually_refused(adapter: &AdapterProcess, source: IpAddr, what: &str) {
-    let refused = async {
-        while !refused_at_accept(adapter, source).await {
+/// A loopback handshake the kernel does not drop completes within this, whatever the load:
+/// it needs no work from the process, only from the kernel.
+const DROPPED_AFTER: Duration = Duration::from_secs(2);
+
+async fn fate(adapter: &AdapterProcess, source: IpAddr) -> Fate {
+    let tcp = match tokio::time::timeout(DROPPED_AFTER, try_connect_from(source, api_addr(adapter)))
+        .await
+    {
+        Err(_) => return Fate::Dropped,
+        Ok(Err(_)) => return Fate::Refused,
+        Ok(Ok(tcp)) => tcp,
+    };
+    let handshake =
+        anonymous_connector(adapter).connect(ServerName::try_from("127.0.0.1").unwrap(), tcp);
+    match tokio::time::timeout(PATIENCE, handshake).await {
+        Ok(Ok(_)) => Fate::Served,
+        Ok(Err(_)) => Fate::Refused,
+        Err(_) => panic!("a TLS handshake from {source} neither completed nor failed"),
+    }
+}
+
+/// Waits until new connections from `source` meet `expected`; fails with `what` after PATIENCE.
+async fn eventually(adapter: &AdapterProcess, source: IpAddr, expected: Fate, what: &str) {
+    let reached = async {
+        while fate(adapter, source).await != expected {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    tokio::time::timeout(PATIENCE, refused).await.expect(what);
+    tokio::time::timeout(PATIENCE, reached).await.expect(what);
 }
 
-/// Issue 13: an address whose connections keep sending oversized heads strikes out. Its new
-/// connections are refused at accept (no TLS work), its connection that never sent a request is
-/// closed, and other clients are served as before.
+/// Issue 13: an address whose connections keep sending oversized heads strikes out. Its
+/// connection that never sent a request is closed, other clients are served as before, and
+/// its new connections cost the server nothing: the kernel drops their segments before accept
+/// (the listener's drop filter), or, with `--client-penalty-kernel-drop=false`, the server
+/// refuses them at accept, before any TLS work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_keeps_misbehaving_is_refused_at_accept_and_loses_its_idle_connections() {
+async fn a_client_that_keeps_misbehaving_is_kept_out_and_loses_its_idle_connections() {
+    for (kernel_drop, expected) in [("true", Fate::Dropped), ("false", Fate::Refused)] {
+        misbehave_until_penalized(kernel_drop, expected).await;
+    }
+}
+
+async fn misbehave_until_penalized(kernel_drop: &str, expected: Fate) {
     let adapter = AdapterProcess::start_with(
         &fast_config(&[]),
-        &["--client-penalty-strikes", "2", "--client-penalty", "10m"],
+        &[
+            "--client-penalty-strikes",
+            "2",
+            "--client-penalty",
+            "10m",
+            "--client-penalty-kernel-drop",
+            kernel_drop,
+        ],
     )
     .await;
     let offender = IpAddr::from([127, 0, 0, 3]);
@@ -443,26 +480,28 @@ async fn a_client_that_keeps_misbehaving_is_refused_at_accept_and_loses_its_idle
         still_open(&mut held, Duration::from_millis(300)).await,
         "one strike closed the held connection"
     );
-    assert!(!refused_at_accept(&adapter, offender).await);
+    assert_eq!(fate(&adapter, offender).await, Fate::Served);
     let second = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
     let got = send_head(second, huge_head("/healthz")).await;
     assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
     // Struck out: the held connection is closed without an answer...
     let sent = until_closed(&mut held).await;
     assert!(sent.is_empty(), "the held connection got {sent:?}");
-    // ...and new connections are refused before the TLS handshake.
-    eventually_refused(&adapter, offender, "the offender was never refused").await;
-    assert!(refused_at_accept(&adapter, offender).await);
+    // ...and new connections are dropped or refused, before the TLS handshake.
+    eventually(
+        &adapter,
+        offender,
+        expected,
+        "the offender was never kept out",
+    )
+    .await;
+    assert_eq!(fate(&adapter, offender).await, expected);
     // Other clients are unaffected.
-    assert!(!refused_at_accept(&adapter, bystander).await);
+    assert_eq!(fate(&adapter, bystander).await, Fate::Served);
     let (code, _) = adapter.get_anonymous("/healthz").await.unwrap();
     assert_eq!(code, 200);
     let (_, m) = adapter.plain_get("/metrics").await;
     for (name, labels) in [
-        (
-            "hpa_bridge_connections_refused_total",
-            ["listener=\"api\"", "reason=\"penalized\""],
-        ),
         (
             "hpa_bridge_clients_penalized_total",
             ["listener=\"api\"", "reason=\"head-too-large\""],
@@ -479,10 +518,23 @@ async fn a_client_that_keeps_misbehaving_is_refused_at_accept_and_loses_its_idle
         1.0,
         "{m}"
     );
+    let dropped = counter(&m, "hpa_bridge_clients_dropped{", &["listener=\"api\""]);
+    match expected {
+        Fate::Dropped => assert_eq!(dropped, 1.0, "{m}"),
+        _ => {
+            assert_eq!(dropped, 0.0, "{m}");
+            let refused = counter(
+                &m,
+                "hpa_bridge_connections_refused_total",
+                &["listener=\"api\"", "reason=\"penalized\""],
+            );
+            assert!(refused >= 1.0, "{m}");
+        }
+    }
     assert!(
         adapter
             .log()
-            .contains("refusing the client's connections at accept"),
+            .contains("refusing the client's connections after repeated misbehaviour"),
         "{}",
         adapter.log()
     );
@@ -497,7 +549,7 @@ async fn penalties_can_be_turned_off() {
         let s = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
         send_head(s, huge_head("/healthz")).await;
     }
-    assert!(!refused_at_accept(&adapter, offender).await);
+    assert_eq!(fate(&adapter, offender).await, Fate::Served);
     let (_, m) = adapter.plain_get("/metrics").await;
     assert_eq!(
         counter(&m, "hpa_bridge_clients_penalized_total", &[]),
@@ -532,14 +584,16 @@ async fn a_slow_head_is_one_strike() {
     slowloris().await;
     // Give a second strike for the same connection, if one were coming, time to land.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        !refused_at_accept(&adapter, slow).await,
+    assert_eq!(
+        fate(&adapter, slow).await,
+        Fate::Served,
         "one slow head struck the address out"
     );
     slowloris().await;
-    eventually_refused(
+    eventually(
         &adapter,
         slow,
+        Fate::Dropped,
         "two slow heads never struck the address out",
     )
     .await;
@@ -573,14 +627,15 @@ async fn exempt_addresses_are_never_refused() {
         let s = tls(&adapter, connect_from(exempt, api_addr(&adapter)).await).await;
         send_head(s, huge_head("/healthz")).await;
     }
-    assert!(!refused_at_accept(&adapter, exempt).await);
+    assert_eq!(fate(&adapter, exempt).await, Fate::Served);
     // The penalty is on for everyone else.
     let s = tls(&adapter, connect_from(other, api_addr(&adapter)).await).await;
     send_head(s, huge_head("/healthz")).await;
-    eventually_refused(
+    eventually(
         &adapter,
         other,
-        "the address outside the exempt ranges was never refused",
+        Fate::Dropped,
+        "the address outside the exempt ranges was never kept out",
     )
     .await;
 }

@@ -5,6 +5,7 @@
 pub mod connection;
 pub mod custom_metrics;
 pub mod discovery;
+pub mod drop_filter;
 pub mod penalty_box;
 pub mod server;
 pub mod shutdown;

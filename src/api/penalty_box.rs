@@ -6,7 +6,8 @@
 //! to the head cap, on the cores that serve the HPA. A client that sends oversized heads, or
 //! holds connections without ever completing a request head, would otherwise be handshaken
 //! again every time it reconnects. After `strikes` such connections within `window`, its
-//! address is refused for `penalty`: a refusal costs one accept and one reset.
+//! address is refused for `penalty`: a refusal costs one accept and one reset, and for an IPv4
+//! address nothing at all, as the kernel drops its handshakes before accept (`drop_filter`).
 //!
 //! An address that recently got a request past authentication and authorization is trusted
 //! and never refused: the aggregator's address must not be locked out by a hostile client that
@@ -30,6 +31,9 @@ pub struct PenaltyRules {
     pub penalty: Duration,
     /// Addresses never struck nor refused.
     pub exempt: Vec<AddressRange>,
+    /// Whether the kernel drops a refused IPv4 address's segments before accept
+    /// (`drop_filter`), instead of the server accepting and resetting each connection.
+    pub drop_in_kernel: bool,
 }
 
 /// A CIDR range of client addresses (`10.0.0.0/8`, `fd00::/8`, or one address).
@@ -93,6 +97,7 @@ impl Default for PenaltyRules {
             window: Duration::from_secs(60),
             penalty: Duration::from_secs(60),
             exempt: Vec::new(),
+            drop_in_kernel: true,
         }
     }
 }
@@ -199,14 +204,29 @@ impl PenaltyBox {
     }
 
     /// `ip` got a request past authentication and authorization: it is trusted for [`TRUST`],
-    /// and a penalty it was under ends.
-    pub fn vouch(&mut self, ip: IpAddr, now: Instant) {
-        if let Some(standing) = self.standing(ip, now, true) {
-            standing.trusted_until = Some(now + TRUST);
-            standing.refused_until = None;
-            standing.strikes = 0;
-            standing.since = None;
-        }
+    /// and a penalty it was under ends. Returns whether one did.
+    pub fn vouch(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let Some(standing) = self.standing(ip, now, true) else {
+            return false;
+        };
+        let lifted = standing.refused_until.is_some_and(|until| until > now);
+        standing.trusted_until = Some(now + TRUST);
+        standing.refused_until = None;
+        standing.strikes = 0;
+        standing.since = None;
+        lifted
+    }
+
+    /// The addresses refused now, in order, and when the next of their penalties ends.
+    pub fn refused(&self, now: Instant) -> (Vec<IpAddr>, Option<Instant>) {
+        let mut refused: Vec<(IpAddr, Instant)> = self
+            .clients
+            .iter()
+            .filter_map(|(ip, s)| s.refused_until.filter(|u| *u > now).map(|u| (*ip, u)))
+            .collect();
+        let next = refused.iter().map(|(_, until)| *until).min();
+        refused.sort_unstable();
+        (refused.into_iter().map(|(ip, _)| ip).collect(), next)
     }
 
     /// Addresses remembered now.
@@ -250,6 +270,7 @@ mod tests {
             window: Duration::from_secs(60),
             penalty: Duration::from_secs(30),
             exempt: Vec::new(),
+            drop_in_kernel: true,
         }
     }
 
@@ -274,6 +295,30 @@ mod tests {
         assert!(!b.refuses(ip(1), third + Duration::from_secs(30)));
         // Another address is not affected.
         assert!(!b.refuses(ip(2), third));
+    }
+
+    #[test]
+    fn the_refused_list_is_ordered_and_names_the_next_end() {
+        let t0 = Instant::now();
+        let mut b = PenaltyBox::new(rules(1));
+        assert_eq!(b.refused(t0), (vec![], None));
+        b.strike(ip(2), t0);
+        b.strike(ip(1), t0 + Duration::from_secs(5));
+        b.strike(ip(3), t0 + Duration::from_secs(10));
+        assert!(!b.vouch(ip(4), t0 + Duration::from_secs(11)));
+        assert!(b.vouch(ip(3), t0 + Duration::from_secs(11)));
+        let at = t0 + Duration::from_secs(12);
+        assert_eq!(
+            b.refused(at),
+            (vec![ip(1), ip(2)], Some(t0 + Duration::from_secs(30)))
+        );
+        // The first penalty ended; vouching lifted the third.
+        let later = t0 + Duration::from_secs(31);
+        assert_eq!(
+            b.refused(later),
+            (vec![ip(1)], Some(t0 + Duration::from_secs(35)))
+        );
+        assert_eq!(b.refused(t0 + Duration::from_secs(35)), (vec![], None));
     }
 
     #[test]

@@ -99,12 +99,24 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
     let stopping = listening.shutdown.clone();
     let stopping = stopping.stopping();
     tokio::pin!(stopping);
+    // When the kernel's drop filter must next be updated: a penalty ends then.
+    let mut filter_due: Option<Instant> = None;
     loop {
+        let gate = &listening.gate;
+        let drops = gate.drops_in_kernel();
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = &mut stopping => {
                 tracing::info!(listener = name, "no longer accepting connections");
                 return;
+            }
+            _ = gate.refused_changed(), if drops => {
+                filter_due = gate.update_drop_filter(&listener);
+                continue;
+            }
+            _ = tokio::time::sleep_until(filter_due.unwrap_or_else(Instant::now)), if drops && filter_due.is_some() => {
+                filter_due = gate.update_drop_filter(&listener);
+                continue;
             }
         };
         let (tcp, addr) = match accepted {

@@ -36,6 +36,9 @@ const BIG_HEAD: usize = 400 * 1024;
 const LEGIT_CONNECTIONS: usize = 4;
 /// How long a hostile slot waits before reconnecting after the server closed it.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+/// How long a hostile slot waits for its connect before it gives up and tries again, as a
+/// persistent attacker would when the server's kernel drops its handshakes.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(1);
 const ATTACKER_THREAD: &str = "bench-attacker";
 
 /// CPU seconds per second of `phase` spent by the server and by the attackers' thread.
@@ -151,6 +154,11 @@ pub struct HostileResult {
     pub rss_after_bytes: u64,
     /// Hostile connection attempts the server closed (refused at accept or expired).
     pub hostile_closed: usize,
+    /// Hostile connects abandoned after [`CONNECT_PATIENCE`]: the kernel dropped their
+    /// handshakes (the server's drop filter).
+    pub hostile_dropped: usize,
+    /// The most client addresses on the server's drop filter at the end of a held phase.
+    pub clients_dropped: f64,
     /// The fewest and most connections the server held open at the start and end of the
     /// attacked phases (its `hpa_bridge_connections` gauge).
     pub held_during_attack: (f64, f64),
@@ -215,7 +223,8 @@ fn api_sample(metrics: &str, name: &str, with: &str) -> f64 {
         .lines()
         .filter(|l| l.starts_with(name) && l.contains("listener=\"api\"") && l.contains(with))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        // An empty sum is -0.0.
+        .fold(0.0, |a, b| a + b)
 }
 
 fn start_server(
@@ -348,22 +357,37 @@ async fn measure(
     (all, failed)
 }
 
+/// What the hostile slots saw, over the whole part.
+#[derive(Default)]
+struct AttackTally {
+    /// Connections the server closed (refused at accept or expired).
+    closed: AtomicUsize,
+    /// Connects abandoned after [`CONNECT_PATIENCE`].
+    dropped: AtomicUsize,
+}
+
 /// One hostile client slot: connect, misbehave, and when the server closes, wait and return.
 async fn hostile_slot(
     kind: usize,
     source: IpAddr,
     to: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
-    stop: Arc<AtomicBool>,
-    closed: Arc<AtomicUsize>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    tally: Arc<AttackTally>,
     opened: Arc<AtomicUsize>,
 ) {
     let mut counted = false;
-    while !stop.load(Ordering::Relaxed) {
+    while !*stop.borrow() {
         let attempt = async {
             let socket = TcpSocket::new_v4().ok()?;
             socket.bind(SocketAddr::new(source, 0)).ok()?;
-            let tcp = socket.connect(to).await.ok()?;
+            let tcp = match tokio::time::timeout(CONNECT_PATIENCE, socket.connect(to)).await {
+                Ok(connected) => connected.ok()?,
+                Err(_) => {
+                    tally.dropped.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            };
             let mut stream = tokio_rustls::TlsConnector::from(tls.clone())
                 .connect(ServerName::try_from("127.0.0.1").ok()?, tcp)
                 .await
@@ -384,7 +408,7 @@ async fn hostile_slot(
                         .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
                         .await
                         .ok()?;
-                    while !stop.load(Ordering::Relaxed) {
+                    loop {
                         stream.write_all(b"a").await.ok()?;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
@@ -410,10 +434,12 @@ async fn hostile_slot(
         };
         let held = tokio::select! {
             a = attempt => a,
-            _ = async { while !stop.load(Ordering::Relaxed) { tokio::time::sleep(Duration::from_millis(100)).await } } => return,
+            // Woken once when the attack stops: the harness adds no polling of its own to the
+            // machine the server shares.
+            _ = stop.wait_for(|stopped| *stopped) => return,
         };
         let _ = held;
-        closed.fetch_add(1, Ordering::Relaxed);
+        tally.closed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
@@ -471,7 +497,9 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         tokio::time::sleep(Duration::from_millis(500)).await;
         let rss_idle = rss(pid);
         let to = SocketAddr::from(([127, 0, 0, 1], port));
-        let closed = Arc::new(AtomicUsize::new(0));
+        let tally = Arc::new(AttackTally::default());
+        let closed = &tally.closed;
+        let mut on_drop_filter: f64 = 0.0;
         let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_idle));
         let mut alone = Vec::new();
         let mut hostile = Vec::new();
@@ -486,7 +514,8 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             let clock = CpuClock::start(pid);
             let (calm, _) = measure(&mut senders, port, &tls, plan.phase).await;
             clock.add_to(&mut calm_cpu);
-            let stop = Arc::new(AtomicBool::new(false));
+            let (stop_attack, stop) = tokio::sync::watch::channel(false);
+            let sampling = Arc::new(AtomicBool::new(true));
             let opened = Arc::new(AtomicUsize::new(0));
             let closed_before = closed.load(Ordering::Relaxed);
             let mut slots = Vec::new();
@@ -505,7 +534,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
                     to,
                     tls.clone(),
                     stop.clone(),
-                    closed.clone(),
+                    tally.clone(),
                     opened.clone(),
                 )));
             }
@@ -519,9 +548,9 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             }
             peak.fetch_max(rss(pid), Ordering::Relaxed);
             let sampler = {
-                let (peak, stop) = (peak.clone(), stop.clone());
+                let (peak, sampling) = (peak.clone(), sampling.clone());
                 tokio::spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
+                    while sampling.load(Ordering::Relaxed) {
                         peak.fetch_max(rss(pid), Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
@@ -542,9 +571,12 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             for m in [&before, &after] {
                 held.push(api_sample(m, "hpa_bridge_connections{", ""));
             }
+            on_drop_filter =
+                on_drop_filter.max(api_sample(&after, "hpa_bridge_clients_dropped{", ""));
             failed += f;
             peak.fetch_max(rss(pid), Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
+            stop_attack.send_replace(true);
+            sampling.store(false, Ordering::Relaxed);
             for s in slots {
                 let _ = s.await;
             }
@@ -597,6 +629,8 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             rss_hostile_bytes: peak.load(Ordering::Relaxed),
             rss_after_bytes: rss(pid),
             hostile_closed: closed.load(Ordering::Relaxed),
+            hostile_dropped: tally.dropped.load(Ordering::Relaxed),
+            clients_dropped: on_drop_filter,
         })
     });
     drop(server);
@@ -680,6 +714,9 @@ pub fn note(h: &HostileResult) -> String {
          seen before. The server held {:.0} to {:.0} connections open at the start and end of the \
          held phases; it refused {:.0} connections at accept by its caps and {:.0} from \
          addresses that had struck out ({:.0} addresses penalized; `--client-penalty-strikes`). \
+         Its kernel dropped the handshakes of up to {:.0} penalized addresses at once (its drop \
+         filter, `--client-penalty-kernel-drop`): {} hostile connects got no answer within {:.0} s \
+         and were tried again. \
          CPU seconds per second (all of the server's threads; the attackers' thread): calm {:.2} and \
          {:.2}, held {:.2} and {:.2}; the measuring client and the attackers share the machine's \
          two cores with the server.\n",
@@ -700,6 +737,9 @@ pub fn note(h: &HostileResult) -> String {
         h.refused_capped,
         h.refused_penalized,
         h.clients_penalized,
+        h.clients_dropped,
+        h.hostile_dropped,
+        CONNECT_PATIENCE.as_secs_f64(),
         h.calm_cpu.server,
         h.calm_cpu.attackers,
         h.held_cpu.server,
