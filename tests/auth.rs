@@ -1107,9 +1107,13 @@ async fn anonymous_exchange(
         .await
         .map_err(|_| "connect dropped".to_string())?
         .map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+    // A handshake whose last ACK the filter dropped (its address was listed meanwhile) looks
+    // connected to the client while the kernel drops its data.
+    let handshake = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp);
+    let tls = tokio::time::timeout(Duration::from_secs(10), handshake)
         .await
+        .map_err(|_| "handshake dropped".to_string())?
         .map_err(|e| e.to_string())?;
     let (mut r, mut w) = tokio::io::split(tls);
     let write = async move {
@@ -1121,7 +1125,10 @@ async fn anonymous_exchange(
         let _ = r.read_to_end(&mut out).await;
         out
     };
-    let ((), out) = tokio::join!(write, read);
+    let exchange = async { tokio::join!(write, read) };
+    let ((), out) = tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .map_err(|_| "the server neither answered nor closed".to_string())?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 

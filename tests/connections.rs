@@ -416,6 +416,10 @@ enum Fate {
 /// it needs no work from the process, only from the kernel.
 const DROPPED_AFTER: Duration = Duration::from_secs(2);
 
+/// A TLS handshake with a server that answers completes well within this; the test only
+/// waits this long for one whose segments the kernel drops.
+const HANDSHAKE_DROPPED_AFTER: Duration = Duration::from_secs(10);
+
 async fn fate(adapter: &AdapterProcess, source: IpAddr) -> Fate {
     let tcp = match tokio::time::timeout(DROPPED_AFTER, try_connect_from(source, api_addr(adapter)))
         .await
@@ -426,10 +430,12 @@ async fn fate(adapter: &AdapterProcess, source: IpAddr) -> Fate {
     };
     let handshake =
         anonymous_connector(adapter).connect(ServerName::try_from("127.0.0.1").unwrap(), tcp);
-    match tokio::time::timeout(PATIENCE, handshake).await {
+    // A handshake whose SYN passed just before the filter listed its address, and whose last
+    // ACK was then dropped, looks connected to the client while the kernel drops its data.
+    match tokio::time::timeout(HANDSHAKE_DROPPED_AFTER, handshake).await {
         Ok(Ok(_)) => Fate::Served,
         Ok(Err(_)) => Fate::Refused,
-        Err(_) => panic!("a TLS handshake from {source} neither completed nor failed"),
+        Err(_) => Fate::Dropped,
     }
 }
 

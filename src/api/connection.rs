@@ -30,7 +30,7 @@ pub struct ConnectionLimits {
     /// Largest request head: the HTTP/1.1 read buffer and the HTTP/2 header list. A larger
     /// head is answered 431 (HTTP/1.1) or reset (HTTP/2), so a connection never holds more.
     pub max_header_bytes: usize,
-    /// When an address that keeps misbehaving is refused at accept (see `penalty_box`).
+    /// When an address that keeps misbehaving is kept out (see `penalty_box`, `drop_filter`).
     pub penalty: PenaltyRules,
 }
 
@@ -88,8 +88,6 @@ pub struct ConnectionGate {
     /// Signalled when the refused addresses change, so the accept loop updates the kernel's
     /// drop filter (`drop_filter`). Holds its signal until the loop next waits.
     refused_changed: tokio::sync::Notify,
-    /// Set once the kernel refused the filter: refusals stay at accept from then on.
-    drop_filter_failed: std::sync::atomic::AtomicBool,
 }
 
 impl ConnectionGate {
@@ -110,7 +108,6 @@ impl ConnectionGate {
             metrics,
             struck_out: tokio::sync::Notify::new(),
             refused_changed: tokio::sync::Notify::new(),
-            drop_filter_failed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -159,7 +156,7 @@ impl ConnectionGate {
         })
     }
 
-    /// A connection from `ip` misbehaved; enough strikes get the address refused at accept.
+    /// A connection from `ip` misbehaved; enough strikes get the address kept out.
     pub fn strike(&self, ip: IpAddr, why: Strike) {
         let ip = ip.to_canonical();
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -167,18 +164,12 @@ impl ConnectionGate {
         drop(counts);
         if let Some(until) = penalized {
             let seconds = until.saturating_duration_since(Instant::now()).as_secs();
-            let kept_out = if ip.is_ipv4() && self.drops_in_kernel() {
-                "dropped-by-kernel"
-            } else {
-                "refused-at-accept"
-            };
             tracing::warn!(
                 listener = self.listener,
                 client = %ip,
                 strike = why.as_str(),
                 strikes = self.limits.penalty.strikes,
                 seconds,
-                kept_out,
                 "refusing the client's connections after repeated misbehaviour"
             );
             self.metrics.client_penalized(self.listener, why.as_str());
@@ -187,52 +178,15 @@ impl ConnectionGate {
         }
     }
 
-    /// Whether the accept loop keeps the kernel's drop filter (`drop_filter`) up to date.
-    pub fn drops_in_kernel(&self) -> bool {
-        let rules = &self.limits.penalty;
-        rules.drop_in_kernel
-            && rules.strikes > 0
-            && !self.drop_filter_failed.load(Ordering::Relaxed)
-    }
-
-    /// Resolves when the refused addresses changed since the last [`Self::update_drop_filter`].
+    /// Resolves when the refused addresses changed since it last resolved.
     pub async fn refused_changed(&self) {
         self.refused_changed.notified().await
     }
 
-    /// Puts the IPv4 addresses refused now on `listener`'s drop filter, so the kernel drops
-    /// their segments before accept. Returns when the next penalty ends, when the filter must
-    /// be updated again. If the kernel refuses the filter, refusals stay at accept (one warning).
-    pub fn update_drop_filter<S: std::os::fd::AsFd>(&self, listener: &S) -> Option<Instant> {
-        let (refused, next) = {
-            let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-            counts.penalties.refused(Instant::now())
-        };
-        let sources: Vec<std::net::Ipv4Addr> = refused
-            .into_iter()
-            .filter_map(|ip| match ip {
-                IpAddr::V4(v4) => Some(v4),
-                IpAddr::V6(_) => None,
-            })
-            .take(super::drop_filter::MAX_DROPPED)
-            .collect();
-        match super::drop_filter::apply(listener, &sources) {
-            Ok(()) => {
-                tracing::debug!(
-                    listener = self.listener,
-                    dropped = sources.len(),
-                    "drop filter updated"
-                );
-                self.metrics.clients_dropped(self.listener, sources.len());
-                next
-            }
-            Err(e) => {
-                tracing::warn!(listener = self.listener, error = %e, "the kernel refused the drop filter; penalized clients are refused at accept instead");
-                self.drop_filter_failed.store(true, Ordering::Relaxed);
-                self.metrics.clients_dropped(self.listener, 0);
-                None
-            }
-        }
+    /// The addresses refused now, in order, and when the next of their penalties ends.
+    pub fn refused_now(&self) -> (Vec<IpAddr>, Option<Instant>) {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.penalties.refused(Instant::now())
     }
 
     /// Whether `ip` is refused now (it struck out).

@@ -9,15 +9,24 @@
 //! with the kernel's backoff, and the server does no work at all.
 //!
 //! Only IPv4 addresses are listed (one comparison each); IPv6 clients, addresses past
-//! [`MAX_DROPPED`], and a kernel that refuses the filter fall back to the refusal at accept.
-//! Accepted connections inherit the listener's filter as it was when they were created; their
-//! own client was not on it, so the copy never drops their segments, and it costs one
-//! comparison per listed address per segment.
+//! [`MAX_DROPPED`] or past what the socket's option memory holds (`net.core.optmem_max`, which
+//! the kernel charges for the filter), and a kernel that refuses the filter fall back to the
+//! refusal at accept.
+//!
+//! Linux gives each accepted connection the listener's filter as it was when the connection
+//! was created. It is taken off every accepted connection while a filter is on: kept, it would
+//! cost a comparison per listed address on every segment for the connection's life, and a
+//! connection created as its own address was being lifted from the list could keep a copy that
+//! drops its own segments.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-/// Addresses listed at most: two instructions each, far below the kernel's 4,096-instruction
-/// limit on a classic BPF program.
+use tokio::time::Instant;
+
+use super::connection::ConnectionGate;
+
+/// Addresses listed at most: two instructions each, well below the kernel's 4,096-instruction
+/// limit on a classic BPF program and, converted, about 32 KiB of option memory.
 pub const MAX_DROPPED: usize = 1024;
 
 /// One classic BPF instruction (`struct sock_filter`).
@@ -79,10 +88,11 @@ pub fn program(sources: &[Ipv4Addr]) -> Vec<Instruction> {
     p
 }
 
-/// Puts the filter for `sources` on `listener`, replacing the one before; with no sources the
-/// filter is removed, so new connections carry none.
-pub fn apply<S: std::os::fd::AsFd>(listener: &S, sources: &[Ipv4Addr]) -> std::io::Result<()> {
-    let socket = socket2::SockRef::from(listener);
+/// Puts the filter for `sources` on `socket`, replacing the one before; with no sources the
+/// filter is removed.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn apply<S: std::os::fd::AsFd>(socket: &S, sources: &[Ipv4Addr]) -> std::io::Result<()> {
+    let socket = socket2::SockRef::from(socket);
     if sources.is_empty() {
         return match socket.detach_filter() {
             // ENOENT: none was attached.
@@ -95,6 +105,101 @@ pub fn apply<S: std::os::fd::AsFd>(listener: &S, sources: &[Ipv4Addr]) -> std::i
         .map(|i| socket2::SockFilter::new(i.code, i.jt, i.jf, i.k))
         .collect();
     socket.attach_filter(&filter)
+}
+
+/// Socket filters are Linux's; elsewhere every penalized connection is refused at accept.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn apply<S: std::os::fd::AsFd>(_socket: &S, sources: &[Ipv4Addr]) -> std::io::Result<()> {
+    if sources.is_empty() {
+        return Ok(());
+    }
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// The filter one listener has on, kept up to date by its accept loop.
+#[derive(Debug)]
+pub struct DropFilter {
+    /// The sources on the listener's filter now.
+    applied: Vec<Ipv4Addr>,
+    /// The kernel refused a filter: refusals stay at accept for this listener.
+    failed: bool,
+}
+
+impl DropFilter {
+    pub fn new() -> Self {
+        DropFilter {
+            applied: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// Whether the listener has a filter on, which accepted connections must shed.
+    pub fn active(&self) -> bool {
+        !self.applied.is_empty()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Lists the IPv4 addresses `gate` refuses now on `listener`'s filter. Returns when the
+    /// next penalty ends, when the list must be updated again.
+    pub fn refresh<S: std::os::fd::AsFd>(
+        &mut self,
+        listener: &S,
+        gate: &ConnectionGate,
+    ) -> Option<Instant> {
+        let (refused, next) = gate.refused_now();
+        let mut sources: Vec<Ipv4Addr> = refused
+            .into_iter()
+            .filter_map(|ip| match ip {
+                IpAddr::V4(v4) => Some(v4),
+                IpAddr::V6(_) => None,
+            })
+            .take(MAX_DROPPED)
+            .collect();
+        // An IPv6 address striking out changes nothing here.
+        if sources == self.applied {
+            return next;
+        }
+        let name = gate.listener();
+        loop {
+            match apply(listener, &sources) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory && !sources.is_empty() => {
+                    // The socket's option memory cannot hold this many: list half of them,
+                    // and the rest are refused at accept.
+                    let keep = sources.len() / 2;
+                    tracing::warn!(listener = name, listed = sources.len(), keep, error = %e, "the drop filter does not fit in the socket's option memory (net.core.optmem_max)");
+                    sources.truncate(keep);
+                }
+                Err(e) => {
+                    tracing::warn!(listener = name, error = %e, "the kernel refused the drop filter; penalized clients are refused at accept instead");
+                    // Never leave an older list dropping addresses whose penalty ends.
+                    if let Err(e) = apply(listener, &[]) {
+                        tracing::error!(listener = name, error = %e, "could not remove the drop filter");
+                    }
+                    self.failed = true;
+                    sources.clear();
+                    break;
+                }
+            }
+        }
+        tracing::debug!(
+            listener = name,
+            dropped = sources.len(),
+            "drop filter updated"
+        );
+        gate.metrics().clients_dropped(name, sources.len());
+        self.applied = sources;
+        next
+    }
+}
+
+impl Default for DropFilter {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[cfg(test)]
@@ -146,13 +251,51 @@ mod tests {
         );
     }
 
+    /// The accept loop's view: an address that strikes out on the gate is listed on the
+    /// listener's filter, and taken off when a vouch lifts its penalty; the gauge follows.
+    #[tokio::test]
+    async fn refresh_lists_what_the_gate_refuses() {
+        use crate::api::connection::ConnectionLimits;
+        use crate::api::penalty_box::Strike;
+        let metrics = std::sync::Arc::new(crate::telemetry::SelfMetrics::new());
+        let mut limits = ConnectionLimits::default();
+        limits.penalty.strikes = 1;
+        let gate = ConnectionGate::new("api", limits, metrics.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = listener.local_addr().unwrap();
+        let offender = IpAddr::from([127, 0, 0, 7]);
+        let mut filter = DropFilter::new();
+        assert_eq!(filter.refresh(&listener, &gate), None);
+        assert!(!filter.active());
+        gate.strike(offender, Strike::HeadTooLarge);
+        // An IPv6 address is refused at accept, never listed.
+        gate.strike(
+            IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            Strike::HeadTooLarge,
+        );
+        assert!(filter.refresh(&listener, &gate).is_some(), "a penalty ends");
+        assert!(filter.active());
+        assert!(!connects(offender, to));
+        assert!(connects(IpAddr::from([127, 0, 0, 8]), to));
+        let gauge = |m: &str| {
+            m.lines()
+                .find(|l| l.starts_with("hpa_bridge_clients_dropped{"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        };
+        assert_eq!(gauge(&metrics.render()), Some(1.0));
+        gate.vouch(offender);
+        filter.refresh(&listener, &gate);
+        assert!(connects(offender, to), "the vouch did not take it off");
+        assert_eq!(gauge(&metrics.render()), Some(0.0));
+    }
+
     /// IPv4 clients of a dual-stack listener are filtered; IPv6 packets, whose bytes at the
     /// IPv4 source offset are something else, are never dropped.
     #[test]
     fn a_dual_stack_listener_drops_listed_ipv4_clients_and_keeps_ipv6() {
-        let Ok(listener) = TcpListener::bind("[::]:0") else {
-            panic!("cannot bind [::]: IPv6 is off on this machine (net.ipv6.conf.all.disable_ipv6)")
-        };
+        let listener = TcpListener::bind("[::]:0").unwrap_or_else(|e| {
+            panic!("cannot bind [::] ({e}): IPv6 is off on this machine (net.ipv6.conf.all.disable_ipv6)")
+        });
         let port = listener.local_addr().unwrap().port();
         // Bytes 12..16 of the IPv6 header of a packet from ::1 are zero.
         apply(

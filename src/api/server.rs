@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use super::connection::{
     AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
 };
+use super::drop_filter::{self, DropFilter};
 use super::penalty_box::Strike;
 use super::shutdown::Shutdown;
 use super::{json_response, plain, route, ApiHandler, ApiResponse, Route, StatusReason};
@@ -99,25 +100,34 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
     let stopping = listening.shutdown.clone();
     let stopping = stopping.stopping();
     tokio::pin!(stopping);
-    // When the kernel's drop filter must next be updated: a penalty ends then.
-    let mut filter_due: Option<Instant> = None;
+    let gate = &listening.gate;
+    let rules = &gate.limits().penalty;
+    let kernel_drop = rules.drop_in_kernel && rules.strikes > 0;
+    let mut filter = DropFilter::new();
+    // When the kernel's drop filter must next be updated (a penalty ends then), if armed.
+    let due = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(due);
+    let mut due_armed = false;
     loop {
-        let gate = &listening.gate;
-        let drops = gate.drops_in_kernel();
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let drops = kernel_drop && !filter.failed();
+        let refresh = tokio::select! {
+            a = listener.accept() => Some(a),
             _ = &mut stopping => {
                 tracing::info!(listener = name, "no longer accepting connections");
                 return;
             }
-            _ = gate.refused_changed(), if drops => {
-                filter_due = gate.update_drop_filter(&listener);
-                continue;
+            _ = gate.refused_changed(), if drops => None,
+            _ = &mut due, if drops && due_armed => None,
+        };
+        let Some(accepted) = refresh else {
+            match filter.refresh(&listener, gate) {
+                Some(next) => {
+                    due.as_mut().reset(next);
+                    due_armed = true;
+                }
+                None => due_armed = false,
             }
-            _ = tokio::time::sleep_until(filter_due.unwrap_or_else(Instant::now)), if drops && filter_due.is_some() => {
-                filter_due = gate.update_drop_filter(&listener);
-                continue;
-            }
+            continue;
         };
         let (tcp, addr) = match accepted {
             Ok(c) => {
@@ -147,6 +157,10 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
                 continue;
             }
         };
+        if filter.active() {
+            // The connection was given the listener's filter (see `drop_filter`).
+            let _ = drop_filter::apply(&tcp, &[]);
+        }
         let _ = tcp.set_nodelay(true);
         let http = http.clone();
         let acceptor = acceptor.clone();

@@ -154,8 +154,8 @@ pub struct HostileResult {
     pub rss_after_bytes: u64,
     /// Hostile connection attempts the server closed (refused at accept or expired).
     pub hostile_closed: usize,
-    /// Hostile connects abandoned after [`CONNECT_PATIENCE`]: the kernel dropped their
-    /// handshakes (the server's drop filter).
+    /// Hostile connects that got no answer within [`CONNECT_PATIENCE`] and were tried again:
+    /// the server's drop filter dropped them (or a full listen backlog did).
     pub hostile_dropped: usize,
     /// The most client addresses on the server's drop filter at the end of a held phase.
     pub clients_dropped: f64,
@@ -360,13 +360,14 @@ async fn measure(
 /// What the hostile slots saw, over the whole part.
 #[derive(Default)]
 struct AttackTally {
-    /// Connections the server closed (refused at accept or expired).
+    /// Connections the server closed or refused.
     closed: AtomicUsize,
-    /// Connects abandoned after [`CONNECT_PATIENCE`].
+    /// Connects with no answer within [`CONNECT_PATIENCE`].
     dropped: AtomicUsize,
 }
 
-/// One hostile client slot: connect, misbehave, and when the server closes, wait and return.
+/// One hostile client slot: connect, misbehave, and when the server closes (or the connect
+/// gets no answer), wait and try again until the attack stops.
 async fn hostile_slot(
     kind: usize,
     source: IpAddr,
@@ -383,10 +384,7 @@ async fn hostile_slot(
             socket.bind(SocketAddr::new(source, 0)).ok()?;
             let tcp = match tokio::time::timeout(CONNECT_PATIENCE, socket.connect(to)).await {
                 Ok(connected) => connected.ok()?,
-                Err(_) => {
-                    tally.dropped.fetch_add(1, Ordering::Relaxed);
-                    return None;
-                }
+                Err(_) => return Some(false),
             };
             let mut stream = tokio_rustls::TlsConnector::from(tls.clone())
                 .connect(ServerName::try_from("127.0.0.1").ok()?, tcp)
@@ -430,7 +428,7 @@ async fn hostile_slot(
                     {}
                 }
             }
-            Some(())
+            Some(true)
         };
         let held = tokio::select! {
             a = attempt => a,
@@ -438,8 +436,12 @@ async fn hostile_slot(
             // machine the server shares.
             _ = stop.wait_for(|stopped| *stopped) => return,
         };
-        let _ = held;
-        tally.closed.fetch_add(1, Ordering::Relaxed);
+        // Some(false): the connect got no answer. Otherwise the server closed or refused it.
+        let counter = match held {
+            Some(false) => &tally.dropped,
+            _ => &tally.closed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
@@ -518,6 +520,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             let sampling = Arc::new(AtomicBool::new(true));
             let opened = Arc::new(AtomicUsize::new(0));
             let closed_before = closed.load(Ordering::Relaxed);
+            let dropped_before = tally.dropped.load(Ordering::Relaxed);
             let mut slots = Vec::new();
             for i in 0..plan.hostile {
                 // Each cycle's attack comes from addresses the server has not seen yet, so
@@ -541,6 +544,8 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
             // Let the attack settle: every slot has tried at least once.
             let settle = Instant::now() + Duration::from_secs(20);
             while opened.load(Ordering::Relaxed) + closed.load(Ordering::Relaxed) - closed_before
+                + tally.dropped.load(Ordering::Relaxed)
+                - dropped_before
                 < plan.hostile
                 && Instant::now() < settle
             {
