@@ -323,10 +323,11 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     }
     if opts.wants("hostile") {
         eprintln!("bench: hostile connections...");
-        report.hostile = Some(hostile::run(
-            &hostile::HostilePlan::new(opts.quick),
-            &opts.exe,
-        )?);
+        let plan = hostile::HostilePlan::new(opts.quick);
+        report.hostile = Some(hostile::run(&plan, &opts.exe)?);
+        eprintln!("bench: hostile connections, idle and slowloris only...");
+        let plan = plan.with_mix(hostile::AttackMix::IdleAndSlowloris);
+        report.hostile_held = Some(hostile::run(&plan, &opts.exe)?);
     }
     if opts.wants("prometheus") {
         eprintln!("bench: prometheus...");

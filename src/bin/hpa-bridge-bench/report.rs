@@ -120,6 +120,8 @@ pub struct Report {
     pub live: Option<super::live::LiveResult>,
     pub slowapi: Option<super::slowapi::SlowApiResult>,
     pub hostile: Option<super::hostile::HostileResult>,
+    /// The hostile part again with idle and slowloris connections only, held up to the caps.
+    pub hostile_held: Option<super::hostile::HostileResult>,
     pub page: Option<super::page::PageResult>,
     pub soak: Option<super::soak::SoakResult>,
     pub spread: Option<super::spread::SpreadResult>,
@@ -177,6 +179,7 @@ impl Report {
             live: None,
             slowapi: None,
             hostile: None,
+            hostile_held: None,
             page: None,
             soak: None,
             spread: None,
@@ -461,7 +464,7 @@ impl Report {
         if let Some(k) = &self.slowapi {
             f.extend(super::slowapi::figures(k));
         }
-        if let Some(h) = &self.hostile {
+        for h in self.hostile.iter().chain(&self.hostile_held) {
             f.extend(super::hostile::figures(h));
         }
         if let Some(p) = &self.page {
@@ -676,7 +679,7 @@ impl Report {
         if let Some(k) = &self.slowapi {
             let _ = writeln!(md, "{}", super::slowapi::note(k));
         }
-        if let Some(h) = &self.hostile {
+        for h in self.hostile.iter().chain(&self.hostile_held) {
             let _ = writeln!(md, "{}", super::hostile::note(h));
         }
         if let Some(p) = &self.prometheus {
