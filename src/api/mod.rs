@@ -279,6 +279,17 @@ pub struct ApiHandler {
     rendered: std::sync::Mutex<std::collections::HashMap<RenderKey, Rendered>>,
     /// Whether rendered answers are reused (always, except in the bench's comparison).
     reuse_rendered: bool,
+    /// Selectors already parsed, by their decoded text: each HPA asks the same question every
+    /// 15 s, so parsing and printing the canonical form again was a measurable part of the
+    /// serve path (BENCHMARKS.md). Bounded like `rendered`; a selector that does not parse is
+    /// never kept.
+    selectors: std::sync::Mutex<std::collections::HashMap<String, Arc<ParsedSelector>>>,
+}
+
+/// A parsed selector and its canonical text (the reuse key and the history's scope).
+struct ParsedSelector {
+    selector: LabelSelector,
+    canonical: String,
 }
 
 /// (metric, namespace, canonical selector)
@@ -292,6 +303,9 @@ type RenderKey = (String, String, String);
 #[derive(Clone)]
 struct Rendered {
     version: u64,
+    /// The store's generation read before `version` was: while it has not moved, no write
+    /// happened, so the version is still `version` without looking it up.
+    generation: u64,
     at_ms: crate::clock::Millis,
     status: u16,
     body: Bytes,
@@ -306,6 +320,7 @@ impl ApiHandler {
             adapter,
             rendered: Default::default(),
             reuse_rendered: true,
+            selectors: Default::default(),
         }
     }
 
@@ -394,33 +409,49 @@ impl ApiHandler {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
-        let selector = match LabelSelector::parse(&selector_text) {
+        let parsed = match self.parse_selector(selector_text) {
             Ok(s) => s,
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
+        let selector = &parsed.selector;
         let key: RenderKey = (
             self.adapter.metric_label(metric).to_string(),
             ns.to_string(),
-            selector.to_string(),
+            parsed.canonical.clone(),
         );
         if !self.reuse_rendered {
-            return self.compute_external_metric(ns, metric, &selector).await;
+            return self.compute_external_metric(ns, metric, selector).await;
         }
-        let version = self.adapter.answer_version(metric, ns, &selector);
+        // Read before the version: a write after it moves the generation.
+        let generation = self.adapter.generation();
         let now = self.adapter.now_ms();
-        let reuse = self
+        let fresh = |r: &&Rendered| (0..RENDER_REUSE_MS).contains(&(now - r.at_ms));
+        let cached = self
             .rendered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
-            .filter(|r| r.version == version && (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)))
+            .filter(fresh)
             .cloned();
-        if let Some(r) = reuse {
-            // The query was recorded for /status when this answer was computed, under a second
-            // ago.
+        // The query was recorded for /status when a reused answer was computed, under a second
+        // ago.
+        if let Some(r) = cached.as_ref().filter(|r| r.generation == generation) {
+            return bytes_response(r.status, r.body.clone());
+        }
+        let version = self.adapter.answer_version(metric, ns, selector);
+        if let Some(r) = cached.filter(|r| r.version == version) {
+            if let Some(entry) = self
+                .rendered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(&key)
+                .filter(|e| e.version == version)
+            {
+                entry.generation = entry.generation.max(generation);
+            }
             return bytes_response(r.status, r.body);
         }
-        let resp = self.compute_external_metric(ns, metric, &selector).await;
+        let resp = self.compute_external_metric(ns, metric, selector).await;
         if key.0 != "-" {
             let status = resp.status().as_u16();
             // Full<Bytes> holds one frame; take its bytes without consuming the response.
@@ -433,6 +464,7 @@ impl ApiHandler {
                     key,
                     Rendered {
                         version,
+                        generation,
                         at_ms: now,
                         status,
                         body,
@@ -441,6 +473,33 @@ impl ApiHandler {
             }
         }
         resp
+    }
+
+    /// `text` parsed, from the handler's memory when it was parsed before.
+    fn parse_selector(
+        &self,
+        text: String,
+    ) -> Result<Arc<ParsedSelector>, crate::selector::SelectorError> {
+        let known = self
+            .selectors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&text)
+            .cloned();
+        if let Some(p) = known {
+            return Ok(p);
+        }
+        let selector = LabelSelector::parse(&text)?;
+        let parsed = Arc::new(ParsedSelector {
+            canonical: selector.to_string(),
+            selector,
+        });
+        let mut map = self.selectors.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_RENDERED {
+            map.clear();
+        }
+        map.insert(text, parsed.clone());
+        Ok(parsed)
     }
 
     async fn compute_external_metric(
