@@ -676,6 +676,45 @@ mod tests {
             .sum()
     }
 
+    /// Selectors parsed once are remembered by their text, within a bound; one that does not
+    /// parse is refused every time and never remembered. Two spellings of one selector share
+    /// one rendered answer.
+    #[tokio::test]
+    async fn parsed_selectors_are_remembered_within_a_bound() {
+        use crate::clock::ManualClock;
+        let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
+        let handler = ApiHandler::new(adapter.clone());
+        async fn get(h: &ApiHandler, selector: &str) -> u16 {
+            let req = Request::get(format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector={selector}"
+            ))
+            .body(())
+            .unwrap();
+            h.handle(&req).await.status().as_u16()
+        }
+        let remembered = || handler.selectors.lock().unwrap().len();
+        assert_eq!(get(&handler, "b%3D2,a%3D1").await, 404);
+        assert_eq!(get(&handler, "a%3D1,b%3D2").await, 404);
+        assert_eq!(remembered(), 2);
+        assert_eq!(
+            answers_computed(&adapter),
+            1,
+            "one canonical scope, one answer"
+        );
+        for _ in 0..2 {
+            assert_eq!(get(&handler, "a%20in%20(").await, 400);
+        }
+        assert_eq!(
+            remembered(),
+            2,
+            "a selector that does not parse is not kept"
+        );
+        for i in 0..MAX_RENDERED + 10 {
+            get(&handler, &format!("a%3D{i}")).await;
+            assert!(remembered() <= MAX_RENDERED);
+        }
+    }
+
     #[tokio::test]
     async fn rendered_answers_are_reused_only_while_nothing_changed() {
         use crate::clock::ManualClock;
