@@ -14,7 +14,7 @@
 //! refusal at accept.
 //!
 //! Linux gives each accepted connection the listener's filter as it was when the connection
-//! was created. It is taken off every accepted connection while a filter is on: kept, it would
+//! was created. It is taken off every accepted connection while filtering is on: kept, it would
 //! cost a comparison per listed address on every segment for the connection's life, and a
 //! connection created as its own address was being lifted from the list could keep a copy that
 //! drops its own segments.
@@ -133,7 +133,7 @@ impl DropFilter {
         }
     }
 
-    /// Whether the listener has a filter on, which accepted connections must shed.
+    /// Whether the listener has a filter on.
     pub fn active(&self) -> bool {
         !self.applied.is_empty()
     }

@@ -313,6 +313,8 @@ struct Rendered {
 
 const RENDER_REUSE_MS: crate::clock::Millis = 1000;
 const MAX_RENDERED: usize = 4096;
+/// The longest selector text kept parsed, so the memory holds at most 4 MiB of text.
+const MAX_REMEMBERED_SELECTOR: usize = 1024;
 
 impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
@@ -494,6 +496,10 @@ impl ApiHandler {
             canonical: selector.to_string(),
             selector,
         });
+        // An HPA's selector is a few labels; a long one is parsed each time rather than held.
+        if text.len() > MAX_REMEMBERED_SELECTOR {
+            return Ok(parsed);
+        }
         let mut map = self.selectors.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_RENDERED {
             map.clear();
@@ -709,6 +715,13 @@ mod tests {
             2,
             "a selector that does not parse is not kept"
         );
+        // Many short requirements: each label value has a 63-character limit.
+        let long: Vec<String> = (0..MAX_REMEMBERED_SELECTOR / 4)
+            .map(|i| format!("k{i}%3D1"))
+            .collect();
+        let long = long.join("%2C");
+        assert_eq!(get(&handler, &long).await, 404);
+        assert_eq!(remembered(), 2, "a long selector is not kept");
         for i in 0..MAX_RENDERED + 10 {
             get(&handler, &format!("a%3D{i}")).await;
             assert!(remembered() <= MAX_RENDERED);

@@ -157,8 +157,10 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
                 continue;
             }
         };
-        if filter.active() {
-            // The connection was given the listener's filter (see `drop_filter`).
+        if kernel_drop {
+            // The connection may have been given the listener's filter (see `drop_filter`),
+            // including one that was swapped out as it was created: shed it whatever the list
+            // holds now. One setsockopt, beside a TLS handshake.
             let _ = drop_filter::apply(&tcp, &[]);
         }
         let _ = tcp.set_nodelay(true);
