@@ -281,8 +281,8 @@ pub struct ApiHandler {
     reuse_rendered: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
     /// 15 s, so parsing and printing the canonical form again was a measurable part of the
-    /// serve path (BENCHMARKS.md). Bounded like `rendered`; a selector that does not parse is
-    /// never kept.
+    /// serve path (BENCHMARKS.md). Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a
+    /// selector that does not parse is never kept.
     selectors: std::sync::Mutex<std::collections::HashMap<String, Arc<ParsedSelector>>>,
 }
 
@@ -313,8 +313,12 @@ struct Rendered {
 
 const RENDER_REUSE_MS: crate::clock::Millis = 1000;
 const MAX_RENDERED: usize = 4096;
-/// The longest selector text kept parsed, so the memory holds at most 4 MiB of text.
-const MAX_REMEMBERED_SELECTOR: usize = 1024;
+/// The longest selector text kept parsed, and how many are kept. A parsed selector costs tens
+/// of bytes per requirement or value beside its text, so one built to be expensive (`a in
+/// (0,0,0,...)`) is held only up to this length: a few MiB at most in all. An HPA's selector
+/// is a few labels.
+const MAX_REMEMBERED_SELECTOR: usize = 256;
+const MAX_SELECTORS: usize = 1024;
 
 impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
@@ -496,12 +500,12 @@ impl ApiHandler {
             canonical: selector.to_string(),
             selector,
         });
-        // An HPA's selector is a few labels; a long one is parsed each time rather than held.
+        // A long one is parsed each time rather than held.
         if text.len() > MAX_REMEMBERED_SELECTOR {
             return Ok(parsed);
         }
         let mut map = self.selectors.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_RENDERED {
+        if map.len() >= MAX_SELECTORS {
             map.clear();
         }
         map.insert(text, parsed.clone());
@@ -722,9 +726,9 @@ mod tests {
         let long = long.join("%2C");
         assert_eq!(get(&handler, &long).await, 404);
         assert_eq!(remembered(), 2, "a long selector is not kept");
-        for i in 0..MAX_RENDERED + 10 {
+        for i in 0..MAX_SELECTORS + 10 {
             get(&handler, &format!("a%3D{i}")).await;
-            assert!(remembered() <= MAX_RENDERED);
+            assert!(remembered() <= MAX_SELECTORS);
         }
     }
 
