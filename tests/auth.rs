@@ -1098,11 +1098,9 @@ async fn anonymous_exchange(
 ) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let config = client_config(serving).with_no_client_auth();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
     // A penalized address's handshake is dropped by the kernel (the listener's drop filter):
     // its connect never completes. A loopback connect the kernel accepts completes at once.
-    let connect = socket.connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let connect = try_connect_from(source, std::net::SocketAddr::from(([127, 0, 0, 1], port)));
     let tcp = tokio::time::timeout(Duration::from_secs(2), connect)
         .await
         .map_err(|_| "connect dropped".to_string())?

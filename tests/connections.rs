@@ -12,19 +12,13 @@ use std::time::Duration;
 use common::*;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 /// A test bound: the test fails instead of hanging. Never a claim about speed.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn connect_from(source: IpAddr, to: SocketAddr) -> TcpStream {
     try_connect_from(source, to).await.unwrap()
-}
-
-async fn try_connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(source, 0)).unwrap();
-    socket.connect(to).await
 }
 
 /// A connection the server refuses at accept: it closes it with a reset at once, which the

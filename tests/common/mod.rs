@@ -564,3 +564,14 @@ pub fn fast_config(targets: &[(String, &str, &str)]) -> String {
         static_targets(targets)
     )
 }
+
+/// A TCP connection to `to` from the loopback address `source` (127.0.0.0/8 holds many, so a
+/// test can be several clients).
+pub async fn try_connect_from(
+    source: std::net::IpAddr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+    socket.connect(to).await
+}
