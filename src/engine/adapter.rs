@@ -20,7 +20,9 @@ use crate::policy::{self, Answer, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
-use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::store::{
+    Evidence, Scope, ScopeKey, ScrapeTarget, Store, Summarize, TargetId, WorkloadRef,
+};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
 use super::history::{self, Filter, History, HistoryKey};
@@ -41,7 +43,9 @@ pub enum QueryError {
 /// also gives every rule of the request the same snapshot.
 #[derive(Default)]
 struct Fetched {
-    evidence: Mutex<Vec<(ScopeKey, FetchResult)>>,
+    /// By scope, and whether clean series may be summarized (`Store::evidence_summarized`):
+    /// the same scope may be read both ways by different rules of one answer.
+    evidence: Mutex<Vec<((ScopeKey, bool), FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
     /// Explaining (`/status`), not serving: every input is noted, not only the first few.
@@ -60,7 +64,7 @@ impl Fetched {
         }
     }
 
-    fn get(&self, key: &ScopeKey) -> Option<FetchResult> {
+    fn get(&self, key: &(ScopeKey, bool)) -> Option<FetchResult> {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched
             .iter()
@@ -68,7 +72,7 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
-    fn put(&self, key: ScopeKey, result: FetchResult) {
+    fn put(&self, key: (ScopeKey, bool), result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
     }
@@ -428,7 +432,10 @@ impl Adapter {
                 selector,
             };
             match spec.kind() {
-                MetricKind::Recommendation => match self.evidence(fetched, &scope, now).await {
+                MetricKind::Recommendation => match self
+                    .summarized_evidence(fetched, &scope, now)
+                    .await
+                {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
                         self.gated(
@@ -450,7 +457,7 @@ impl Adapter {
                         .await
                 }
                 MetricKind::StatefulFloor => {
-                    let ev = match self.evidence(fetched, &scope, now).await {
+                    let ev = match self.summarized_evidence(fetched, &scope, now).await {
                         Ok(ev) => ev,
                         Err(e) => {
                             return policy::source_unavailable(
@@ -769,6 +776,8 @@ impl Adapter {
                         selector,
                     },
                     now,
+                    // Only the workloads are read, and a summary lists every target's.
+                    !fetched.explain,
                 )
                 .await
             {
@@ -810,8 +819,10 @@ impl Adapter {
             namespace,
             selector,
         };
+        // Only the workloads are read: the floor rule's own read serves (a summary lists every
+        // target's workload).
         let ev = self
-            .evidence(fetched, &scope, now)
+            .summarized_evidence(fetched, &scope, now)
             .await
             .map_err(|e| e.to_string())?;
         match ev.workloads.as_slice() {
@@ -828,11 +839,37 @@ impl Adapter {
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
     async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
-        let key = scope.key();
+        self.evidence_read(fetched, scope, now, false).await
+    }
+
+    /// As `evidence`, for the rules that treat every fresh, valid input alike past the ones
+    /// they note in full (the recommendation and the floor): while serving, the store may
+    /// count such inputs instead of listing them (store/family_digest.rs).
+    async fn summarized_evidence(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+    ) -> FetchResult {
+        self.evidence_read(fetched, scope, now, !fetched.explain)
+            .await
+    }
+
+    async fn evidence_read(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+        summarized: bool,
+    ) -> FetchResult {
+        let key = (scope.key(), summarized);
         if let Some(hit) = fetched.get(&key) {
             return hit;
         }
-        let result = self.read(fetched, scope, now).await.map(Arc::new);
+        let result = self
+            .read(fetched, scope, now, summarized)
+            .await
+            .map(Arc::new);
         fetched.put(key, result.clone());
         result
     }
@@ -843,8 +880,17 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         now: Millis,
+        summarized: bool,
     ) -> Result<Evidence, SourceError> {
         match &fetched.object {
+            None if summarized => {
+                let s = Summarize {
+                    after: fetched.notes_kept(),
+                    now,
+                    stale_after_ms: self.stale_after_ms(),
+                };
+                self.source.evidence_summarized(scope, now, s).await
+            }
             None => self.source.evidence(scope, now).await,
             Some(object) => {
                 let cluster = self.workload_state();

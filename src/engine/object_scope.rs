@@ -181,6 +181,8 @@ pub(crate) fn combine(
             .collect(),
         unknown_targets: by_labels.unknown_targets,
         workloads: vec![me.clone()],
+        // Object queries read every input (Adapter::read never summarizes them).
+        clean_tail: None,
     };
     if let Some(broad) = by_pods {
         for o in broad.observations {
@@ -322,6 +324,7 @@ mod tests {
             ],
             unknown_targets: vec![unknown("http://static/metrics")],
             workloads: Vec::new(),
+            clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, by_labels, None, None);
         assert_eq!(ev.observations.len(), 1);
@@ -343,6 +346,7 @@ mod tests {
             ],
             unknown_targets: vec![unknown("games/lobby-1"), unknown("games/chat-1")],
             workloads: Vec::new(),
+            clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));
         let targets: Vec<&str> = ev.observations.iter().map(|o| &*o.id.target.0).collect();

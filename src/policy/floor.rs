@@ -65,6 +65,14 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             }
         }
     }
+    // Series the store summarized: each a fresh, exported, valid index, retained as it reads.
+    let tail = ev.clean_tail.unwrap_or_default();
+    if tail.series > 0 {
+        inputs.count_fresh(q, tail.series);
+        if best.is_none_or(|(b, _)| tail.max_value > b) {
+            best = Some((tail.max_value, tail.newest_at_ms));
+        }
+    }
     let offset = |v: u64| v.saturating_sub(ordinals_start);
     let mut answer = if !ev.unknown_targets.is_empty() || !never_valid.is_empty() {
         let mut unknown: Vec<String> = ev
@@ -102,6 +110,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             .observations
             .iter()
             .map(|o| o.observed_at_ms)
+            .chain((tail.series > 0).then_some(tail.newest_at_ms))
             .max()
             .unwrap_or(q.now);
         let pods = inputs.len();

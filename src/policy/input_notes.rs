@@ -99,6 +99,14 @@ impl InputNotes {
         }
     }
 
+    /// Count `n` fresh, used inputs that were summarized, not listed (`Evidence::clean_tail`).
+    /// The store summarizes only past the inputs a rule notes in full, so these would have
+    /// been counted, not noted.
+    pub(crate) fn count_fresh(&mut self, q: &QueryContext<'_>, n: usize) {
+        debug_assert!(n == 0 || self.kept.len() >= q.notes_kept);
+        self.omitted.fresh = self.omitted.fresh.saturating_add(n as u32);
+    }
+
     pub fn append(&mut self, other: InputNotes) {
         self.kept.extend(other.kept);
         self.omitted.merge(&other.omitted);

@@ -8,6 +8,8 @@
 //! One file per rule; each is pure. `observation` classifies inputs the same way for all.
 
 pub mod answer;
+#[cfg(test)]
+mod clean_tail_tests;
 pub mod combine;
 mod floor;
 pub mod input_notes;

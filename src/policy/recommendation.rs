@@ -63,9 +63,19 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
         };
         inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
     }
+    // Series the store summarized read as fresh and valid, as each would above.
+    let tail = ev.clean_tail.unwrap_or_default();
+    if tail.series > 0 {
+        fresh += tail.series;
+        if best.is_none_or(|(b, _)| tail.max_value > b) {
+            best = Some((tail.max_value, tail.newest_at_ms));
+        }
+        newest_used = newest_used.max(tail.newest_at_ms);
+        inputs.count_fresh(q, tail.series);
+    }
     let best_value = best.map(|(v, _)| v);
 
-    let present = ev.observations.len() - gone;
+    let present = ev.observations.len() - gone + tail.series;
     let mut answer = if present == 0 {
         let mut reason = format!("no series of {} match {}", q.series_names(), q.scope);
         if gone > 0 {

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use crate::clock::Millis;
 use std::sync::Arc;
 
-use crate::store::{Evidence, Scope, ScrapeTarget, Store, TargetHealth};
+use crate::store::{Evidence, Scope, ScrapeTarget, Store, Summarize, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
 /// `None`, and its gauge is left out rather than shown as 0.
@@ -40,6 +40,19 @@ pub trait EvidenceSource: Send + Sync + 'static {
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
 
+    /// As `evidence`, but the source may count series that read as fresh and valid under `s`
+    /// in `Evidence::clean_tail` instead of listing them (store/family_digest.rs). Only the
+    /// rules that treat every such input alike ask for this: the recommendation and the
+    /// floor. A source that keeps no digests lists everything.
+    fn evidence_summarized<'a>(
+        &'a self,
+        scope: &'a Scope<'a>,
+        now: Millis,
+        _s: Summarize,
+    ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
+        self.evidence(scope, now)
+    }
+
     /// The source's own health for `/status` (e.g. the last Prometheus error); `None` for the
     /// scrape store, whose targets are listed separately.
     fn status(&self) -> Option<serde_json::Value> {
@@ -66,6 +79,17 @@ impl EvidenceSource for Store {
         _now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         Box::pin(std::future::ready(Ok(Store::evidence(self, scope))))
+    }
+
+    fn evidence_summarized<'a>(
+        &'a self,
+        scope: &'a Scope<'a>,
+        _now: Millis,
+        s: Summarize,
+    ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
+        Box::pin(std::future::ready(Ok(Store::evidence_summarized(
+            self, scope, s,
+        ))))
     }
 
     fn inventory(&self, now: Millis, stale_after_ms: Millis) -> Inventory {

@@ -4,6 +4,7 @@
 //! The store holds no policy: it answers "which evidence is in scope for this query" and leaves
 //! the decision to `policy`.
 
+mod family_digest;
 mod postings;
 mod resolved_scope;
 mod series_id;
@@ -20,6 +21,8 @@ use crate::clock::Millis;
 pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
+pub use family_digest::{CleanTail, Summarize};
+use family_digest::{Families, TargetCell};
 use postings::{Postings, Stamp};
 pub use resolved_scope::ScopeKey;
 use resolved_scope::{ResolvedScope, ResolvedScopes, ResolvedTarget};
@@ -98,10 +101,11 @@ struct SeriesState {
 struct TargetRecord {
     target: Arc<ScrapeTarget>,
     health: TargetHealth,
-    /// Whether `health` holds an error, shared with the resolved scopes that list this target
-    /// (resolved_scope.rs), so an answer need not look the target up by name. Written only
-    /// under the store's write lock, so it is steady while an answer holds the read lock.
-    failing: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether `health` holds an error, and how each family of `series` reads, shared with
+    /// the resolved scopes that list this target (resolved_scope.rs), so an answer need not
+    /// look the target up by name. Written only under the store's write lock, so it is
+    /// steady while an answer holds the read lock.
+    cell: Arc<TargetCell>,
     /// By series name, then labels: where a scraped sample's series lives. Answers reach the
     /// slots through the postings instead.
     series: HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
@@ -167,6 +171,10 @@ pub struct Evidence {
     /// The workloads of the targets behind the observations (from discovery).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadRef>,
+    /// In-scope series not listed in `observations`, all fresh and valid (`Summarize`); only
+    /// when asked for, and only from the scrape store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clean_tail: Option<CleanTail>,
 }
 
 /// The scope of a query: which series names, in which namespace, matching which selector.
@@ -286,6 +294,7 @@ impl Inner {
                 }
             }
             rec.series.clear();
+            rec.cell.refresh(&rec.series, &self.slots);
         }
     }
 }
@@ -418,7 +427,8 @@ impl Store {
                     if let Some(rec) = inner.targets.get_mut(&id) {
                         rec.target = Arc::new(t);
                         rec.health = TargetHealth::default();
-                        rec.failing
+                        rec.cell
+                            .failing
                             .store(false, std::sync::atomic::Ordering::Relaxed);
                     }
                     inner.unscraped.insert(id);
@@ -429,7 +439,7 @@ impl Store {
                         TargetRecord {
                             target: Arc::new(t),
                             health: TargetHealth::default(),
-                            failing: Default::default(),
+                            cell: Default::default(),
                             series: HashMap::new(),
                         },
                     );
@@ -513,7 +523,8 @@ impl Store {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
-            rec.failing
+            rec.cell
+                .failing
                 .store(false, std::sync::atomic::Ordering::Relaxed);
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
@@ -604,6 +615,7 @@ impl Store {
             if inserted {
                 rank_series(rec, slots);
             }
+            rec.cell.refresh(&rec.series, slots);
         });
         PageOutcome {
             duplicates,
@@ -629,7 +641,8 @@ impl Store {
             }
             rec.health.last_attempt_ms = Some(at);
             rec.health.last_error = Some(error);
-            rec.failing
+            rec.cell
+                .failing
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
@@ -719,6 +732,7 @@ impl Store {
         );
         let mut targets = Vec::with_capacity(candidates.len());
         let mut ids = Vec::new();
+        let mut workloads = Vec::new();
         let mut in_scope: Vec<(u32, SlotId, &SeriesState)> = Vec::new();
         for (id, slots) in candidates {
             let Some(rec) = inner.targets.get(id) else {
@@ -738,21 +752,28 @@ impl Store {
             // order, and each target's series by rank, which is their (name, labels) order.
             // Ranks shift when a target gains series, but never reorder the ones it had.
             in_scope.sort_unstable_by_key(|(rank, slot, _)| (*rank, *slot));
+            let names: Vec<Arc<str>> = in_scope.iter().map(|(_, _, s)| s.name.clone()).collect();
             ids.extend(in_scope.iter().map(|(_, _, s)| SeriesId {
                 target: id.clone(),
                 series: s.name.clone(),
                 labels: s.labels.clone(),
             }));
             targets.push(ResolvedTarget {
-                target: rec.target.clone(),
-                failing: rec.failing.clone(),
+                cell: rec.cell.clone(),
                 slots: in_scope.iter().map(|(_, slot, _)| *slot).collect(),
+                families: Families::of(&names, &rec.series),
             });
+            if let Some(w) = &rec.target.workload {
+                if !workloads.contains(w) {
+                    workloads.push(w.clone());
+                }
+            }
         }
         let resolved = Arc::new(ResolvedScope {
             membership,
             targets,
             ids: ids.into(),
+            workloads,
         });
         if keep {
             self.resolved.put(key, resolved.clone());
@@ -763,25 +784,48 @@ impl Store {
     /// The evidence in scope for a query. Reads only the series the index names for the
     /// scope, plus the never-scraped targets.
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, true)
+        self.evidence_kept(scope, true, None)
     }
 
     /// As `evidence`, for a one-off look (the status page's namespace-wide scan): the scope's
     /// resolution is not kept, so it cannot push the HPAs' scopes out of the cache.
     pub fn evidence_once(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, false)
+        self.evidence_kept(scope, false, None)
     }
 
-    fn evidence_kept(&self, scope: &Scope<'_>, keep: bool) -> Evidence {
+    /// As `evidence`, but a target whose in-scope series are whole families that all read as
+    /// fresh, valid inputs under `s` is counted in `Evidence::clean_tail` instead of listed,
+    /// once `s.after` present series are listed (family_digest.rs).
+    pub fn evidence_summarized(&self, scope: &Scope<'_>, s: Summarize) -> Evidence {
+        self.evidence_kept(scope, true, Some(s))
+    }
+
+    fn evidence_kept(
+        &self,
+        scope: &Scope<'_>,
+        keep: bool,
+        summarize: Option<Summarize>,
+    ) -> Evidence {
         let inner = self.read();
         let mut ev = Evidence::default();
         let resolved = self.resolve(&inner, scope, keep);
-        ev.observations.reserve(resolved.ids.len());
+        if summarize.is_none() {
+            ev.observations.reserve(resolved.ids.len());
+        }
+        let mut tail = CleanTail::default();
+        let mut listed_present = 0usize;
         let mut index = 0;
         for t in &resolved.targets {
             let first = index;
             index += t.slots.len();
-            let failing = t.failing.load(std::sync::atomic::Ordering::Relaxed);
+            let failing = t.cell.failing();
+            if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
+                if let Some((max, newest)) = t.cell.clean_and_fresh(&t.families, s) {
+                    tail.add(t.slots.len(), max, newest);
+                    continue;
+                }
+            }
+            let listed = ev.observations.len();
             ev.observations.extend(
                 t.slots
                     .iter()
@@ -799,12 +843,17 @@ impl Store {
                         duplicated: s.duplicated,
                     }),
             );
-            if let Some(w) = &t.target.workload {
-                if !ev.workloads.contains(w) {
-                    ev.workloads.push(w.clone());
-                }
+            if summarize.is_some() {
+                listed_present += ev.observations[listed..]
+                    .iter()
+                    .filter(|o| o.present)
+                    .count();
             }
         }
+        if tail.series > 0 {
+            ev.clean_tail = Some(tail);
+        }
+        ev.workloads.clone_from(&resolved.workloads);
         let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
             .unscraped
             .iter()
@@ -844,6 +893,34 @@ impl Store {
 impl Labels for SeriesLabels {
     fn label(&self, key: &str) -> Option<&str> {
         self.get(key).map(String::as_str)
+    }
+}
+
+/// Target-set changes shared by the store's and the rules' property tests.
+#[cfg(test)]
+pub(crate) mod churn {
+    use super::{ScrapeTarget, Store};
+
+    /// Target `t`'s pod comes back in the other namespace (`n0` and `n1`).
+    pub fn move_namespace(store: &Store, targets: &mut [ScrapeTarget], t: usize) {
+        let ns = if targets[t].labels["namespace"] == "n0" {
+            "n1"
+        } else {
+            "n0"
+        };
+        targets[t].labels.insert("namespace".into(), ns.into());
+        store.set_targets(targets.to_vec());
+    }
+
+    /// Target `t` goes away; the others stay.
+    pub fn drop_target(store: &Store, targets: &[ScrapeTarget], t: usize) {
+        let kept = targets
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != t)
+            .map(|(_, x)| x.clone())
+            .collect();
+        store.set_targets(kept);
     }
 }
 
@@ -1208,17 +1285,10 @@ mod tests {
                         store.record_success(&targets[t], at, 1, page);
                     }
                     2 => store.record_failure(&targets[t], at, 1, format!("e{}", samples.len() % 2)),
-                    3 => {
-                        // The pod comes back in the other namespace: its series leave one
-                        // scope and, once scraped, join another.
-                        let ns = if targets[t].labels["namespace"] == "n0" { "n1" } else { "n0" };
-                        targets[t].labels.insert("namespace".into(), ns.into());
-                        store.set_targets(targets.clone());
-                    }
-                    _ => {
-                        let set: Vec<ScrapeTarget> = targets.iter().enumerate().filter(|(i, _)| *i != t).map(|(_, x)| x.clone()).collect();
-                        store.set_targets(set);
-                    }
+                    // The pod comes back in the other namespace: its series leave one scope
+                    // and, once scraped, join another.
+                    3 => churn::move_namespace(&store, &mut targets, t),
+                    _ => churn::drop_target(&store, &targets, t),
                 }
                 for (scope, (version, read)) in scopes.iter().zip(before.iter_mut()) {
                     let now = (store.scope_version([scope.clone()]), reading(scope));

@@ -9,11 +9,11 @@
 //! they said.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use super::family_digest::{Families, TargetCell};
 use super::series_slots::SlotId;
-use super::{ScrapeTarget, SeriesId};
+use super::{SeriesId, WorkloadRef};
 
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
@@ -25,16 +25,22 @@ pub(super) struct ResolvedScope {
     /// Who each of those series is, in the same order, shared by the observations of every
     /// answer over the scope (series_id.rs).
     pub(super) ids: Arc<[SeriesId]>,
+    /// The targets' workloads, each once, in target order (a target that changes workload
+    /// is a new target, and loses its series first).
+    pub(super) workloads: Vec<WorkloadRef>,
 }
 
-/// A target with series in the scope, held directly: looking each up by name in the store's
+/// A target with series in the scope, held by what an answer reads of it (whether it is
+/// failing, and its family digests: family_digest.rs): looking each up by name in the store's
 /// ordered map compared URL strings on every answer. Safe to hold: a target replaced or removed
 /// loses its series first, which changes the membership of every scope that listed it.
 #[derive(Debug)]
 pub(super) struct ResolvedTarget {
-    pub(super) target: Arc<ScrapeTarget>,
-    pub(super) failing: Arc<AtomicBool>,
+    pub(super) cell: Arc<TargetCell>,
     pub(super) slots: Box<[SlotId]>,
+    /// The families `slots` are, when they are whole families: only then does a family's
+    /// digest describe exactly the in-scope series.
+    pub(super) families: Families,
 }
 
 /// A scope as a cache key (`Scope::key`): series names, namespace label, namespace and
@@ -137,6 +143,7 @@ mod tests {
             membership: 1,
             targets: Vec::new(),
             ids: vec![id; series].into(),
+            workloads: Vec::new(),
         })
     }
 

@@ -1,0 +1,189 @@
+//! The rules give the same answer, to the last note and reason, from evidence the store
+//! summarized (`Evidence::clean_tail`, store/family_digest.rs) as from every input listed:
+//! random pages (invalid, negative, fractional and duplicated values, exporter timestamps,
+//! vanished series), failing targets, pods moving namespace or going away, at query times on
+//! both sides of `staleAfter`.
+
+use proptest::prelude::*;
+
+use super::{recommendation, stateful_floor, QueryContext};
+use crate::clock::Millis;
+use crate::exposition::ExposedSample;
+use crate::selector::LabelSelector;
+use crate::store::{churn, Evidence, Scope, ScrapeTarget, Store, Summarize, TargetId};
+
+const STALE_AFTER: Millis = 5_000;
+
+fn target(i: usize, ns: &str) -> ScrapeTarget {
+    ScrapeTarget {
+        id: TargetId(format!("http://t{i}/m").into()),
+        url: format!("http://t{i}/m"),
+        labels: [("namespace", ns), ("pod", &format!("p{i}"))]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        workload: None,
+    }
+}
+
+const VALUES: [f64; 8] = [0.0, 1.0, 2.0, 3.0, 5.0, f64::NAN, -1.0, 1.5];
+
+fn page(samples: &[(u8, u8, u8, u8)], at: Millis) -> Vec<ExposedSample> {
+    samples
+        .iter()
+        .map(|(name, app, value, age)| ExposedSample {
+            name: format!("s{}", name % 2),
+            labels: vec![("app".into(), format!("a{app}"))],
+            value: VALUES[*value as usize % VALUES.len()],
+            // Mostly scrape-time samples, sometimes an exporter timestamp in the past.
+            timestamp_ms: (*age > 1).then(|| at - Millis::from(*age) * 1_500),
+        })
+        .collect()
+}
+
+fn answers(q: &QueryContext<'_>, ev: &Evidence) -> [String; 3] {
+    let json = |a| serde_json::to_string(&a).unwrap();
+    [
+        json(recommendation(q, ev)),
+        json(stateful_floor(q, ev, 0)),
+        json(stateful_floor(q, ev, 2)),
+    ]
+}
+
+/// Every scope, at three query times and three note limits: the answers from summarized and
+/// from listed evidence are the same. Returns how many series were summarized.
+fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
+    let mut summarized = 0;
+    let series_sets = [
+        vec!["s0".to_string()],
+        vec!["s0".to_string(), "s1".to_string()],
+    ];
+    let selectors: Vec<LabelSelector> = ["", "app=a1", "app!=a1", "app in (a0,a2)"]
+        .iter()
+        .map(|s| LabelSelector::parse(s).unwrap())
+        .collect();
+    for series in &series_sets {
+        for ns in ["n0", "n1"] {
+            for selector in &selectors {
+                let scope = Scope {
+                    series,
+                    namespace_label: "namespace",
+                    namespace: ns,
+                    selector,
+                };
+                for at in [now, now + STALE_AFTER / 2, now + STALE_AFTER + 1] {
+                    for notes_kept in [0, 1, 3] {
+                        let q = QueryContext {
+                            metric: "m",
+                            series,
+                            scope: format!("namespace={ns},{}", selector.as_str()),
+                            now: at,
+                            stale_after_ms: STALE_AFTER,
+                            notes_kept,
+                        };
+                        let listed = store.evidence(&scope);
+                        prop_assert!(listed.clean_tail.is_none());
+                        let s = Summarize {
+                            after: notes_kept,
+                            now: at,
+                            stale_after_ms: STALE_AFTER,
+                        };
+                        let short = store.evidence_summarized(&scope, s);
+                        summarized += short.clean_tail.map_or(0, |t| t.series);
+                        prop_assert_eq!(
+                            short.observations.len() + short.clean_tail.map_or(0, |t| t.series),
+                            listed.observations.len()
+                        );
+                        prop_assert_eq!(&short.workloads, &listed.workloads);
+                        prop_assert_eq!(
+                            answers(&q, &short),
+                            answers(&q, &listed),
+                            "scope {:?} {} {} at {} notes {}",
+                            series,
+                            ns,
+                            selector.as_str(),
+                            at,
+                            notes_kept
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(summarized)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn summarized_evidence_gives_the_same_answers_as_listed_evidence(
+        ops in proptest::collection::vec(
+            (0usize..4, 0u8..8, 1u8..4, proptest::collection::vec((0u8..2, 0u8..3, 0u8..8, 0u8..4), 0..5)),
+            1..24,
+        ),
+    ) {
+        let store = Store::new();
+        let mut targets: Vec<ScrapeTarget> = (0..4).map(|i| target(i, if i < 3 { "n0" } else { "n1" })).collect();
+        store.set_targets(targets.clone());
+        let mut at: Millis = 100_000;
+        for (t, kind, gap, samples) in ops {
+            at += Millis::from(gap) * 1_000;
+            match kind {
+                0..=4 => {
+                    store.record_success(&targets[t], at, 1, page(&samples, at));
+                }
+                5 => store.record_failure(&targets[t], at, 1, "connection refused".into()),
+                6 => churn::move_namespace(&store, &mut targets, t),
+                _ => churn::drop_target(&store, &targets, t),
+            }
+            check_all(&store, at)?;
+        }
+    }
+}
+
+/// The property above could pass with a store that never summarizes: here a healthy scope
+/// is summarized, past the noted inputs, and a stale, failing or unclean target is listed.
+#[test]
+fn clean_fresh_targets_are_summarized_and_others_listed() {
+    let store = Store::new();
+    let targets: Vec<ScrapeTarget> = (0..6).map(|i| target(i, "n0")).collect();
+    store.set_targets(targets.clone());
+    for t in &targets {
+        store.record_success(t, 100_000, 1, page(&[(0, 1, 2, 0), (0, 2, 3, 0)], 100_000));
+    }
+    // Target 4 exports a fractional value; target 5 fails.
+    store.record_success(
+        &targets[4],
+        100_000,
+        1,
+        page(&[(0, 1, 7, 0), (0, 2, 3, 0)], 100_000),
+    );
+    store.record_failure(&targets[5], 101_000, 1, "timeout".into());
+    let series = vec!["s0".to_string()];
+    let selector = LabelSelector::parse("").unwrap();
+    let scope = Scope {
+        series: &series,
+        namespace_label: "namespace",
+        namespace: "n0",
+        selector: &selector,
+    };
+    let s = |now| Summarize {
+        after: 3,
+        now,
+        stale_after_ms: STALE_AFTER,
+    };
+    let ev = store.evidence_summarized(&scope, s(101_000));
+    // Targets 0 and 1 are listed (4 present inputs, past the 3 noted); 2 and 3 are
+    // summarized; 4 (a fractional value) and 5 (failing) are listed.
+    assert_eq!(ev.observations.len(), 8, "{ev:?}");
+    let tail = ev.clean_tail.expect("targets 2 and 3 summarized");
+    assert_eq!(
+        (tail.series, tail.max_value, tail.newest_at_ms),
+        (4, 3, 100_000)
+    );
+    // Past staleAfter nothing reads as fresh, so nothing is summarized.
+    let later = store.evidence_summarized(&scope, s(100_000 + STALE_AFTER + 1));
+    assert!(later.clean_tail.is_none());
+    assert_eq!(later.observations.len(), 12);
+    assert!(check_all(&store, 101_000).unwrap() > 0);
+}

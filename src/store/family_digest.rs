@@ -1,0 +1,206 @@
+//! What each of a target's series families (its series of one name) reads as, worked out on
+//! every page, so an answer need not read every series of a healthy pod.
+//!
+//! In a live cluster almost every in-scope series is clean: present, exported once, a valid
+//! integer equal to its retained value, scraped within `staleAfter`. The recommendation and
+//! the floor treat every such series alike past the few inputs they note in full (a fresh
+//! input of the max; a fresh retained index), so they need only how many there are, the
+//! highest value and the newest time (`CleanTail`). Reading each of them cost a cache miss
+//! apiece under live load (BENCHMARKS.md, "Answer path, fifth pass"); the digest costs one
+//! pass over a page's series per scrape, which the scrape already made, and an answer reads
+//! one cache line per target.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::invalid_reason;
+use super::series_labels::{ByLabels, SeriesLabels};
+use super::series_slots::{SeriesSlots, SlotId};
+use crate::clock::Millis;
+
+/// Families a target's cell describes; a target with more is never summarized (its series
+/// are listed, as before digests). Exporters of replica counts publish one to three.
+const FAMILIES: usize = 3;
+
+/// `count` of a target with more families than the cell holds.
+const TOO_MANY: u8 = u8::MAX;
+
+/// `max` of a family with a series that does not read as clean.
+const UNCLEAN: u64 = u32::MAX as u64;
+
+/// What an answer reads of a target besides its series, shared by the target's record (the
+/// only writer, under the store's write lock) and the resolved scopes that list it (readers,
+/// under the read lock). Every field is atomic so both can hold it without `unsafe`; the
+/// store's lock orders the writes before the reads, so relaxed accesses suffice.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub(super) struct TargetCell {
+    /// The target's last scrape failed: every series of it reads as from a failing target.
+    pub(super) failing: AtomicBool,
+    count: AtomicU8,
+    families: [FamilyCell; FAMILIES],
+}
+
+/// One family: which (by the address of the target's own name string, which the resolved
+/// scope holds on to, so the address cannot be reused for another name while it looks),
+/// how many series, the highest value or `UNCLEAN`, and the oldest and newest times.
+#[derive(Debug, Default)]
+struct FamilyCell {
+    name: AtomicUsize,
+    series_and_max: AtomicU64,
+    oldest_at: AtomicI64,
+    newest_at: AtomicI64,
+}
+
+fn address(name: &Arc<str>) -> usize {
+    Arc::as_ptr(name) as *const u8 as usize
+}
+
+impl TargetCell {
+    pub(super) fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    /// Work out the digest of every family of a target.
+    pub(super) fn refresh(
+        &self,
+        series: &HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
+        slots: &SeriesSlots,
+    ) {
+        if series.len() > FAMILIES {
+            self.count.store(TOO_MANY, Ordering::Relaxed);
+            return;
+        }
+        for ((name, by_labels), cell) in series.iter().zip(&self.families) {
+            let mut clean = true;
+            let mut max = 0u64;
+            let (mut oldest, mut newest) = (Millis::MAX, Millis::MIN);
+            for s in by_labels.values().filter_map(|slot| slots.get(*slot)) {
+                let value = s.latest as u64;
+                clean &= s.present
+                    && !s.duplicated
+                    && invalid_reason(s.latest).is_none()
+                    && s.last_valid == Some((value, s.latest_at));
+                max = max.max(value);
+                oldest = oldest.min(s.latest_at);
+                newest = newest.max(s.latest_at);
+            }
+            // Valid values are at most MAX_REPLICA_VALUE, far below UNCLEAN.
+            let max = if clean { max.min(UNCLEAN - 1) } else { UNCLEAN };
+            let packed = (by_labels.len() as u64) << 32 | max;
+            cell.name.store(address(name), Ordering::Relaxed);
+            cell.series_and_max.store(packed, Ordering::Relaxed);
+            cell.oldest_at.store(oldest, Ordering::Relaxed);
+            cell.newest_at.store(newest, Ordering::Relaxed);
+        }
+        self.count.store(series.len() as u8, Ordering::Relaxed);
+    }
+
+    /// The highest value and newest time of `families` (as `Families` holds them), if every
+    /// series of them reads as a fresh, valid input under `s` and the target is not failing.
+    pub(super) fn clean_and_fresh(
+        &self,
+        families: &Families,
+        s: &Summarize,
+    ) -> Option<(u64, Millis)> {
+        if self.failing() || families.whole.is_empty() {
+            return None;
+        }
+        let count = usize::from(self.count.load(Ordering::Relaxed));
+        let cells = self.families.get(..count)?;
+        let mut out: Option<(u64, Millis)> = None;
+        for (name, series) in &families.whole {
+            let cell = cells
+                .iter()
+                .find(|c| c.name.load(Ordering::Relaxed) == address(name))?;
+            let packed = cell.series_and_max.load(Ordering::Relaxed);
+            let (n, max) = (packed >> 32, packed & UNCLEAN);
+            let oldest = cell.oldest_at.load(Ordering::Relaxed);
+            // A family that grew since resolution holds a series outside the scope; the age
+            // test is `policy::observation::read`'s: stale once older than staleAfter.
+            if n != u64::from(*series) || max == UNCLEAN || s.now - oldest > s.stale_after_ms {
+                return None;
+            }
+            let newest = cell.newest_at.load(Ordering::Relaxed);
+            out = Some(match out {
+                None => (max, newest),
+                Some((v, at)) => (v.max(max), at.max(newest)),
+            });
+        }
+        out
+    }
+}
+
+/// A resolved target's in-scope families with their sizes at resolution, when they are whole
+/// families (nothing of those names on the target is outside the scope); else empty.
+#[derive(Debug, Default)]
+pub(super) struct Families {
+    whole: Box<[(Arc<str>, u32)]>,
+}
+
+impl Families {
+    pub(super) fn of(
+        in_scope: &[Arc<str>],
+        series: &HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
+    ) -> Families {
+        let mut whole: Vec<(Arc<str>, u32)> = Vec::new();
+        for name in in_scope {
+            match whole.iter_mut().find(|(n, _)| Arc::ptr_eq(n, name)) {
+                Some((_, count)) => *count += 1,
+                None => whole.push((name.clone(), 1)),
+            }
+        }
+        let is_whole = whole.iter().all(|(name, count)| {
+            series
+                .get_key_value(&**name)
+                .is_some_and(|(key, by_labels)| {
+                    Arc::ptr_eq(key, name) && by_labels.len() == *count as usize
+                })
+        });
+        Families {
+            whole: if is_whole {
+                whole.into_boxed_slice()
+            } else {
+                Box::default()
+            },
+        }
+    }
+}
+
+/// In-scope series an answer did not list one by one, each of which reads as a fresh, valid
+/// input at the query's time (`Summarize`): present, exported once, a valid value equal to
+/// its retained value, its target not failing, and observed within `staleAfter`. Only series
+/// after the first `Summarize::after` listed present ones are summarized, so a rule that notes
+/// its first inputs in full notes the same ones either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanTail {
+    pub series: usize,
+    pub max_value: u64,
+    pub newest_at_ms: Millis,
+}
+
+impl CleanTail {
+    pub(super) fn add(&mut self, series: usize, max_value: u64, newest_at: Millis) {
+        if self.series == 0 {
+            self.max_value = max_value;
+            self.newest_at_ms = newest_at;
+        } else {
+            self.max_value = self.max_value.max(max_value);
+            self.newest_at_ms = self.newest_at_ms.max(newest_at);
+        }
+        self.series += series;
+    }
+}
+
+/// When a store may summarize clean series instead of listing them (`CleanTail`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summarize {
+    /// Present series listed before any is summarized: the inputs a rule notes in full.
+    pub after: usize,
+    pub now: Millis,
+    pub stale_after_ms: Millis,
+}
