@@ -518,37 +518,34 @@ impl ApiHandler {
         metric: &str,
         selector: &LabelSelector,
     ) -> ApiResponse {
-        let selector = selector.clone();
-        let answer = match self.adapter.answer(metric, ns, &selector).await {
+        let answer = match self.adapter.answer(metric, ns, selector).await {
             Ok(a) => a,
             Err(e @ QueryError::UnknownMetric { .. }) => {
                 return status_response(StatusReason::NotFound, &e.to_string())
             }
         };
-        self.adapter.record_query(metric, ns, &selector);
+        self.adapter.record_query(metric, ns, selector);
         tracing::debug!(namespace = ns, selector = %selector, answer = %policy::summary(&answer), "served");
         match answer.outcome {
             Outcome::Value {
                 value,
                 timestamp_ms,
             } => {
-                let window = self.adapter.answer_window_secs();
-                json_response(
-                    200,
-                    &json!({
-                        "kind": "ExternalMetricValueList",
-                        "apiVersion": GROUP_VERSION,
-                        "metadata": {},
-                        // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
-                        "items": [{
-                            "metricName": answer.metric,
-                            "metricLabels": selector.equality_labels(),
-                            "timestamp": rfc3339(timestamp_ms),
-                            "window": window,
-                            "value": value.to_string(),
-                        }],
-                    }),
-                )
+                let list = ExternalMetricValueList {
+                    api_version: GROUP_VERSION,
+                    // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
+                    items: [ExternalMetricValue {
+                        metric_labels: selector.equality_labels(),
+                        metric_name: &answer.metric,
+                        timestamp: rfc3339(timestamp_ms),
+                        value: value.to_string(),
+                        window: self.adapter.answer_window_secs(),
+                    }],
+                    kind: "ExternalMetricValueList",
+                    metadata: Metadata {},
+                };
+                let bytes = serde_json::to_vec(&list).unwrap_or_else(|_| b"{}".to_vec());
+                bytes_response(200, Bytes::from(bytes))
             }
             Outcome::Refused { kind, .. } => {
                 let reason = if kind.http_code() == 404 {
@@ -569,6 +566,30 @@ impl ApiHandler {
         }
     }
 }
+
+/// The served list, typed so that it is written without building a JSON tree per request;
+/// fields in the order `serde_json::Value` would sort them, so the bytes are those of the tree.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExternalMetricValueList<'a> {
+    api_version: &'static str,
+    items: [ExternalMetricValue<'a>; 1],
+    kind: &'static str,
+    metadata: Metadata,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExternalMetricValue<'a> {
+    metric_labels: std::collections::BTreeMap<String, String>,
+    metric_name: &'a str,
+    timestamp: String,
+    value: String,
+    window: u64,
+}
+
+#[derive(serde::Serialize)]
+struct Metadata {}
 
 fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
     use policy::RefusalKind::*;

@@ -43,8 +43,10 @@ pub enum QueryError {
 /// also gives every rule of the request the same snapshot.
 #[derive(Default)]
 struct Fetched {
-    /// By scope, and whether clean series may be summarized (`Store::evidence_summarized`):
-    /// the same scope may be read both ways by different rules of one answer.
+    /// By scope, and whether clean series may be summarized (`Store::evidence_summarized`). A
+    /// listed read also serves a later summarized one, so the same snapshot is read; a scope
+    /// read summarized first and then listed (a recommender's series that another rule of the
+    /// same answer sums) is read twice.
     evidence: Mutex<Vec<((ScopeKey, bool), FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
@@ -766,22 +768,15 @@ impl Adapter {
         }
         let mut why = Vec::new();
         for input in inputs {
-            let workloads = match self
-                .read(
-                    fetched,
-                    &Scope {
-                        series: input.series(),
-                        namespace_label: input.namespace_label(),
-                        namespace,
-                        selector,
-                    },
-                    now,
-                    // Only the workloads are read, and a summary lists every target's.
-                    !fetched.explain,
-                )
-                .await
-            {
-                Ok(ev) => ev.workloads,
+            let scope = Scope {
+                series: input.series(),
+                namespace_label: input.namespace_label(),
+                namespace,
+                selector,
+            };
+            // Only the workloads are read, and a summary lists every target's.
+            let workloads = match self.summarized_evidence(fetched, &scope, now).await {
+                Ok(ev) => ev.workloads.clone(),
                 Err(_) => Vec::new(),
             };
             match self
@@ -862,8 +857,12 @@ impl Adapter {
         now: Millis,
         summarized: bool,
     ) -> FetchResult {
-        let key = (scope.key(), summarized);
+        let mut key = (scope.key(), false);
         if let Some(hit) = fetched.get(&key) {
+            return hit;
+        }
+        key.1 = summarized;
+        if let Some(hit) = summarized.then(|| fetched.get(&key)).flatten() {
             return hit;
         }
         let result = self
@@ -1371,6 +1370,89 @@ mod tests {
             })
             .scopes
             .is_empty());
+    }
+
+    /// Serving reads clean pods as a summary (store/family_digest.rs) and explaining lists
+    /// every input: the value, the reason and the inputs counted are the same either way, for
+    /// a healthy workload and for one with a stale pod and an invalid recommendation.
+    #[tokio::test]
+    async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
+        use crate::policy::InputCounts;
+
+        let adapter = Adapter::new(
+            Config::from_yaml("").unwrap(),
+            Arc::new(ManualClock::new(1_000_000)),
+            Arc::new(SelfMetrics::new()),
+        );
+        adapter.set_workload_state(Arc::new(OneStatefulSet));
+        let store = adapter.scrape_store();
+        let targets: Vec<ScrapeTarget> = (0..20)
+            .map(|i| ScrapeTarget {
+                id: TargetId(format!("games/lobby-{i}").into()),
+                url: format!("http://10.0.0.{i}/metrics"),
+                labels: [("namespace".to_string(), "games".to_string())].into(),
+                workload: Some(WorkloadRef {
+                    kind: "StatefulSet".into(),
+                    namespace: "games".into(),
+                    name: "lobby".into(),
+                }),
+            })
+            .collect();
+        let page = |i: usize, expect: f64| {
+            let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
+            crate::engine::fixtures::workload_page("StatefulSet", "lobby", expect, index)
+        };
+        store.set_targets(targets.clone());
+        for (i, t) in targets.iter().enumerate() {
+            store.record_success(t, 990_000, 1, page(i, if i == 12 { 7.0 } else { 2.0 }));
+        }
+        let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+        let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let compare = |served: &Answer, explained: &Answer| {
+            assert_eq!(served.value(), explained.value());
+            assert_eq!(served.refusal(), explained.refusal());
+            assert_eq!(served.reason, explained.reason);
+            assert_eq!(
+                InputCounts::of(served).total(),
+                InputCounts::of(explained).total()
+            );
+        };
+        let answer = |now: Millis, explain: bool| {
+            let fetched = Fetched {
+                explain,
+                ..Fetched::default()
+            };
+            let (adapter, selector) = (&adapter, &selector);
+            async move {
+                let a = adapter
+                    .answer_spec(spec, "games", selector, now, &fetched)
+                    .await;
+                let fetched = fetched.evidence.lock().unwrap();
+                let summarized = fetched
+                    .iter()
+                    .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
+                    .map(|t| t.series)
+                    .sum::<usize>();
+                (a, summarized)
+            }
+        };
+        let (served, summarized) = answer(1_000_000, false).await;
+        let (explained, none) = answer(1_000_000, true).await;
+        assert_eq!(served.value(), Some(7));
+        assert!(summarized > 0 && none == 0, "{summarized} {none}");
+        compare(&served, &explained);
+        // Pod 3 goes stale with a higher index and pod 15 recommends nonsense: listed, and the
+        // answer is the same refusal either way.
+        store.record_success(&targets[15], 1_030_000, 1, page(15, 2.5));
+        for (i, t) in targets.iter().enumerate().filter(|(i, _)| *i != 3) {
+            if i != 15 {
+                store.record_success(t, 1_030_000, 1, page(i, 2.0));
+            }
+        }
+        let (served, summarized) = answer(1_040_000, false).await;
+        let (explained, _) = answer(1_040_000, true).await;
+        assert!(served.refusal().is_some() && summarized > 0, "{served:?}");
+        compare(&served, &explained);
     }
 
     #[tokio::test]

@@ -4,6 +4,8 @@
 
 mod adapter;
 mod builder;
+#[cfg(test)]
+mod fixtures;
 pub mod history;
 mod object_scope;
 mod status;

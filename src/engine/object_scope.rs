@@ -417,7 +417,6 @@ mod tests {
         use crate::clock::ManualClock;
         use crate::config::Config;
         use crate::engine::Adapter;
-        use crate::exposition::ExposedSample;
         use crate::store::ScrapeTarget;
         use crate::telemetry::SelfMetrics;
 
@@ -434,25 +433,7 @@ mod tests {
             workload: None,
         };
         let page = |kind: &str, expect: f64, index: f64| {
-            let labels = vec![
-                ("hpa_target_kind".to_string(), kind.to_string()),
-                ("hpa_target_name".to_string(), "lobby".to_string()),
-                ("hpa_target_api_version".to_string(), "apps/v1".to_string()),
-            ];
-            vec![
-                ExposedSample {
-                    name: "hpa_expect_replicas".into(),
-                    labels: labels.clone(),
-                    value: expect,
-                    timestamp_ms: None,
-                },
-                ExposedSample {
-                    name: "hpa_stateful_index".into(),
-                    labels,
-                    value: index,
-                    timestamp_ms: None,
-                },
-            ]
+            crate::engine::fixtures::workload_page(kind, "lobby", expect, index)
         };
         let (sts, deploy) = (target("sts"), target("deploy"));
         store.set_targets(vec![sts.clone(), deploy.clone()]);

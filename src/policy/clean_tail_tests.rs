@@ -1,8 +1,9 @@
 //! The rules give the same answer, to the last note and reason, from evidence the store
 //! summarized (`Evidence::clean_tail`, store/family_digest.rs) as from every input listed:
-//! random pages (invalid, negative, fractional and duplicated values, exporter timestamps,
-//! vanished series), failing targets, pods moving namespace or going away, at query times on
-//! both sides of `staleAfter`.
+//! random pages (invalid, negative, fractional, infinite, implausibly large and duplicated
+//! values, exporter timestamps, vanished series, targets with more families than a digest
+//! holds), failing targets, pods of workloads moving namespace or going away, at query times
+//! before the last scrape and on both sides of `staleAfter`.
 
 use proptest::prelude::*;
 
@@ -10,7 +11,7 @@ use super::{recommendation, stateful_floor, QueryContext};
 use crate::clock::Millis;
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
-use crate::store::{churn, Evidence, Scope, ScrapeTarget, Store, Summarize, TargetId};
+use crate::store::{churn, Evidence, Scope, ScrapeTarget, Store, Summarize, TargetId, WorkloadRef};
 
 const STALE_AFTER: Millis = 5_000;
 
@@ -22,17 +23,33 @@ fn target(i: usize, ns: &str) -> ScrapeTarget {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        workload: None,
+        // Pods 0-2 belong to one workload, pod 3 to none (discovery has not placed it).
+        workload: (i < 3).then(|| WorkloadRef {
+            kind: "StatefulSet".into(),
+            namespace: ns.into(),
+            name: "lobby".into(),
+        }),
     }
 }
 
-const VALUES: [f64; 8] = [0.0, 1.0, 2.0, 3.0, 5.0, f64::NAN, -1.0, 1.5];
+const VALUES: [f64; 10] = [
+    0.0,
+    1.0,
+    2.0,
+    3.0,
+    5.0,
+    f64::NAN,
+    -1.0,
+    1.5,
+    f64::INFINITY,
+    2e6,
+];
 
 fn page(samples: &[(u8, u8, u8, u8)], at: Millis) -> Vec<ExposedSample> {
     samples
         .iter()
         .map(|(name, app, value, age)| ExposedSample {
-            name: format!("s{}", name % 2),
+            name: format!("s{name}"),
             labels: vec![("app".into(), format!("a{app}"))],
             value: VALUES[*value as usize % VALUES.len()],
             // Mostly scrape-time samples, sometimes an exporter timestamp in the past.
@@ -71,8 +88,13 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                     namespace: ns,
                     selector,
                 };
-                for at in [now, now + STALE_AFTER / 2, now + STALE_AFTER + 1] {
-                    for notes_kept in [0, 1, 3] {
+                for at in [
+                    now - 1_000,
+                    now,
+                    now + STALE_AFTER / 2,
+                    now + STALE_AFTER + 1,
+                ] {
+                    for notes_kept in [0, 1, 3, crate::policy::NOTES_KEPT_WHEN_SERVING] {
                         let q = QueryContext {
                             metric: "m",
                             series,
@@ -118,7 +140,7 @@ proptest! {
     #[test]
     fn summarized_evidence_gives_the_same_answers_as_listed_evidence(
         ops in proptest::collection::vec(
-            (0usize..4, 0u8..8, 1u8..4, proptest::collection::vec((0u8..2, 0u8..3, 0u8..8, 0u8..4), 0..5)),
+            (0usize..4, 0u8..8, 1u8..4, proptest::collection::vec((0u8..5, 0u8..3, 0u8..10, 0u8..4), 0..6)),
             1..24,
         ),
     ) {
@@ -185,5 +207,19 @@ fn clean_fresh_targets_are_summarized_and_others_listed() {
     let later = store.evidence_summarized(&scope, s(100_000 + STALE_AFTER + 1));
     assert!(later.clean_tail.is_none());
     assert_eq!(later.observations.len(), 12);
+    assert!(check_all(&store, 101_000).unwrap() > 0);
+    // A target with more families than its digest holds is listed: target 3 now exports
+    // four names, so only target 2 is summarized.
+    let four = [
+        (0, 1, 2, 0),
+        (0, 2, 3, 0),
+        (1, 1, 1, 0),
+        (2, 1, 1, 0),
+        (3, 1, 1, 0),
+    ];
+    store.record_success(&targets[3], 100_500, 1, page(&four, 100_500));
+    let ev = store.evidence_summarized(&scope, s(101_000));
+    let tail = ev.clean_tail.expect("target 2 summarized");
+    assert_eq!((tail.series, ev.observations.len()), (2, 10), "{ev:?}");
     assert!(check_all(&store, 101_000).unwrap() > 0);
 }

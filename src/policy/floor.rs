@@ -68,7 +68,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
     // Series the store summarized: each a fresh, exported, valid index, retained as it reads.
     let tail = ev.clean_tail.unwrap_or_default();
     if tail.series > 0 {
-        inputs.count_fresh(q, tail.series);
+        inputs.count_fresh(q, &tail);
         if best.is_none_or(|(b, _)| tail.max_value > b) {
             best = Some((tail.max_value, tail.newest_at_ms));
         }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, InputNote};
 use super::observation::{note, QueryContext};
-use crate::store::Observation;
+use crate::store::{CleanTail, Observation};
 
 /// Inputs noted in full per rule while serving: as many as the history keeps of an answer.
 pub const NOTES_KEPT_WHEN_SERVING: usize = 8;
@@ -102,9 +102,18 @@ impl InputNotes {
     /// Count `n` fresh, used inputs that were summarized, not listed (`Evidence::clean_tail`).
     /// The store summarizes only past the inputs a rule notes in full, so these would have
     /// been counted, not noted.
-    pub(crate) fn count_fresh(&mut self, q: &QueryContext<'_>, n: usize) {
-        debug_assert!(n == 0 || self.kept.len() >= q.notes_kept);
-        self.omitted.fresh = self.omitted.fresh.saturating_add(n as u32);
+    pub(crate) fn count_fresh(&mut self, q: &QueryContext<'_>, tail: &CleanTail) {
+        if tail.series == 0 {
+            return;
+        }
+        // Summarized under other terms than the rule reads by, the series could read
+        // otherwise (stale, or noted in full): the engine builds both from one request.
+        debug_assert_eq!(
+            (tail.under.now, tail.under.stale_after_ms, tail.under.after),
+            (q.now, q.stale_after_ms, q.notes_kept)
+        );
+        debug_assert!(self.kept.len() >= q.notes_kept);
+        self.omitted.fresh = self.omitted.fresh.saturating_add(tail.series as u32);
     }
 
     pub fn append(&mut self, other: InputNotes) {

@@ -71,7 +71,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             best = Some((tail.max_value, tail.newest_at_ms));
         }
         newest_used = newest_used.max(tail.newest_at_ms);
-        inputs.count_fresh(q, tail.series);
+        inputs.count_fresh(q, &tail);
     }
     let best_value = best.map(|(v, _)| v);
 

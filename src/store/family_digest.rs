@@ -35,8 +35,10 @@ const UNCLEAN: u64 = u32::MAX as u64;
 /// only writer, under the store's write lock) and the resolved scopes that list it (readers,
 /// under the read lock). Every field is atomic so both can hold it without `unsafe`; the
 /// store's lock orders the writes before the reads, so relaxed accesses suffice.
+/// 128-byte aligned: the cell spans two lines once it holds a second family, and the
+/// processor's adjacent-line prefetch fetches an aligned pair of lines together.
 #[derive(Debug, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(128))]
 pub(super) struct TargetCell {
     /// The target's last scrape failed: every series of it reads as from a failing target.
     pub(super) failing: AtomicBool,
@@ -181,9 +183,19 @@ pub struct CleanTail {
     pub series: usize,
     pub max_value: u64,
     pub newest_at_ms: Millis,
+    /// What the series were judged under: a rule must read them under the same terms.
+    #[serde(skip)]
+    pub under: Summarize,
 }
 
 impl CleanTail {
+    pub(super) fn new(under: Summarize) -> CleanTail {
+        CleanTail {
+            under,
+            ..CleanTail::default()
+        }
+    }
+
     pub(super) fn add(&mut self, series: usize, max_value: u64, newest_at: Millis) {
         if self.series == 0 {
             self.max_value = max_value;
@@ -197,7 +209,7 @@ impl CleanTail {
 }
 
 /// When a store may summarize clean series instead of listing them (`CleanTail`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summarize {
     /// Present series listed before any is summarized: the inputs a rule notes in full.
     pub after: usize,

@@ -13,6 +13,7 @@ mod series_slots;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
@@ -713,6 +714,15 @@ impl Store {
     /// from the postings (under the same read lock, so the two agree).
     fn resolve(&self, inner: &Inner, scope: &Scope<'_>, keep: bool) -> Arc<ResolvedScope> {
         let requirements = scope.selector.requirements();
+        let key = scope.key();
+        let anywhere = inner.postings.members_anywhere();
+        let kept = self.resolved.get(&key);
+        if let Some(hit) = kept
+            .as_ref()
+            .filter(|r| r.confirmed.load(Relaxed) == anywhere)
+        {
+            return hit.clone();
+        }
         let membership = inner.postings.newest(
             scope.series,
             scope.namespace_label,
@@ -720,8 +730,9 @@ impl Store {
             requirements,
             Stamp::Members,
         );
-        let key = scope.key();
-        if let Some(hit) = self.resolved.get(&key, membership) {
+        if let Some(hit) = kept.filter(|r| r.membership == membership) {
+            // Concurrent readers may both store: the same value, under the same read lock.
+            hit.confirmed.store(anywhere, Relaxed);
             return hit;
         }
         let candidates = inner.postings.candidates(
@@ -771,6 +782,7 @@ impl Store {
         }
         let resolved = Arc::new(ResolvedScope {
             membership,
+            confirmed: std::sync::atomic::AtomicU64::new(anywhere),
             targets,
             ids: ids.into(),
             workloads,
@@ -812,7 +824,7 @@ impl Store {
         if summarize.is_none() {
             ev.observations.reserve(resolved.ids.len());
         }
-        let mut tail = CleanTail::default();
+        let mut tail = CleanTail::new(summarize.unwrap_or_default());
         let mut listed_present = 0usize;
         let mut index = 0;
         for t in &resolved.targets {

@@ -61,6 +61,9 @@ pub(super) struct Postings {
     /// The store generation at which a posting was last dropped: which posting a
     /// scope reads may change then.
     structure: u64,
+    /// The store generation of the last series added or removed anywhere: while it stands,
+    /// no scope's `Stamp::Members` can have moved (resolved_scope.rs checks this first).
+    members_anywhere: u64,
 }
 
 /// Which change a scope's stamp follows (`Postings::newest`).
@@ -86,6 +89,7 @@ impl Postings {
         slot: SlotId,
         stamp: u64,
     ) {
+        self.members_anywhere = stamp;
         self.by_name
             .entry(name.to_string())
             .or_default()
@@ -109,6 +113,7 @@ impl Postings {
         slot: SlotId,
         stamp: u64,
     ) {
+        self.members_anywhere = stamp;
         if let Some(p) = self.by_name.get_mut(name) {
             if p.remove(target, slot, stamp) {
                 self.by_name.remove(name);
@@ -139,6 +144,11 @@ impl Postings {
     }
 
     /// A listed series now reads differently (its value, presence or target health changed).
+    /// The store generation of the last series added or removed anywhere.
+    pub(super) fn members_anywhere(&self) -> u64 {
+        self.members_anywhere
+    }
+
     pub(super) fn touch(&mut self, name: &str, labels: &SeriesLabels, stamp: u64) {
         if let Some(p) = self.by_name.get_mut(name) {
             p.changed = stamp;

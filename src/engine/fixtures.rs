@@ -1,0 +1,23 @@
+//! Test pages shared by the engine's tests: what one pod of a workload exports.
+
+use crate::exposition::ExposedSample;
+
+/// A pod's page: its workload's recommendation `expect` and its stateful index `index`, both
+/// labelled with the workload (`hpa_target_*`).
+pub fn workload_page(kind: &str, name: &str, expect: f64, index: f64) -> Vec<ExposedSample> {
+    let labels = vec![
+        ("hpa_target_kind".to_string(), kind.to_string()),
+        ("hpa_target_name".to_string(), name.to_string()),
+        ("hpa_target_api_version".to_string(), "apps/v1".to_string()),
+    ];
+    let sample = |name: &str, value: f64| ExposedSample {
+        name: name.into(),
+        labels: labels.clone(),
+        value,
+        timestamp_ms: None,
+    };
+    vec![
+        sample("hpa_expect_replicas", expect),
+        sample("hpa_stateful_index", index),
+    ]
+}
