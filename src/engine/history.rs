@@ -199,9 +199,9 @@ fn first_inputs(answer: &Answer, out: &mut Vec<InputNote>, total: &mut usize) {
 impl InputSummary {
     fn of(input: &InputNote) -> InputSummary {
         let mut series = String::with_capacity(128);
-        series.push_str(&input.series);
+        series.push_str(&input.id.series);
         series.push('{');
-        for (i, (k, v)) in input.labels.iter().enumerate() {
+        for (i, (k, v)) in input.id.labels.iter().enumerate() {
             if i > 0 {
                 series.push(',');
             }
@@ -211,7 +211,7 @@ impl InputSummary {
         let cut = truncate(&series, MAX_REASON_BYTES).len();
         series.truncate(cut);
         InputSummary {
-            target: truncate(&input.target.0, MAX_REASON_BYTES).to_string(),
+            target: truncate(&input.id.target.0, MAX_REASON_BYTES).to_string(),
             series,
             value: {
                 let mut value = input.value.to_string();
@@ -463,9 +463,11 @@ mod tests {
 
     fn note(status: &str) -> InputNote {
         InputNote {
-            target: crate::store::TargetId("t".into()),
-            series: "s".into(),
-            labels: Default::default(),
+            id: crate::store::SeriesRef::new(
+                crate::store::TargetId("t".into()),
+                "s".into(),
+                Default::default(),
+            ),
             value: crate::policy::RawValue(1.0),
             age_seconds: 0.0,
             status: status.to_string().into(),

@@ -50,9 +50,7 @@ pub(crate) fn note(
     used: bool,
 ) -> InputNote {
     InputNote {
-        target: o.id.target.clone(),
-        series: o.id.series.clone(),
-        labels: o.id.labels.clone(),
+        id: o.id.clone(),
         value: RawValue(o.value),
         age_seconds: age_s(q.now, o.observed_at_ms),
         status: status.into(),

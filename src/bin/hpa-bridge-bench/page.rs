@@ -35,15 +35,15 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
         reason,
         inputs: (0..2)
             .map(|i| InputNote {
-                target: hpa_bridge::store::TargetId(
-                    format!("http://10.0.{i}.7:9102/metrics").into(),
+                id: hpa_bridge::store::SeriesRef::new(
+                    hpa_bridge::store::TargetId(format!("http://10.0.{i}.7:9102/metrics").into()),
+                    "hpa_expect_replicas".into(),
+                    BTreeMap::from([
+                        ("hpa_target_name".to_string(), "lobby".to_string()),
+                        ("service_instance_id".to_string(), format!("ctl-{i}")),
+                    ])
+                    .into(),
                 ),
-                series: "hpa_expect_replicas".into(),
-                labels: BTreeMap::from([
-                    ("hpa_target_name".to_string(), "lobby".to_string()),
-                    ("service_instance_id".to_string(), format!("ctl-{i}")),
-                ])
-                .into(),
                 value: policy::RawValue(4.0),
                 age_seconds: 3.0,
                 status: "fresh".into(),
