@@ -8,7 +8,7 @@
 //! highest value and the newest time (`CleanTail`). Reading each of them cost a cache miss
 //! apiece under live load (BENCHMARKS.md, "Answer path, fifth pass"); the digest costs one
 //! pass over a page's series per scrape, which the scrape already made, and an answer reads
-//! one cache line per target.
+//! one cell per target (one cache line for a target of one family, an aligned pair for more).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
