@@ -68,7 +68,7 @@ impl StatusReason {
     }
 }
 
-pub fn json_response(code: u16, body: &serde_json::Value) -> ApiResponse {
+pub fn json_response(code: u16, body: &impl serde::Serialize) -> ApiResponse {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
     bytes_response(code, Bytes::from(bytes))
 }
@@ -544,8 +544,7 @@ impl ApiHandler {
                     kind: "ExternalMetricValueList",
                     metadata: Metadata {},
                 };
-                let bytes = serde_json::to_vec(&list).unwrap_or_else(|_| b"{}".to_vec());
-                bytes_response(200, Bytes::from(bytes))
+                json_response(200, &list)
             }
             Outcome::Refused { kind, .. } => {
                 let reason = if kind.http_code() == 404 {

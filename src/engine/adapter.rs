@@ -1379,11 +1379,7 @@ mod tests {
     async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         use crate::policy::InputCounts;
 
-        let adapter = Adapter::new(
-            Config::from_yaml("").unwrap(),
-            Arc::new(ManualClock::new(1_000_000)),
-            Arc::new(SelfMetrics::new()),
-        );
+        let adapter = crate::engine::fixtures::default_adapter();
         adapter.set_workload_state(Arc::new(OneStatefulSet));
         let store = adapter.scrape_store();
         let targets: Vec<ScrapeTarget> = (0..20)
@@ -1461,12 +1457,7 @@ mod tests {
             store: Arc::new(Store::new()),
             reads: AtomicUsize::new(0),
         });
-        let adapter = Adapter::new(
-            Config::from_yaml("").unwrap(),
-            Arc::new(ManualClock::new(1_000_000)),
-            Arc::new(SelfMetrics::new()),
-        )
-        .with_source(counting.clone());
+        let adapter = crate::engine::fixtures::default_adapter().with_source(counting.clone());
         adapter.set_workload_state(Arc::new(OneStatefulSet));
         let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
         adapter

@@ -1,6 +1,22 @@
-//! Test pages shared by the engine's tests: what one pod of a workload exports.
+//! Test fixtures shared by the engine's tests: an adapter, and what one pod of a workload
+//! exports.
 
+use std::sync::Arc;
+
+use super::Adapter;
+use crate::clock::ManualClock;
+use crate::config::Config;
 use crate::exposition::ExposedSample;
+use crate::telemetry::SelfMetrics;
+
+/// An adapter over the default config, its own empty store, at a fixed time (1,000 s).
+pub fn default_adapter() -> Adapter {
+    Adapter::new(
+        Config::from_yaml("").unwrap(),
+        Arc::new(ManualClock::new(1_000_000)),
+        Arc::new(SelfMetrics::new()),
+    )
+}
 
 /// A pod's page: its workload's recommendation `expect` and its stateful index `index`, both
 /// labelled with the workload (`hpa_target_*`).

@@ -211,8 +211,6 @@ pub(crate) fn combine(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::store::{Observation, TargetId, UnknownTarget};
 
@@ -414,17 +412,9 @@ mod tests {
     /// them; the Object query for each workload does not.
     #[tokio::test]
     async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
-        use crate::clock::ManualClock;
-        use crate::config::Config;
-        use crate::engine::Adapter;
         use crate::store::ScrapeTarget;
-        use crate::telemetry::SelfMetrics;
 
-        let adapter = Adapter::new(
-            Config::from_yaml("").unwrap(),
-            Arc::new(ManualClock::new(1_000_000)),
-            Arc::new(SelfMetrics::new()),
-        );
+        let adapter = crate::engine::fixtures::default_adapter();
         let store = adapter.scrape_store();
         let target = |id: &str| ScrapeTarget {
             id: TargetId(id.into()),
