@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::json;
 
@@ -410,34 +409,50 @@ impl Adapter {
             .await
     }
 
-    fn answer_spec<'a>(
-        &'a self,
-        spec: &'a MetricSpec,
-        namespace: &'a str,
-        selector: &'a LabelSelector,
+    async fn answer_spec(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
         now: Millis,
-        fetched: &'a Fetched,
-    ) -> BoxFuture<'a, Answer> {
-        Box::pin(async move {
-            let q = QueryContext {
-                metric: spec.name(),
-                series: spec.series(),
-                scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
-                now,
-                stale_after_ms: self.stale_after_ms(),
-                notes_kept: fetched.notes_kept(),
-            };
-            let scope = Scope {
-                series: spec.series(),
-                namespace_label: spec.namespace_label(),
-                namespace,
-                selector,
-            };
-            match spec.kind() {
-                MetricKind::Recommendation => match self
-                    .summarized_evidence(fetched, &scope, now)
+        fetched: &Fetched,
+    ) -> Answer {
+        match spec.kind() {
+            MetricKind::Target => {
+                self.target_answer(spec, namespace, selector, now, fetched)
                     .await
-                {
+            }
+            _ => {
+                self.input_answer(spec, namespace, selector, now, fetched)
+                    .await
+            }
+        }
+    }
+
+    /// A metric that is not a target, on its own or as a target's input. Config validation
+    /// keeps targets out of a target's inputs (config/metric.rs), which is what lets a target
+    /// answer without boxing a future per input; a target here is still answered, boxed.
+    async fn input_answer(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+        fetched: &Fetched,
+    ) -> Answer {
+        let q = self.query_context(spec, spec.series(), namespace, selector, now, fetched);
+        let scope = Scope {
+            series: spec.series(),
+            namespace_label: spec.namespace_label(),
+            namespace,
+            selector,
+        };
+        match spec.kind() {
+            MetricKind::Target => {
+                Box::pin(self.target_answer(spec, namespace, selector, now, fetched)).await
+            }
+            MetricKind::Recommendation => {
+                match self.summarized_evidence(fetched, &scope, now).await {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
                         self.gated(
@@ -453,103 +468,111 @@ impl Adapter {
                         .await
                     }
                     Err(e) => policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
-                },
-                MetricKind::Threshold => {
-                    self.threshold_answer(spec, &q, &scope, namespace, selector, now, fetched)
-                        .await
-                }
-                MetricKind::StatefulFloor => {
-                    let ev = match self.summarized_evidence(fetched, &scope, now).await {
-                        Ok(ev) => ev,
-                        Err(e) => {
-                            return policy::source_unavailable(
-                                spec.name(),
-                                spec.kind(),
-                                &e.to_string(),
-                            )
-                        }
-                    };
-                    let state = self.workload_state();
-                    let (ordinals_start, warnings) = match (&state, ev.workloads.as_slice()) {
-                        (Some(state), [w]) => (state.ordinals_start(w), floor_warnings(w)),
-                        _ => (0, Vec::new()),
-                    };
-                    let mut answer = policy::stateful_floor(&q, &ev, ordinals_start);
-                    if let ([w], Some(first)) = (ev.workloads.as_slice(), warnings.first()) {
-                        self.warn_once(w, first);
-                    }
-                    answer.warnings = warnings;
-                    answer
-                }
-                MetricKind::Target => {
-                    // `recommendation` and `combine` are all inputs of one max.
-                    let mut inputs: Vec<&MetricSpec> = Vec::new();
-                    let MetricSpec::Target(t) = spec else {
-                        unreachable!("matched on kind target")
-                    };
-                    for name in t.recommendation.iter().chain(t.combine.iter()) {
-                        if let Some(s) = self.config.metric(name) {
-                            if !inputs.iter().any(|i| i.name() == s.name()) {
-                                inputs.push(s);
-                            }
-                        }
-                    }
-                    let floor_spec = t.floor.as_deref().and_then(|n| self.config.metric(n));
-                    let Some(&rec_spec) = inputs.first() else {
-                        // Config validation guarantees a recommendation; refuse rather than panic.
-                        return policy::target(
-                            spec.name(),
-                            policy::recommendation(&q, &Default::default()),
-                            None,
-                            Err("no recommendation configured"),
-                        );
-                    };
-                    let rec = if inputs.len() == 1 {
-                        self.answer_spec(rec_spec, namespace, selector, now, fetched)
-                            .await
-                    } else {
-                        let mut parts = Vec::with_capacity(inputs.len());
-                        for input in &inputs {
-                            parts.push(
-                                self.answer_spec(input, namespace, selector, now, fetched)
-                                    .await,
-                            );
-                        }
-                        let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
-                        let current = if parts.iter().all(|p| p.value().is_some()) {
-                            // Not needed: nothing blocks a decrease.
-                            Err("not needed".to_string())
-                        } else {
-                            self.current_for_target(
-                                spec, &inputs, namespace, selector, now, fetched,
-                            )
-                            .await
-                        };
-                        combine::combine(
-                            &combine::combined_name(&names),
-                            MetricKind::Recommendation,
-                            parts,
-                            current.as_ref().map_err(String::as_str),
-                        )
-                    };
-                    let floor = match floor_spec {
-                        Some(f) => {
-                            Some(self.answer_spec(f, namespace, selector, now, fetched).await)
-                        }
-                        None => None,
-                    };
-                    let current = self
-                        .current_replicas_for(spec, namespace, selector, now, fetched)
-                        .await;
-                    policy::target(
-                        spec.name(),
-                        rec,
-                        floor,
-                        current.as_ref().copied().map_err(String::as_str),
-                    )
                 }
             }
-        })
+            MetricKind::Threshold => {
+                self.threshold_answer(spec, &q, &scope, namespace, selector, now, fetched)
+                    .await
+            }
+            MetricKind::StatefulFloor => {
+                let ev = match self.summarized_evidence(fetched, &scope, now).await {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string())
+                    }
+                };
+                let state = self.workload_state();
+                let (ordinals_start, warnings) = match (&state, &*ev.workloads) {
+                    (Some(state), [w]) => (state.ordinals_start(w), floor_warnings(w)),
+                    _ => (0, Vec::new()),
+                };
+                let mut answer = policy::stateful_floor(&q, &ev, ordinals_start);
+                if let ([w], Some(first)) = (&*ev.workloads, warnings.first()) {
+                    self.warn_once(w, first);
+                }
+                answer.warnings = warnings;
+                answer
+            }
+        }
+    }
+
+    /// A target: the max of its recommendation (and combined inputs), and its floor.
+    async fn target_answer(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Millis,
+        fetched: &Fetched,
+    ) -> Answer {
+        let q = self.query_context(spec, spec.series(), namespace, selector, now, fetched);
+        let no_recommendation = |why: &str| {
+            policy::target(
+                spec.name(),
+                policy::recommendation(&q, &Default::default()),
+                None,
+                Err(why),
+            )
+        };
+        let MetricSpec::Target(t) = spec else {
+            return no_recommendation("not a target");
+        };
+        // `recommendation` and `combine` are all inputs of one max.
+        let mut inputs: Vec<&MetricSpec> = Vec::new();
+        for name in t.recommendation.iter().chain(t.combine.iter()) {
+            if let Some(s) = self.config.metric(name) {
+                if !inputs.iter().any(|i| i.name() == s.name()) {
+                    inputs.push(s);
+                }
+            }
+        }
+        let floor_spec = t.floor.as_deref().and_then(|n| self.config.metric(n));
+        let Some(&rec_spec) = inputs.first() else {
+            // Config validation guarantees a recommendation; refuse rather than panic.
+            return no_recommendation("no recommendation configured");
+        };
+        let rec = if inputs.len() == 1 {
+            self.input_answer(rec_spec, namespace, selector, now, fetched)
+                .await
+        } else {
+            let mut parts = Vec::with_capacity(inputs.len());
+            for input in &inputs {
+                parts.push(
+                    self.input_answer(input, namespace, selector, now, fetched)
+                        .await,
+                );
+            }
+            let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
+            let current = if parts.iter().all(|p| p.value().is_some()) {
+                // Not needed: nothing blocks a decrease.
+                Err("not needed".to_string())
+            } else {
+                self.current_for_target(spec, &inputs, namespace, selector, now, fetched)
+                    .await
+            };
+            combine::combine(
+                &combine::combined_name(&names),
+                MetricKind::Recommendation,
+                parts,
+                current.as_ref().map_err(String::as_str),
+            )
+        };
+        let floor = match floor_spec {
+            Some(f) => Some(
+                self.input_answer(f, namespace, selector, now, fetched)
+                    .await,
+            ),
+            None => None,
+        };
+        let current = self
+            .current_replicas_for(spec, namespace, selector, now, fetched)
+            .await;
+        policy::target(
+            spec.name(),
+            rec,
+            floor,
+            current.as_ref().copied().map_err(String::as_str),
+        )
     }
 
     /// A threshold metric: the load total, the current count, the evaluation history, then the
@@ -648,14 +671,7 @@ impl Adapter {
             return answer;
         };
         let series = vec![valid_when.series.clone()];
-        let q = QueryContext {
-            metric: spec.name(),
-            series: &series,
-            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
-            now,
-            stale_after_ms: self.stale_after_ms(),
-            notes_kept: fetched.notes_kept(),
-        };
+        let q = self.query_context(spec, &series, namespace, selector, now, fetched);
         let scope = Scope {
             series: &series,
             namespace_label: spec.namespace_label(),
@@ -726,14 +742,7 @@ impl Adapter {
             );
         };
         let series = vec![current_series.to_string()];
-        let q = QueryContext {
-            metric: spec.name(),
-            series: &series,
-            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
-            now,
-            stale_after_ms: self.stale_after_ms(),
-            notes_kept: fetched.notes_kept(),
-        };
+        let q = self.query_context(spec, &series, namespace, selector, now, fetched);
         let scope = Scope {
             series: &series,
             namespace_label: spec.namespace_label(),
@@ -777,7 +786,7 @@ impl Adapter {
             // Only the workloads are read, and a summary lists every target's.
             let workloads = match self.summarized_evidence(fetched, &scope, now).await {
                 Ok(ev) => ev.workloads.clone(),
-                Err(_) => Vec::new(),
+                Err(_) => Arc::from([]),
             };
             match self
                 .current_replicas(input, namespace, selector, now, fetched, &workloads)
@@ -820,7 +829,7 @@ impl Adapter {
             .summarized_evidence(fetched, &scope, now)
             .await
             .map_err(|e| e.to_string())?;
-        match ev.workloads.as_slice() {
+        match &*ev.workloads {
             [w] => state
                 .current_replicas(w)
                 .ok_or_else(|| not_in_watch_cache(w)),
@@ -829,6 +838,27 @@ impl Adapter {
                 "the floor's pods belong to {} workloads, not one",
                 more.len()
             )),
+        }
+    }
+
+    /// What a rule of `spec` is asked, over `series`, for its messages and its reading of
+    /// time.
+    fn query_context<'a>(
+        &self,
+        spec: &'a MetricSpec,
+        series: &'a [String],
+        namespace: &'a str,
+        selector: &'a LabelSelector,
+        now: Millis,
+        fetched: &Fetched,
+    ) -> QueryContext<'a> {
+        QueryContext {
+            metric: spec.name(),
+            series,
+            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
+            now,
+            stale_after_ms: self.stale_after_ms(),
+            notes_kept: fetched.notes_kept(),
         }
     }
 
@@ -1287,6 +1317,8 @@ impl From<&ObjectRef> for ObjectRow {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
+
+    use futures::future::BoxFuture;
 
     use super::*;
     use crate::clock::ManualClock;

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::clock::Millis;
 use crate::cluster::{Cluster, PodFacts, WorkloadRef};
@@ -180,7 +181,7 @@ pub(crate) fn combine(
             .filter(|o| named_by_labels(&o.id.labels, object, wl))
             .collect(),
         unknown_targets: by_labels.unknown_targets,
-        workloads: vec![me.clone()],
+        workloads: Arc::from([me.clone()]),
         // Object queries read every input (Adapter::read never summarizes them).
         clean_tail: None,
     };
@@ -321,14 +322,14 @@ mod tests {
                 ),
             ],
             unknown_targets: vec![unknown("http://static/metrics")],
-            workloads: Vec::new(),
+            workloads: Arc::from([]),
             clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, by_labels, None, None);
         assert_eq!(ev.observations.len(), 1);
         assert_eq!(&*ev.observations[0].id.target.0, "games/lobby-0");
         assert_eq!(ev.unknown_targets.len(), 1, "unknown input stays unknown");
-        assert_eq!(ev.workloads, [lobby().workload()]);
+        assert_eq!(*ev.workloads, [lobby().workload()]);
     }
 
     #[test]
@@ -343,7 +344,7 @@ mod tests {
                 ob("games/lobby-7d9f-x", &[("pod", "lobby-7d9f-x")]),
             ],
             unknown_targets: vec![unknown("games/lobby-1"), unknown("games/chat-1")],
-            workloads: Vec::new(),
+            workloads: Arc::from([]),
             clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));

@@ -1,5 +1,7 @@
 //! The answer a rule gives: a served value or a refusal, and everything needed to explain it.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::clock::{rfc3339, Millis};
@@ -114,7 +116,7 @@ pub struct Answer {
     pub kind: &'static str,
     pub outcome: Outcome,
     /// The rule that produced the outcome, e.g. `max over fresh series`.
-    pub rule: String,
+    pub rule: Cow<'static, str>,
     /// One human-readable sentence: why this value, or why no value.
     pub reason: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -156,7 +158,7 @@ impl Answer {
         kind: MetricKind,
         refusal: RefusalKind,
         known_lower_bound: Option<u64>,
-        rule: &str,
+        rule: impl Into<Cow<'static, str>>,
         reason: String,
     ) -> Answer {
         Answer {
@@ -180,7 +182,7 @@ impl Answer {
         kind: MetricKind,
         value: u64,
         timestamp_ms: Millis,
-        rule: &str,
+        rule: impl Into<Cow<'static, str>>,
         reason: String,
     ) -> Answer {
         Answer {

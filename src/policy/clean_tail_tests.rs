@@ -98,7 +98,11 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                         let q = QueryContext {
                             metric: "m",
                             series,
-                            scope: format!("namespace={ns},{}", selector.as_str()),
+                            scope: crate::policy::ScopeText::Parts(
+                                "namespace",
+                                ns,
+                                selector.as_str(),
+                            ),
                             now: at,
                             stale_after_ms: STALE_AFTER,
                             notes_kept,

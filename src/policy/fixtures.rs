@@ -15,7 +15,11 @@ pub fn ctx(series: &[String]) -> QueryContext<'_> {
     ctx_with(series, "namespace=default,hpa_target_name=lobby", STALE)
 }
 
-pub fn ctx_with<'a>(series: &'a [String], scope: &str, stale_after_ms: Millis) -> QueryContext<'a> {
+pub fn ctx_with<'a>(
+    series: &'a [String],
+    scope: &'a str,
+    stale_after_ms: Millis,
+) -> QueryContext<'a> {
     QueryContext {
         metric: "m",
         series,

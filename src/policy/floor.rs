@@ -19,7 +19,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) -> Answer {
     const RULE: &str = "max retained index over pods";
     let kind = MetricKind::StatefulFloor;
-    let mut inputs = InputNotes::default();
+    let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
     let mut best: Option<(u64, Millis)> = None;
     let mut never_valid: Vec<&Observation> = Vec::new();
     let mut retained_from_failing = 0usize;

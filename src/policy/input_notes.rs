@@ -85,6 +85,15 @@ pub struct InputNotes {
 }
 
 impl InputNotes {
+    /// Notes with room for as many as `listed` inputs yield under `q`: a served answer builds
+    /// them for every rule it runs.
+    pub(crate) fn for_inputs(q: &QueryContext<'_>, listed: usize) -> InputNotes {
+        InputNotes {
+            kept: Vec::with_capacity(q.notes_kept.min(listed)),
+            omitted: InputCounts::default(),
+        }
+    }
+
     pub(crate) fn push(
         &mut self,
         q: &QueryContext<'_>,
@@ -132,7 +141,11 @@ impl InputNotes {
 
     /// Hand the notes to `answer`, after any it already has.
     pub fn into_answer(self, answer: &mut Answer) {
-        answer.inputs.extend(self.kept);
+        if answer.inputs.is_empty() {
+            answer.inputs = self.kept;
+        } else {
+            answer.inputs.extend(self.kept);
+        }
         answer.omitted_inputs.merge(&self.omitted);
     }
 }

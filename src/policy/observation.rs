@@ -13,16 +13,62 @@ use crate::store::Observation;
 pub struct QueryContext<'a> {
     pub metric: &'a str,
     pub series: &'a [String],
-    pub scope: String,
+    pub scope: ScopeText<'a>,
     pub now: Millis,
     pub stale_after_ms: Millis,
     /// Inputs each rule notes in full (input_notes.rs): all when explaining, a few when serving.
     pub notes_kept: usize,
 }
 
-impl QueryContext<'_> {
-    pub(crate) fn series_names(&self) -> String {
-        self.series.join("|")
+impl<'a> QueryContext<'a> {
+    /// The series names for messages: `a|b`.
+    pub(crate) fn series_names(&self) -> SeriesNames<'a> {
+        SeriesNames(self.series)
+    }
+}
+
+/// Series names joined by `|`, written straight into the message that names them: reasons
+/// are built for every answer served, and each name list was an allocation of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct SeriesNames<'a>(&'a [String]);
+
+impl std::fmt::Display for SeriesNames<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("|")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
+}
+
+/// A query's scope for messages, `namespace=default,hpa_target_name=lobby`, written where it
+/// is used rather than built for every rule an answer runs.
+#[derive(Clone, Copy, Debug)]
+pub enum ScopeText<'a> {
+    /// The namespace label, the namespace and the selector text.
+    Parts(&'a str, &'a str, &'a str),
+    /// Text as it is (tests, and scopes described elsewhere).
+    Text(&'a str),
+}
+
+impl<'a> From<&'a str> for ScopeText<'a> {
+    fn from(text: &'a str) -> Self {
+        ScopeText::Text(text)
+    }
+}
+
+impl std::fmt::Display for ScopeText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ScopeText::Parts(label, namespace, "") => write!(f, "{label}={namespace}"),
+            ScopeText::Parts(label, namespace, selector) => {
+                write!(f, "{label}={namespace},{selector}")
+            }
+            ScopeText::Text(text) => f.write_str(text),
+        }
     }
 }
 
@@ -69,12 +115,12 @@ pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
 }
 
 /// `scope` text for messages: `namespace=default,hpa_target_name=lobby`.
-pub fn describe_scope(namespace_label: &str, namespace: &str, selector: &str) -> String {
-    if selector.is_empty() {
-        format!("{namespace_label}={namespace}")
-    } else {
-        format!("{namespace_label}={namespace},{selector}")
-    }
+pub fn describe_scope<'a>(
+    namespace_label: &'a str,
+    namespace: &'a str,
+    selector: &'a str,
+) -> ScopeText<'a> {
+    ScopeText::Parts(namespace_label, namespace, selector)
 }
 
 /// Why a series exported twice in one page is not used: which of its values is meant is

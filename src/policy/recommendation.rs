@@ -20,7 +20,7 @@ use crate::store::{invalid_reason, Evidence, Observation};
 pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
     const RULE: &str = "max over fresh series (never sum)";
     let kind = MetricKind::Recommendation;
-    let mut inputs = InputNotes::default();
+    let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
     let mut best: Option<(u64, Millis)> = None;
     let mut newest_used: Millis = Millis::MIN;
     let mut stale: Vec<&Observation> = Vec::new();

@@ -170,8 +170,9 @@ pub struct Evidence {
     pub observations: Vec<Observation>,
     pub unknown_targets: Vec<UnknownTarget>,
     /// The workloads of the targets behind the observations (from discovery).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub workloads: Vec<WorkloadRef>,
+    /// Shared with the scope's kept resolution, so an answer does not copy their names.
+    #[serde(skip_serializing_if = "<[WorkloadRef]>::is_empty")]
+    pub workloads: Arc<[WorkloadRef]>,
     /// In-scope series not listed in `observations`, all fresh and valid (`Summarize`); only
     /// when asked for, and only from the scrape store.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,12 +212,12 @@ impl SeriesState {
 impl Scope<'_> {
     /// The scope as an owned key, for caches of its evidence or resolution.
     pub fn key(&self) -> ScopeKey {
-        ScopeKey {
-            series: self.series.to_vec(),
-            namespace_label: self.namespace_label.to_string(),
-            namespace: self.namespace.to_string(),
-            selector: self.selector.as_str().to_string(),
-        }
+        ScopeKey::of(
+            self.series,
+            self.namespace_label,
+            self.namespace,
+            self.selector.as_str(),
+        )
     }
 
     #[cfg(test)]
@@ -785,7 +786,7 @@ impl Store {
             confirmed: std::sync::atomic::AtomicU64::new(anywhere),
             targets,
             ids: ids.into(),
-            workloads,
+            workloads: workloads.into(),
         });
         if keep {
             self.resolved.put(key, resolved.clone());
@@ -821,9 +822,12 @@ impl Store {
         let inner = self.read();
         let mut ev = Evidence::default();
         let resolved = self.resolve(&inner, scope, keep);
-        if summarize.is_none() {
-            ev.observations.reserve(resolved.ids.len());
-        }
+        // A summary lists about its first `after` inputs and the unclean rest: room for those
+        // and a target's worth more saves the growth steps in the common, healthy case.
+        ev.observations.reserve(match &summarize {
+            None => resolved.ids.len(),
+            Some(s) => resolved.ids.len().min(s.after + 16),
+        });
         let mut tail = CleanTail::new(summarize.unwrap_or_default());
         let mut listed_present = 0usize;
         let mut index = 0;
@@ -865,7 +869,7 @@ impl Store {
         if tail.series > 0 {
             ev.clean_tail = Some(tail);
         }
-        ev.workloads.clone_from(&resolved.workloads);
+        ev.workloads = resolved.workloads.clone();
         let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
             .unscraped
             .iter()
@@ -885,15 +889,17 @@ impl Store {
         // whose pods are in scope: a new pod of another workload in the same namespace cannot
         // hold this workload's state. Without in-scope workloads, every candidate counts.
         let observed = ev.workloads.len();
+        let mut named: Vec<WorkloadRef> = Vec::new();
         for (u, workload) in unknown {
             match workload {
-                Some(w) if observed > 0 && !ev.workloads[..observed].contains(w) => continue,
-                Some(w) if observed == 0 && !ev.workloads.contains(w) => {
-                    ev.workloads.push(w.clone())
-                }
+                Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
+                Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
                 _ => {}
             }
             ev.unknown_targets.push(u);
+        }
+        if observed == 0 && !named.is_empty() {
+            ev.workloads = named.into();
         }
         debug_assert!(ev.observations.is_sorted_by(|a, b| {
             (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)

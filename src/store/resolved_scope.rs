@@ -33,7 +33,7 @@ pub(super) struct ResolvedScope {
     pub(super) ids: Arc<[SeriesId]>,
     /// The targets' workloads, each once, in target order (a target that changes workload
     /// is a new target, and loses its series first).
-    pub(super) workloads: Vec<WorkloadRef>,
+    pub(super) workloads: Arc<[WorkloadRef]>,
 }
 
 /// A target with series in the scope, held by what an answer reads of it (whether it is
@@ -50,13 +50,33 @@ pub(super) struct ResolvedTarget {
 }
 
 /// A scope as a cache key (`Scope::key`): series names, namespace label, namespace and
-/// selector text.
+/// selector text, each after its length, in one string. Keys are built several times per
+/// answer (the request's evidence cache and this one), so one allocation instead of one per
+/// part is worth the encoding; the lengths keep it unambiguous whatever the parts hold.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ScopeKey {
-    pub(super) series: Vec<String>,
-    pub(super) namespace_label: String,
-    pub(super) namespace: String,
-    pub(super) selector: String,
+pub struct ScopeKey(Box<[u8]>);
+
+impl ScopeKey {
+    pub(super) fn of(
+        series: &[String],
+        namespace_label: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> ScopeKey {
+        let parts = series
+            .iter()
+            .map(String::as_str)
+            .chain([namespace_label, namespace, selector]);
+        let mut bytes = Vec::with_capacity(parts.clone().map(|p| p.len() + 8).sum::<usize>() + 8);
+        // The number of series first: without it, a series name and the namespace label
+        // could trade places.
+        bytes.extend_from_slice(&(series.len() as u64).to_le_bytes());
+        for part in parts {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        ScopeKey(bytes.into())
+    }
 }
 
 /// Scopes kept at most; past this the cache starts over. HPAs ask about a fixed set of scopes,
@@ -128,12 +148,30 @@ mod tests {
     use crate::store::{SeriesLabels, TargetId};
 
     fn key(selector: &str) -> ScopeKey {
-        ScopeKey {
-            series: vec!["s".into()],
-            namespace_label: "namespace".into(),
-            namespace: "default".into(),
-            selector: selector.into(),
+        ScopeKey::of(&["s".into()], "namespace", "default", selector)
+    }
+
+    #[test]
+    fn scope_keys_differ_whenever_a_part_does() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let keys = [
+            ScopeKey::of(&s(&["a", "b"]), "namespace", "default", ""),
+            ScopeKey::of(&s(&["a"]), "b", "namespace", "default"),
+            ScopeKey::of(&s(&["a:1:b"]), "namespace", "default", ""),
+            ScopeKey::of(&s(&["a"]), "namespace", "default", "x=1"),
+            ScopeKey::of(&s(&["a"]), "namespace", "default,x=1", ""),
+            ScopeKey::of(&s(&["a"]), "namespace=default", "", "x=1"),
+            ScopeKey::of(&[], "a", "namespace", "default"),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for (j, b) in keys.iter().enumerate() {
+                assert_eq!(i == j, a == b, "{a:?} {b:?}");
+            }
         }
+        assert_eq!(
+            keys[0],
+            ScopeKey::of(&s(&["a", "b"]), "namespace", "default", "")
+        );
     }
 
     fn resolved(series: usize) -> Arc<ResolvedScope> {
@@ -147,7 +185,7 @@ mod tests {
             confirmed: AtomicU64::new(1),
             targets: Vec::new(),
             ids: vec![id; series].into(),
-            workloads: Vec::new(),
+            workloads: Arc::from([]),
         })
     }
 

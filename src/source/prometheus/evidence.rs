@@ -165,13 +165,15 @@ pub(crate) fn attribute_to_pods(ev: &mut Evidence, filter: &PodFilter<'_>) {
         .filter_map(|o| o.id.labels.get(filter.label))
         .map(String::as_str)
         .collect();
+    let mut workloads = ev.workloads.to_vec();
     for pod in &observed {
         if let Some(w) = filter.pods.get(*pod).and_then(|f| f.workload.as_ref()) {
-            if !ev.workloads.contains(w) {
-                ev.workloads.push(w.clone());
+            if !workloads.contains(w) {
+                workloads.push(w.clone());
             }
         }
     }
+    ev.workloads = workloads.into();
     for (name, facts) in filter.pods {
         let in_scope = facts
             .workload
@@ -370,7 +372,7 @@ mod tests {
         );
         assert!(ev.observations.iter().all(|o| o.id.labels["pod"] != "c2"));
         assert!(ev.observations.iter().any(|o| o.id.labels["pod"] == "c3"));
-        assert_eq!(ev.workloads, vec![lobby]);
+        assert_eq!(*ev.workloads, [lobby]);
         let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
         assert_eq!(unknown, vec!["default/c4"]);
         assert_eq!(ev.observations.len(), 3);
