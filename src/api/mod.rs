@@ -420,14 +420,14 @@ impl ApiHandler {
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
         let selector = &parsed.selector;
+        if !self.reuse_rendered {
+            return self.compute_external_metric(ns, metric, selector).await;
+        }
         let key: RenderKey = (
             self.adapter.metric_label(metric).to_string(),
             ns.to_string(),
             parsed.canonical.clone(),
         );
-        if !self.reuse_rendered {
-            return self.compute_external_metric(ns, metric, selector).await;
-        }
         // Read before the version: a write after it moves the generation.
         let generation = self.adapter.generation();
         let now = self.adapter.now_ms();

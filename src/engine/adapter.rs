@@ -15,7 +15,7 @@ use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
 use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, QueryContext};
+use crate::policy::{self, Answer, QueryContext, RefusalKind};
 use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
@@ -24,11 +24,12 @@ use crate::store::{
 };
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
-use super::history::{self, Filter, History, HistoryKey};
+use super::history::{self, Filter, History};
 
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
 use super::object_scope::{self, ObjectRef};
+use super::query_key::{QueryKey, QueryParts};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
@@ -82,16 +83,6 @@ impl Fetched {
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
 /// cannot grow it without limit.
 const MAX_SEEN_QUERIES: usize = 4096;
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct QueryKey {
-    metric: String,
-    namespace: String,
-    selector: String,
-    /// The workload an Object query named: its scope is that workload, apart from any
-    /// External query with the same selector.
-    object: Option<ObjectRef>,
-}
 
 pub struct Adapter {
     config: Arc<Config>,
@@ -303,9 +294,15 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
     ) -> Result<Answer, QueryError> {
-        let scope = selector.to_string();
-        self.serve_answer(metric, namespace, selector, Fetched::default(), scope)
-            .await
+        // The selector's text is its canonical form (LabelSelector::as_str).
+        self.serve_answer(
+            metric,
+            namespace,
+            selector,
+            Fetched::default(),
+            selector.as_str(),
+        )
+        .await
     }
 
     /// One answer served to an HPA, whichever front door asked: evaluated, counted in the
@@ -316,7 +313,7 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
         fetched: Fetched,
-        scope: String,
+        scope: &str,
     ) -> Result<Answer, QueryError> {
         let spec = self
             .config
@@ -331,32 +328,20 @@ impl Adapter {
             .await;
         self.metrics.answer(
             spec.name(),
-            match answer.refusal() {
-                None => "value".into(),
-                Some(kind) => format!("{kind:?}"),
-            }
-            .as_str(),
+            answer.refusal().map_or("value", RefusalKind::label),
         );
-        self.record_answer(
-            HistoryKey {
-                metric: spec.name().to_string(),
-                namespace: namespace.to_string(),
-                scope,
-            },
-            &answer,
-            now,
-        );
+        self.record_answer((spec.name(), namespace, scope), &answer, now);
         Ok(answer)
     }
 
     /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
     /// front door); `/status` evaluations are not recorded.
-    fn record_answer(&self, key: HistoryKey, answer: &Answer, now: Millis) {
+    fn record_answer(&self, key: (&str, &str, &str), answer: &Answer, now: Millis) {
         let evicted = self
             .history
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(key, answer, now);
+            .record(&key, answer, now);
         if let Some(k) = evicted {
             tracing::debug!(metric = %k.metric, namespace = %k.namespace, scope = %k.scope, "history.maxScopes reached: dropped the scope asked about least recently");
         }
@@ -405,7 +390,7 @@ impl Adapter {
             ..Fetched::default()
         };
         let scope = object_history_scope(object, selector);
-        self.serve_answer(metric, &object.namespace, selector, fetched, scope)
+        self.serve_answer(metric, &object.namespace, selector, fetched, &scope)
             .await
     }
 
@@ -950,27 +935,29 @@ impl Adapter {
 
     /// Remember a served External query for `/status`.
     pub fn record_query(&self, metric: &str, namespace: &str, selector: &LabelSelector) {
-        self.remember_query(QueryKey {
-            metric: metric.to_ascii_lowercase(),
-            namespace: namespace.into(),
-            selector: selector.to_string(),
-            object: None,
-        });
+        let metric = lowercase(metric);
+        self.remember_query(&(&*metric, namespace, selector.as_str(), None));
     }
 
     /// Remember a served Object query for `/status`: its row names the workload.
     pub fn record_object_query(&self, metric: &str, object: &ObjectRef, selector: &LabelSelector) {
-        self.remember_query(QueryKey {
-            metric: metric.to_ascii_lowercase(),
-            namespace: object.namespace.clone(),
-            selector: selector.to_string(),
-            object: Some(object.clone()),
-        });
+        let metric = lowercase(metric);
+        self.remember_query(&(
+            &*metric,
+            object.namespace.as_str(),
+            selector.as_str(),
+            Some(object),
+        ));
     }
 
-    fn remember_query(&self, key: QueryKey) {
+    fn remember_query(&self, parts: &dyn QueryParts) {
+        let now = self.clock.now_ms();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.len() >= MAX_SEEN_QUERIES && !seen.contains_key(&key) {
+        if let Some(at) = seen.get_mut(parts) {
+            *at = now;
+            return;
+        }
+        if seen.len() >= MAX_SEEN_QUERIES {
             if let Some(oldest) = seen
                 .iter()
                 .min_by_key(|(_, at)| **at)
@@ -979,7 +966,7 @@ impl Adapter {
                 seen.remove(&oldest);
             }
         }
-        seen.insert(key, self.clock.now_ms());
+        seen.insert(QueryKey::of(parts), now);
     }
 
     /// Refresh gauges that are derived from the store.
@@ -1175,6 +1162,16 @@ fn object_history_scope(object: &ObjectRef, selector: &LabelSelector) -> String 
         base
     } else {
         format!("{base} {selector}")
+    }
+}
+
+/// `text` in lower case, copied only when it has upper-case letters (metric names in a path
+/// are matched without regard to case, and are nearly always lower case already).
+fn lowercase(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        text.to_ascii_lowercase().into()
+    } else {
+        text.into()
     }
 }
 

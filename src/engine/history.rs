@@ -6,8 +6,9 @@
 //! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -28,12 +29,57 @@ pub const MAX_REASON_BYTES: usize = 512;
 /// What was asked: the metric, the namespace, and the scope within it. The scope is the
 /// selector text for an External metric, or an object reference such as
 /// `statefulsets.apps/lobby` for an Object metric.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct HistoryKey {
     pub metric: String,
     pub namespace: String,
     pub scope: String,
 }
+
+/// A history key as its three parts: every answer served looks its scope up, and an owned
+/// key (three strings) is built only for a scope seen for the first time.
+pub trait KeyParts {
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+impl KeyParts for HistoryKey {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.metric, &self.namespace, &self.scope)
+    }
+}
+
+impl KeyParts for (&str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for HistoryKey {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+// The map hashes and compares an owned key and borrowed parts alike: by their parts.
+impl Hash for HistoryKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h)
+    }
+}
+
+impl Hash for dyn KeyParts + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h)
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
 
 impl HistoryKey {
     /// The workload the scope names, for labels and the status page: the value of
@@ -280,7 +326,7 @@ impl Default for Limits {
 #[derive(Debug)]
 pub struct History {
     limits: Limits,
-    scopes: BTreeMap<HistoryKey, Ring>,
+    scopes: HashMap<HistoryKey, Ring>,
     dropped_scopes: u64,
 }
 
@@ -288,7 +334,7 @@ impl History {
     pub fn new(limits: Limits) -> History {
         History {
             limits,
-            scopes: BTreeMap::new(),
+            scopes: HashMap::new(),
             dropped_scopes: 0,
         }
     }
@@ -299,29 +345,51 @@ impl History {
 
     /// Record `answer`, served for `key` at `now`. Returns the scope evicted to make room, if
     /// any.
-    pub fn record(&mut self, key: HistoryKey, answer: &Answer, now: Millis) -> Option<HistoryKey> {
+    pub fn record(
+        &mut self,
+        key: &impl KeyParts,
+        answer: &Answer,
+        now: Millis,
+    ) -> Option<HistoryKey> {
         let mut evicted = None;
-        if !self.scopes.contains_key(&key) && self.scopes.len() >= self.limits.max_scopes {
-            if let Some(oldest) = self
-                .scopes
-                .iter()
-                .min_by_key(|(_, r)| r.last_at_ms)
-                .map(|(k, _)| k.clone())
-            {
-                self.scopes.remove(&oldest);
-                self.dropped_scopes += 1;
-                evicted = Some(oldest);
+        let parts = key.parts();
+        if !self.scopes.contains_key(&parts as &dyn KeyParts) {
+            if self.scopes.len() >= self.limits.max_scopes {
+                // Ties go to the smallest key, so which scope goes does not depend on the
+                // map's order.
+                if let Some(oldest) = self
+                    .scopes
+                    .iter()
+                    .min_by_key(|(k, r)| (r.last_at_ms, *k))
+                    .map(|(k, _)| k.clone())
+                {
+                    self.scopes.remove(&oldest);
+                    self.dropped_scopes += 1;
+                    evicted = Some(oldest);
+                }
             }
+            let (metric, namespace, scope) = parts;
+            let key = HistoryKey {
+                metric: metric.to_string(),
+                namespace: namespace.to_string(),
+                scope: scope.to_string(),
+            };
+            self.scopes.insert(
+                key,
+                Ring {
+                    entries: VecDeque::new(),
+                    refusing_since_ms: None,
+                    last_at_ms: now,
+                    last_reason: String::new(),
+                    last_inputs: Vec::new(),
+                    last_inputs_total: 0,
+                },
+            );
         }
         let limits = self.limits;
-        let ring = self.scopes.entry(key).or_insert_with(|| Ring {
-            entries: VecDeque::new(),
-            refusing_since_ms: None,
-            last_at_ms: now,
-            last_reason: String::new(),
-            last_inputs: Vec::new(),
-            last_inputs_total: 0,
-        });
+        let Some(ring) = self.scopes.get_mut(&parts as &dyn KeyParts) else {
+            return evicted;
+        };
         ring.last_reason.clear();
         ring.last_reason
             .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
@@ -363,7 +431,8 @@ impl History {
     /// the retention at `now`.
     pub fn snapshot(&self, filter: &Filter, now: Millis) -> Vec<ScopeHistory> {
         let horizon = now.saturating_sub(self.limits.retention_ms);
-        self.scopes
+        let mut scopes: Vec<ScopeHistory> = self
+            .scopes
             .iter()
             .filter(|(k, _)| filter.matches(k))
             .map(|(k, r)| ScopeHistory {
@@ -378,12 +447,16 @@ impl History {
                 last_inputs: r.last_inputs.iter().map(InputSummary::of).collect(),
                 last_inputs_total: r.last_inputs_total,
             })
-            .collect()
+            .collect();
+        // In key order, as a reader expects (the map has none).
+        scopes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        scopes
     }
 
     /// The newest state of every scope.
     pub fn states(&self) -> Vec<ScopeState> {
-        self.scopes
+        let mut states: Vec<ScopeState> = self
+            .scopes
             .iter()
             .filter_map(|(k, r)| {
                 let newest = r.entries.back()?;
@@ -395,7 +468,9 @@ impl History {
                     last_at_ms: r.last_at_ms,
                 })
             })
-            .collect()
+            .collect();
+        states.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        states
     }
 }
 
@@ -496,7 +571,7 @@ mod tests {
     fn a_ring_keeps_at_most_capacity_entries_oldest_first() {
         let mut h = History::new(Limits::for_retention(60_000, 10)); // 4 entries
         for i in 0..10i64 {
-            h.record(key("a", "x=1"), &value(i as u64), i * 15_000);
+            h.record(&key("a", "x=1"), &value(i as u64), i * 15_000);
         }
         let snap = h.snapshot(&Filter::default(), 9 * 15_000);
         let values: Vec<_> = snap[0].entries.iter().filter_map(Entry::value).collect();
@@ -506,9 +581,9 @@ mod tests {
     #[test]
     fn entries_older_than_the_retention_go_even_when_asked_rarely() {
         let mut h = History::new(Limits::for_retention(60_000, 10));
-        h.record(key("a", "x=1"), &value(1), 0);
-        h.record(key("a", "x=1"), &value(2), 10_000);
-        h.record(key("a", "x=1"), &value(3), 200_000);
+        h.record(&key("a", "x=1"), &value(1), 0);
+        h.record(&key("a", "x=1"), &value(2), 10_000);
+        h.record(&key("a", "x=1"), &value(3), 200_000);
         let snap = h.snapshot(&Filter::default(), 200_000);
         assert_eq!(snap[0].entries.len(), 1);
         // A snapshot much later shows nothing, without a record to prune.
@@ -520,19 +595,19 @@ mod tests {
     #[test]
     fn the_scope_cap_evicts_the_least_recently_asked_scope_and_counts_it() {
         let mut h = History::new(Limits::for_retention(60_000, 2));
-        assert_eq!(h.record(key("a", "x=1"), &value(1), 0), None);
-        assert_eq!(h.record(key("b", "x=1"), &value(1), 1), None);
+        assert_eq!(h.record(&key("a", "x=1"), &value(1), 0), None);
+        assert_eq!(h.record(&key("b", "x=1"), &value(1), 1), None);
         // `a` is asked again, so `b` is now the oldest.
-        h.record(key("a", "x=1"), &value(1), 2);
+        h.record(&key("a", "x=1"), &value(1), 2);
         assert_eq!(
-            h.record(key("c", "x=1"), &value(1), 3),
+            h.record(&key("c", "x=1"), &value(1), 3),
             Some(key("b", "x=1"))
         );
         assert_eq!(h.len(), 2);
         assert_eq!(h.dropped_scopes(), 1);
         // Thousands of scopes never grow it past the cap.
         for i in 0..5000 {
-            h.record(key("n", &format!("x={i}")), &value(1), 10 + i);
+            h.record(&key("n", &format!("x={i}")), &value(1), 10 + i);
         }
         assert_eq!(h.len(), 2);
         assert_eq!(h.dropped_scopes(), 5001);
@@ -542,13 +617,13 @@ mod tests {
     fn refusal_runs_report_their_start_and_end_on_a_value() {
         let mut h = History::new(Limits::default());
         let k = key("a", "x=1");
-        h.record(k.clone(), &value(3), 0);
-        h.record(k.clone(), &refusal("stale"), 15_000);
-        h.record(k.clone(), &refusal("stale again"), 30_000);
+        h.record(&k, &value(3), 0);
+        h.record(&k, &refusal("stale"), 15_000);
+        h.record(&k, &refusal("stale again"), 30_000);
         let s = &h.states()[0];
         assert!(s.refusing);
         assert_eq!(s.refusing_since_ms, Some(15_000));
-        h.record(k.clone(), &value(3), 45_000);
+        h.record(&k, &value(3), 45_000);
         let s = &h.states()[0];
         assert!(!s.refusing);
         assert_eq!(s.refusing_since_ms, None);
@@ -558,7 +633,7 @@ mod tests {
     fn a_refusal_longer_than_the_ring_keeps_its_start() {
         let mut h = History::new(Limits::for_retention(30_000, 1));
         for i in 0..20 {
-            h.record(key("a", "x=1"), &refusal("r"), i * 15_000);
+            h.record(&key("a", "x=1"), &refusal("r"), i * 15_000);
         }
         assert_eq!(h.states()[0].refusing_since_ms, Some(0));
     }
@@ -566,8 +641,8 @@ mod tests {
     #[test]
     fn a_run_of_refusals_shares_its_first_reason_and_long_ones_are_cut() {
         let mut h = History::new(Limits::default());
-        h.record(key("a", "x=1"), &refusal("stale: 31s old"), 0);
-        h.record(key("a", "x=1"), &refusal("stale: 46s old"), 15_000);
+        h.record(&key("a", "x=1"), &refusal("stale: 31s old"), 0);
+        h.record(&key("a", "x=1"), &refusal("stale: 46s old"), 15_000);
         let snap = h.snapshot(&Filter::default(), 15_000);
         // The newest full reason is kept for the scope.
         assert_eq!(snap[0].last_reason, "stale: 46s old");
@@ -602,7 +677,7 @@ mod tests {
         let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
         let e = Entry::from_answer(&t, 7, None);
         let mut h = History::new(Limits::default());
-        h.record(key("a", "x=1"), &t, 7);
+        h.record(&key("a", "x=1"), &t, 7);
         let snap = &h.snapshot(&Filter::default(), 7)[0];
         assert_eq!(snap.last_inputs_total, 5);
         assert_eq!(snap.last_inputs.len(), 5);

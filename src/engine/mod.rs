@@ -8,6 +8,7 @@ mod builder;
 mod fixtures;
 pub mod history;
 mod object_scope;
+mod query_key;
 mod status;
 
 pub use adapter::{static_target_id, static_targets, Adapter, HistoryView, QueryError};

@@ -37,6 +37,20 @@ impl RefusalKind {
             _ => 503,
         }
     }
+
+    /// The kind's name as the `outcome` label of the answer counter writes it (its Rust name,
+    /// which the label has always been).
+    pub fn label(self) -> &'static str {
+        match self {
+            RefusalKind::NoMatch => "NoMatch",
+            RefusalKind::Stale => "Stale",
+            RefusalKind::Partial => "Partial",
+            RefusalKind::IncompleteFloor => "IncompleteFloor",
+            RefusalKind::Invalid => "Invalid",
+            RefusalKind::SourceUnavailable => "SourceUnavailable",
+            RefusalKind::GateClosed => "GateClosed",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -222,5 +236,27 @@ pub fn summary(a: &Answer) -> String {
             timestamp_ms,
         } => format!("{} = {value} at {}", a.metric, rfc3339(*timestamp_ms)),
         Outcome::Refused { kind, .. } => format!("{} refused ({kind:?}): {}", a.metric, a.reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RefusalKind::*;
+
+    #[test]
+    fn a_refusal_label_is_the_kind_s_rust_name() {
+        // `label` matches every kind, so a new one is named there before it compiles.
+        let all = [
+            NoMatch,
+            Stale,
+            Partial,
+            IncompleteFloor,
+            Invalid,
+            SourceUnavailable,
+            GateClosed,
+        ];
+        for kind in all {
+            assert_eq!(kind.label(), format!("{kind:?}"));
+        }
     }
 }

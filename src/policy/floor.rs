@@ -114,11 +114,11 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             .max()
             .unwrap_or(q.now);
         let pods = inputs.len();
-        let mut reason = format!(
+        let mut reason = sentence(format_args!(
             "highest retained index of {} over {pods} series matching {} is {v}",
             q.series_names(),
             q.scope
-        );
+        ));
         if ordinals_start > 0 {
             let _ = write!(
                 reason,

@@ -85,6 +85,15 @@ pub(crate) fn fmt_limit(ms: Millis) -> String {
     }
 }
 
+/// A served answer's reason, written into room for a typical one: `format!` sizes its string
+/// from the literal text alone, and then grows it for the names and the scope.
+pub(crate) fn sentence(args: std::fmt::Arguments<'_>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(192);
+    let _ = s.write_fmt(args);
+    s
+}
+
 pub(crate) fn fmt_value(v: f64) -> String {
     RawValue(v).to_string()
 }

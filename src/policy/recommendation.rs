@@ -140,17 +140,17 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             )
         } else {
             let mut reason = if fresh == 1 {
-                format!(
+                sentence(format_args!(
                     "1 fresh series of {} matches {}: value {best_value}",
                     q.series_names(),
                     q.scope
-                )
+                ))
             } else {
-                format!(
+                sentence(format_args!(
                     "max of {fresh} fresh series of {} matching {} is {best_value}",
                     q.series_names(),
                     q.scope
-                )
+                ))
             };
             if !stale.is_empty() {
                 let _ = write!(

@@ -1,6 +1,7 @@
 //! The target rule: max(recommendation, floor).
 
 use super::answer::*;
+use super::observation::sentence;
 use crate::config::MetricKind;
 
 /// The served target: `max(recommendation, floor)`.
@@ -40,10 +41,10 @@ pub fn target(
             *r,
             recommendation.timestamp_ms().unwrap_or_default(),
             RULE,
-            format!(
+            sentence(format_args!(
                 "recommendation {} = {r} (no floor configured)",
                 recommendation.metric
-            ),
+            )),
         ),
         (Some(r), Some(f)) => match f.outcome {
             Outcome::Value {
@@ -63,10 +64,10 @@ pub fn target(
                     v,
                     ts,
                     RULE,
-                    format!(
+                    sentence(format_args!(
                         "max(recommendation {} = {r}, floor {} = {value}) = {v} ({winner})",
                         recommendation.metric, f.metric
-                    ),
+                    )),
                 )
             }
             Outcome::Refused {

@@ -99,7 +99,7 @@ fn history(scopes: usize, limits: Limits) -> History {
         let a = served(step);
         for s in 0..scopes {
             h.record(
-                HistoryKey {
+                &HistoryKey {
                     metric: "hpa_target_replicas".into(),
                     namespace: format!("ns-{}", s % 20),
                     scope: format!("hpa_target_name=workload-{s}"),
