@@ -294,11 +294,11 @@ impl LabelSelector {
     /// Labels whose value the selector pins to exactly one value: `k=v` and `k in (v)`.
     /// If the selector pins one key to two different values it matches nothing; the first
     /// requirement in canonical order is kept.
-    pub fn equality_labels(&self) -> BTreeMap<String, String> {
+    pub fn equality_labels(&self) -> BTreeMap<&str, &str> {
         let mut out = BTreeMap::new();
         for r in &self.requirements {
             if let (Operator::Equals | Operator::In, [v]) = (r.operator, r.values.as_slice()) {
-                out.entry(r.key.clone()).or_insert_with(|| v.clone());
+                out.entry(r.key.as_str()).or_insert(v.as_str());
             }
         }
         out
@@ -1119,12 +1119,18 @@ mod tests {
         let sel = parse_ok("a=1,b==2,c in (3),d in (4,5),e!=6,f,!g,h notin (7)");
         assert_eq!(
             sel.equality_labels(),
-            labels(&[("a", "1"), ("b", "2"), ("c", "3")])
+            BTreeMap::from([("a", "1"), ("b", "2"), ("c", "3")])
         );
-        assert_eq!(parse_ok("a=").equality_labels(), labels(&[("a", "")]));
+        assert_eq!(
+            parse_ok("a=").equality_labels(),
+            BTreeMap::from([("a", "")])
+        );
         assert!(LabelSelector::everything().equality_labels().is_empty());
         // Contradictory pins: the selector matches nothing; one value is still reported.
-        assert_eq!(parse_ok("a=x,a=y").equality_labels(), labels(&[("a", "x")]));
+        assert_eq!(
+            parse_ok("a=x,a=y").equality_labels(),
+            BTreeMap::from([("a", "x")])
+        );
     }
 
     // ----- PromQL -------------------------------------------------------------------

@@ -69,15 +69,26 @@ impl StatusReason {
 }
 
 pub fn json_response(code: u16, body: &impl serde::Serialize) -> ApiResponse {
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    // Room for a served metric list, which `to_vec` would grow twice to hold.
+    let mut bytes = Vec::with_capacity(512);
+    if serde_json::to_writer(&mut bytes, body).is_err() {
+        bytes = b"{}".to_vec();
+    }
     bytes_response(code, Bytes::from(bytes))
 }
 
 fn bytes_response(code: u16, bytes: Bytes) -> ApiResponse {
+    use http::HeaderValue;
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::CACHE_CONTROL, "no-cache, private")
+        .header(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )
+        .header(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        )
         .body(Full::new(bytes))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
@@ -580,7 +591,7 @@ struct ExternalMetricValueList<'a> {
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ExternalMetricValue<'a> {
-    metric_labels: std::collections::BTreeMap<String, String>,
+    metric_labels: std::collections::BTreeMap<&'a str, &'a str>,
     metric_name: &'a str,
     timestamp: String,
     value: String,

@@ -58,8 +58,13 @@ pub fn user_from_headers(headers: &HeaderMap, config: &RequestHeaderConfig) -> O
     for (name, value) in headers {
         let lower = name.as_str(); // http normalises header names to lower case
         for prefix in &config.extra_headers_prefixes {
-            let prefix = prefix.to_ascii_lowercase();
-            let Some(key) = lower.strip_prefix(prefix.as_str()) else {
+            // Prefixes match without regard to case, compared in place: this runs for every
+            // header of every request.
+            let Some(key) = lower
+                .get(..prefix.len())
+                .filter(|head| head.eq_ignore_ascii_case(prefix))
+                .map(|_| &lower[prefix.len()..])
+            else {
                 continue;
             };
             if key.is_empty() {
