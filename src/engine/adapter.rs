@@ -47,7 +47,7 @@ struct Fetched {
     /// listed read also serves a later summarized one, so the same snapshot is read; a scope
     /// read summarized first and then listed (a recommender's series that another rule of the
     /// same answer sums) is read twice.
-    evidence: Mutex<Vec<((ScopeKey, bool), FetchResult)>>,
+    evidence: Mutex<Vec<((ScopeKey, Read), FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
     /// Explaining (`/status`), not serving: every input is noted, not only the first few.
@@ -56,6 +56,29 @@ struct Fetched {
 
 /// Shared, not copied: a target answer reads the same evidence up to three times.
 type FetchResult = Result<Arc<Evidence>, SourceError>;
+
+/// How a scope's evidence was read, or is wanted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// Every input listed.
+    Listed,
+    /// Clean inputs past the first `after` present ones counted, not listed (`Summarize`).
+    Summary { after: usize },
+    /// Only the workloads behind the inputs are wanted: any read serves.
+    Workloads,
+}
+
+impl Read {
+    /// Whether evidence read as `self` answers a rule that wants `want`: a listed read answers
+    /// every rule, a summary the rules that note as many inputs, and workloads any read.
+    fn serves(self, want: Read) -> bool {
+        match (self, want) {
+            (Read::Listed, _) | (_, Read::Workloads) => true,
+            (Read::Summary { after: a }, Read::Summary { after: b }) => a == b,
+            _ => false,
+        }
+    }
+}
 
 impl Fetched {
     fn notes_kept(&self) -> usize {
@@ -66,15 +89,15 @@ impl Fetched {
         }
     }
 
-    fn get(&self, key: &(ScopeKey, bool)) -> Option<FetchResult> {
+    fn get(&self, scope: &ScopeKey, want: Read) -> Option<FetchResult> {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched
             .iter()
-            .find(|(k, _)| k == key)
+            .find(|((k, read), _)| k == scope && read.serves(want))
             .map(|(_, r)| r.clone())
     }
 
-    fn put(&self, key: (ScopeKey, bool), result: FetchResult) {
+    fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
     }
@@ -408,7 +431,8 @@ impl Adapter {
                     .await
             }
             _ => {
-                self.input_answer(spec, namespace, selector, now, fetched)
+                let notes = fetched.notes_kept();
+                self.input_answer(spec, namespace, selector, now, fetched, notes)
                     .await
             }
         }
@@ -424,8 +448,9 @@ impl Adapter {
         selector: &LabelSelector,
         now: Millis,
         fetched: &Fetched,
+        notes_kept: usize,
     ) -> Answer {
-        let q = self.query_context(spec, spec.series(), namespace, selector, now, fetched);
+        let q = self.query_context(spec, spec.series(), namespace, selector, now, notes_kept);
         let scope = Scope {
             series: spec.series(),
             namespace_label: spec.namespace_label(),
@@ -437,7 +462,10 @@ impl Adapter {
                 Box::pin(self.target_answer(spec, namespace, selector, now, fetched)).await
             }
             MetricKind::Recommendation => {
-                match self.summarized_evidence(fetched, &scope, now).await {
+                match self
+                    .summarized_evidence(fetched, &scope, now, q.notes_kept)
+                    .await
+                {
                     Ok(ev) => {
                         let answer = policy::recommendation(&q, &ev);
                         self.gated(
@@ -460,7 +488,10 @@ impl Adapter {
                     .await
             }
             MetricKind::StatefulFloor => {
-                let ev = match self.summarized_evidence(fetched, &scope, now).await {
+                let ev = match self
+                    .summarized_evidence(fetched, &scope, now, q.notes_kept)
+                    .await
+                {
                     Ok(ev) => ev,
                     Err(e) => {
                         return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string())
@@ -490,7 +521,14 @@ impl Adapter {
         now: Millis,
         fetched: &Fetched,
     ) -> Answer {
-        let q = self.query_context(spec, spec.series(), namespace, selector, now, fetched);
+        let q = self.query_context(
+            spec,
+            spec.series(),
+            namespace,
+            selector,
+            now,
+            fetched.notes_kept(),
+        );
         let no_recommendation = |why: &str| {
             policy::target(
                 spec.name(),
@@ -517,13 +555,13 @@ impl Adapter {
             return no_recommendation("no recommendation configured");
         };
         let rec = if inputs.len() == 1 {
-            self.input_answer(rec_spec, namespace, selector, now, fetched)
+            self.input_answer(rec_spec, namespace, selector, now, fetched, q.notes_kept)
                 .await
         } else {
             let mut parts = Vec::with_capacity(inputs.len());
             for input in &inputs {
                 parts.push(
-                    self.input_answer(input, namespace, selector, now, fetched)
+                    self.input_answer(input, namespace, selector, now, fetched, q.notes_kept)
                         .await,
                 );
             }
@@ -543,10 +581,18 @@ impl Adapter {
             )
         };
         let floor = match floor_spec {
-            Some(f) => Some(
-                self.input_answer(f, namespace, selector, now, fetched)
-                    .await,
-            ),
+            Some(f) => {
+                // The history keeps a served answer's first notes, in the order of its parts
+                // (engine/history.rs, `first_inputs`): the floor's come after the
+                // recommendation's, so it notes only as many as are left. Its value, reason and
+                // counts do not depend on how many it notes (policy/clean_tail_tests.rs), and
+                // past the noted ones the store may count its pods instead of listing them.
+                let notes = q.notes_kept.saturating_sub(policy::notes_in(&rec));
+                Some(
+                    self.input_answer(f, namespace, selector, now, fetched, notes)
+                        .await,
+                )
+            }
             None => None,
         };
         let current = self
@@ -656,7 +702,14 @@ impl Adapter {
             return answer;
         };
         let series = vec![valid_when.series.clone()];
-        let q = self.query_context(spec, &series, namespace, selector, now, fetched);
+        let q = self.query_context(
+            spec,
+            &series,
+            namespace,
+            selector,
+            now,
+            fetched.notes_kept(),
+        );
         let scope = Scope {
             series: &series,
             namespace_label: spec.namespace_label(),
@@ -727,7 +780,14 @@ impl Adapter {
             );
         };
         let series = vec![current_series.to_string()];
-        let q = self.query_context(spec, &series, namespace, selector, now, fetched);
+        let q = self.query_context(
+            spec,
+            &series,
+            namespace,
+            selector,
+            now,
+            fetched.notes_kept(),
+        );
         let scope = Scope {
             series: &series,
             namespace_label: spec.namespace_label(),
@@ -768,8 +828,7 @@ impl Adapter {
                 namespace,
                 selector,
             };
-            // Only the workloads are read, and a summary lists every target's.
-            let workloads = match self.summarized_evidence(fetched, &scope, now).await {
+            let workloads = match self.workload_evidence(fetched, &scope, now).await {
                 Ok(ev) => ev.workloads.clone(),
                 Err(_) => Arc::from([]),
             };
@@ -808,10 +867,9 @@ impl Adapter {
             namespace,
             selector,
         };
-        // Only the workloads are read: the floor rule's own read serves (a summary lists every
-        // target's workload).
+        // Only the workloads are read: the floor rule's own read serves.
         let ev = self
-            .summarized_evidence(fetched, &scope, now)
+            .workload_evidence(fetched, &scope, now)
             .await
             .map_err(|e| e.to_string())?;
         match &*ev.workloads {
@@ -835,7 +893,7 @@ impl Adapter {
         namespace: &'a str,
         selector: &'a LabelSelector,
         now: Millis,
-        fetched: &Fetched,
+        notes_kept: usize,
     ) -> QueryContext<'a> {
         QueryContext {
             metric: spec.name(),
@@ -843,25 +901,41 @@ impl Adapter {
             scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
             now,
             stale_after_ms: self.stale_after_ms(),
-            notes_kept: fetched.notes_kept(),
+            notes_kept,
         }
     }
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
     async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
-        self.evidence_read(fetched, scope, now, false).await
+        self.evidence_read(fetched, scope, now, Read::Listed).await
     }
 
-    /// As `evidence`, for the rules that treat every fresh, valid input alike past the ones
-    /// they note in full (the recommendation and the floor): while serving, the store may
-    /// count such inputs instead of listing them (store/family_digest.rs).
+    /// As `evidence`, for the rules that treat every fresh, valid input alike past the
+    /// `notes_kept` they note in full (the recommendation and the floor): while serving, the
+    /// store may count such inputs instead of listing them (store/family_digest.rs).
     async fn summarized_evidence(
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
         now: Millis,
+        notes_kept: usize,
     ) -> FetchResult {
-        self.evidence_read(fetched, scope, now, !fetched.explain)
+        let want = match fetched.explain {
+            true => Read::Listed,
+            false => Read::Summary { after: notes_kept },
+        };
+        self.evidence_read(fetched, scope, now, want).await
+    }
+
+    /// Evidence for the workloads behind `scope` only: whatever read of it the request made
+    /// serves (a summary lists every target's workload).
+    async fn workload_evidence(
+        &self,
+        fetched: &Fetched,
+        scope: &Scope<'_>,
+        now: Millis,
+    ) -> FetchResult {
+        self.evidence_read(fetched, scope, now, Read::Workloads)
             .await
     }
 
@@ -870,21 +944,21 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         now: Millis,
-        summarized: bool,
+        want: Read,
     ) -> FetchResult {
-        let mut key = (scope.key(), false);
-        if let Some(hit) = fetched.get(&key) {
+        let key = scope.key();
+        if let Some(hit) = fetched.get(&key, want) {
             return hit;
         }
-        key.1 = summarized;
-        if let Some(hit) = summarized.then(|| fetched.get(&key)).flatten() {
-            return hit;
-        }
-        let result = self
-            .read(fetched, scope, now, summarized)
-            .await
-            .map(Arc::new);
-        fetched.put(key, result.clone());
+        let read = match want {
+            Read::Workloads if fetched.explain => Read::Listed,
+            Read::Workloads => Read::Summary {
+                after: fetched.notes_kept(),
+            },
+            read => read,
+        };
+        let result = self.read(fetched, scope, now, read).await.map(Arc::new);
+        fetched.put((key, read), result.clone());
         result
     }
 
@@ -894,19 +968,19 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         now: Millis,
-        summarized: bool,
+        read: Read,
     ) -> Result<Evidence, SourceError> {
-        match &fetched.object {
-            None if summarized => {
+        match (&fetched.object, read) {
+            (None, Read::Summary { after }) => {
                 let s = Summarize {
-                    after: fetched.notes_kept(),
+                    after,
                     now,
                     stale_after_ms: self.stale_after_ms(),
                 };
                 self.source.evidence_summarized(scope, now, s).await
             }
-            None => self.source.evidence(scope, now).await,
-            Some(object) => {
+            (None, _) => self.source.evidence(scope, now).await,
+            (Some(object), _) => {
                 let cluster = self.workload_state();
                 object_scope::evidence(
                     &*self.source,
@@ -1404,6 +1478,82 @@ mod tests {
     /// Serving reads clean pods as a summary (store/family_digest.rs) and explaining lists
     /// every input: the value, the reason and the inputs counted are the same either way, for
     /// a healthy workload and for one with a stale pod and an invalid recommendation.
+    #[tokio::test]
+    async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unchanged() {
+        use crate::policy::InputCounts;
+
+        // Each case: how many of 20 pods export a recommendation, and how many inputs the
+        // served floor notes (the history keeps 8 in all, the recommendation's first).
+        for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
+            let adapter = crate::engine::fixtures::default_adapter();
+            adapter.set_workload_state(Arc::new(OneStatefulSet));
+            let store = adapter.scrape_store();
+            let targets: Vec<ScrapeTarget> = (0..20)
+                .map(|i| ScrapeTarget {
+                    id: TargetId(format!("games/lobby-{i:02}").into()),
+                    url: format!("http://10.0.0.{i}/metrics"),
+                    labels: [("namespace".to_string(), "games".to_string())].into(),
+                    workload: Some(WorkloadRef {
+                        kind: "StatefulSet".into(),
+                        namespace: "games".into(),
+                        name: "lobby".into(),
+                    }),
+                })
+                .collect();
+            store.set_targets(targets.clone());
+            for (i, t) in targets.iter().enumerate() {
+                let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
+                let mut page =
+                    crate::engine::fixtures::workload_page("StatefulSet", "lobby", 2.0, index);
+                if i >= recommenders {
+                    page.retain(|s| s.name != "hpa_expect_replicas");
+                }
+                store.record_success(t, 990_000, 1, page);
+            }
+            let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+            let served = adapter
+                .answer("hpa_target_replicas", "games", &selector)
+                .await
+                .unwrap();
+            let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+            let fetched = Fetched {
+                explain: true,
+                ..Fetched::default()
+            };
+            let explained = adapter
+                .answer_spec(spec, "games", &selector, 1_000_000, &fetched)
+                .await;
+            assert_eq!(served.value(), explained.value());
+            assert_eq!(served.reason, explained.reason);
+            // The floor counted every pod, and noted only what the history keeps.
+            assert_eq!(served.parts[1].inputs.len(), floor_notes, "{recommenders}");
+            assert_eq!(InputCounts::of(&served.parts[1]).total(), 20);
+            assert_eq!(
+                InputCounts::of(&served).total(),
+                InputCounts::of(&explained).total()
+            );
+            // The history shows the inputs it would show had every input been noted.
+            let mut first: Vec<&policy::InputNote> = Vec::new();
+            for part in &explained.parts {
+                first.extend(part.inputs.iter());
+            }
+            first.truncate(history::MAX_INPUTS_KEPT);
+            let kept = adapter.history(&Filter::default());
+            let kept = &kept.scopes[0];
+            assert_eq!(kept.last_inputs_total, InputCounts::of(&explained).total());
+            let shown: Vec<(&str, &str)> = kept
+                .last_inputs
+                .iter()
+                .map(|i| (i.target.as_str(), i.status.as_str()))
+                .collect();
+            let expected: Vec<(&str, &str)> = first
+                .iter()
+                .map(|n| (n.id.target.0.as_ref(), n.status.as_ref()))
+                .collect();
+            assert_eq!(shown, expected, "{recommenders}");
+        }
+    }
+
     #[tokio::test]
     async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         use crate::policy::InputCounts;

@@ -77,6 +77,11 @@ impl InputCounts {
     }
 }
 
+/// Inputs noted in full by `answer` and the answers it was built from.
+pub fn notes_in(answer: &Answer) -> usize {
+    answer.inputs.len() + answer.parts.iter().map(notes_in).sum::<usize>()
+}
+
 /// A rule's notes: the first `QueryContext::notes_kept` in full, the rest counted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InputNotes {
