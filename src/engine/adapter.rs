@@ -1475,9 +1475,6 @@ mod tests {
             .is_empty());
     }
 
-    /// Serving reads clean pods as a summary (store/family_digest.rs) and explaining lists
-    /// every input: the value, the reason and the inputs counted are the same either way, for
-    /// a healthy workload and for one with a stale pod and an invalid recommendation.
     #[tokio::test]
     async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unchanged() {
         use crate::policy::InputCounts;
@@ -1488,18 +1485,7 @@ mod tests {
             let adapter = crate::engine::fixtures::default_adapter();
             adapter.set_workload_state(Arc::new(OneStatefulSet));
             let store = adapter.scrape_store();
-            let targets: Vec<ScrapeTarget> = (0..20)
-                .map(|i| ScrapeTarget {
-                    id: TargetId(format!("games/lobby-{i:02}").into()),
-                    url: format!("http://10.0.0.{i}/metrics"),
-                    labels: [("namespace".to_string(), "games".to_string())].into(),
-                    workload: Some(WorkloadRef {
-                        kind: "StatefulSet".into(),
-                        namespace: "games".into(),
-                        name: "lobby".into(),
-                    }),
-                })
-                .collect();
+            let targets = crate::engine::fixtures::lobby_pods(20);
             store.set_targets(targets.clone());
             for (i, t) in targets.iter().enumerate() {
                 let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
@@ -1554,6 +1540,9 @@ mod tests {
         }
     }
 
+    /// Serving reads clean pods as a summary (store/family_digest.rs) and explaining lists
+    /// every input: the value, the reason and the inputs counted are the same either way, for
+    /// a healthy workload and for one with a stale pod and an invalid recommendation.
     #[tokio::test]
     async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         use crate::policy::InputCounts;
@@ -1561,18 +1550,7 @@ mod tests {
         let adapter = crate::engine::fixtures::default_adapter();
         adapter.set_workload_state(Arc::new(OneStatefulSet));
         let store = adapter.scrape_store();
-        let targets: Vec<ScrapeTarget> = (0..20)
-            .map(|i| ScrapeTarget {
-                id: TargetId(format!("games/lobby-{i}").into()),
-                url: format!("http://10.0.0.{i}/metrics"),
-                labels: [("namespace".to_string(), "games".to_string())].into(),
-                workload: Some(WorkloadRef {
-                    kind: "StatefulSet".into(),
-                    namespace: "games".into(),
-                    name: "lobby".into(),
-                }),
-            })
-            .collect();
+        let targets = crate::engine::fixtures::lobby_pods(20);
         let page = |i: usize, expect: f64| {
             let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
             crate::engine::fixtures::workload_page("StatefulSet", "lobby", expect, index)

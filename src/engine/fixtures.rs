@@ -7,6 +7,7 @@ use super::Adapter;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::exposition::ExposedSample;
+use crate::store::{ScrapeTarget, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
 /// An adapter over the default config, its own empty store, at a fixed time (1,000 s).
@@ -36,4 +37,20 @@ pub fn workload_page(kind: &str, name: &str, expect: f64, index: f64) -> Vec<Exp
         sample("hpa_expect_replicas", expect),
         sample("hpa_stateful_index", index),
     ]
+}
+
+/// `n` pods of the StatefulSet `games/lobby`, in target order (`games/lobby-00`, ...).
+pub fn lobby_pods(n: usize) -> Vec<ScrapeTarget> {
+    (0..n)
+        .map(|i| ScrapeTarget {
+            id: TargetId(format!("games/lobby-{i:02}").into()),
+            url: format!("http://10.0.0.{i}/metrics"),
+            labels: [("namespace".to_string(), "games".to_string())].into(),
+            workload: Some(WorkloadRef {
+                kind: "StatefulSet".into(),
+                namespace: "games".into(),
+                name: "lobby".into(),
+            }),
+        })
+        .collect()
 }
