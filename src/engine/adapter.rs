@@ -2,7 +2,7 @@
 //! builds the status document; nothing reaches around it to the store or the source.
 //! It is assembled by `EngineBuilder` (builder.rs).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -116,7 +116,7 @@ pub struct Adapter {
     /// Where evidence comes from: the scrape store by default.
     source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
-    seen: Mutex<BTreeMap<QueryKey, Millis>>,
+    seen: Mutex<HashMap<QueryKey, Millis>>,
     workloads: RwLock<Option<Arc<dyn Cluster>>>,
     /// Deployments whose floor warning was already logged: log once, show always.
     warned: Mutex<BTreeSet<(String, String)>>,
@@ -147,7 +147,7 @@ impl Adapter {
             clock,
             metrics,
             ready: AtomicBool::new(false),
-            seen: Mutex::new(BTreeMap::new()),
+            seen: Mutex::new(HashMap::new()),
             workloads: RwLock::new(None),
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),
@@ -1032,9 +1032,10 @@ impl Adapter {
             return;
         }
         if seen.len() >= MAX_SEEN_QUERIES {
+            // Ties go to the smallest key, whatever the map's order.
             if let Some(oldest) = seen
                 .iter()
-                .min_by_key(|(_, at)| **at)
+                .min_by_key(|(k, at)| (**at, *k))
                 .map(|(k, _)| k.clone())
             {
                 seen.remove(&oldest);

@@ -3,6 +3,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
 
 use super::object_scope::ObjectRef;
 
@@ -79,6 +80,19 @@ impl PartialEq for dyn QueryParts + '_ {
 
 impl Eq for dyn QueryParts + '_ {}
 
+// Hashed by their parts alike, so a hash map of keys finds borrowed parts too.
+impl Hash for QueryKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h)
+    }
+}
+
+impl Hash for dyn QueryParts + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -87,7 +101,7 @@ mod tests {
     use crate::engine::object_scope::ObjectKind;
 
     #[test]
-    fn borrowed_parts_find_the_owned_key_in_order() {
+    fn borrowed_parts_find_the_owned_key_in_order_and_by_hash() {
         let object = ObjectRef {
             kind: ObjectKind::StatefulSet,
             namespace: "games".into(),
@@ -113,6 +127,11 @@ mod tests {
             map.get(&("a", "games", "x=3", None) as &dyn QueryParts),
             None
         );
+        let hashed: std::collections::HashMap<QueryKey, usize> =
+            map.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(hashed.get(p as &dyn QueryParts), Some(&i), "{p:?}");
+        }
         // The owned keys sort as their parts do.
         let owned: Vec<usize> = map.values().copied().collect();
         assert_eq!(owned, (0..parts.len()).collect::<Vec<_>>());

@@ -823,11 +823,12 @@ impl Store {
         let mut ev = Evidence::default();
         let resolved = self.resolve(&inner, scope, keep);
         // A summary lists about its first `after` inputs and the unclean rest: room for those
-        // and a target's worth more saves the growth steps in the common, healthy case.
-        ev.observations.reserve(match &summarize {
+        // and a target's worth more saves the growth steps in the common, healthy case, and
+        // is made only once something is listed (a summary may list nothing).
+        let room = match &summarize {
             None => resolved.ids.len(),
             Some(s) => resolved.ids.len().min(s.after + 16),
-        });
+        };
         let mut tail = CleanTail::new(summarize.unwrap_or_default());
         let mut listed_present = 0usize;
         let mut index = 0;
@@ -842,6 +843,9 @@ impl Store {
                 }
             }
             let listed = ev.observations.len();
+            if ev.observations.capacity() == 0 {
+                ev.observations.reserve(room);
+            }
             ev.observations.extend(
                 t.slots
                     .iter()
