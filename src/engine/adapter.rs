@@ -43,10 +43,11 @@ pub enum QueryError {
 /// also gives every rule of the request the same snapshot.
 #[derive(Default)]
 struct Fetched {
-    /// By scope, and whether clean series may be summarized (`Store::evidence_summarized`). A
-    /// listed read also serves a later summarized one, so the same snapshot is read; a scope
-    /// read summarized first and then listed (a recommender's series that another rule of the
-    /// same answer sums) is read twice.
+    /// By scope, and how it was read (`Read`): listed, or summarized past its first `after`
+    /// present inputs (`Store::evidence_summarized`). A listed read also serves a later
+    /// summarized one, and any read serves a workload-only one, so the same snapshot is read;
+    /// a scope read summarized first and then listed (a recommender's series that another rule
+    /// of the same answer sums), or summarized after two different note counts, is read twice.
     evidence: Mutex<Vec<((ScopeKey, Read), FetchResult)>>,
     /// An Object metric query: every read is scoped to this workload (object_scope.rs).
     object: Option<ObjectRef>,
