@@ -15,7 +15,7 @@ use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
 use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, QueryContext, RefusalKind};
+use crate::policy::{self, Answer, QueryContext, RefusalKind, ScopeText};
 use crate::selector::LabelSelector;
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::{EvidenceSource, SourceError};
@@ -899,7 +899,7 @@ impl Adapter {
         QueryContext {
             metric: spec.name(),
             series,
-            scope: policy::describe_scope(spec.namespace_label(), namespace, selector.as_str()),
+            scope: ScopeText::Parts(spec.namespace_label(), namespace, selector.as_str()),
             now,
             stale_after_ms: self.stale_after_ms(),
             notes_kept,

@@ -294,6 +294,33 @@ struct Ring {
     last_inputs_total: usize,
 }
 
+impl Ring {
+    /// Keep `answer`, served at `now`, within `limits`.
+    fn record(&mut self, answer: &Answer, now: Millis, limits: Limits) {
+        self.last_reason.clear();
+        self.last_reason
+            .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
+        self.last_inputs.clear();
+        self.last_inputs_total = 0;
+        first_inputs(answer, &mut self.last_inputs, &mut self.last_inputs_total);
+        let entry = Entry::from_answer(answer, now, self.entries.back());
+        self.refusing_since_ms = if entry.is_refusal() {
+            Some(self.refusing_since_ms.unwrap_or(now))
+        } else {
+            None
+        };
+        self.last_at_ms = self.last_at_ms.max(now);
+        while self.entries.len() >= limits.capacity {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(entry);
+        let horizon = now.saturating_sub(limits.retention_ms);
+        while self.entries.front().is_some_and(|e| e.at_ms < horizon) {
+            self.entries.pop_front();
+        }
+    }
+}
+
 /// The bounds of the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -351,66 +378,44 @@ impl History {
         answer: &Answer,
         now: Millis,
     ) -> Option<HistoryKey> {
-        let mut evicted = None;
         let parts = key.parts();
-        if !self.scopes.contains_key(&parts as &dyn KeyParts) {
-            if self.scopes.len() >= self.limits.max_scopes {
-                // Ties go to the smallest key, so which scope goes does not depend on the
-                // map's order.
-                if let Some(oldest) = self
-                    .scopes
-                    .iter()
-                    .min_by_key(|(k, r)| (r.last_at_ms, *k))
-                    .map(|(k, _)| k.clone())
-                {
-                    self.scopes.remove(&oldest);
-                    self.dropped_scopes += 1;
-                    evicted = Some(oldest);
-                }
-            }
-            let (metric, namespace, scope) = parts;
-            let key = HistoryKey {
-                metric: metric.to_string(),
-                namespace: namespace.to_string(),
-                scope: scope.to_string(),
-            };
-            self.scopes.insert(
-                key,
-                Ring {
-                    entries: VecDeque::new(),
-                    refusing_since_ms: None,
-                    last_at_ms: now,
-                    last_reason: String::new(),
-                    last_inputs: Vec::new(),
-                    last_inputs_total: 0,
-                },
-            );
-        }
         let limits = self.limits;
-        let Some(ring) = self.scopes.get_mut(&parts as &dyn KeyParts) else {
-            return evicted;
-        };
-        ring.last_reason.clear();
-        ring.last_reason
-            .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
-        ring.last_inputs.clear();
-        ring.last_inputs_total = 0;
-        first_inputs(answer, &mut ring.last_inputs, &mut ring.last_inputs_total);
-        let entry = Entry::from_answer(answer, now, ring.entries.back());
-        ring.refusing_since_ms = if entry.is_refusal() {
-            Some(ring.refusing_since_ms.unwrap_or(now))
-        } else {
-            None
-        };
-        ring.last_at_ms = ring.last_at_ms.max(now);
-        while ring.entries.len() >= limits.capacity {
-            ring.entries.pop_front();
+        // One lookup for a known scope, the case of every answer but a scope's first.
+        if let Some(ring) = self.scopes.get_mut(&parts as &dyn KeyParts) {
+            ring.record(answer, now, limits);
+            return None;
         }
-        ring.entries.push_back(entry);
-        let horizon = now.saturating_sub(limits.retention_ms);
-        while ring.entries.front().is_some_and(|e| e.at_ms < horizon) {
-            ring.entries.pop_front();
+        let mut evicted = None;
+        if self.scopes.len() >= limits.max_scopes {
+            // Ties go to the smallest key, so which scope goes does not depend on the map's
+            // order.
+            if let Some(oldest) = self
+                .scopes
+                .iter()
+                .min_by_key(|(k, r)| (r.last_at_ms, *k))
+                .map(|(k, _)| k.clone())
+            {
+                self.scopes.remove(&oldest);
+                self.dropped_scopes += 1;
+                evicted = Some(oldest);
+            }
         }
+        let mut ring = Ring {
+            entries: VecDeque::new(),
+            refusing_since_ms: None,
+            last_at_ms: now,
+            last_reason: String::new(),
+            last_inputs: Vec::new(),
+            last_inputs_total: 0,
+        };
+        ring.record(answer, now, limits);
+        let (metric, namespace, scope) = parts;
+        let key = HistoryKey {
+            metric: metric.to_string(),
+            namespace: namespace.to_string(),
+            scope: scope.to_string(),
+        };
+        self.scopes.insert(key, ring);
         evicted
     }
 

@@ -25,6 +25,6 @@ pub(crate) mod fixtures;
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
 pub use floor::stateful_floor;
 pub use input_notes::{notes_in, InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
-pub use observation::{describe_scope, QueryContext, ScopeText};
+pub use observation::{QueryContext, ScopeText};
 pub use recommendation::recommendation;
 pub use target::target;

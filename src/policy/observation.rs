@@ -123,15 +123,6 @@ pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
     s
 }
 
-/// `scope` text for messages: `namespace=default,hpa_target_name=lobby`.
-pub fn describe_scope<'a>(
-    namespace_label: &'a str,
-    namespace: &'a str,
-    selector: &'a str,
-) -> ScopeText<'a> {
-    ScopeText::Parts(namespace_label, namespace, selector)
-}
-
 /// Why a series exported twice in one page is not used: which of its values is meant is
 /// unknown, and unknown input never lowers an answer.
 pub const DUPLICATED: &str = "exported twice in one scrape, so its value is ambiguous";

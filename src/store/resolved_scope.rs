@@ -50,7 +50,7 @@ pub(super) struct ResolvedTarget {
 }
 
 /// A scope as a cache key (`Scope::key`): series names, namespace label, namespace and
-/// selector text, each after its length, in one string. Keys are built several times per
+/// selector text, each after its length, in one byte string. Keys are built several times per
 /// answer (the request's evidence cache and this one), so one allocation instead of one per
 /// part is worth the encoding; the lengths keep it unambiguous whatever the parts hold.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
