@@ -93,6 +93,8 @@ pub struct SelfMetrics {
     requests: Family<RequestLabels, Counter>,
     request_duration: Family<MetricLabel, Histogram, fn() -> Histogram>,
     answers: Family<AnswerLabels, Counter>,
+    /// Handles into `requests`, `request_duration` and `answers`, by metric label.
+    served: std::sync::RwLock<foldhash::HashMap<Box<str>, ServedSeries>>,
     prometheus_queries: Family<OutcomeLabel, Counter>,
     pub prometheus_query_duration: Histogram,
     /// 1 while the newest Prometheus query succeeded, 0 after a failure.
@@ -113,6 +115,17 @@ pub struct SelfMetrics {
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
+}
+
+/// One metric label's request and answer series, kept as handles (each shares its series with
+/// the family), so counting a request builds no label strings and hashes none into a family:
+/// that was most of the self-metrics' cost per request (BENCHMARKS.md). The label values are
+/// bounded (configured metric names or `-`, response codes, refusal kinds), so the memo is.
+#[derive(Default)]
+struct ServedSeries {
+    duration: Option<Histogram>,
+    requests: Vec<(u16, Counter)>,
+    answers: Vec<(Box<str>, Counter)>,
 }
 
 impl std::fmt::Debug for SelfMetrics {
@@ -321,6 +334,7 @@ impl SelfMetrics {
             requests,
             request_duration,
             answers,
+            served: Default::default(),
             prometheus_queries,
             prometheus_query_duration,
             prometheus_up,
@@ -394,26 +408,70 @@ impl SelfMetrics {
     }
 
     pub fn request(&self, code: u16, metric: &str, seconds: f64) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                code: code.to_string(),
-                metric: metric.into(),
-            })
-            .inc();
-        self.request_duration
-            .get_or_create(&MetricLabel {
-                metric: metric.into(),
-            })
-            .observe(seconds);
+        let known = |s: &ServedSeries| {
+            let count = s.requests.iter().find(|(c, _)| *c == code)?;
+            Some((count.1.clone(), s.duration.clone()?))
+        };
+        let (count, duration) = self.served_series(metric, known, |s| {
+            let count = self
+                .requests
+                .get_or_create(&RequestLabels {
+                    code: code.to_string(),
+                    metric: metric.into(),
+                })
+                .clone();
+            s.requests.push((code, count.clone()));
+            let duration = s.duration.get_or_insert_with(|| {
+                self.request_duration
+                    .get_or_create(&MetricLabel {
+                        metric: metric.into(),
+                    })
+                    .clone()
+            });
+            (count, duration.clone())
+        });
+        count.inc();
+        duration.observe(seconds);
     }
 
     pub fn answer(&self, metric: &str, outcome: &str) {
-        self.answers
-            .get_or_create(&AnswerLabels {
-                metric: metric.into(),
-                outcome: outcome.into(),
-            })
-            .inc();
+        let known = |s: &ServedSeries| {
+            let (_, count) = s.answers.iter().find(|(o, _)| &**o == outcome)?;
+            Some(count.clone())
+        };
+        let count = self.served_series(metric, known, |s| {
+            let count = self
+                .answers
+                .get_or_create(&AnswerLabels {
+                    metric: metric.into(),
+                    outcome: outcome.into(),
+                })
+                .clone();
+            s.answers.push((outcome.into(), count.clone()));
+            count
+        });
+        count.inc();
+    }
+
+    /// What `known` finds among `metric`'s handles, or what `add` puts there.
+    fn served_series<T>(
+        &self,
+        metric: &str,
+        known: impl Fn(&ServedSeries) -> Option<T>,
+        add: impl FnOnce(&mut ServedSeries) -> T,
+    ) -> T {
+        {
+            let served = self.served.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(found) = served.get(metric).and_then(&known) {
+                return found;
+            }
+        }
+        let mut served = self.served.write().unwrap_or_else(|e| e.into_inner());
+        let series = served.entry(metric.into()).or_default();
+        match known(series) {
+            Some(found) => found,
+            None => add(series),
+        }
     }
 
     /// Set a gauge family (`series`, `stale_series`, `targets`), or leave it out of the
@@ -583,6 +641,37 @@ mod tests {
         assert!(out.contains("hpa_bridge_requests"), "{out}");
         m.set_absent(&PROMETHEUS_FAMILIES, false);
         assert!(m.render().contains("hpa_bridge_prometheus_up 0"));
+    }
+
+    /// Requests and answers are counted through kept handles: each label set still has its
+    /// own series, and a handle added later does not disturb those already kept.
+    #[test]
+    fn kept_request_and_answer_handles_count_each_label_set_apart() {
+        let m = SelfMetrics::new();
+        for (code, metric) in [(200, "a"), (200, "a"), (404, "a"), (200, "b"), (200, "a")] {
+            m.request(code, metric, 0.001);
+        }
+        for (metric, outcome) in [
+            ("a", "served"),
+            ("a", "Stale"),
+            ("a", "served"),
+            ("b", "Stale"),
+        ] {
+            m.answer(metric, outcome);
+        }
+        let out = m.render();
+        for line in [
+            "hpa_bridge_requests_total{code=\"200\",metric=\"a\"} 3",
+            "hpa_bridge_requests_total{code=\"404\",metric=\"a\"} 1",
+            "hpa_bridge_requests_total{code=\"200\",metric=\"b\"} 1",
+            "hpa_bridge_request_duration_seconds_count{metric=\"a\"} 4",
+            "hpa_bridge_request_duration_seconds_count{metric=\"b\"} 1",
+            "hpa_bridge_answers_total{metric=\"a\",outcome=\"served\"} 2",
+            "hpa_bridge_answers_total{metric=\"a\",outcome=\"Stale\"} 1",
+            "hpa_bridge_answers_total{metric=\"b\",outcome=\"Stale\"} 1",
+        ] {
+            assert!(out.contains(line), "{line} in\n{out}");
+        }
     }
 
     fn scope(workload: &str, refusing: bool, since: Option<f64>, floor: bool) -> ScopeGauges {

@@ -287,14 +287,15 @@ fn valid_namespace(ns: &str) -> bool {
 /// Answers authenticated and authorised requests; health is handled before authentication.
 pub struct ApiHandler {
     pub adapter: Arc<Adapter>,
-    rendered: std::sync::Mutex<std::collections::HashMap<RenderKey, Rendered>>,
+    rendered: std::sync::Mutex<foldhash::HashMap<RenderKey, Rendered>>,
     /// Whether rendered answers are reused (always, except in the bench's comparison).
     reuse_rendered: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
     /// 15 s, so parsing and printing the canonical form again was a measurable part of the
     /// serve path (BENCHMARKS.md). Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a
     /// selector that does not parse is never kept.
-    selectors: std::sync::Mutex<std::collections::HashMap<String, Arc<ParsedSelector>>>,
+    /// Like `rendered`, keyed by what authorised callers ask, so a seeded fast hash will do.
+    selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<ParsedSelector>>>,
 }
 
 /// A parsed selector and its canonical text (the reuse key and the history's scope).

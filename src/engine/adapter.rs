@@ -2,7 +2,9 @@
 //! builds the status document; nothing reaches around it to the store or the source.
 //! It is assembled by `EngineBuilder` (builder.rs).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -117,6 +119,7 @@ pub struct Adapter {
     /// Where evidence comes from: the scrape store by default.
     source: Arc<dyn EvidenceSource>,
     ready: AtomicBool,
+    /// Authorised requests only, bounded (`MAX_SEEN_QUERIES`): a seeded fast hash will do.
     seen: Mutex<HashMap<QueryKey, Millis>>,
     workloads: RwLock<Option<Arc<dyn Cluster>>>,
     /// Deployments whose floor warning was already logged: log once, show always.

@@ -6,7 +6,9 @@
 //! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -353,6 +355,8 @@ impl Default for Limits {
 #[derive(Debug)]
 pub struct History {
     limits: Limits,
+    /// Keys come from authorised requests and the config, so a seeded fast hash will do
+    /// (Cargo.toml, `foldhash`); the map is bounded by `limits`.
     scopes: HashMap<HistoryKey, Ring>,
     dropped_scopes: u64,
 }

@@ -8,7 +8,7 @@
 //! values are always read fresh from the slots: this keeps which series to read, never what
 //! they said.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -96,6 +96,8 @@ pub(super) struct ResolvedScopes {
 
 #[derive(Debug, Default)]
 struct Kept {
+    /// Scopes of authorised requests and the config, bounded (`MAX_RESOLVED_SERIES`): a
+    /// seeded fast hash will do.
     scopes: HashMap<ScopeKey, Arc<ResolvedScope>>,
     /// Series over all of `scopes`.
     series: usize,
