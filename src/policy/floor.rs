@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation};
@@ -114,11 +115,16 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             .max()
             .unwrap_or(q.now);
         let pods = inputs.len();
-        let mut reason = sentence(format_args!(
-            "highest retained index of {} over {pods} series matching {} is {v}",
+        let mut reason = reason!(
+            "highest retained index of ",
             q.series_names(),
-            q.scope
-        ));
+            " over ",
+            pods,
+            " series matching ",
+            q.scope,
+            " is ",
+            v
+        );
         if ordinals_start > 0 {
             let _ = write!(
                 reason,

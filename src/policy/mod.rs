@@ -14,6 +14,7 @@ pub mod combine;
 mod floor;
 pub mod input_notes;
 pub mod observation;
+mod reason_text;
 mod recommendation;
 mod target;
 pub mod threshold;

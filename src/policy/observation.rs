@@ -32,15 +32,28 @@ impl<'a> QueryContext<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct SeriesNames<'a>(&'a [String]);
 
-impl std::fmt::Display for SeriesNames<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<'a> SeriesNames<'a> {
+    #[cfg(test)]
+    pub(crate) fn of(names: &'a [String]) -> Self {
+        SeriesNames(names)
+    }
+
+    /// The text's parts in order: what `Display` and `reason_text` both write.
+    pub(crate) fn each(&self, mut put: impl FnMut(&str)) {
         for (i, name) in self.0.iter().enumerate() {
             if i > 0 {
-                f.write_str("|")?;
+                put("|");
             }
-            f.write_str(name)?;
+            put(name);
         }
-        Ok(())
+    }
+}
+
+impl std::fmt::Display for SeriesNames<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut written = Ok(());
+        self.each(|part| written = written.and_then(|()| f.write_str(part)));
+        written
     }
 }
 
@@ -60,15 +73,29 @@ impl<'a> From<&'a str> for ScopeText<'a> {
     }
 }
 
+impl ScopeText<'_> {
+    /// The text's parts in order: what `Display` and `reason_text` both write.
+    pub(crate) fn each(&self, mut put: impl FnMut(&str)) {
+        match *self {
+            ScopeText::Parts(label, namespace, selector) => {
+                put(label);
+                put("=");
+                put(namespace);
+                if !selector.is_empty() {
+                    put(",");
+                    put(selector);
+                }
+            }
+            ScopeText::Text(text) => put(text),
+        }
+    }
+}
+
 impl std::fmt::Display for ScopeText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            ScopeText::Parts(label, namespace, "") => write!(f, "{label}={namespace}"),
-            ScopeText::Parts(label, namespace, selector) => {
-                write!(f, "{label}={namespace},{selector}")
-            }
-            ScopeText::Text(text) => f.write_str(text),
-        }
+        let mut written = Ok(());
+        self.each(|part| written = written.and_then(|()| f.write_str(part)));
+        written
     }
 }
 
@@ -83,15 +110,6 @@ pub(crate) fn fmt_limit(ms: Millis) -> String {
     } else {
         format!("{:.1}s", ms as f64 / 1000.0)
     }
-}
-
-/// A served answer's reason, written into room for a typical one: `format!` sizes its string
-/// from the literal text alone, and then grows it for the names and the scope.
-pub(crate) fn sentence(args: std::fmt::Arguments<'_>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(192);
-    let _ = s.write_fmt(args);
-    s
 }
 
 pub(crate) fn fmt_value(v: f64) -> String {

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation};
@@ -140,17 +141,25 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             )
         } else {
             let mut reason = if fresh == 1 {
-                sentence(format_args!(
-                    "1 fresh series of {} matches {}: value {best_value}",
+                reason!(
+                    "1 fresh series of ",
                     q.series_names(),
-                    q.scope
-                ))
+                    " matches ",
+                    q.scope,
+                    ": value ",
+                    best_value
+                )
             } else {
-                sentence(format_args!(
-                    "max of {fresh} fresh series of {} matching {} is {best_value}",
+                reason!(
+                    "max of ",
+                    fresh,
+                    " fresh series of ",
                     q.series_names(),
-                    q.scope
-                ))
+                    " matching ",
+                    q.scope,
+                    " is ",
+                    best_value
+                )
             };
             if !stale.is_empty() {
                 let _ = write!(
@@ -209,7 +218,11 @@ mod tests {
         let s = series();
         let a = recommendation(&ctx(&s), &ev(vec![obs("a", 3.0, 0), obs("b", 7.0, 1000)]));
         assert_eq!(a.value(), Some(7));
-        assert!(a.reason.contains("max of 2 fresh series"), "{}", a.reason);
+        assert_eq!(
+            a.reason,
+            "max of 2 fresh series of hpa_expect_replicas matching \
+             namespace=default,hpa_target_name=lobby is 7"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The target rule: max(recommendation, floor).
 
 use super::answer::*;
-use super::observation::sentence;
+use super::reason_text::reason;
 use crate::config::MetricKind;
 
 /// The served target: `max(recommendation, floor)`.
@@ -41,10 +41,13 @@ pub fn target(
             *r,
             recommendation.timestamp_ms().unwrap_or_default(),
             RULE,
-            sentence(format_args!(
-                "recommendation {} = {r} (no floor configured)",
-                recommendation.metric
-            )),
+            reason!(
+                "recommendation ",
+                recommendation.metric,
+                " = ",
+                *r,
+                " (no floor configured)"
+            ),
         ),
         (Some(r), Some(f)) => match f.outcome {
             Outcome::Value {
@@ -64,10 +67,21 @@ pub fn target(
                     v,
                     ts,
                     RULE,
-                    sentence(format_args!(
-                        "max(recommendation {} = {r}, floor {} = {value}) = {v} ({winner})",
-                        recommendation.metric, f.metric
-                    )),
+                    reason!(
+                        "max(recommendation ",
+                        recommendation.metric,
+                        " = ",
+                        *r,
+                        ", floor ",
+                        f.metric,
+                        " = ",
+                        value,
+                        ") = ",
+                        v,
+                        " (",
+                        winner,
+                        ")"
+                    ),
                 )
             }
             Outcome::Refused {
@@ -118,6 +132,26 @@ mod tests {
         let t = target("t", rec.clone(), Some(floor), Err("unused"));
         assert_eq!(t.value(), Some(5));
         assert_eq!(t.parts.len(), 2);
+        // The healthy sentences, whole (written piece by piece: reason_text.rs).
+        let scope = "namespace=default,hpa_target_name=lobby";
+        assert_eq!(
+            t.parts[0].reason,
+            format!("1 fresh series of hpa_expect_replicas matches {scope}: value 2")
+        );
+        assert_eq!(
+            t.parts[1].reason,
+            format!(
+                "highest retained index of hpa_expect_replicas over 1 series matching {scope} is 5"
+            )
+        );
+        assert_eq!(
+            t.reason,
+            "max(recommendation m = 2, floor m = 5) = 5 (floor)"
+        );
+        assert_eq!(
+            target("t", rec.clone(), None, Err("unused")).reason,
+            "recommendation m = 2 (no floor configured)"
+        );
 
         let stale = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 90_000)]));
         let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
