@@ -11,6 +11,7 @@ pub mod server;
 pub mod shutdown;
 pub mod status_page;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -214,32 +215,49 @@ pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, Query
 /// The parameter `wanted` of a query (the first of a repeated name, as `url.Values.Get`),
 /// decoded as `label_selector_param` describes.
 pub fn query_param(query: Option<&str>, wanted: &str) -> Result<Option<String>, QueryParamError> {
-    Ok(query_pairs(query)?
-        .into_iter()
-        .find(|(name, _)| name == wanted)
-        .map(|(_, value)| value))
+    let mut found = None;
+    each_query_pair(query, |name, value| {
+        if found.is_none() && name == wanted {
+            found = Some(value.into_owned());
+        }
+    })?;
+    Ok(found)
 }
 
 /// Every query parameter, decoded as Go's `url.ParseQuery` does, in order (the first of a
 /// repeated name is the one `url.Values.Get` returns). A bad escape or a `;` refuses the
 /// whole query, for the reason given on `label_selector_param`.
 pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, QueryParamError> {
-    let Some(query) = query else {
-        return Ok(Vec::new());
-    };
     let mut pairs = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        if pair.contains(';') {
-            return Err(QueryParamError::Semicolon);
-        }
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        pairs.push((query_unescape(name)?, query_unescape(value)?));
-    }
+    each_query_pair(query, |name, value| {
+        pairs.push((name.into_owned(), value.into_owned()))
+    })?;
     Ok(pairs)
 }
 
+/// Each decoded pair of `query` in order, up to the first error, which is the answer: the
+/// callers drop what they saw, since an error anywhere refuses the whole query (as
+/// `query_pairs` says). Names and values without escapes are lent, not copied: the HPA's query
+/// is one parameter whose name has none.
+fn each_query_pair<'q>(
+    query: Option<&'q str>,
+    mut pair: impl FnMut(Cow<'q, str>, Cow<'q, str>),
+) -> Result<(), QueryParamError> {
+    for p in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        if p.contains(';') {
+            return Err(QueryParamError::Semicolon);
+        }
+        let (name, value) = p.split_once('=').unwrap_or((p, ""));
+        pair(query_unescape(name)?, query_unescape(value)?);
+    }
+    Ok(())
+}
+
 /// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.
-fn query_unescape(s: &str) -> Result<String, QueryParamError> {
+fn query_unescape(s: &str) -> Result<Cow<'_, str>, QueryParamError> {
+    if !s.contains(['%', '+']) {
+        return Ok(Cow::Borrowed(s));
+    }
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -270,7 +288,9 @@ fn query_unescape(s: &str) -> Result<String, QueryParamError> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| QueryParamError::Utf8(s.to_string()))
+    String::from_utf8(out)
+        .map(Cow::Owned)
+        .map_err(|_| QueryParamError::Utf8(s.to_string()))
 }
 
 /// A DNS-1123 label, which every namespace name is.
@@ -359,49 +379,56 @@ impl ApiHandler {
     }
 
     pub async fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
+        self.handle_route(req, route(req.uri().path())).await
+    }
+
+    /// `handle`, for a request whose path was already routed (the server routes it before
+    /// authentication, and the route is the same).
+    pub async fn handle_route<B>(&self, req: &Request<B>, route: Route) -> ApiResponse {
         let started = Instant::now();
-        let (resp, metric) = self.dispatch(req).await;
+        let (resp, metric) = self.dispatch(req, route).await;
         self.adapter.record_request(
             resp.status().as_u16(),
-            metric.as_deref().unwrap_or("-"),
+            metric,
             started.elapsed().as_secs_f64(),
         );
         resp
     }
 
-    async fn dispatch<B>(&self, req: &Request<B>) -> (ApiResponse, Option<String>) {
+    /// The response, and the metric label it is counted under (`Adapter::metric_label`).
+    async fn dispatch<B>(&self, req: &Request<B>, route: Route) -> (ApiResponse, &str) {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return (
                 status_response(
                     StatusReason::MethodNotAllowed,
                     &read_only_message(req.method(), req.uri().path()),
                 ),
-                None,
+                "-",
             );
         }
-        match route(req.uri().path()) {
-            Route::Health(which) => (self.health(which), None),
-            Route::ApiGroupList => (json_response(200, &discovery::api_group_list()), None),
-            Route::ApiGroup => (json_response(200, &discovery::api_group()), None),
+        match route {
+            Route::Health(which) => (self.health(which), "-"),
+            Route::ApiGroupList => (json_response(200, &discovery::api_group_list()), "-"),
+            Route::ApiGroup => (json_response(200, &discovery::api_group()), "-"),
             Route::ApiResourceList => (
                 json_response(
                     200,
                     &discovery::api_resource_list(&self.adapter.served_metric_names()),
                 ),
-                None,
+                "-",
             ),
             Route::ExternalMetric(ns, metric) => {
                 let resp = self.external_metric(&ns, &metric, req.uri().query()).await;
-                (resp, Some(self.adapter.metric_label(&metric).to_string()))
+                (resp, self.adapter.metric_label(&metric))
             }
-            Route::CustomGroup => (json_response(200, &custom_metrics::api_group()), None),
+            Route::CustomGroup => (json_response(200, &custom_metrics::api_group()), "-"),
             Route::CustomMetrics(path) => {
                 let resp = self.custom_metrics(&path, req.uri().query()).await;
                 let metric = match path.rest.as_slice() {
-                    [_, _, _, _, metric] => self.adapter.metric_label(metric).to_string(),
-                    _ => "-".to_string(),
+                    [_, _, _, _, metric] => self.adapter.metric_label(metric),
+                    _ => "-",
                 };
-                (resp, Some(metric))
+                (resp, metric)
             }
             Route::NotFound => (
                 status_response(
@@ -411,7 +438,7 @@ impl ApiHandler {
                         req.uri().path()
                     ),
                 ),
-                None,
+                "-",
             ),
         }
     }

@@ -414,9 +414,9 @@ async fn respond(
                 .record_request(denied.status().as_u16(), metric, 0.0);
             return denied;
         }
-        return authenticated(handler.handle(&req).await);
+        return authenticated(handler.handle_route(&req, r).await);
     }
-    handler.handle(&req).await
+    handler.handle_route(&req, r).await
 }
 
 /// Marks a response whose request got past the [`Gatekeeper`]: the connection then vouches for
