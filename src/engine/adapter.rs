@@ -961,7 +961,10 @@ impl Adapter {
             },
             read => read,
         };
-        let result = self.read(fetched, scope, now, read).await.map(Arc::new);
+        let result = self
+            .read(fetched, scope, &key, now, read)
+            .await
+            .map(Arc::new);
         fetched.put((key, read), result.clone());
         result
     }
@@ -971,6 +974,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
+        key: &ScopeKey,
         now: Millis,
         read: Read,
     ) -> Result<Evidence, SourceError> {
@@ -981,7 +985,7 @@ impl Adapter {
                     now,
                     stale_after_ms: self.stale_after_ms(),
                 };
-                self.source.evidence_summarized(scope, now, s).await
+                self.source.evidence_summarized(scope, key, now, s).await
             }
             (None, _) => self.source.evidence(scope, now).await,
             (Some(object), _) => {

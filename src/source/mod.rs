@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use crate::clock::Millis;
 use std::sync::Arc;
 
-use crate::store::{Evidence, Scope, ScrapeTarget, Store, Summarize, TargetHealth};
+use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, Summarize, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
 /// `None`, and its gauge is left out rather than shown as 0.
@@ -43,10 +43,12 @@ pub trait EvidenceSource: Send + Sync + 'static {
     /// As `evidence`, but the source may count series that read as fresh and valid under `s`
     /// in `Evidence::clean_tail` instead of listing them (store/family_digest.rs). Only the
     /// rules that treat every such input alike ask for this: the recommendation and the
-    /// floor. A source that keeps no digests lists everything.
+    /// floor. A source that keeps no digests lists everything. `key` is `scope.key()`, which
+    /// the caller already holds, for a source that caches by scope.
     fn evidence_summarized<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        _key: &'a ScopeKey,
         now: Millis,
         _s: Summarize,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
@@ -84,11 +86,15 @@ impl EvidenceSource for Store {
     fn evidence_summarized<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        key: &'a ScopeKey,
         _now: Millis,
         s: Summarize,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
-        Box::pin(std::future::ready(Ok(Store::evidence_summarized(
-            self, scope, s,
+        Box::pin(std::future::ready(Ok(self.evidence_kept(
+            scope,
+            key,
+            true,
+            Some(s),
         ))))
     }
 

@@ -713,11 +713,16 @@ impl Store {
 
     /// The series `scope` holds, from the cache while its membership stands, else worked out
     /// from the postings (under the same read lock, so the two agree).
-    fn resolve(&self, inner: &Inner, scope: &Scope<'_>, keep: bool) -> Arc<ResolvedScope> {
+    fn resolve(
+        &self,
+        inner: &Inner,
+        scope: &Scope<'_>,
+        key: &ScopeKey,
+        keep: bool,
+    ) -> Arc<ResolvedScope> {
         let requirements = scope.selector.requirements();
-        let key = scope.key();
         let anywhere = inner.postings.members_anywhere();
-        let kept = self.resolved.get(&key);
+        let kept = self.resolved.get(key);
         if let Some(hit) = kept
             .as_ref()
             .filter(|r| r.confirmed.load(Relaxed) == anywhere)
@@ -789,7 +794,7 @@ impl Store {
             workloads: workloads.into(),
         });
         if keep {
-            self.resolved.put(key, resolved.clone());
+            self.resolved.put(key.clone(), resolved.clone());
         }
         resolved
     }
@@ -797,31 +802,34 @@ impl Store {
     /// The evidence in scope for a query. Reads only the series the index names for the
     /// scope, plus the never-scraped targets.
     pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, true, None)
+        self.evidence_kept(scope, &scope.key(), true, None)
     }
 
     /// As `evidence`, for a one-off look (the status page's namespace-wide scan): the scope's
     /// resolution is not kept, so it cannot push the HPAs' scopes out of the cache.
     pub fn evidence_once(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, false, None)
+        self.evidence_kept(scope, &scope.key(), false, None)
     }
 
     /// As `evidence`, but a target whose in-scope series are whole families that all read as
     /// fresh, valid inputs under `s` is counted in `Evidence::clean_tail` instead of listed,
     /// once `s.after` present series are listed (family_digest.rs).
     pub fn evidence_summarized(&self, scope: &Scope<'_>, s: Summarize) -> Evidence {
-        self.evidence_kept(scope, true, Some(s))
+        self.evidence_kept(scope, &scope.key(), true, Some(s))
     }
 
-    fn evidence_kept(
+    /// The evidence of `scope`, whose key is `key` (`Scope::key`, which the adapter already
+    /// built for its own cache).
+    pub(crate) fn evidence_kept(
         &self,
         scope: &Scope<'_>,
+        key: &ScopeKey,
         keep: bool,
         summarize: Option<Summarize>,
     ) -> Evidence {
         let inner = self.read();
         let mut ev = Evidence::default();
-        let resolved = self.resolve(&inner, scope, keep);
+        let resolved = self.resolve(&inner, scope, key, keep);
         // A summary lists about its first `after` inputs and the unclean rest: room for those
         // and a target's worth more saves the growth steps in the common, healthy case, and
         // is made only once something is listed (a summary may list nothing).
@@ -1343,7 +1351,7 @@ mod tests {
             LabelSelector::parse("app=x").unwrap(),
         );
         let scope = default_scope(&series, &sel);
-        let resolution = || store.resolve(&store.read(), &scope, true);
+        let resolution = || store.resolve(&store.read(), &scope, &scope.key(), true);
         let first = resolution();
         assert_eq!(first.targets.len(), 1);
         // New values, and a new series outside the scope: the same resolution serves.
