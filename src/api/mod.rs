@@ -631,8 +631,9 @@ struct Metadata {}
 
 impl ExternalMetricValueList<'_> {
     /// The bytes `serde_json` writes for the list (a test holds them equal), with the constant
-    /// keys copied as they are and only the strings escaped: escaping every key and constant
-    /// was about a fifth of a served request's own instructions (BENCHMARKS.md).
+    /// keys copied as they are and only the strings escaped: serde_json escapes every key and
+    /// constant byte by byte, and the list was about a fifth of a handled request's
+    /// instructions (BENCHMARKS.md).
     fn to_json(&self) -> Vec<u8> {
         fn string(out: &mut Vec<u8>, s: &str) {
             // Writing into a Vec cannot fail.
