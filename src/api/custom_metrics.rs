@@ -313,7 +313,8 @@ impl ApiHandler {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
-        let selector = match LabelSelector::parse(&selector_text) {
+        // Remembered like the external API's selectors: an HPA asks the same question every 15 s.
+        let parsed = match self.parse_selector(selector_text) {
             Ok(s) => s,
             Err(e) => {
                 return status_response(
@@ -322,18 +323,19 @@ impl ApiHandler {
                 )
             }
         };
+        let selector = &parsed.selector;
         let object = ObjectRef {
             kind,
             namespace: ns.to_string(),
             name: name.to_string(),
         };
-        let answer = match self.adapter.answer_object(metric, &object, &selector).await {
+        let answer = match self.adapter.answer_object(metric, &object, selector).await {
             Ok(a) => a,
             Err(e @ QueryError::UnknownMetric { .. }) => {
                 return status_response(StatusReason::NotFound, &e.to_string())
             }
         };
-        self.adapter.record_object_query(metric, &object, &selector);
+        self.adapter.record_object_query(metric, &object, selector);
         tracing::debug!(object = %object, selector = %selector, answer = %policy::summary(&answer), "served");
         match answer.outcome {
             Outcome::Value {
@@ -345,7 +347,7 @@ impl ApiHandler {
                     &path.version,
                     &object,
                     &answer.metric,
-                    &selector,
+                    selector,
                     rfc3339(timestamp_ms),
                     self.adapter.answer_window_secs(),
                     value.to_string(),

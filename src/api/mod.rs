@@ -827,6 +827,31 @@ mod tests {
     /// Selectors parsed once are remembered by their text, within a bound; one that does not
     /// parse is refused every time and never remembered. Two spellings of one selector share
     /// one rendered answer.
+    /// The custom metrics API's `metricLabelSelector` is remembered as `labelSelector` is, and
+    /// one that does not parse is still a 400 naming the parameter.
+    #[tokio::test]
+    async fn object_metric_selectors_are_remembered_too() {
+        use crate::clock::ManualClock;
+        let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
+        let handler = ApiHandler::new(adapter);
+        let get = |selector: &str| {
+            Request::get(format!(
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/lobby/hpa_expect_replicas?metricLabelSelector={selector}"
+            ))
+            .body(())
+            .unwrap()
+        };
+        let remembered = || handler.selectors.lock().unwrap().len();
+        handler.handle(&get("a%3D1")).await;
+        handler.handle(&get("a%3D1")).await;
+        assert_eq!(remembered(), 1);
+        let bad = handler.handle(&get("a%20in%20(")).await;
+        assert_eq!(bad.status().as_u16(), 400);
+        let body = String::from_utf8(response_bytes(&bad).unwrap().to_vec()).unwrap();
+        assert!(body.contains("metricLabelSelector: "), "{body}");
+        assert_eq!(remembered(), 1);
+    }
+
     #[tokio::test]
     async fn parsed_selectors_are_remembered_within_a_bound() {
         use crate::clock::ManualClock;
