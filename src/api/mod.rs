@@ -70,7 +70,8 @@ impl StatusReason {
 }
 
 pub fn json_response(code: u16, body: &impl serde::Serialize) -> ApiResponse {
-    // Room for a served metric list, which `to_vec` would grow twice to hold.
+    // Room for a typical response (a custom metrics list, a Status), which `to_vec` would grow
+    // more than once to hold.
     let mut bytes = Vec::with_capacity(512);
     if serde_json::to_writer(&mut bytes, body).is_err() {
         bytes = b"{}".to_vec();
@@ -605,10 +606,10 @@ impl ApiHandler {
     }
 }
 
-/// The served list, typed so that it is written without building a JSON tree per request;
-/// fields in the order `serde_json::Value` would sort them, so the bytes are those of the tree.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The served list, typed so that it is written without building a JSON tree per request
+/// (`to_json`); fields in the order `serde_json::Value` would sort them, so the bytes are those
+/// of the tree. Its serde form exists only in tests, as what `to_json` must equal.
+#[cfg_attr(test, derive(serde::Serialize), serde(rename_all = "camelCase"))]
 struct ExternalMetricValueList<'a> {
     api_version: &'static str,
     items: [ExternalMetricValue<'a>; 1],
@@ -616,8 +617,7 @@ struct ExternalMetricValueList<'a> {
     metadata: Metadata,
 }
 
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(test, derive(serde::Serialize), serde(rename_all = "camelCase"))]
 struct ExternalMetricValue<'a> {
     metric_labels: std::collections::BTreeMap<&'a str, &'a str>,
     metric_name: &'a str,
@@ -626,7 +626,7 @@ struct ExternalMetricValue<'a> {
     window: u64,
 }
 
-#[derive(serde::Serialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 struct Metadata {}
 
 impl ExternalMetricValueList<'_> {
@@ -639,35 +639,49 @@ impl ExternalMetricValueList<'_> {
             // Writing into a Vec cannot fail.
             let _ = serde_json::to_writer(&mut *out, s);
         }
+        // Every field named, so a field added to the list cannot be left out of its JSON.
+        let ExternalMetricValueList {
+            api_version,
+            items,
+            kind,
+            metadata: Metadata {},
+        } = self;
         let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"apiVersion\":");
-        string(&mut out, self.api_version);
+        string(&mut out, api_version);
         out.extend_from_slice(b",\"items\":[");
-        for (i, item) in self.items.iter().enumerate() {
+        for (i, item) in items.iter().enumerate() {
+            let ExternalMetricValue {
+                metric_labels,
+                metric_name,
+                timestamp,
+                value,
+                window,
+            } = item;
             if i > 0 {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"metricLabels\":{");
-            for (j, (key, value)) in item.metric_labels.iter().enumerate() {
+            for (j, (key, label)) in metric_labels.iter().enumerate() {
                 if j > 0 {
                     out.push(b',');
                 }
                 string(&mut out, key);
                 out.push(b':');
-                string(&mut out, value);
+                string(&mut out, label);
             }
             out.extend_from_slice(b"},\"metricName\":");
-            string(&mut out, item.metric_name);
+            string(&mut out, metric_name);
             out.extend_from_slice(b",\"timestamp\":");
-            string(&mut out, &item.timestamp);
+            string(&mut out, timestamp);
             out.extend_from_slice(b",\"value\":");
-            string(&mut out, &item.value);
+            string(&mut out, value);
             out.extend_from_slice(b",\"window\":");
-            out.extend_from_slice(itoa::Buffer::new().format(item.window).as_bytes());
+            out.extend_from_slice(itoa::Buffer::new().format(*window).as_bytes());
             out.push(b'}');
         }
         out.extend_from_slice(b"],\"kind\":");
-        string(&mut out, self.kind);
+        string(&mut out, kind);
         out.extend_from_slice(b",\"metadata\":{}}");
         out
     }

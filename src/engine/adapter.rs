@@ -227,13 +227,12 @@ impl Adapter {
         if self.has_prometheus_source() || self.evaluates_every_scrape(metric) {
             return self.store.generation();
         }
-        self.store
-            .scope_version(self.config.metrics.iter().map(|spec| Scope {
-                series: spec.series(),
-                namespace_label: spec.namespace_label(),
-                namespace,
-                selector,
-            }))
+        self.store.scope_version(
+            self.config
+                .metrics
+                .iter()
+                .map(|spec| metric_scope(spec, spec.series(), namespace, selector)),
+        )
     }
 
     /// Count one API request in the self-metrics.
@@ -455,12 +454,7 @@ impl Adapter {
         notes_kept: usize,
     ) -> Answer {
         let q = self.query_context(spec, spec.series(), namespace, selector, now, notes_kept);
-        let scope = Scope {
-            series: spec.series(),
-            namespace_label: spec.namespace_label(),
-            namespace,
-            selector,
-        };
+        let scope = metric_scope(spec, spec.series(), namespace, selector);
         match spec.kind() {
             MetricKind::Target => {
                 Box::pin(self.target_answer(spec, namespace, selector, now, fetched)).await
@@ -714,12 +708,7 @@ impl Adapter {
             now,
             fetched.notes_kept(),
         );
-        let scope = Scope {
-            series: &series,
-            namespace_label: spec.namespace_label(),
-            namespace,
-            selector,
-        };
+        let scope = metric_scope(spec, &series, namespace, selector);
         let check = match self.evidence(fetched, &scope, now).await {
             Ok(ev) => gate::check_gate(valid_when, &q, &ev),
             Err(e) => gate::GateCheck {
@@ -792,12 +781,7 @@ impl Adapter {
             now,
             fetched.notes_kept(),
         );
-        let scope = Scope {
-            series: &series,
-            namespace_label: spec.namespace_label(),
-            namespace,
-            selector,
-        };
+        let scope = metric_scope(spec, &series, namespace, selector);
         match self.evidence(fetched, &scope, now).await {
             Ok(ev) => gate::current_from_series(&q, &ev),
             Err(e) => (Err(e.to_string()), policy::InputNotes::default()),
@@ -826,12 +810,7 @@ impl Adapter {
         }
         let mut why = Vec::new();
         for input in inputs {
-            let scope = Scope {
-                series: input.series(),
-                namespace_label: input.namespace_label(),
-                namespace,
-                selector,
-            };
+            let scope = metric_scope(input, input.series(), namespace, selector);
             let workloads = match self.workload_evidence(fetched, &scope, now).await {
                 Ok(ev) => ev.workloads.clone(),
                 Err(_) => Arc::from([]),
@@ -865,12 +844,7 @@ impl Adapter {
             .floor()
             .and_then(|f| self.config.metric(f))
             .ok_or("no floor configured")?;
-        let scope = Scope {
-            series: floor.series(),
-            namespace_label: floor.namespace_label(),
-            namespace,
-            selector,
-        };
+        let scope = metric_scope(floor, floor.series(), namespace, selector);
         // Only the workloads are read: the floor rule's own read serves.
         let ev = self
             .workload_evidence(fetched, &scope, now)
@@ -1212,12 +1186,9 @@ impl Adapter {
                 .store
                 .label_values(spec.series(), spec.namespace_label());
             for ns in namespaces {
-                let ev = self.store.evidence_once(&Scope {
-                    series: spec.series(),
-                    namespace_label: spec.namespace_label(),
-                    namespace: &ns,
-                    selector: &everything,
-                });
+                let ev =
+                    self.store
+                        .evidence_once(&metric_scope(spec, spec.series(), &ns, &everything));
                 for o in ev.observations.iter().filter(|o| o.present) {
                     if let Some(name) = o.id.labels.get("hpa_target_name") {
                         sets.insert((ns.clone(), format!("hpa_target_name={name}")));
@@ -1230,6 +1201,22 @@ impl Adapter {
 }
 
 /// Why a workload known from its pods has no current count: never a guess (issue 14).
+/// The scope of `spec`'s `series` (its own, or one it is gated or counted by) in `namespace`
+/// under `selector`: every read of a metric's evidence is scoped this way.
+fn metric_scope<'a>(
+    spec: &'a MetricSpec,
+    series: &'a [String],
+    namespace: &'a str,
+    selector: &'a LabelSelector,
+) -> Scope<'a> {
+    Scope {
+        series,
+        namespace_label: spec.namespace_label(),
+        namespace,
+        selector,
+    }
+}
+
 fn not_in_watch_cache(w: &WorkloadRef) -> String {
     format!(
         "spec.replicas of {} {}/{} is not known yet: the workload is not in the watch cache",

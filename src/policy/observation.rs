@@ -27,6 +27,18 @@ impl<'a> QueryContext<'a> {
     }
 }
 
+/// Message text kept as its parts, written in order by `each`: `Display` and
+/// `reason_text::Piece` both write them, so a reason reads as the `Display` text.
+pub(crate) trait TextParts {
+    fn each(&self, put: impl FnMut(&str));
+}
+
+fn display_parts(parts: &impl TextParts, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    let mut written = Ok(());
+    parts.each(|part| written = written.and_then(|()| f.write_str(part)));
+    written
+}
+
 /// Series names joined by `|`, written straight into the message that names them: reasons
 /// are built for every answer served, and each name list was an allocation of its own.
 #[derive(Clone, Copy, Debug)]
@@ -37,9 +49,10 @@ impl<'a> SeriesNames<'a> {
     pub(crate) fn of(names: &'a [String]) -> Self {
         SeriesNames(names)
     }
+}
 
-    /// The text's parts in order: what `Display` and `reason_text` both write.
-    pub(crate) fn each(&self, mut put: impl FnMut(&str)) {
+impl TextParts for SeriesNames<'_> {
+    fn each(&self, mut put: impl FnMut(&str)) {
         for (i, name) in self.0.iter().enumerate() {
             if i > 0 {
                 put("|");
@@ -51,9 +64,7 @@ impl<'a> SeriesNames<'a> {
 
 impl std::fmt::Display for SeriesNames<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut written = Ok(());
-        self.each(|part| written = written.and_then(|()| f.write_str(part)));
-        written
+        display_parts(self, f)
     }
 }
 
@@ -73,9 +84,8 @@ impl<'a> From<&'a str> for ScopeText<'a> {
     }
 }
 
-impl ScopeText<'_> {
-    /// The text's parts in order: what `Display` and `reason_text` both write.
-    pub(crate) fn each(&self, mut put: impl FnMut(&str)) {
+impl TextParts for ScopeText<'_> {
+    fn each(&self, mut put: impl FnMut(&str)) {
         match *self {
             ScopeText::Parts(label, namespace, selector) => {
                 put(label);
@@ -93,9 +103,7 @@ impl ScopeText<'_> {
 
 impl std::fmt::Display for ScopeText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut written = Ok(());
-        self.each(|part| written = written.and_then(|()| f.write_str(part)));
-        written
+        display_parts(self, f)
     }
 }
 

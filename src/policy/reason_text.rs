@@ -1,10 +1,11 @@
 //! A served answer's reason, written piece by piece into one buffer. Every answer served
 //! writes up to three reasons (recommendation, floor, target), and through `format_args!` they
 //! were about a fifth of the instructions of a whole handled request (BENCHMARKS.md): each
-//! argument went through the formatting machinery, and the scope through it twice. Refusals and the
-//! rarer holds keep `format!`; only the sentences of a healthy answer are written this way.
+//! argument went through the formatting machinery, and the scope through it twice. Refusals
+//! and the rarer holds keep `format!`; only the sentences of a healthy answer are written this
+//! way.
 
-use super::observation::{ScopeText, SeriesNames};
+use super::observation::TextParts;
 
 /// Something a reason is made of, appended to it as its `Display` form would be.
 pub(crate) trait Piece {
@@ -19,7 +20,7 @@ impl Piece for &str {
 
 impl Piece for String {
     fn put(&self, s: &mut String) {
-        s.push_str(self);
+        self.as_str().put(s);
     }
 }
 
@@ -31,17 +32,11 @@ impl Piece for u64 {
 
 impl Piece for usize {
     fn put(&self, s: &mut String) {
-        s.push_str(itoa::Buffer::new().format(*self));
+        (*self as u64).put(s);
     }
 }
 
-impl Piece for SeriesNames<'_> {
-    fn put(&self, s: &mut String) {
-        self.each(|part| s.push_str(part));
-    }
-}
-
-impl Piece for ScopeText<'_> {
+impl<T: TextParts> Piece for T {
     fn put(&self, s: &mut String) {
         self.each(|part| s.push_str(part));
     }
@@ -59,7 +54,7 @@ pub(crate) use reason;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::observation::{ScopeText, SeriesNames};
 
     /// Each piece reads as its `Display` form, so a reason is the same text either way.
     #[test]
