@@ -21,7 +21,7 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::clock::rfc3339;
-use crate::engine::{Adapter, QueryError};
+use crate::engine::{Adapter, QueryError, Version};
 use crate::policy::{self, Outcome};
 use crate::selector::LabelSelector;
 
@@ -335,11 +335,14 @@ type RenderKey = (String, String, String);
 /// that change outside the store (the Prometheus source, workload scale).
 #[derive(Clone)]
 struct Rendered {
-    version: u64,
-    /// The store's generation read before `version` was: while it has not moved, no write
-    /// happened, so the version is still `version` without looking it up.
-    generation: u64,
+    version: Version,
+    /// The generation read before `version` was: while it has not moved, no write happened,
+    /// so the version is still `version` without looking it up.
+    generation: Version,
     at_ms: crate::clock::Millis,
+    /// When the first of the answer's fresh inputs turns stale: past it the same evidence
+    /// reads differently (`Reusable::until_ms`).
+    until_ms: crate::clock::Millis,
     status: u16,
     body: Bytes,
 }
@@ -461,17 +464,20 @@ impl ApiHandler {
         };
         let selector = &parsed.selector;
         if !self.reuse_rendered {
-            return self.compute_external_metric(ns, metric, selector).await;
+            return self.compute_external_metric(ns, metric, selector).await.0;
         }
+        // Read before the version: a write after it moves the generation.
+        let Some(generation) = self.adapter.generation() else {
+            return self.compute_external_metric(ns, metric, selector).await.0;
+        };
         let key: RenderKey = (
             self.adapter.metric_label(metric).to_string(),
             ns.to_string(),
             parsed.canonical.clone(),
         );
-        // Read before the version: a write after it moves the generation.
-        let generation = self.adapter.generation();
         let now = self.adapter.now_ms();
-        let fresh = |r: &&Rendered| (0..RENDER_REUSE_MS).contains(&(now - r.at_ms));
+        let fresh =
+            |r: &&Rendered| (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)) && now <= r.until_ms;
         let cached = self
             .rendered
             .lock()
@@ -484,7 +490,9 @@ impl ApiHandler {
         if let Some(r) = cached.as_ref().filter(|r| r.generation == generation) {
             return bytes_response(r.status, r.body.clone());
         }
-        let version = self.adapter.answer_version(metric, ns, selector);
+        let Some(version) = self.adapter.answer_version(metric, ns, selector) else {
+            return self.compute_external_metric(ns, metric, selector).await.0;
+        };
         if let Some(r) = cached.filter(|r| r.version == version) {
             if let Some(entry) = self
                 .rendered
@@ -493,11 +501,11 @@ impl ApiHandler {
                 .get_mut(&key)
                 .filter(|e| e.version == version)
             {
-                entry.generation = entry.generation.max(generation);
+                entry.generation = generation;
             }
             return bytes_response(r.status, r.body);
         }
-        let resp = self.compute_external_metric(ns, metric, selector).await;
+        let (resp, until_ms) = self.compute_external_metric(ns, metric, selector).await;
         if key.0 != "-" {
             let status = resp.status().as_u16();
             // Full<Bytes> holds one frame; take its bytes without consuming the response.
@@ -512,6 +520,7 @@ impl ApiHandler {
                         version,
                         generation,
                         at_ms: now,
+                        until_ms,
                         status,
                         body,
                     },
@@ -557,16 +566,19 @@ impl ApiHandler {
         ns: &str,
         metric: &str,
         selector: &LabelSelector,
-    ) -> ApiResponse {
-        let answer = match self.adapter.answer(metric, ns, selector).await {
-            Ok(a) => a,
+    ) -> (ApiResponse, crate::clock::Millis) {
+        let (answer, until_ms) = match self.adapter.answer_reusable(metric, ns, selector).await {
+            Ok(a) => (a.answer, a.until_ms),
             Err(e @ QueryError::UnknownMetric { .. }) => {
-                return status_response(StatusReason::NotFound, &e.to_string())
+                return (
+                    status_response(StatusReason::NotFound, &e.to_string()),
+                    crate::clock::Millis::MAX,
+                )
             }
         };
         self.adapter.record_query(metric, ns, selector);
         tracing::debug!(namespace = ns, selector = %selector, answer = %policy::summary(&answer), "served");
-        match answer.outcome {
+        let resp = match answer.outcome {
             Outcome::Value {
                 value,
                 timestamp_ms,
@@ -602,7 +614,8 @@ impl ApiHandler {
                     ),
                 )
             }
-        }
+        };
+        (resp, until_ms)
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// The workload a pod belongs to, when Kubernetes says so.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct WorkloadRef {
     pub kind: String,
     pub namespace: String,
@@ -42,4 +42,11 @@ pub trait Cluster: Send + Sync {
 
     /// `spec.ordinals.start` of a StatefulSet (0 otherwise).
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64;
+
+    /// A number that moves whenever any of the facts above may have changed, so an answer
+    /// that read them can be reused while it stands; `None` when the facts cannot tell, and
+    /// then no answer is reused.
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }

@@ -186,6 +186,20 @@ impl MetricSpec {
         }
     }
 
+    /// Every series set a rule of this metric reads in its scope: its own series, its
+    /// `validWhen` gate and its `currentSeries`. A reused answer must cover all of them.
+    pub fn read_series(&self) -> impl Iterator<Item = &[String]> {
+        let (gate, current) = match self {
+            MetricSpec::Recommendation(m) => (m.valid_when.as_ref(), m.current_series.as_ref()),
+            MetricSpec::Threshold(m) => (m.valid_when.as_ref(), m.current_series.as_ref()),
+            _ => (None, None),
+        };
+        [self.series()]
+            .into_iter()
+            .chain(gate.map(|g| std::slice::from_ref(&g.series)))
+            .chain(current.map(std::slice::from_ref))
+    }
+
     pub fn namespace_label(&self) -> &str {
         match self {
             MetricSpec::Recommendation(m) => &m.namespace_label,

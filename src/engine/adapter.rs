@@ -100,10 +100,48 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
+    /// The last moment at which every input read that is fresh at `now` is still fresh: an
+    /// answer computed at `now` reads the same after it only until then.
+    fn fresh_until(&self, now: Millis, stale_after_ms: Millis) -> Millis {
+        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        let expiries = fetched
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .flat_map(|ev| {
+                ev.observations
+                    .iter()
+                    .map(|o| o.observed_at_ms)
+                    .chain(ev.clean_tail.map(|t| t.oldest_at_ms))
+                    .map(|at| at.saturating_add(stale_after_ms))
+            });
+        expiries.filter(|&t| t >= now).min().unwrap_or(Millis::MAX)
+    }
+
     fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
     }
+}
+
+/// What a reused answer depends on besides its scope's series: every write to the store (a
+/// shortcut: while none happened, nothing changed) and the cluster's facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    store: u64,
+    cluster: u64,
+}
+
+impl Version {
+    /// Writes to the store so far (the bench counts them).
+    pub fn store_writes(self) -> u64 {
+        self.store
+    }
+}
+
+/// An answer, and the moment after which it may read differently even if no input changes.
+pub struct Reusable {
+    pub answer: Answer,
+    pub until_ms: Millis,
 }
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
@@ -210,29 +248,51 @@ impl Adapter {
         self.clock.now_ms()
     }
 
-    /// Changes with every write to the scrape store.
-    pub fn generation(&self) -> u64 {
-        self.store.generation()
+    /// Moves with every write to the scrape store and every change of the cluster's facts;
+    /// `None` when the cluster's facts cannot tell their changes, and then nothing is reused.
+    pub fn generation(&self) -> Option<Version> {
+        Some(Version {
+            store: self.store.generation(),
+            cluster: self.cluster_version()?,
+        })
     }
 
-    /// Changes whenever evidence that an answer in `namespace` for `selector` could read
-    /// changes (the series of any configured metric in that scope), apart from the passing of
-    /// time, so a rendered answer can be reused while it stays the same. In a live cluster the
-    /// store changes hundreds of times a second, but a workload's own series far less often.
-    /// With a Prometheus source every store write counts (that source has its own cache), and
-    /// so does every scrape for a threshold metric (or a target over one): its `sustain`
-    /// windows count one evaluation per new sample, so each re-scrape must be evaluated even
-    /// when its values are the same.
-    pub fn answer_version(&self, metric: &str, namespace: &str, selector: &LabelSelector) -> u64 {
-        if self.has_prometheus_source() || self.evaluates_every_scrape(metric) {
-            return self.store.generation();
+    fn cluster_version(&self) -> Option<u64> {
+        match self.workload_state() {
+            None => Some(0),
+            Some(cluster) => cluster.version(),
         }
-        self.store.scope_version(
-            self.config
-                .metrics
-                .iter()
-                .map(|spec| metric_scope(spec, spec.series(), namespace, selector)),
-        )
+    }
+
+    /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
+    /// apart from the passing of time (`Reusable::until_ms` covers that): the series any rule
+    /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
+    /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
+    /// cluster the store changes hundreds of times a second, but a workload's own series far
+    /// less often. `None` when no answer of `metric` may be reused: a threshold metric (or a
+    /// target over one) counts one `sustain` evaluation per new sample and its windows pass
+    /// with time alone. With a Prometheus source every store write counts (that source has
+    /// its own cache, and the caller bounds reuse to a second).
+    pub fn answer_version(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Option<Version> {
+        if self.evaluates_every_scrape(metric) {
+            return None;
+        }
+        let cluster = self.cluster_version()?;
+        let store = if self.has_prometheus_source() {
+            self.store.generation()
+        } else {
+            self.store
+                .scope_version(self.config.metrics.iter().flat_map(|spec| {
+                    spec.read_series()
+                        .map(move |series| metric_scope(spec, series, namespace, selector))
+                }))
+        };
+        Some(Version { store, cluster })
     }
 
     /// Count one API request in the self-metrics.
@@ -320,6 +380,20 @@ impl Adapter {
         namespace: &str,
         selector: &LabelSelector,
     ) -> Result<Answer, QueryError> {
+        Ok(self
+            .answer_reusable(metric, namespace, selector)
+            .await?
+            .answer)
+    }
+
+    /// `answer`, with how long it may be reused while its version stands: until the first
+    /// of its fresh inputs turns stale.
+    pub async fn answer_reusable(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Reusable, QueryError> {
         // The selector's text is its canonical form (LabelSelector::as_str).
         self.serve_answer(
             metric,
@@ -340,7 +414,7 @@ impl Adapter {
         selector: &LabelSelector,
         fetched: Fetched,
         scope: &str,
-    ) -> Result<Answer, QueryError> {
+    ) -> Result<Reusable, QueryError> {
         let spec = self
             .config
             .metric(metric)
@@ -357,7 +431,10 @@ impl Adapter {
             answer.refusal().map_or("value", RefusalKind::label),
         );
         self.record_answer((spec.name(), namespace, scope), &answer, now);
-        Ok(answer)
+        Ok(Reusable {
+            answer,
+            until_ms: fetched.fresh_until(now, self.stale_after_ms()),
+        })
     }
 
     /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
@@ -416,8 +493,10 @@ impl Adapter {
             ..Fetched::default()
         };
         let scope = object_history_scope(object, selector);
-        self.serve_answer(metric, &object.namespace, selector, fetched, &scope)
-            .await
+        Ok(self
+            .serve_answer(metric, &object.namespace, selector, fetched, &scope)
+            .await?
+            .answer)
     }
 
     async fn answer_spec(

@@ -11,7 +11,9 @@ mod object_scope;
 mod query_key;
 mod status;
 
-pub use adapter::{static_target_id, static_targets, Adapter, HistoryView, QueryError};
+pub use adapter::{
+    static_target_id, static_targets, Adapter, HistoryView, QueryError, Reusable, Version,
+};
 pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use object_scope::{ObjectKind, ObjectRef};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};

@@ -174,6 +174,15 @@ pub(crate) fn combine(
             .and_then(|f| f.workload.as_ref())
             == Some(&me)
     };
+    // The broad read holds every series of the workload's own pods, so its silent pods are
+    // the ones with nothing in scope at all.
+    let silent_pods = by_pods
+        .as_ref()
+        .map_or(&by_labels.silent_pods, |b| &b.silent_pods)
+        .iter()
+        .filter(|s| s.workload == me)
+        .cloned()
+        .collect();
     let mut ev = Evidence {
         observations: by_labels
             .observations
@@ -182,6 +191,7 @@ pub(crate) fn combine(
             .collect(),
         unknown_targets: by_labels.unknown_targets,
         workloads: Arc::from([me.clone()]),
+        silent_pods,
         // Object queries read every input (Adapter::read never summarizes them).
         clean_tail: None,
     };
@@ -323,6 +333,7 @@ mod tests {
             ],
             unknown_targets: vec![unknown("http://static/metrics")],
             workloads: Arc::from([]),
+            silent_pods: Vec::new(),
             clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, by_labels, None, None);
@@ -345,6 +356,7 @@ mod tests {
             ],
             unknown_targets: vec![unknown("games/lobby-1"), unknown("games/chat-1")],
             workloads: Arc::from([]),
+            silent_pods: Vec::new(),
             clean_tail: None,
         };
         let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));

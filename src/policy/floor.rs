@@ -75,7 +75,14 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         }
     }
     let offset = |v: u64| v.saturating_sub(ordinals_start);
-    let mut answer = if !ev.unknown_targets.is_empty() || !never_valid.is_empty() {
+    let silent = ev
+        .silent_pods
+        .iter()
+        .filter(|s| ev.workloads.contains(&s.workload));
+    let mut answer = if !ev.unknown_targets.is_empty()
+        || !never_valid.is_empty()
+        || silent.clone().next().is_some()
+    {
         let mut unknown: Vec<String> = ev
             .unknown_targets
             .iter()
@@ -88,6 +95,20 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             true => format!("{} (index {DUPLICATED})", o.id.target),
             false => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
         }));
+        // A pod whose pages carry no index at all is as unknown as one never scraped: it may
+        // hold state it does not report.
+        for s in silent {
+            let w = &s.workload;
+            unknown.extend((0..s.pods).map(|_| {
+                format!(
+                    "a pod of {} {}/{} (scraped, but no {} exported)",
+                    w.kind,
+                    w.namespace,
+                    w.name,
+                    q.series_names()
+                )
+            }));
+        }
         let reason = format!(
             "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
             q.scope,

@@ -217,6 +217,24 @@ pub struct Discovery {
     /// Watched for `spec.replicas` only, so no answer waits on the API server.
     deployments: Mirrors<Deployment>,
     synced: watch::Receiver<bool>,
+    changed: Arc<Changed>,
+}
+
+/// Wakes the target publisher, and counts the mirrors' changes so that an answer that read
+/// the cluster's facts is reused only while none moved (`Cluster::version`). Each reflector
+/// applies an event to its store before passing it on, so a count read before the facts
+/// never hides a change the answer did not see.
+#[derive(Default)]
+struct Changed {
+    notify: Notify,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl Changed {
+    fn mark(&self) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.notify.notify_one();
+    }
 }
 
 impl Discovery {
@@ -228,7 +246,7 @@ impl Discovery {
         store: Arc<Store>,
         fixed: Vec<ScrapeTarget>,
     ) -> Arc<Discovery> {
-        let changed = Arc::new(Notify::new());
+        let changed = Arc::new(Changed::default());
         let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
             vec![None]
         } else {
@@ -270,6 +288,7 @@ impl Discovery {
             statefulsets,
             deployments,
             synced,
+            changed: changed.clone(),
         });
         let d = discovery.clone();
         tokio::spawn(async move {
@@ -300,7 +319,7 @@ impl Discovery {
                 }
                 // Notify keeps one permit, so changes during the recomputation are not lost and
                 // a burst of events coalesces into one recomputation.
-                changed.notified().await;
+                changed.notify.notified().await;
             }
         });
         discovery
@@ -365,6 +384,14 @@ impl Cluster for Discovery {
         u64::try_from(replicas.flatten().unwrap_or(1)).ok()
     }
 
+    fn version(&self) -> Option<u64> {
+        let count = self
+            .changed
+            .count
+            .load(std::sync::atomic::Ordering::Acquire);
+        Some(count * 2 + u64::from(*self.synced.borrow()))
+    }
+
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
         if workload.kind != "StatefulSet" {
             return 0;
@@ -416,7 +443,7 @@ fn mirror<K>(
     client: &Client,
     namespace: &Option<String>,
     config: watcher::Config,
-    changed: &Arc<Notify>,
+    changed: &Arc<Changed>,
 ) -> reflector::Store<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -443,7 +470,7 @@ where
     reader
 }
 
-async fn drive<K, S>(stream: S, kind: String, namespace: Option<String>, changed: Arc<Notify>)
+async fn drive<K, S>(stream: S, kind: String, namespace: Option<String>, changed: Arc<Changed>)
 where
     K: Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -460,7 +487,7 @@ where
                     tracing::info!(%kind, namespace = %ns, "watch recovered");
                     failing = false;
                 }
-                changed.notify_one();
+                changed.mark();
             }
             Ok(_) => {}
             Err(e) => {

@@ -107,13 +107,13 @@ impl TargetCell {
         &self,
         families: &Families,
         s: &Summarize,
-    ) -> Option<(u64, Millis)> {
+    ) -> Option<(u64, Millis, Millis)> {
         if self.failing() || families.whole.is_empty() {
             return None;
         }
         let count = usize::from(self.count.load(Ordering::Relaxed));
         let cells = self.families.get(..count)?;
-        let mut out: Option<(u64, Millis)> = None;
+        let mut out: Option<(u64, Millis, Millis)> = None;
         for (name, series) in &families.whole {
             let cell = cells
                 .iter()
@@ -128,8 +128,8 @@ impl TargetCell {
             }
             let newest = cell.newest_at.load(Ordering::Relaxed);
             out = Some(match out {
-                None => (max, newest),
-                Some((v, at)) => (v.max(max), at.max(newest)),
+                None => (max, newest, oldest),
+                Some((v, at, old)) => (v.max(max), at.max(newest), old.min(oldest)),
             });
         }
         out
@@ -183,6 +183,8 @@ pub struct CleanTail {
     pub series: usize,
     pub max_value: u64,
     pub newest_at_ms: Millis,
+    /// The oldest of their sample times: the summary holds only until that one turns stale.
+    pub oldest_at_ms: Millis,
     /// What the series were judged under: a rule must read them under the same terms.
     #[serde(skip)]
     pub under: Summarize,
@@ -196,13 +198,21 @@ impl CleanTail {
         }
     }
 
-    pub(super) fn add(&mut self, series: usize, max_value: u64, newest_at: Millis) {
+    pub(super) fn add(
+        &mut self,
+        series: usize,
+        max_value: u64,
+        newest_at: Millis,
+        oldest_at: Millis,
+    ) {
         if self.series == 0 {
             self.max_value = max_value;
             self.newest_at_ms = newest_at;
+            self.oldest_at_ms = oldest_at;
         } else {
             self.max_value = self.max_value.max(max_value);
             self.newest_at_ms = self.newest_at_ms.max(newest_at);
+            self.oldest_at_ms = self.oldest_at_ms.min(oldest_at);
         }
         self.series += series;
     }

@@ -173,10 +173,22 @@ pub struct Evidence {
     /// Shared with the scope's kept resolution, so an answer does not copy their names.
     #[serde(skip_serializing_if = "<[WorkloadRef]>::is_empty")]
     pub workloads: Arc<[WorkloadRef]>,
+    /// Pods of `workloads` that have had a page but hold no series in scope, per workload:
+    /// for a floor, each is a pod that never reported an index.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub silent_pods: Vec<SilentPods>,
     /// In-scope series not listed in `observations`, all fresh and valid (`Summarize`); only
     /// when asked for, and only from the scrape store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clean_tail: Option<CleanTail>,
+}
+
+/// Pods of a workload that were scraped but export nothing in a scope.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SilentPods {
+    pub workload: WorkloadRef,
+    pub pods: usize,
 }
 
 /// The scope of a query: which series names, in which namespace, matching which selector.
@@ -240,14 +252,16 @@ impl Scope<'_> {
     /// Could a target with these labels export in-scope series? Requirements on keys the
     /// target does not define are unknown until it is scraped, so they count as satisfiable.
     fn possibly_matches(&self, target_labels: &BTreeMap<String, String>) -> bool {
-        if let Some(ns) = target_labels.get(self.namespace_label) {
+        // An empty target label is no label (`merge_labels`).
+        let label = |key: &str| target_labels.get(key).filter(|v| !v.is_empty());
+        if let Some(ns) = label(self.namespace_label) {
             if ns != self.namespace {
                 return false;
             }
         }
         self.selector.requirements().iter().all(|r| {
             // Target labels win on conflict, so only keys the target sets can rule it out.
-            let Some(value) = target_labels.get(&r.key) else {
+            let Some(value) = label(&r.key) else {
                 return true;
             };
             let listed = r.values.iter().any(|v| v == value);
@@ -281,12 +295,33 @@ struct Inner {
     /// Targets never scraped successfully: nobody knows what they export, so every query
     /// they could belong to must hear of them. Few in a steady cluster, so a query scans them.
     unscraped: BTreeSet<TargetId>,
+    /// Per workload, its pods that have had a page: a pod in this set that has no series in
+    /// a floor's scope exported no index at all, and is as unknown as one never scraped.
+    reported: BTreeMap<WorkloadRef, BTreeSet<TargetId>>,
     /// The generation of the last change to `unscraped` or to one of its targets' errors:
     /// every scope may read them.
     unscraped_changed: u64,
 }
 
 impl Inner {
+    /// The target no longer counts among its workload's reported pods (gone, or replaced and
+    /// unknown again).
+    fn forget_report(&mut self, id: &TargetId) {
+        let Some(w) = self
+            .targets
+            .get(id)
+            .and_then(|r| r.target.workload.as_ref())
+        else {
+            return;
+        };
+        if let Some(pods) = self.reported.get_mut(w) {
+            pods.remove(id);
+            if pods.is_empty() {
+                self.reported.remove(w);
+            }
+        }
+    }
+
     fn forget_series(&mut self, id: &TargetId, stamp: u64) {
         if let Some(rec) = self.targets.get_mut(id) {
             for (name, by_labels) in &rec.series {
@@ -303,13 +338,20 @@ impl Inner {
 
 /// Merge sample labels with target labels. On a conflict the target's label wins and the
 /// exporter's value is kept as `exported_<name>`, as Prometheus does with honor_labels off.
+/// A label with an empty value is no label, on either side, as in Prometheus (whose source
+/// must read the same series the same way): `k=""` and no `k` are one series, and a selector
+/// sees neither as having `k`.
 pub fn merge_labels(
     sample: &[(String, String)],
     target: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let mut merged = target.clone();
-    for (k, v) in sample {
-        match target.get(k) {
+    let mut merged: BTreeMap<String, String> = target
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in sample.iter().filter(|(_, v)| !v.is_empty()) {
+        match target.get(k).filter(|tv| !tv.is_empty()) {
             Some(tv) if tv != v => {
                 merged.insert(format!("exported_{k}"), v.clone());
             }
@@ -414,6 +456,7 @@ impl Store {
             .collect();
         for id in gone {
             inner.forget_series(&id, stamp);
+            inner.forget_report(&id);
             inner.targets.remove(&id);
             inner.unscraped.remove(&id);
         }
@@ -426,6 +469,7 @@ impl Store {
                     // name): series identities change with them, and until the new endpoint
                     // is scraped nobody knows what it exports, so it starts over as unknown.
                     inner.forget_series(&id, stamp);
+                    inner.forget_report(&id);
                     if let Some(rec) = inner.targets.get_mut(&id) {
                         rec.target = Arc::new(t);
                         rec.health = TargetHealth::default();
@@ -678,8 +722,14 @@ impl Store {
             {
                 inner.unscraped_changed = stamp;
             }
-            if rec.health.ever_succeeded() {
-                inner.unscraped.remove(&target.id);
+            if rec.health.ever_succeeded() && inner.unscraped.remove(&target.id) {
+                if let Some(w) = &rec.target.workload {
+                    inner
+                        .reported
+                        .entry(w.clone())
+                        .or_default()
+                        .insert(target.id.clone());
+                }
             }
         }
     }
@@ -750,6 +800,7 @@ impl Store {
         let mut targets = Vec::with_capacity(candidates.len());
         let mut ids = Vec::new();
         let mut workloads = Vec::new();
+        let mut pods_listed: Vec<u32> = Vec::new();
         let mut in_scope: Vec<(u32, SlotId, &SeriesState)> = Vec::new();
         for (id, slots) in candidates {
             let Some(rec) = inner.targets.get(id) else {
@@ -781,8 +832,12 @@ impl Store {
                 families: Families::of(&names, &rec.series),
             });
             if let Some(w) = &rec.target.workload {
-                if !workloads.contains(w) {
-                    workloads.push(w.clone());
+                match workloads.iter().position(|x| x == w) {
+                    Some(i) => pods_listed[i] += 1,
+                    None => {
+                        workloads.push(w.clone());
+                        pods_listed.push(1);
+                    }
                 }
             }
         }
@@ -792,6 +847,7 @@ impl Store {
             targets,
             ids: ids.into(),
             workloads: workloads.into(),
+            pods_listed: pods_listed.into(),
         });
         if keep {
             self.resolved.put(key.clone(), resolved.clone());
@@ -845,8 +901,8 @@ impl Store {
             index += t.slots.len();
             let failing = t.cell.failing();
             if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
-                if let Some((max, newest)) = t.cell.clean_and_fresh(&t.families, s) {
-                    tail.add(t.slots.len(), max, newest);
+                if let Some((max, newest, oldest)) = t.cell.clean_and_fresh(&t.families, s) {
+                    tail.add(t.slots.len(), max, newest, oldest);
                     continue;
                 }
             }
@@ -882,6 +938,18 @@ impl Store {
             ev.clean_tail = Some(tail);
         }
         ev.workloads = resolved.workloads.clone();
+        // A workload's pods with a series in scope are listed in the resolution, which stands
+        // while the scope's series do; the pods that have had a page are counted as they come
+        // and go, so a pod whose pages hold nothing in scope shows as a difference.
+        for (w, listed) in resolved.workloads.iter().zip(resolved.pods_listed.iter()) {
+            let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
+            if reported > *listed as usize {
+                ev.silent_pods.push(SilentPods {
+                    workload: w.clone(),
+                    pods: reported - *listed as usize,
+                });
+            }
+        }
         let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
             .unscraped
             .iter()

@@ -34,6 +34,8 @@ pub(super) struct ResolvedScope {
     /// The targets' workloads, each once, in target order (a target that changes workload
     /// is a new target, and loses its series first).
     pub(super) workloads: Arc<[WorkloadRef]>,
+    /// How many of `targets` belong to each of `workloads`, in the same order.
+    pub(super) pods_listed: Box<[u32]>,
 }
 
 /// A target with series in the scope, held by what an answer reads of it (whether it is
@@ -188,6 +190,7 @@ mod tests {
             targets: Vec::new(),
             ids: vec![id; series].into(),
             workloads: Arc::from([]),
+            pods_listed: Box::new([]),
         })
     }
 

@@ -144,7 +144,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
     let (baseline, _) = serve::start_baseline(&pki, reuse_on.addr, &paths[0])?;
     // Answers differ by workload and change with every scrape: each response must be a 200.
     let client = Arc::new(Client::new(&pki, paths, None)?);
-    let generation_before = scraped.adapter.generation();
+    let generation_before = store_writes(&scraped.adapter);
     let changes_before = value_changes.load(std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
     let measured = serve::measure_alternately(
@@ -155,7 +155,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         live.run,
         plan.serve_repeats,
     );
-    let generations = scraped.adapter.generation() - generation_before;
+    let generations = store_writes(&scraped.adapter) - generation_before;
     let changes = value_changes.load(std::sync::atomic::Ordering::Relaxed) - changes_before;
     let seconds = started.elapsed().as_secs_f64();
     changer.abort();
@@ -267,4 +267,9 @@ pub fn note(r: &LiveResult) -> String {
         r.reuse_on.requests,
         r.reuse_off.requests
     )
+}
+
+/// Writes to the adapter's store so far (a bench without discovery always has a generation).
+fn store_writes(adapter: &hpa_bridge::engine::Adapter) -> u64 {
+    adapter.generation().map_or(0, |g| g.store_writes())
 }

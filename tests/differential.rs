@@ -1,0 +1,900 @@
+//! Every answer the adapter serves equals what README's rules give when computed afresh.
+//!
+//! Random sequences of events (pages with changing values, gates and current counts, series
+//! that leave, duplicates, empty label values, failing targets, targets that come, go and
+//! change labels, the clock moving across `staleAfter`) drive the real store and the real
+//! `ApiHandler`, with answer reuse on and a manual clock; after each query the response is
+//! compared with the oracle (tests/differential/oracle.rs), a plain scan of everything that
+//! happened. Status, value and refusal kind must agree.
+//!
+//! The budget is `HPA_BRIDGE_ORACLE_CASES` sequences (default 400, about a minute in CI);
+//! set it higher for a longer run. A failure prints the shrunk sequence.
+
+#[path = "differential/oracle.rs"]
+mod oracle;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hpa_bridge::api::ApiHandler;
+use hpa_bridge::clock::{Clock, ManualClock};
+use hpa_bridge::cluster::{Cluster, PodFacts, WorkloadRef};
+use hpa_bridge::config::Config;
+use hpa_bridge::engine::EngineBuilder;
+use hpa_bridge::exposition::ExposedSample;
+use hpa_bridge::store::{ScrapeTarget, Store, TargetId};
+use http_body_util::BodyExt;
+use proptest::prelude::*;
+
+use oracle::{
+    ClusterFacts, Kind, Metric, Ms, Oracle, Outcome, Query, Req, Sample, TargetSpec, Workload,
+};
+
+const STALE_AFTER: Ms = 3500;
+
+const CONFIG: &str = r#"
+scrape:
+  interval: 1s
+  timeout: 1s
+  staleAfter: 3500ms
+metrics:
+  - name: rec
+    kind: recommendation
+    series: [rec_a, rec_b]
+  - name: floor
+    kind: stateful-floor
+    series: [idx]
+  - name: target
+    kind: target
+    recommendation: rec
+    floor: floor
+  - name: gated
+    kind: recommendation
+    series: [workers]
+    currentSeries: current_workers
+    validWhen: {series: metrics_valid, equals: 1}
+  - name: combined
+    kind: target
+    recommendation: rec
+    combine: [gated]
+    floor: floor
+"#;
+
+fn oracle_metrics() -> BTreeMap<String, Metric> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    BTreeMap::from([
+        (
+            "rec".to_string(),
+            Metric::Recommendation {
+                series: s(&["rec_a", "rec_b"]),
+                gate: None,
+                current_series: None,
+            },
+        ),
+        (
+            "floor".to_string(),
+            Metric::Floor {
+                series: s(&["idx"]),
+            },
+        ),
+        (
+            "target".to_string(),
+            Metric::Target {
+                inputs: s(&["rec"]),
+                floor: Some("floor".into()),
+            },
+        ),
+        (
+            "gated".to_string(),
+            Metric::Recommendation {
+                series: s(&["workers"]),
+                gate: Some(("metrics_valid".into(), 1.0)),
+                current_series: Some("current_workers".into()),
+            },
+        ),
+        (
+            "combined".to_string(),
+            Metric::Target {
+                inputs: s(&["rec", "gated"]),
+                floor: Some("floor".into()),
+            },
+        ),
+    ])
+}
+
+/// The targets a sequence may use: pods of one namespace, a controller, a pod of another
+/// namespace, one whose own labels name the workload, and one without a namespace.
+fn target_labels(i: usize, relabelled: bool) -> BTreeMap<String, String> {
+    let mut l: BTreeMap<String, String> = match i {
+        0 => [("namespace", "games"), ("pod", "lobby-0")].as_slice(),
+        1 => [("namespace", "games"), ("pod", "lobby-1")].as_slice(),
+        2 => [("namespace", "games"), ("pod", "ctl-0")].as_slice(),
+        3 => [("namespace", "other"), ("pod", "x-0")].as_slice(),
+        4 => [("namespace", "games"), ("hpa_target_name", "lobby")].as_slice(),
+        _ => [("pod", "free")].as_slice(),
+    }
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    if relabelled {
+        l.insert("zone".into(), "b".into());
+    }
+    l
+}
+const TARGETS: usize = 6;
+
+fn workload(kind: &str, namespace: &str, name: &str) -> Workload {
+    (kind.to_string(), namespace.to_string(), name.to_string())
+}
+
+/// The workload of target `i` when the set is discovered.
+fn workload_of(i: usize) -> Option<Workload> {
+    match i {
+        0 | 1 => Some(workload("StatefulSet", "games", "lobby")),
+        2 => Some(workload("Deployment", "games", "ctl")),
+        3 => Some(workload("StatefulSet", "other", "x")),
+        _ => None,
+    }
+}
+
+fn workload_ref(w: &Workload) -> WorkloadRef {
+    WorkloadRef {
+        kind: w.0.clone(),
+        namespace: w.1.clone(),
+        name: w.2.clone(),
+    }
+}
+
+/// The cluster's facts as the test sets them, served as discovery would serve them from its
+/// watch cache (no kube-apiserver here: the facts are given directly), with a version that
+/// moves on every change.
+#[derive(Default)]
+struct FakeCluster {
+    facts: Mutex<(ClusterFacts, Vec<(String, String, Option<Workload>)>)>,
+    version: AtomicU64,
+}
+
+impl FakeCluster {
+    fn set(&self, facts: ClusterFacts, pods: Vec<(String, String, Option<Workload>)>) {
+        *self.facts.lock().unwrap() = (facts, pods);
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Cluster for FakeCluster {
+    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+        let facts = self.facts.lock().unwrap();
+        facts.0.pods_known.then(|| {
+            facts
+                .1
+                .iter()
+                .filter(|(ns, _, _)| ns == namespace)
+                .map(|(_, pod, w)| {
+                    (
+                        pod.clone(),
+                        PodFacts {
+                            running: true,
+                            workload: w.as_ref().map(workload_ref),
+                        },
+                    )
+                })
+                .collect()
+        })
+    }
+    fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
+        let key = workload(&w.kind, &w.namespace, &w.name);
+        self.facts.lock().unwrap().0.replicas.get(&key).copied()
+    }
+    fn ordinals_start(&self, w: &WorkloadRef) -> u64 {
+        if w.kind != "StatefulSet" {
+            return 0;
+        }
+        let key = workload(&w.kind, &w.namespace, &w.name);
+        self.facts
+            .lock()
+            .unwrap()
+            .0
+            .ordinals_start
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+    }
+    fn version(&self) -> Option<u64> {
+        Some(self.version.load(Ordering::SeqCst))
+    }
+}
+
+#[derive(Clone, Debug)]
+struct GenSample {
+    name: &'static str,
+    labels: Vec<(&'static str, &'static str)>,
+    value: f64,
+    /// Offset from now of the exporter's timestamp, if it writes one.
+    ts_offset: Option<Ms>,
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Page {
+        target: usize,
+        samples: Vec<GenSample>,
+    },
+    Fail {
+        target: usize,
+    },
+    /// Which targets are in the set (bit i: target i), which carry the changed labels, and
+    /// whether the set is discovered (pods of workloads) or static.
+    Targets {
+        present: u8,
+        relabelled: u8,
+        discovered: bool,
+    },
+    /// spec.replicas of a workload (0: lobby, 1: ctl) in the watch cache, or not there.
+    Replicas {
+        workload: usize,
+        replicas: Option<u64>,
+    },
+    /// `spec.ordinals.start` of the lobby StatefulSet.
+    OrdinalsStart(u64),
+    /// Whether the cluster's pod list is known (synced) or not.
+    PodsKnown(bool),
+    Advance(Ms),
+    Ask {
+        query: usize,
+        times: u8,
+    },
+}
+
+/// The queries asked: (metric, namespace, selector text, requirements, object).
+struct Asked {
+    metric: &'static str,
+    namespace: &'static str,
+    selector: &'static str,
+    object: Option<(&'static str, &'static str)>,
+}
+
+const METRICS: [&str; 6] = ["rec", "floor", "target", "gated", "combined", "nosuch"];
+const SELECTORS: [&str; 8] = [
+    "",
+    "hpa_target_name=lobby",
+    "hpa_target_name in (chat,lobby)",
+    "hpa_target_name!=chat",
+    "tier",
+    "!tier",
+    "hpa_target_name=lobby,tier=a",
+    "hpa_target_name notin (chat)",
+];
+
+fn requirements(selector: &str) -> Vec<Req> {
+    let s = |x: &str| x.to_string();
+    match selector {
+        "" => vec![],
+        "hpa_target_name=lobby" => vec![Req::Eq(s("hpa_target_name"), s("lobby"))],
+        "hpa_target_name in (chat,lobby)" => {
+            vec![Req::In(s("hpa_target_name"), vec![s("chat"), s("lobby")])]
+        }
+        "hpa_target_name!=chat" => vec![Req::NotEq(s("hpa_target_name"), s("chat"))],
+        "tier" => vec![Req::Exists(s("tier"))],
+        "!tier" => vec![Req::NotExists(s("tier"))],
+        "hpa_target_name=lobby,tier=a" => vec![
+            Req::Eq(s("hpa_target_name"), s("lobby")),
+            Req::Eq(s("tier"), s("a")),
+        ],
+        "hpa_target_name notin (chat)" => vec![Req::NotIn(s("hpa_target_name"), vec![s("chat")])],
+        other => panic!("no requirements written for {other}"),
+    }
+}
+
+fn asked(i: usize) -> Asked {
+    // External queries over every metric, namespace and selector, then Object queries.
+    let external = METRICS.len() * 2 * SELECTORS.len();
+    if i < external {
+        Asked {
+            metric: METRICS[i % METRICS.len()],
+            namespace: ["games", "other"][(i / METRICS.len()) % 2],
+            selector: SELECTORS[i / (METRICS.len() * 2)],
+            object: None,
+        }
+    } else {
+        let j = i - external;
+        Asked {
+            metric: METRICS[j % 5],
+            namespace: "games",
+            selector: ["", "tier", "!tier"][(j / 5) % 3],
+            object: Some((
+                ["StatefulSet", "Deployment"][(j / 15) % 2],
+                ["lobby", "chat"][(j / 30) % 2],
+            )),
+        }
+    }
+}
+const QUERIES: usize = METRICS.len() * 2 * SELECTORS.len() + 5 * 3 * 2 * 2;
+
+fn sample() -> impl Strategy<Value = GenSample> {
+    let name = prop::sample::select(vec![
+        "rec_a",
+        "rec_b",
+        "idx",
+        "workers",
+        "current_workers",
+        "metrics_valid",
+        "unrelated",
+    ]);
+    let value = prop::sample::select(vec![
+        0.0,
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+        6.0,
+        9.0,
+        2.5,
+        -1.0,
+        f64::NAN,
+        f64::INFINITY,
+        2e6,
+    ]);
+    let name_label = prop::sample::select(vec![
+        Some("lobby"),
+        Some("lobby"),
+        Some("lobby"),
+        Some("chat"),
+        Some(""),
+        None,
+    ]);
+    let kind_label = prop::sample::select(vec![
+        Some("StatefulSet"),
+        Some("StatefulSet"),
+        Some("Deployment"),
+        None,
+    ]);
+    let api_label =
+        prop::sample::select(vec![None, None, Some("apps/v1"), Some(""), Some("apps/v2")]);
+    let tier = prop::sample::select(vec![None, None, Some("a"), Some("")]);
+    let ns = prop::sample::select(vec![None, None, None, None, Some("games"), Some("other")]);
+    let ts = prop::sample::select(vec![
+        None,
+        None,
+        None,
+        Some(0),
+        Some(-1000),
+        Some(-4000),
+        Some(5000),
+    ]);
+    (name, value, name_label, kind_label, api_label, tier, ns, ts).prop_map(
+        |(name, value, n, k, a, t, ns, ts_offset)| {
+            let mut labels = Vec::new();
+            for (key, v) in [
+                ("hpa_target_name", n),
+                ("hpa_target_kind", k),
+                ("hpa_target_api_version", a),
+                ("tier", t),
+                ("namespace", ns),
+            ] {
+                if let Some(v) = v {
+                    labels.push((key, v));
+                }
+            }
+            GenSample {
+                name,
+                labels,
+                value,
+                ts_offset,
+            }
+        },
+    )
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        6 => (0..TARGETS, prop::collection::vec(sample(), 0..7))
+            .prop_map(|(target, samples)| Event::Page { target, samples }),
+        1 => (0..TARGETS).prop_map(|target| Event::Fail { target }),
+        1 => (any::<u8>(), prop::sample::select(vec![0u8, 0, 0, 1, 2, 16]), any::<bool>())
+            .prop_map(|(present, relabelled, discovered)| Event::Targets {
+                present: present | 0b11,
+                relabelled,
+                discovered,
+            }),
+        1 => (0..2usize, prop::sample::select(vec![None, Some(1), Some(3), Some(5), Some(8)]))
+            .prop_map(|(workload, replicas)| Event::Replicas { workload, replicas }),
+        1 => prop::sample::select(vec![0u64, 1, 2]).prop_map(Event::OrdinalsStart),
+        1 => any::<bool>().prop_map(Event::PodsKnown),
+        3 => prop::sample::select(vec![0, 100, 300, 700, 1000, 2500, 3400, 3600, 5000])
+            .prop_map(Event::Advance),
+        6 => (0..QUERIES, 1u8..3).prop_map(|(query, times)| Event::Ask { query, times }),
+    ]
+}
+
+struct World {
+    clock: Arc<ManualClock>,
+    cluster: Arc<FakeCluster>,
+    facts: ClusterFacts,
+    store: Arc<Store>,
+    handler: ApiHandler,
+    oracle: Oracle,
+    targets: Vec<ScrapeTarget>,
+    /// The monotonic reading, which never steps back.
+    mono: Ms,
+}
+
+const START: Ms = 1_700_000_000_000;
+
+impl World {
+    fn new() -> World {
+        let config = Config::from_yaml(CONFIG).expect("the test's config is valid");
+        let clock = Arc::new(ManualClock::new(START));
+        let engine = EngineBuilder::new(config, clock.clone())
+            .build()
+            .expect("no Prometheus source to set up");
+        let store = engine.targets();
+        let cluster = Arc::new(FakeCluster::default());
+        engine.attach_cluster(cluster.clone());
+        let handler = ApiHandler::new(engine.adapter.clone());
+        let mut world = World {
+            clock,
+            cluster,
+            facts: ClusterFacts::default(),
+            store,
+            handler,
+            oracle: Oracle::new(oracle_metrics(), STALE_AFTER),
+            targets: Vec::new(),
+            mono: START,
+        };
+        world.oracle.cluster = Some(world.facts.clone());
+        world.set_targets(0b11111, 0, false);
+        world
+    }
+
+    fn target_id(i: usize, discovered: bool) -> String {
+        match (discovered, workload_of(i)) {
+            (true, Some(w)) => format!("{}/{}", w.1, target_labels(i, false)["pod"]),
+            _ => format!("http://10.0.0.{i}/metrics"),
+        }
+    }
+
+    fn set_targets(&mut self, present: u8, relabelled: u8, discovered: bool) {
+        let specs: Vec<TargetSpec> = (0..TARGETS)
+            .filter(|i| present & (1 << i) != 0)
+            .map(|i| TargetSpec {
+                id: Self::target_id(i, discovered),
+                labels: target_labels(i, relabelled & (1 << i) != 0),
+                workload: workload_of(i).filter(|_| discovered),
+            })
+            .collect();
+        self.targets = specs
+            .iter()
+            .map(|s| ScrapeTarget {
+                id: TargetId(s.id.as_str().into()),
+                url: format!("http://10.0.0.{}/metrics", s.id.len()),
+                labels: s.labels.clone(),
+                workload: s.workload.as_ref().map(workload_ref),
+            })
+            .collect();
+        self.store.set_targets(self.targets.clone());
+        self.oracle.set_targets(specs);
+        self.publish_cluster();
+    }
+
+    /// The pods the cluster lists are the discovered targets.
+    fn publish_cluster(&mut self) {
+        let pods = self
+            .targets
+            .iter()
+            .filter(|t| t.workload.is_some())
+            .map(|t| {
+                (
+                    t.labels["namespace"].clone(),
+                    t.labels["pod"].clone(),
+                    t.workload
+                        .as_ref()
+                        .map(|w| workload(&w.kind, &w.namespace, &w.name)),
+                )
+            })
+            .collect();
+        self.cluster.set(self.facts.clone(), pods);
+        self.oracle.cluster = Some(self.facts.clone());
+    }
+
+    fn target(&self, i: usize) -> Option<ScrapeTarget> {
+        let ids = [Self::target_id(i, false), Self::target_id(i, true)];
+        self.targets
+            .iter()
+            .find(|t| ids.iter().any(|id| *t.id.0 == **id))
+            .cloned()
+    }
+
+    fn now(&self) -> Ms {
+        self.clock.now_ms()
+    }
+
+    async fn apply(&mut self, event: &Event) -> Result<(), String> {
+        match event {
+            Event::Page { target, samples } => {
+                let Some(t) = self.target(*target) else {
+                    return Ok(());
+                };
+                let now = self.now();
+                let exposed: Vec<ExposedSample> = samples
+                    .iter()
+                    .map(|s| ExposedSample {
+                        name: s.name.into(),
+                        labels: s
+                            .labels
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                        value: s.value,
+                        timestamp_ms: s.ts_offset.map(|d| now + d),
+                    })
+                    .collect();
+                let oracle_samples = exposed
+                    .iter()
+                    .map(|s| Sample {
+                        name: s.name.clone(),
+                        labels: s.labels.clone(),
+                        value: s.value,
+                        timestamp: s.timestamp_ms,
+                    })
+                    .collect();
+                self.store.record_success(&t, now, 1, exposed);
+                self.oracle.page(&t.id.0, now, self.mono, oracle_samples);
+            }
+            Event::Fail { target } => {
+                let Some(t) = self.target(*target) else {
+                    return Ok(());
+                };
+                self.store
+                    .record_failure(&t, self.now(), 1, "connection refused".into());
+                self.oracle.fail(&t.id.0);
+            }
+            Event::Targets {
+                present,
+                relabelled,
+                discovered,
+            } => self.set_targets(*present, *relabelled, *discovered),
+            Event::Replicas {
+                workload: w,
+                replicas,
+            } => {
+                let w = [
+                    workload("StatefulSet", "games", "lobby"),
+                    workload("Deployment", "games", "ctl"),
+                ][*w]
+                    .clone();
+                match replicas {
+                    Some(n) => self.facts.replicas.insert(w, *n),
+                    None => self.facts.replicas.remove(&w),
+                };
+                self.publish_cluster();
+            }
+            Event::OrdinalsStart(start) => {
+                self.facts
+                    .ordinals_start
+                    .insert(workload("StatefulSet", "games", "lobby"), *start);
+                self.publish_cluster();
+            }
+            Event::PodsKnown(known) => {
+                self.facts.pods_known = *known;
+                self.publish_cluster();
+            }
+            Event::Advance(ms) => {
+                self.clock.advance(*ms);
+                self.mono += ms;
+            }
+            Event::Ask { query, times } => {
+                for _ in 0..*times {
+                    self.ask(*query).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn ask(&self, i: usize) -> Result<(), String> {
+        self.served(i).await.map(|_| ())
+    }
+
+    /// Ask query `i`: what was served, once it equals what the oracle gives.
+    async fn served(&self, i: usize) -> Result<Outcome, String> {
+        let a = asked(i);
+        let path = match a.object {
+            None => format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/{}?labelSelector={}",
+                a.namespace,
+                a.metric,
+                percent(a.selector)
+            ),
+            Some((kind, name)) => format!(
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/{}/{}/{}/{}?metricLabelSelector={}",
+                a.namespace,
+                if kind == "StatefulSet" {
+                    "statefulsets.apps"
+                } else {
+                    "deployments.apps"
+                },
+                name,
+                a.metric,
+                percent(a.selector)
+            ),
+        };
+        let req = http::Request::get(&path).body(()).expect("a valid request");
+        let resp = self.handler.handle(&req).await;
+        let code = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let got = served_outcome(code, &body)?;
+        let query = Query {
+            metric: a.metric.to_string(),
+            namespace: a.namespace.to_string(),
+            selector: requirements(a.selector),
+            object: a.object.map(|(k, n)| (k.to_string(), n.to_string())),
+        };
+        let want = self.oracle.answer(&query, self.now(), self.mono);
+        if got != want {
+            return Err(format!(
+                "{path} at +{}ms: served {got:?}, the rules give {want:?}\n  body: {}",
+                self.now() - START,
+                String::from_utf8_lossy(&body)
+            ));
+        }
+        Ok(got)
+    }
+}
+
+fn percent(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// What the HPA can tell from a response: the value, or the refusal's kind from its message
+/// (`<metric> <verb>: ...`, api/mod.rs).
+fn served_outcome(code: u16, body: &[u8]) -> Result<Outcome, String> {
+    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "response {code} is not JSON ({e}): {}",
+            String::from_utf8_lossy(body)
+        )
+    })?;
+    if code == 200 {
+        let value = json["items"][0]["value"]
+            .as_str()
+            .ok_or_else(|| format!("a 200 without items[0].value: {json}"))?;
+        return value
+            .parse()
+            .map(Outcome::Value)
+            .map_err(|e| format!("value {value:?}: {e}"));
+    }
+    let message = json["message"].as_str().unwrap_or_default();
+    if message.contains("is not served by this adapter") {
+        return Ok(Outcome::Unknown);
+    }
+    let kinds = [
+        ("has no data", Kind::NoMatch, 404),
+        ("is stale", Kind::Stale, 503),
+        ("is partial", Kind::Partial, 503),
+        ("has an incomplete floor", Kind::IncompleteFloor, 503),
+        ("is invalid", Kind::Invalid, 503),
+        ("is held by its validity gate", Kind::GateClosed, 503),
+    ];
+    for (verb, kind, status) in kinds {
+        if message.contains(&format!(" {verb}: ")) {
+            if status != code {
+                return Err(format!("refusal {kind:?} served as {code}: {message}"));
+            }
+            return Ok(Outcome::Refused(kind));
+        }
+    }
+    Err(format!("unexpected response {code}: {message}"))
+}
+
+fn cases() -> u32 {
+    std::env::var("HPA_BRIDGE_ORACLE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 20_000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_served_answer_equals_a_fresh_computation(events in prop::collection::vec(event(), 1..80)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let result: Result<(), String> = runtime.block_on(async {
+            let mut world = World::new();
+            for (i, e) in events.iter().enumerate() {
+                world.apply(e).await.map_err(|m| format!("event {i}: {m}"))?;
+            }
+            Ok(())
+        });
+        if let Err(m) = result {
+            prop_assert!(false, "{}", m);
+        }
+    }
+}
+
+/// The index of a query among those the sequences ask.
+fn query(metric: &str, namespace: &str, selector: &str, object: Option<(&str, &str)>) -> usize {
+    (0..QUERIES)
+        .find(|&i| {
+            let a = asked(i);
+            a.metric == metric
+                && a.namespace == namespace
+                && a.selector == selector
+                && a.object == object
+        })
+        .unwrap_or_else(|| panic!("{metric} {namespace} {selector:?} {object:?} is not asked"))
+}
+
+fn page(target: usize, samples: &[(&'static str, &[(&'static str, &'static str)], f64)]) -> Event {
+    Event::Page {
+        target,
+        samples: samples
+            .iter()
+            .map(|(name, labels, value)| GenSample {
+                name,
+                labels: labels.to_vec(),
+                value: *value,
+                ts_offset: None,
+            })
+            .collect(),
+    }
+}
+
+/// Apply `events`, then ask query `q`: the served outcome (checked against the oracle too).
+fn served_after(events: &[Event], q: usize) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut world = World::new();
+        for e in events {
+            world.apply(e).await.unwrap_or_else(|m| panic!("{m}"));
+        }
+        world.served(q).await.unwrap_or_else(|m| panic!("{m}"))
+    })
+}
+
+const LOBBY: &[(&str, &str)] = &[("hpa_target_name", "lobby")];
+
+/// A reused answer must see the gate close and the current count rise: both are series the
+/// gated rule reads besides its own.
+#[test]
+fn a_closing_gate_is_seen_by_the_next_request() {
+    let gated = query("gated", "games", "hpa_target_name=lobby", None);
+    let open = [
+        page(2, &[("workers", LOBBY, 4.0)]),
+        page(
+            0,
+            &[
+                ("metrics_valid", LOBBY, 1.0),
+                ("current_workers", LOBBY, 6.0),
+            ],
+        ),
+        Event::Ask {
+            query: gated,
+            times: 1,
+        },
+    ];
+    assert_eq!(served_after(&open, gated), Outcome::Value(4));
+    let mut closed = open.to_vec();
+    closed.push(page(
+        0,
+        &[
+            ("metrics_valid", LOBBY, 0.0),
+            ("current_workers", LOBBY, 6.0),
+        ],
+    ));
+    assert_eq!(served_after(&closed, gated), Outcome::Value(6));
+    let mut risen = closed.to_vec();
+    risen.push(Event::Ask {
+        query: gated,
+        times: 1,
+    });
+    risen.push(page(
+        0,
+        &[
+            ("metrics_valid", LOBBY, 0.0),
+            ("current_workers", LOBBY, 8.0),
+        ],
+    ));
+    assert_eq!(served_after(&risen, gated), Outcome::Value(8));
+}
+
+/// With no write to the store at all, an answer turns stale when its input does, not up to
+/// a second later.
+#[test]
+fn a_reused_answer_ends_when_its_input_turns_stale() {
+    let rec = query("rec", "games", "hpa_target_name=lobby", None);
+    let events = [
+        page(2, &[("rec_a", LOBBY, 3.0)]),
+        Event::Advance(3000),
+        Event::Ask {
+            query: rec,
+            times: 1,
+        },
+        Event::Advance(600),
+    ];
+    assert_eq!(served_after(&events, rec), Outcome::Refused(Kind::Stale));
+}
+
+/// A pod of the workload whose pages carry no index is unknown to the floor, as a pod never
+/// scraped is.
+#[test]
+fn a_pod_that_never_exported_an_index_leaves_the_floor_incomplete() {
+    let floor = query("floor", "games", "hpa_target_name=lobby", None);
+    let discovered = Event::Targets {
+        present: 0b11,
+        relabelled: 0,
+        discovered: true,
+    };
+    let events = [
+        discovered,
+        page(0, &[("idx", LOBBY, 2.0)]),
+        Event::Fail { target: 1 },
+        page(1, &[("rec_a", LOBBY, 1.0)]),
+    ];
+    assert_eq!(
+        served_after(&events, floor),
+        Outcome::Refused(Kind::IncompleteFloor)
+    );
+    let mut reported = events.to_vec();
+    reported.push(page(1, &[("idx", LOBBY, 1.0)]));
+    assert_eq!(served_after(&reported, floor), Outcome::Value(2));
+}
+
+/// `hpa_target_api_version=""` is no label: the Object scope keeps the series, as the
+/// External one does and as Prometheus would.
+#[test]
+fn an_empty_label_value_is_no_label() {
+    let object = query("floor", "games", "", Some(("StatefulSet", "lobby")));
+    let external = query("floor", "games", "hpa_target_name=lobby", None);
+    let sts: &[(&str, &str)] = &[
+        ("hpa_target_name", "lobby"),
+        ("hpa_target_kind", "StatefulSet"),
+        ("hpa_target_api_version", ""),
+    ];
+    let events = [
+        Event::Targets {
+            present: 0b11,
+            relabelled: 0,
+            discovered: false,
+        },
+        page(0, &[("idx", sts, 2.0)]),
+        page(1, &[("idx", LOBBY, 1.0)]),
+    ];
+    assert_eq!(served_after(&events, external), Outcome::Value(2));
+    // The Object scope names the workload: lobby-1's series does not, lobby-0's does.
+    assert_eq!(served_after(&events, object), Outcome::Value(2));
+    // `tier` set to "" is no `tier`: `!tier` selects it, `tier` does not.
+    let tiered = [
+        Event::Targets {
+            present: 0b1,
+            relabelled: 0,
+            discovered: false,
+        },
+        page(0, &[("rec_a", &[("tier", "")], 5.0)]),
+    ];
+    assert_eq!(
+        served_after(&tiered, query("rec", "games", "!tier", None)),
+        Outcome::Value(5)
+    );
+    assert_eq!(
+        served_after(&tiered, query("rec", "games", "tier", None)),
+        Outcome::Refused(Kind::NoMatch)
+    );
+}

@@ -1,0 +1,740 @@
+//! The oracle: README's rules written plainly, in the tests only.
+//!
+//! It keeps what happened (every page and failure of every target, the target set, the
+//! cluster's facts) as a log, and answers a query by scanning that log from the start: no
+//! index, no cache, no summary, no per-request memo, and no code shared with the engine, so a
+//! mistake in the engine cannot hide in both. Only the configuration types are shared, read
+//! for the rule each metric names.
+
+use std::collections::BTreeMap;
+
+/// Milliseconds.
+pub type Ms = i64;
+
+/// How a query is answered, as far as the HPA can tell: a value, or a refusal of a kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Value(u64),
+    Refused(Kind),
+    /// The metric is not configured (404, not a rule's refusal).
+    Unknown,
+}
+
+/// The refusal kinds README's table names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    NoMatch,
+    Stale,
+    Partial,
+    IncompleteFloor,
+    Invalid,
+    GateClosed,
+}
+
+/// A rule's result: an outcome, and for an incomplete floor or a blocked value the known
+/// lower bound (`Refused` with a bound).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Rule {
+    Value(u64),
+    Refused(Kind, Option<u64>),
+}
+
+impl Rule {
+    fn value(&self) -> Option<u64> {
+        match self {
+            Rule::Value(v) => Some(*v),
+            Rule::Refused(..) => None,
+        }
+    }
+    fn kind(&self) -> Option<Kind> {
+        match self {
+            Rule::Value(_) => None,
+            Rule::Refused(k, _) => Some(*k),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+    /// The exporter's own timestamp (wall clock).
+    pub timestamp: Option<Ms>,
+}
+
+#[derive(Clone, Debug)]
+enum Scrape {
+    Page {
+        wall: Ms,
+        mono: Ms,
+        samples: Vec<Sample>,
+    },
+    Failed,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetSpec {
+    pub id: String,
+    pub labels: BTreeMap<String, String>,
+    /// The workload the pod belongs to, from discovery.
+    pub workload: Option<Workload>,
+}
+
+#[derive(Clone, Debug)]
+struct Target {
+    spec: TargetSpec,
+    /// Since the target (re)joined the set with these labels.
+    scrapes: Vec<Scrape>,
+}
+
+/// What the cluster says about workloads: spec.replicas, ordinals start, and whether its
+/// pod list is known.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterFacts {
+    pub replicas: BTreeMap<Workload, u64>,
+    pub ordinals_start: BTreeMap<Workload, u64>,
+    pub pods_known: bool,
+}
+
+impl ClusterFacts {
+    fn replicas(&self, w: &Workload) -> Option<u64> {
+        self.replicas.get(w).copied()
+    }
+    fn ordinals_start(&self, w: &Workload) -> u64 {
+        if w.0 != "StatefulSet" {
+            return 0;
+        }
+        self.ordinals_start.get(w).copied().unwrap_or(0)
+    }
+    /// Pod name -> its workload, in `namespace`, from the listed pods.
+    fn pods(
+        &self,
+        listed: &[(String, String, Option<Workload>)],
+        namespace: &str,
+    ) -> Option<BTreeMap<String, Option<Workload>>> {
+        self.pods_known.then(|| {
+            listed
+                .iter()
+                .filter(|(ns, _, _)| ns == namespace)
+                .map(|(_, pod, w)| (pod.clone(), w.clone()))
+                .collect()
+        })
+    }
+}
+
+/// One metric as configured, in the oracle's own terms.
+#[derive(Clone, Debug)]
+pub enum Metric {
+    Recommendation {
+        series: Vec<String>,
+        gate: Option<(String, f64)>,
+        current_series: Option<String>,
+    },
+    Floor {
+        series: Vec<String>,
+    },
+    Target {
+        inputs: Vec<String>,
+        floor: Option<String>,
+    },
+}
+
+pub struct Oracle {
+    pub metrics: BTreeMap<String, Metric>,
+    pub stale_after: Ms,
+    targets: Vec<Target>,
+    pub cluster: Option<ClusterFacts>,
+}
+
+/// The workload label names of Object queries (the defaults).
+const KIND_LABEL: &str = "hpa_target_kind";
+const NAME_LABEL: &str = "hpa_target_name";
+const API_VERSION_LABEL: &str = "hpa_target_api_version";
+
+/// A query's scope: the namespace and a selector, and for an Object query the workload.
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub metric: String,
+    pub namespace: String,
+    pub selector: Vec<Req>,
+    /// (kind, name): an Object query for this workload.
+    pub object: Option<(String, String)>,
+}
+
+/// A label selector requirement, as Kubernetes defines it.
+#[derive(Clone, Debug)]
+pub enum Req {
+    Eq(String, String),
+    NotEq(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+impl Req {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Req::Eq(k, v) => labels.get(k) == Some(v),
+            Req::NotEq(k, v) => labels.get(k) != Some(v),
+            Req::In(k, vs) => labels.get(k).is_some_and(|x| vs.contains(x)),
+            Req::NotIn(k, vs) => !labels.get(k).is_some_and(|x| vs.contains(x)),
+            Req::Exists(k) => labels.contains_key(k),
+            Req::NotExists(k) => !labels.contains_key(k),
+        }
+    }
+
+    /// Could a series of a target with these labels match? Only keys the target sets can rule
+    /// it out, since target labels win over the exporter's.
+    fn could_match(&self, target: &BTreeMap<String, String>) -> bool {
+        let key = match self {
+            Req::Eq(k, _)
+            | Req::NotEq(k, _)
+            | Req::In(k, _)
+            | Req::NotIn(k, _)
+            | Req::Exists(k)
+            | Req::NotExists(k) => k,
+        };
+        !target.contains_key(key) || self.matches(target)
+    }
+}
+
+/// One series as the rules read it at a moment.
+#[derive(Clone, Debug)]
+struct Observed {
+    target: usize,
+    name: String,
+    present: bool,
+    duplicated: bool,
+    value: f64,
+    /// Its age now, in ms.
+    age: Ms,
+    /// The newest value seen once and valid.
+    last_valid: Option<u64>,
+}
+
+fn invalid(v: f64) -> bool {
+    !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > 1_000_000.0
+}
+
+/// Labels as Prometheus sees them: an empty value is no label.
+fn nonempty(labels: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    labels.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+}
+
+/// The exporter's labels under the target's: the target's win, and a conflicting exporter
+/// label is kept as `exported_<name>`.
+fn merged(
+    sample: &[(String, String)],
+    target: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let target = nonempty(target.clone());
+    let mut out = target.clone();
+    for (k, v) in nonempty(sample.iter().cloned()) {
+        match target.get(&k) {
+            Some(tv) if *tv != v => {
+                out.insert(format!("exported_{k}"), v);
+            }
+            Some(_) => {}
+            None => {
+                out.insert(k, v);
+            }
+        }
+    }
+    out
+}
+
+/// Could a target with these labels export series in scope? Its namespace and the keys it
+/// sets can rule it out; keys it does not set are the exporter's to choose.
+fn could_be_in_scope(namespace: &str, reqs: &[Req], target: &BTreeMap<String, String>) -> bool {
+    let target = nonempty(target.clone());
+    if target.get("namespace").is_some_and(|ns| ns != namespace) {
+        return false;
+    }
+    reqs.iter().all(|r| r.could_match(&target))
+}
+
+/// (kind, namespace, name)
+pub type Workload = (String, String, String);
+
+/// What a query's scope holds (see `Oracle::scoped`).
+struct Ev {
+    obs: Vec<(BTreeMap<String, String>, Observed)>,
+    unknown: Vec<usize>,
+    workloads: Vec<Workload>,
+    silent: Vec<Workload>,
+}
+
+impl Oracle {
+    pub fn new(metrics: BTreeMap<String, Metric>, stale_after: Ms) -> Self {
+        Oracle {
+            metrics,
+            stale_after,
+            targets: Vec::new(),
+            cluster: None,
+        }
+    }
+
+    /// The target set is replaced: a target that stays with the same labels keeps its log;
+    /// one that changed or is new starts empty (never scraped).
+    pub fn set_targets(&mut self, specs: Vec<TargetSpec>) {
+        let old = std::mem::take(&mut self.targets);
+        for spec in specs {
+            let scrapes = old
+                .iter()
+                .find(|t| t.spec == spec)
+                .map(|t| t.scrapes.clone())
+                .unwrap_or_default();
+            self.targets.push(Target { spec, scrapes });
+        }
+    }
+
+    pub fn page(&mut self, id: &str, wall: Ms, mono: Ms, samples: Vec<Sample>) {
+        if let Some(t) = self.targets.iter_mut().find(|t| t.spec.id == id) {
+            t.scrapes.push(Scrape::Page {
+                wall,
+                mono,
+                samples,
+            });
+        }
+    }
+
+    pub fn fail(&mut self, id: &str) {
+        if let Some(t) = self.targets.iter_mut().find(|t| t.spec.id == id) {
+            t.scrapes.push(Scrape::Failed);
+        }
+    }
+
+    fn succeeded(t: &Target) -> bool {
+        t.scrapes.iter().any(|s| matches!(s, Scrape::Page { .. }))
+    }
+
+    /// Every series a target ever exported since it joined, by (name, labels), read now.
+    fn observed(
+        &self,
+        ti: usize,
+        wall_now: Ms,
+        mono_now: Ms,
+    ) -> Vec<(String, BTreeMap<String, String>, Observed)> {
+        let t = &self.targets[ti];
+        let pages: Vec<(Ms, Ms, &Vec<Sample>)> = t
+            .scrapes
+            .iter()
+            .filter_map(|s| match s {
+                Scrape::Page {
+                    wall,
+                    mono,
+                    samples,
+                } => Some((*wall, *mono, samples)),
+                Scrape::Failed => None,
+            })
+            .collect();
+        let mut keys: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+        for (_, _, samples) in &pages {
+            for s in samples.iter() {
+                let key = (s.name.clone(), merged(&s.labels, &t.spec.labels));
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (name, labels) in keys {
+            let mut o = Observed {
+                target: ti,
+                name: name.clone(),
+                present: false,
+                duplicated: false,
+                value: f64::NAN,
+                age: 0,
+                last_valid: None,
+            };
+            for (i, (wall, mono, samples)) in pages.iter().enumerate() {
+                let of_key: Vec<&Sample> = samples
+                    .iter()
+                    .filter(|s| s.name == name && merged(&s.labels, &t.spec.labels) == labels)
+                    .collect();
+                let Some(first) = of_key.first() else {
+                    continue;
+                };
+                let last_page = i + 1 == pages.len();
+                o.present = last_page;
+                o.duplicated = last_page && of_key.len() > 1;
+                o.value = if of_key.len() > 1 {
+                    f64::NAN
+                } else {
+                    first.value
+                };
+                // A producer's timestamp ages by the wall clock (never from the future); a
+                // scraped sample's by the monotonic one.
+                o.age = match first.timestamp {
+                    Some(ts) => wall_now - ts.clamp(0, *wall),
+                    None => mono_now - mono,
+                };
+                if of_key.len() == 1 && !invalid(first.value) {
+                    o.last_valid = Some(first.value as u64);
+                }
+            }
+            out.push((name, labels, o));
+        }
+        out
+    }
+
+    /// The series of `series` names in `namespace` that `reqs` select, the targets that
+    /// might hold some but never had a page, the workloads behind them, and whether a pod of
+    /// one of those workloads had pages with nothing in scope.
+    fn scoped(&self, namespace: &str, reqs: &[Req], series: &[String], wall: Ms, mono: Ms) -> Ev {
+        let mut obs = Vec::new();
+        for ti in 0..self.targets.len() {
+            for (name, labels, o) in self.observed(ti, wall, mono) {
+                if series.contains(&name)
+                    && labels.get("namespace").map(String::as_str) == Some(namespace)
+                    && reqs.iter().all(|r| r.matches(&labels))
+                {
+                    obs.push((labels, o));
+                }
+            }
+        }
+        let mut workloads: Vec<Workload> = Vec::new();
+        for (_, o) in &obs {
+            if let Some(w) = &self.targets[o.target].spec.workload {
+                if !workloads.contains(w) {
+                    workloads.push(w.clone());
+                }
+            }
+        }
+        let mut unknown: Vec<usize> = Vec::new();
+        let mut named: Vec<Workload> = Vec::new();
+        for (ti, t) in self.targets.iter().enumerate() {
+            if Self::succeeded(t) || !could_be_in_scope(namespace, reqs, &t.spec.labels) {
+                continue;
+            }
+            // With workloads known, a never-scraped pod of another workload cannot hold this
+            // one's series.
+            match &t.spec.workload {
+                Some(w) if !workloads.is_empty() && !workloads.contains(w) => continue,
+                Some(w) if workloads.is_empty() && !named.contains(w) => named.push(w.clone()),
+                _ => {}
+            }
+            unknown.push(ti);
+        }
+        let silent: Vec<Workload> = workloads
+            .iter()
+            .filter(|w| {
+                self.targets.iter().enumerate().any(|(ti, t)| {
+                    t.spec.workload.as_ref() == Some(*w)
+                        && Self::succeeded(t)
+                        && !obs.iter().any(|(_, o)| o.target == ti)
+                })
+            })
+            .cloned()
+            .collect();
+        if workloads.is_empty() {
+            workloads = named;
+        }
+        Ev {
+            obs,
+            unknown,
+            workloads,
+            silent,
+        }
+    }
+
+    /// A query's evidence: for an Object query, the series that name the workload by their
+    /// labels and, when the cluster lists pods, those of the workload's own pods.
+    fn evidence(&self, q: &Query, series: &[String], wall: Ms, mono: Ms) -> Ev {
+        let Some((kind, name)) = &q.object else {
+            return self.scoped(&q.namespace, &q.selector, series, wall, mono);
+        };
+        let me: Workload = (kind.clone(), q.namespace.clone(), name.clone());
+        let mut labelled = q.selector.clone();
+        labelled.push(Req::Eq(KIND_LABEL.into(), kind.clone()));
+        labelled.push(Req::Eq(NAME_LABEL.into(), name.clone()));
+        let by_labels = self.scoped(&q.namespace, &labelled, series, wall, mono);
+        let mut ev = Ev {
+            obs: by_labels
+                .obs
+                .into_iter()
+                .filter(|(labels, _)| labels.get(API_VERSION_LABEL).is_none_or(|v| v == "apps/v1"))
+                .collect(),
+            unknown: by_labels.unknown,
+            workloads: vec![me.clone()],
+            silent: by_labels.silent.into_iter().filter(|w| *w == me).collect(),
+        };
+        let Some(pods) = self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.pods(&self.pod_list(), &q.namespace))
+        else {
+            return ev;
+        };
+        let owned = |pod: &str| pods.get(pod) == Some(&Some(me.clone()));
+        let broad = self.scoped(&q.namespace, &q.selector, series, wall, mono);
+        for (labels, o) in broad.obs {
+            let own = labels.get("pod").is_some_and(|p| owned(p));
+            let seen = ev
+                .obs
+                .iter()
+                .any(|(l, e)| e.target == o.target && *l == labels && e.name == o.name);
+            if own && !seen {
+                ev.obs.push((labels, o));
+            }
+        }
+        for ti in broad.unknown {
+            let id = &self.targets[ti].spec.id;
+            let own = id
+                .strip_prefix(q.namespace.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+                .is_some_and(owned);
+            if own && !ev.unknown.contains(&ti) {
+                ev.unknown.push(ti);
+            }
+        }
+        ev.silent = broad.silent.into_iter().filter(|w| *w == me).collect();
+        ev
+    }
+
+    /// The pods the cluster knows: every target that is a pod of a workload, by its `pod`
+    /// label.
+    fn pod_list(&self) -> Vec<(String, String, Option<Workload>)> {
+        self.targets
+            .iter()
+            .filter(|t| t.spec.workload.is_some())
+            .filter_map(|t| {
+                Some((
+                    t.spec.labels.get("namespace")?.clone(),
+                    t.spec.labels.get("pod")?.clone(),
+                    t.spec.workload.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    fn fresh(&self, o: &Observed) -> bool {
+        o.age <= self.stale_after
+    }
+
+    /// Max over fresh series, never sum; unknown input that could be higher refuses.
+    fn recommendation(&self, ev: &Ev) -> Rule {
+        let present: Vec<&Observed> = ev
+            .obs
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o.present)
+            .collect();
+        if present.is_empty() {
+            return Rule::Refused(
+                if ev.unknown.is_empty() {
+                    Kind::NoMatch
+                } else {
+                    Kind::Partial
+                },
+                None,
+            );
+        }
+        let fresh_valid: Vec<u64> = present
+            .iter()
+            .filter(|o| self.fresh(o) && !o.duplicated && !invalid(o.value))
+            .map(|o| o.value as u64)
+            .collect();
+        let stale: Vec<&&Observed> = present.iter().filter(|o| !self.fresh(o)).collect();
+        let invalid_fresh = present
+            .iter()
+            .any(|o| self.fresh(o) && (o.duplicated || invalid(o.value)));
+        match fresh_valid.iter().max() {
+            Some(&best) => {
+                let stale_blocks = stale.iter().any(|o| o.last_valid.is_none_or(|v| v > best));
+                if invalid_fresh || stale_blocks {
+                    Rule::Refused(Kind::Partial, Some(best))
+                } else {
+                    Rule::Value(best)
+                }
+            }
+            None if !stale.is_empty() => Rule::Refused(Kind::Stale, None),
+            None => Rule::Refused(Kind::Invalid, None),
+        }
+    }
+
+    /// The highest retained index; a pod in scope that never reported a valid one leaves it
+    /// incomplete.
+    fn floor(&self, ev: &Ev) -> Rule {
+        let retained = |o: &Observed| if o.duplicated { None } else { o.last_valid };
+        let best = ev.obs.iter().filter_map(|(_, o)| retained(o)).max();
+        let never_valid = ev.obs.iter().any(|(_, o)| retained(o).is_none());
+        let start = match (&self.cluster, ev.workloads.as_slice()) {
+            (Some(c), [w]) => c.ordinals_start(w),
+            _ => 0,
+        };
+        let offset = |v: u64| v.saturating_sub(start);
+        if !ev.unknown.is_empty() || never_valid || !ev.silent.is_empty() {
+            Rule::Refused(Kind::IncompleteFloor, best.map(offset))
+        } else if let Some(b) = best {
+            Rule::Value(offset(b))
+        } else {
+            Rule::Refused(Kind::NoMatch, None)
+        }
+    }
+
+    /// The current replica count from `series`: the max over fresh valid series.
+    fn current_from_series(&self, q: &Query, series: &str, wall: Ms, mono: Ms) -> Option<u64> {
+        let ev = self.evidence(q, &[series.to_string()], wall, mono);
+        ev.obs
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o.present && self.fresh(o) && !o.duplicated && !invalid(o.value))
+            .map(|o| o.value as u64)
+            .max()
+    }
+
+    /// A recommender's current count: spec.replicas when its evidence belongs to one known
+    /// workload, else its `currentSeries`. A workload missing from the cluster's cache is
+    /// unknown, unless a `currentSeries` says it.
+    fn current_of(
+        &self,
+        name: &str,
+        q: &Query,
+        workloads: &[Workload],
+        wall: Ms,
+        mono: Ms,
+    ) -> Option<u64> {
+        let current_series = match self.metrics.get(name) {
+            Some(Metric::Recommendation { current_series, .. }) => current_series.as_deref(),
+            _ => None,
+        };
+        if let (Some(c), [w]) = (&self.cluster, workloads) {
+            if let Some(v) = c.replicas(w) {
+                return Some(v);
+            }
+            current_series?;
+        }
+        self.current_from_series(q, current_series?, wall, mono)
+    }
+
+    /// spec.replicas of the one workload behind a floor's pods.
+    fn current_of_floor(&self, floor: Option<&str>, q: &Query, wall: Ms, mono: Ms) -> Option<u64> {
+        let cluster = self.cluster.as_ref()?;
+        let Some(Metric::Floor { series }) = self.metrics.get(floor?) else {
+            return None;
+        };
+        match self.evidence(q, series, wall, mono).workloads.as_slice() {
+            [w] => cluster.replicas(w),
+            _ => None,
+        }
+    }
+
+    /// A gate holds when every in-scope series of it is fresh and equal to its value, at
+    /// least one exists, and no target that might hold one is unknown.
+    fn gate_open(&self, q: &Query, series: &str, equals: f64, wall: Ms, mono: Ms) -> bool {
+        let ev = self.evidence(q, &[series.to_string()], wall, mono);
+        let present: Vec<&Observed> = ev
+            .obs
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o.present)
+            .collect();
+        ev.unknown.is_empty()
+            && !present.is_empty()
+            && present
+                .iter()
+                .all(|o| self.fresh(o) && !o.duplicated && o.value == equals)
+    }
+
+    fn input(&self, name: &str, q: &Query, wall: Ms, mono: Ms) -> Rule {
+        match self.metrics.get(name) {
+            Some(Metric::Recommendation { series, gate, .. }) => {
+                let ev = self.evidence(q, series, wall, mono);
+                let answer = self.recommendation(&ev);
+                let Some((gate_series, equals)) = gate else {
+                    return answer;
+                };
+                if self.gate_open(q, gate_series, *equals, wall, mono) {
+                    return answer;
+                }
+                let Some(v) = answer.value() else {
+                    return answer;
+                };
+                match self.current_of(name, q, &ev.workloads, wall, mono) {
+                    Some(c) => Rule::Value(v.max(c)),
+                    None => Rule::Refused(Kind::GateClosed, Some(v)),
+                }
+            }
+            Some(Metric::Floor { series }) => self.floor(&self.evidence(q, series, wall, mono)),
+            Some(Metric::Target { inputs, floor }) => {
+                self.target(inputs, floor.as_deref(), q, wall, mono)
+            }
+            None => Rule::Refused(Kind::NoMatch, None),
+        }
+    }
+
+    fn target(
+        &self,
+        inputs: &[String],
+        floor: Option<&str>,
+        q: &Query,
+        wall: Ms,
+        mono: Ms,
+    ) -> Rule {
+        let parts: Vec<Rule> = inputs
+            .iter()
+            .map(|i| self.input(i, q, wall, mono))
+            .collect();
+        let rec = if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            let best = parts.iter().filter_map(Rule::value).max();
+            let first_refusal = parts.iter().find_map(Rule::kind);
+            match (best, first_refusal) {
+                (Some(v), None) => Rule::Value(v),
+                (None, k) => Rule::Refused(k.unwrap_or(Kind::NoMatch), None),
+                (Some(v), Some(k)) => {
+                    // An input without a value blocks a decrease: hold at the current count,
+                    // from the floor's workload, else from any input that knows it.
+                    let current = self.current_of_floor(floor, q, wall, mono).or_else(|| {
+                        inputs.iter().find_map(|i| {
+                            let workloads = match self.metrics.get(i) {
+                                Some(Metric::Recommendation { series, .. }) => {
+                                    self.evidence(q, series, wall, mono).workloads
+                                }
+                                _ => Vec::new(),
+                            };
+                            self.current_of(i, q, &workloads, wall, mono)
+                        })
+                    });
+                    match current {
+                        Some(c) => Rule::Value(v.max(c)),
+                        None => Rule::Refused(k, Some(v)),
+                    }
+                }
+            }
+        };
+        let Some(r) = rec.value() else {
+            return Rule::Refused(rec.kind().unwrap_or(Kind::NoMatch), None);
+        };
+        let Some(floor_name) = floor else {
+            return Rule::Value(r);
+        };
+        match self.input(floor_name, q, wall, mono) {
+            Rule::Value(f) => Rule::Value(r.max(f)),
+            // An incomplete floor holds at what is known, and at the current count.
+            Rule::Refused(Kind::IncompleteFloor, known) => {
+                match self.current_of_floor(floor, q, wall, mono) {
+                    Some(c) => Rule::Value(r.max(known.unwrap_or(0)).max(c)),
+                    None => Rule::Refused(Kind::IncompleteFloor, Some(r)),
+                }
+            }
+            Rule::Refused(k, _) => Rule::Refused(k, Some(r)),
+        }
+    }
+
+    /// The answer a fresh computation over everything that happened gives.
+    pub fn answer(&self, q: &Query, wall: Ms, mono: Ms) -> Outcome {
+        if !self.metrics.contains_key(&q.metric) {
+            return Outcome::Unknown;
+        }
+        match self.input(&q.metric, q, wall, mono) {
+            Rule::Value(v) => Outcome::Value(v),
+            Rule::Refused(k, _) => Outcome::Refused(k),
+        }
+    }
+}
