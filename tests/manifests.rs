@@ -6,31 +6,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::kube_objects::{
+    args, container, docs, find, kustomize, manifests, one, root, serving_secret_is_mounted, stage,
+    validate, VERSIONS,
+};
 use serde_json::Value;
-
-/// The Kubernetes versions validated against: 1.33 is the first whose schema has the per-HPA
-/// `tolerance`, 1.35 the first where its gate is on by default (docs/hpa-behaviour.md §1.5).
-const VERSIONS: [&str; 2] = ["1.33.0", "1.35.0"];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn manifests() -> PathBuf {
-    root().join("manifests")
-}
-
-fn docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| {
-            let v: Value = serde::Deserialize::deserialize(d).expect("valid YAML");
-            v
-        })
-        .filter(|v| !v.is_null())
-        .collect()
-}
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -44,92 +25,6 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(p);
         }
-    }
-}
-
-fn kustomize(dir: &Path) -> String {
-    let kubectl = common::peers::kubectl();
-    let out = Command::new(&kubectl)
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("run {} kustomize: {e}", kubectl.display()));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {} failed:\n{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Objects no Kubernetes schema describes: kustomize's own config, cert-manager's and
-/// prometheus-operator's CRDs, and the Prometheus rules file and its promtool tests under
-/// manifests/monitoring (no Kubernetes objects at all). cert-manager objects are checked
-/// structurally in `cert_manager_overlay_*`; the monitoring files by tests/alert_rules.rs
-/// (promtool, and the PrometheusRule equal to rules.yaml).
-fn has_no_builtin_schema(doc: &Value) -> bool {
-    let api = doc["apiVersion"].as_str().unwrap_or_default();
-    let prometheus_file = doc.get("apiVersion").is_none()
-        && (doc.get("groups").is_some() || doc.get("rule_files").is_some());
-    api.starts_with("kustomize.config.k8s.io/")
-        || api.starts_with("cert-manager.io/")
-        || api.starts_with("monitoring.coreos.com/")
-        || prometheus_file
-}
-
-/// Write the documents that have a built-in schema to `dir/label.yaml`; returns the file and
-/// how many documents it holds.
-fn stage(label: &str, documents: &[Value], dir: &Path) -> Option<(PathBuf, usize)> {
-    let docs: Vec<&Value> = documents
-        .iter()
-        .filter(|d| !has_no_builtin_schema(d))
-        .collect();
-    if docs.is_empty() {
-        return None;
-    }
-    let file = dir.join(format!(
-        "{}.yaml",
-        label.trim_end_matches(".yaml").replace(['/', ' '], "_")
-    ));
-    let text: Vec<String> = docs
-        .iter()
-        .map(|d| serde_yaml::to_string(d).unwrap())
-        .collect();
-    std::fs::write(&file, text.join("---\n")).unwrap();
-    Some((file, docs.len()))
-}
-
-/// Validate (strict: unknown fields are errors) every staged file in one run per version.
-fn validate(files: &[(PathBuf, usize)]) {
-    let cmd = common::peers::kubernetes_validate();
-    let expected: usize = files.iter().map(|(_, n)| n).sum();
-    for version in VERSIONS {
-        let out = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .args(["--strict", "-k", version])
-            .args(files.iter().map(|(f, _)| f))
-            .output()
-            .unwrap();
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "manifests do not validate against Kubernetes {version}:\n{report}"
-        );
-        // A missing schema is only a warning to the tool; here it is a failure.
-        assert!(
-            !report.contains("Couldn't find schema"),
-            "no schema for a resource (Kubernetes {version}):\n{report}"
-        );
-        assert_eq!(
-            report.matches("passed for resource").count(),
-            expected,
-            "every resource must pass (Kubernetes {version}):\n{report}"
-        );
     }
 }
 
@@ -165,34 +60,11 @@ fn every_manifest_validates_against_the_kubernetes_schemas() {
     }
     let total: usize = staged.iter().map(|(_, n)| n).sum();
     assert!(total >= 35, "only {total} resources staged: {staged:?}");
-    validate(&staged);
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    docs.iter().filter(|d| d["kind"] == kind).collect()
-}
-
-fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    let found = find(docs, kind);
-    assert_eq!(found.len(), 1, "exactly one {kind} expected");
-    found[0]
+    validate(&staged, &VERSIONS);
 }
 
 fn base() -> Vec<Value> {
     docs(&kustomize(&manifests()))
-}
-
-fn container(deployment: &Value) -> &Value {
-    &deployment["spec"]["template"]["spec"]["containers"][0]
-}
-
-fn args(deployment: &Value) -> Vec<String> {
-    container(deployment)["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect()
 }
 
 /// A Service targetPort (number or name) resolved against the container's ports.
@@ -452,30 +324,7 @@ fn cert_manager_overlay_injects_the_ca_of_the_mounted_certificate() {
     }
     // The mounted secret is the serving certificate's, and the flags name its files.
     let secret = serving["spec"]["secretName"].as_str().unwrap();
-    let volume = deployment["spec"]["template"]["spec"]["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["secret"]["secretName"] == secret)
-        .expect("the serving secret is mounted");
-    let mount = container(deployment)["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .unwrap()["mountPath"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let a = args(deployment);
-    assert!(
-        a.contains(&format!("--tls-cert-file={mount}/tls.crt")),
-        "{a:?}"
-    );
-    assert!(
-        a.contains(&format!("--tls-private-key-file={mount}/tls.key")),
-        "{a:?}"
-    );
+    serving_secret_is_mounted(deployment, secret);
 }
 
 #[test]

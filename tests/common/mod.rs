@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod kube_objects;
 pub mod peers;
 
 use std::collections::HashMap;

@@ -88,3 +88,28 @@ pub fn victoria_metrics() -> PathBuf {
     on_path("victoria-metrics")
         .unwrap_or_else(|| missing("victoria-metrics", "apt-get install victoria-metrics", ""))
 }
+
+/// The pin of PyPI `helm-python-sdk` (Helm v4's Go SDK, bundled as `libhelm_c`) that
+/// `scripts/test` installs.
+pub const HELM_PYTHON_SDK: &str = "helm-python-sdk==0.2.2";
+
+/// A Python on `PATH` that can import `helm_python` (scripts/test puts the peers' virtualenv
+/// first on `PATH`).
+pub fn helm_python() -> PathBuf {
+    ["python3", "python"]
+        .iter()
+        .filter_map(|name| on_path(name))
+        .find(|python| {
+            Command::new(python)
+                .args(["-c", "import helm_python"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .unwrap_or_else(|| {
+            missing(
+                "helm-python-sdk",
+                &format!("pip install {HELM_PYTHON_SDK}"),
+                " into the python3 on PATH (scripts/test installs it into its peers' virtualenv)",
+            )
+        })
+}
