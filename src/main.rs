@@ -751,12 +751,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
         let metrics_gate = ConnectionGate::new("metrics", limits.clone(), metrics.clone());
         gates.push(metrics_gate.clone());
+        let secure = args.metrics_secure.then(|| gate.clone()).flatten();
         let listening = Listening {
             gate: metrics_gate,
             tls: args.metrics_secure.then(|| tls_config.clone()),
             shutdown: shutdown.clone(),
+            gatekeeper: secure.clone(),
         };
-        let secure = args.metrics_secure.then(|| gate.clone()).flatten();
         tracing::info!(
             %addr,
             tls = args.metrics_secure,
@@ -788,6 +789,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 gate: status_gate,
                 tls: None,
                 shutdown: shutdown.clone(),
+                gatekeeper: None,
             },
             server::metrics_responder(adapter.clone(), None, true),
         ));
@@ -858,6 +860,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             gate: api_gate,
             tls: Some(tls_config),
             shutdown: shutdown.clone(),
+            gatekeeper: gate.clone(),
         },
         server::api_responder(handler, gate, shutdown.clone()),
     ));

@@ -1096,8 +1096,29 @@ async fn anonymous_exchange(
     serving: &Pki,
     head: &[u8],
 ) -> Result<String, String> {
+    exchange(source, port, serving, None, head).await
+}
+
+/// [`anonymous_exchange`], presenting `client`'s certificate if given.
+async fn exchange(
+    source: std::net::IpAddr,
+    port: u16,
+    serving: &Pki,
+    client: Option<&Issued>,
+    head: &[u8],
+) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let config = client_config(serving).with_no_client_auth();
+    let config = match client {
+        Some(c) => client_config(serving)
+            .with_client_auth_cert(
+                vec![der_of(&c.cert_pem)],
+                rustls_pemfile::private_key(&mut c.key_pem.as_bytes())
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap(),
+        None => client_config(serving).with_no_client_auth(),
+    };
     // A penalized address's handshake is dropped by the kernel (the listener's drop filter):
     // its connect never completes. A loopback connect the kernel accepts completes at once.
     let connect = try_connect_from(source, std::net::SocketAddr::from(([127, 0, 0, 1], port)));
@@ -1183,14 +1204,69 @@ async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (_, m) = w.adapter.plain_get("/metrics").await;
-    let penalized: f64 = m
-        .lines()
-        .filter(|l| l.starts_with("hpa_bridge_clients_penalized_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert_eq!(penalized, 1.0, "only the untrusted address struck out: {m}");
+    assert_eq!(
+        penalized(&w.adapter).await,
+        1.0,
+        "only the untrusted address struck out"
+    );
     // The aggregator's address is still served.
     let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
     assert_value_7(code, &v);
+}
+
+/// Addresses struck out so far, on every listener.
+async fn penalized(adapter: &AdapterProcess) -> f64 {
+    let (_, m) = adapter.plain_get("/metrics").await;
+    m.lines()
+        .filter(|l| l.starts_with("hpa_bridge_clients_penalized_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Issue 26, item 11: right after a start, before any request has earned its address trust,
+/// the front proxy's connections (its requestheader certificate, an allowed name) relaying
+/// oversized heads strike nothing: its address stays served, with and without the
+/// certificate. The same heads without the certificate strike their address out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_proxy_is_never_struck_before_it_has_earned_trust() {
+    let w = world(&["--client-penalty-strikes", "2"]).await;
+    let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
+    let port = w.adapter.port;
+    let serving = &w.adapter.pki;
+    let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let aggregator = std::net::IpAddr::from([127, 0, 0, 11]);
+    for _ in 0..5 {
+        let got = exchange(aggregator, port, serving, Some(&proxy), &oversized_head()).await;
+        let got = got.expect("the front proxy's address was refused");
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 431"), "{got}");
+    }
+    // A strike is counted before its connection closes, so a penalty would be in force now.
+    for client in [Some(&proxy), None] {
+        let got = exchange(aggregator, port, serving, client, health).await;
+        let got = got.unwrap_or_else(|e| {
+            panic!(
+                "the front proxy's address was refused (certificate: {}): {e}",
+                client.is_some()
+            )
+        });
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+    assert_eq!(penalized(&w.adapter).await, 0.0);
+
+    // Without the certificate, the same heads strike the address out.
+    let anonymous = std::net::IpAddr::from([127, 0, 0, 12]);
+    for _ in 0..5 {
+        let _ = exchange(anonymous, port, serving, None, &oversized_head()).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while exchange(anonymous, port, serving, None, health)
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the anonymous address was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

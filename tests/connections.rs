@@ -414,10 +414,18 @@ const DROPPED_AFTER: Duration = Duration::from_secs(2);
 /// waits this long for one whose segments the kernel drops.
 const HANDSHAKE_DROPPED_AFTER: Duration = Duration::from_secs(10);
 
+/// The API port at the loopback address of `source`'s family: a dual-stack listener is
+/// reached over IPv4 from an IPv4 source.
+fn api_addr_for(adapter: &AdapterProcess, source: IpAddr) -> SocketAddr {
+    match source {
+        IpAddr::V4(_) => api_addr(adapter),
+        IpAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, adapter.port)),
+    }
+}
+
 async fn fate(adapter: &AdapterProcess, source: IpAddr) -> Fate {
-    let tcp = match tokio::time::timeout(DROPPED_AFTER, try_connect_from(source, api_addr(adapter)))
-        .await
-    {
+    let to = api_addr_for(adapter, source);
+    let tcp = match tokio::time::timeout(DROPPED_AFTER, try_connect_from(source, to)).await {
         Err(_) => return Fate::Dropped,
         Ok(Err(_)) => return Fate::Refused,
         Ok(Ok(tcp)) => tcp,
@@ -662,4 +670,114 @@ async fn a_malformed_exempt_range_stops_startup_with_its_name() {
         log.contains("10.0.0.0/40") && log.contains("prefix length"),
         "{log}"
     );
+}
+
+/// Issue 26, item 12: penalties on a dual-stack (`[::]`) listener, where an IPv4 client is
+/// seen as `::ffff:a.b.c.d` and a native IPv6 one as itself. A native IPv6 client strikes out
+/// first, then an IPv4 one; from then on every new connection from either is kept out (the
+/// IPv4 one dropped in the kernel or refused at accept, the IPv6 one refused at accept), many
+/// at once, while another IPv4 client is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dual_stack_listener_keeps_out_penalized_ipv4_and_ipv6_clients() {
+    let probe = std::net::TcpListener::bind("[::]:0").unwrap_or_else(|e| {
+        panic!(
+            "this machine cannot bind [::] ({e}), so the dual-stack listener cannot be tested: \
+             enable IPv6 (sysctl net.ipv6.conf.all.disable_ipv6=0)"
+        )
+    });
+    let port = probe.local_addr().unwrap().port();
+    if let Err(e) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+        panic!(
+            "an IPv4 client cannot reach a [::] listener here ({e}), so it is not dual-stack: \
+             sysctl net.ipv6.bindv6only must be 0"
+        );
+    }
+    drop(probe);
+    for (kernel_drop, ipv4_fate) in [("true", Fate::Dropped), ("false", Fate::Refused)] {
+        dual_stack_penalties(kernel_drop, ipv4_fate).await;
+    }
+}
+
+async fn dual_stack_penalties(kernel_drop: &str, ipv4_fate: Fate) {
+    // A listener off loopback needs authentication; a client CA is enough.
+    let clients = Pki::new("client-ca");
+    let ca = clients.ca_path().display().to_string();
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[]),
+        &[
+            "--bind-address",
+            "::",
+            "--client-ca-file",
+            &ca,
+            "--authentication-skip-lookup",
+            "--client-penalty-strikes",
+            "2",
+            "--client-penalty",
+            "10m",
+            "--client-penalty-kernel-drop",
+            kernel_drop,
+        ],
+    )
+    .await;
+    let ipv6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
+    let ipv4 = IpAddr::from([127, 0, 0, 3]);
+    let bystander = IpAddr::from([127, 0, 0, 4]);
+    for source in [ipv6, ipv4, bystander] {
+        assert_eq!(fate(&adapter, source).await, Fate::Served, "{source}");
+    }
+    for (offender, expected) in [(ipv6, Fate::Refused), (ipv4, ipv4_fate)] {
+        for _ in 0..2 {
+            let to = api_addr_for(&adapter, offender);
+            let s = tls(&adapter, connect_from(offender, to).await).await;
+            let got = send_head(s, huge_head("/healthz")).await;
+            assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+        }
+        eventually(
+            &adapter,
+            offender,
+            expected,
+            &format!("{offender} was never kept out (kernel drop {kernel_drop})"),
+        )
+        .await;
+    }
+    // Many connects at once, as a reconnecting client makes them: none gets through.
+    let mut attempts = tokio::task::JoinSet::new();
+    let adapter = Arc::new(adapter);
+    for source in [ipv6, ipv4] {
+        for _ in 0..50 {
+            let adapter = adapter.clone();
+            attempts.spawn(async move { (source, fate(&adapter, source).await) });
+        }
+    }
+    let mut through = Vec::new();
+    while let Some(attempt) = attempts.join_next().await {
+        let (source, got) = attempt.unwrap();
+        let expected = if source == ipv6 {
+            Fate::Refused
+        } else {
+            ipv4_fate
+        };
+        if got != expected {
+            through.push((source, got));
+        }
+    }
+    assert!(
+        through.is_empty(),
+        "kernel drop {kernel_drop}: {} of 100 connects from penalized clients were not kept out: {through:?}",
+        through.len()
+    );
+    assert_eq!(fate(&adapter, bystander).await, Fate::Served);
+    let (_, m) = adapter.plain_get("/metrics").await;
+    assert_eq!(
+        counter(
+            &m,
+            "hpa_bridge_clients_penalized_total",
+            &["listener=\"api\""]
+        ),
+        2.0,
+        "{m}"
+    );
+    let dropped = counter(&m, "hpa_bridge_clients_dropped{", &["listener=\"api\""]);
+    let listed = if ipv4_fate == Fate::Dropped { 1.0 } else { 0.0 };
+    assert_eq!(dropped, listed, "only the IPv4 client is listed: {m}");
 }

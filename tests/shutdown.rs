@@ -19,6 +19,63 @@ const METRIC: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/h
 /// A test bound: the test fails instead of hanging. Never a claim about speed.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// An adapter serving the value 7 with `--shutdown-delay delay`, and its exporter.
+async fn serving_seven(delay: &str) -> (TestExporter, AdapterProcess) {
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
+        &["--shutdown-delay", delay, "--shutdown-timeout", "10s"],
+    )
+    .await;
+    adapter
+        .eventually_value(
+            "default",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            "7",
+        )
+        .await;
+    (exporter, adapter)
+}
+
+/// SIGTERM, then wait until readiness fails.
+async fn terminate(adapter: &AdapterProcess) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &adapter.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let not_ready = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok((503, _)) = adapter.get_anonymous("/readyz").await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        not_ready.is_ok(),
+        "/readyz never answered 503; log:\n{}",
+        adapter.log()
+    );
+}
+
+/// The adapter's exit, once it ends on its own.
+async fn exited(adapter: &mut AdapterProcess) -> std::process::ExitStatus {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(s) = adapter.child.try_wait().unwrap() {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the adapter did not exit; log:\n{}", adapter.log()))
+}
+
 #[derive(Default)]
 struct Tally {
     /// Answered 200 with the value.
@@ -76,21 +133,7 @@ async fn one_request(port: u16, tls: &tokio_rustls::TlsConnector, tally: &Tally)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_fails_readiness_keeps_serving_then_drains_and_exits_zero() {
-    let exporter = TestExporter::start().await;
-    exporter.page("/ctl", expect_page("ctl-0", "7"));
-    let mut adapter = AdapterProcess::start_with(
-        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
-        &["--shutdown-delay", "3s", "--shutdown-timeout", "10s"],
-    )
-    .await;
-    adapter
-        .eventually_value(
-            "default",
-            "hpa_expect_replicas",
-            "hpa_target_name=lobby",
-            "7",
-        )
-        .await;
+    let (_exporter, mut adapter) = serving_seven("3s").await;
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(adapter.pki.ca_der()).unwrap();
@@ -131,43 +174,15 @@ async fn sigterm_fails_readiness_keeps_serving_then_drains_and_exits_zero() {
     };
     wait_served(20).await;
 
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &adapter.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-
     // Readiness fails while requests are still served.
-    let not_ready = tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Ok((503, _)) = adapter.get_anonymous("/readyz").await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(
-        not_ready.is_ok(),
-        "/readyz never answered 503; log:\n{}",
-        adapter.log()
-    );
+    terminate(&adapter).await;
     let before = tally.served.load(Ordering::Relaxed);
     wait_served(before + 10).await;
     let (code, _) = adapter.get_anonymous("/readyz").await.unwrap();
     assert_eq!(code, 503, "still not ready during the delay");
 
     // The process ends on its own, with 0.
-    let exit = tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Some(s) = adapter.child.try_wait().unwrap() {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the adapter did not exit; log:\n{}", adapter.log()));
+    let exit = exited(&mut adapter).await;
     done.store(true, Ordering::Relaxed);
     for c in clients {
         c.await.unwrap();
@@ -194,5 +209,224 @@ async fn sigterm_fails_readiness_keeps_serving_then_drains_and_exits_zero() {
         "drained; exiting",
     ] {
         assert!(log.contains(step), "missing log step {step:?}:\n{log}");
+    }
+}
+
+/// How one keep-alive client fared through the shutdown.
+#[derive(Default)]
+struct KeptAlive {
+    /// Answered 200 with the value.
+    served: usize,
+    /// Answers to requests sent once readiness failed.
+    served_while_terminating: usize,
+    /// Connections opened once readiness failed that served a request: the server sent the
+    /// client away from its earlier connection while the listener still accepted.
+    moved_while_terminating: usize,
+    /// Requests written and then lost, or wrong answers.
+    failed: Vec<String>,
+}
+
+/// Either protocol's sender, so one loop drives both kinds of client.
+enum Sender {
+    Http1(hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>),
+    Http2(hyper::client::conn::http2::SendRequest<http_body_util::Empty<Bytes>>),
+}
+
+impl Sender {
+    async fn open(port: u16, tls: &tokio_rustls::TlsConnector, h2: bool) -> Result<Self, String> {
+        let tcp = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let stream = tls
+            .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let io = TokioIo::new(stream);
+        Ok(if h2 {
+            let (sender, conn) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            Sender::Http2(sender)
+        } else {
+            let (sender, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            Sender::Http1(sender)
+        })
+    }
+
+    /// Whether a request can go on this connection (the server has not closed it or sent
+    /// GOAWAY).
+    async fn usable(&mut self) -> bool {
+        match self {
+            Sender::Http1(s) => s.ready().await.is_ok(),
+            Sender::Http2(s) => s.ready().await.is_ok(),
+        }
+    }
+
+    /// `Err(None)`: the request was never written, so it may go on a new connection.
+    async fn send(
+        &mut self,
+        req: http::Request<http_body_util::Empty<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, Option<String>> {
+        let sent = match self {
+            Sender::Http1(s) => s.try_send_request(req).await,
+            Sender::Http2(s) => s.try_send_request(req).await,
+        };
+        sent.map_err(|mut e| match e.take_message() {
+            Some(_) => None,
+            None => Some(e.into_error().to_string()),
+        })
+    }
+}
+
+/// Requests back to back on one keep-alive connection at a time, a new one only when the
+/// server closes or leaves the current one, until a new connection is refused after
+/// `terminating` was set.
+async fn keep_alive_client(
+    port: u16,
+    tls: tokio_rustls::TlsConnector,
+    h2: bool,
+    terminating: Arc<AtomicBool>,
+) -> KeptAlive {
+    let mut tally = KeptAlive::default();
+    let mut current: Option<(Sender, bool)> = None;
+    loop {
+        let asked_while_terminating = terminating.load(Ordering::SeqCst);
+        let kept = match current.take() {
+            Some((mut s, _)) => s.usable().await.then_some(s),
+            None => None,
+        };
+        let (mut sender, fresh) = match kept {
+            Some(s) => (s, false),
+            None => match Sender::open(port, &tls, h2).await {
+                Ok(s) => (s, true),
+                // The listener closed: the shutdown delay is over.
+                Err(_) if asked_while_terminating => return tally,
+                Err(e) => {
+                    tally.failed.push(format!("connect before SIGTERM: {e}"));
+                    return tally;
+                }
+            },
+        };
+        let req = http::Request::get(METRIC)
+            .header("host", format!("127.0.0.1:{port}"))
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        let resp = match sender.send(req).await {
+            Ok(r) => r,
+            // Not written (the connection went away first): a new connection carries it.
+            Err(None) => continue,
+            Err(Some(e)) => {
+                let on = if fresh { "a new" } else { "a reused" };
+                tally
+                    .failed
+                    .push(format!("request written on {on} connection and lost: {e}"));
+                continue;
+            }
+        };
+        let close = resp
+            .headers()
+            .get(http::header::CONNECTION)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        let code = resp.status().as_u16();
+        let body = match resp.into_body().collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                tally.failed.push(format!("answer cut short: {e}"));
+                continue;
+            }
+        };
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if code != 200 || single_value(&v).as_deref() != Some("7") {
+            tally.failed.push(format!("{code} {v}"));
+            continue;
+        }
+        tally.served += 1;
+        if asked_while_terminating {
+            tally.served_while_terminating += 1;
+            if fresh {
+                tally.moved_while_terminating += 1;
+            }
+            if !h2 && !close {
+                tally.failed.push(
+                    "an HTTP/1.1 answer during the shutdown delay without Connection: close".into(),
+                );
+            }
+        }
+        if !close {
+            current = Some((sender, fresh));
+        }
+    }
+}
+
+/// Issue 26, item 9: keep-alive clients sending back to back through SIGTERM lose no request.
+/// During the shutdown delay HTTP/1.1 answers carry `Connection: close` and HTTP/2
+/// connections get a GOAWAY, so every client moves to a new connection while the listener
+/// still accepts; once it closes, a client's next connection is refused, and no request is
+/// ever written on a connection the server then closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_clients_are_sent_away_during_the_delay_and_lose_no_request() {
+    let (_exporter, mut adapter) = serving_seven("4s").await;
+    let connector = |alpn: &[u8]| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(adapter.pki.ca_der()).unwrap();
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    };
+    let (http1, http2) = (connector(b"http/1.1"), connector(b"h2"));
+    let terminating = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = [false, false, false, false, true, true]
+        .into_iter()
+        .map(|h2| {
+            let tls = if h2 { http2.clone() } else { http1.clone() };
+            let task = tokio::spawn(keep_alive_client(
+                adapter.port,
+                tls,
+                h2,
+                terminating.clone(),
+            ));
+            (h2, task)
+        })
+        .collect();
+    // Let every client settle on its kept-alive connection.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    terminate(&adapter).await;
+    terminating.store(true, Ordering::SeqCst);
+
+    let mut tallies = Vec::new();
+    for (h2, task) in clients {
+        let tally = tokio::time::timeout(PATIENCE, task)
+            .await
+            .expect("a client never saw the listener close")
+            .unwrap();
+        tallies.push((if h2 { "HTTP/2" } else { "HTTP/1.1" }, tally));
+    }
+    let exit = exited(&mut adapter).await;
+    assert_eq!(exit.code(), Some(0), "log:\n{}", adapter.log());
+    for (protocol, t) in &tallies {
+        assert!(
+            t.failed.is_empty(),
+            "{protocol} client: {} failure(s) after {} answers, e.g. {:?}",
+            t.failed.len(),
+            t.served,
+            t.failed.first()
+        );
+        assert!(
+            t.moved_while_terminating > 0,
+            "{protocol} client: never sent to a new connection during the delay \
+             ({} answers while terminating)",
+            t.served_while_terminating
+        );
     }
 }

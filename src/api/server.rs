@@ -46,6 +46,14 @@ pub trait Gatekeeper: Send + Sync + 'static {
         peer: &'a Peer,
         route: &'a Route,
     ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>>;
+
+    /// Whether `certificates` are the front proxy's (kube-apiserver's requestheader client
+    /// certificate, with an allowed name). A connection that presented them is never struck
+    /// (`penalty_box`): the aggregator relays its users' requests, oversized heads included,
+    /// and must not lock out its own address before it has earned trust with a request.
+    fn is_front_proxy(&self, _certificates: &[CertificateDer<'static>]) -> bool {
+        false
+    }
 }
 
 /// Answers one request on a listener: the API's routing and gate, or the metrics port's pages.
@@ -61,6 +69,8 @@ pub struct Listening {
     pub gate: Arc<ConnectionGate>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub shutdown: Arc<Shutdown>,
+    /// The listener's gatekeeper, asked whether a connection's certificate spares it strikes.
+    pub gatekeeper: Option<Arc<dyn Gatekeeper>>,
 }
 
 /// After the server closes an expired connection gracefully (an HTTP/2 GOAWAY, or closing an
@@ -239,25 +249,46 @@ async fn drive<I>(
     let activity = Arc::new(Activity::since(opened));
     // A connection counts one strike at most: on HTTP/1.1 the server's own header deadline
     // and hyper's header timer can both fire for one partial head.
+    // The front proxy's connection is never struck; its certificate is checked only when a
+    // strike would land, which an honest client never causes.
     let mut struck = false;
     let mut strike = |why: Strike| {
-        if !std::mem::replace(&mut struck, true) {
+        if std::mem::replace(&mut struck, true) {
+            return;
+        }
+        let front_proxy = listening
+            .gatekeeper
+            .as_ref()
+            .zip(peer.certificates.as_deref())
+            .is_some_and(|(g, chain)| g.is_front_proxy(chain));
+        if front_proxy {
+            tracing::debug!(listener = name, peer = %peer.addr, strike = why.as_str(), "not striking the front proxy's connection");
+        } else {
             listening.gate.strike(peer.addr.ip(), why);
         }
     };
+    // Set by a request answered while terminating on HTTP/2: the connection then sends GOAWAY.
+    let goaway = Arc::new(tokio::sync::Notify::new());
     let service = {
         let activity = activity.clone();
         let peer = peer.clone();
         let gate = listening.gate.clone();
+        let shutdown = listening.shutdown.clone();
+        let goaway = goaway.clone();
         service_fn(move |req: Request<Incoming>| {
             let in_flight = InFlight::start(&activity);
             let head = req.method() == http::Method::HEAD;
+            let version = req.version();
             let answer = respond(req, peer.clone());
-            let (gate, peer) = (gate.clone(), peer.clone());
+            let (gate, peer, shutdown, goaway) =
+                (gate.clone(), peer.clone(), shutdown.clone(), goaway.clone());
             async move {
-                let resp = answer.await;
+                let mut resp = answer.await;
                 if resp.extensions().get::<Authenticated>().is_some() && in_flight.0.vouch_due() {
                     gate.vouch(peer.addr.ip());
+                }
+                if shutdown.terminating() {
+                    send_clients_away(&mut resp, version, &goaway);
                 }
                 drop(in_flight);
                 Ok::<_, Infallible>(if head { without_body(resp) } else { resp })
@@ -295,6 +326,12 @@ async fn drive<I>(
                 return;
             }
             _ = &mut stopping, if !stopping_seen => stopping_seen = true,
+            // Terminating on HTTP/2: GOAWAY now, while the listener still accepts, so the
+            // client moves its next requests to a new connection (see `send_clients_away`).
+            _ = goaway.notified(), if !stopped => {
+                conn.as_mut().graceful_shutdown();
+                stopped = true;
+            }
             // Shutting down: finish what is in flight, then close (HTTP/2: GOAWAY). A
             // connection accepted just before the listener closed has not sent its request
             // yet; closing it now would fail a request the client has every right to think
@@ -338,6 +375,25 @@ async fn drive<I>(
     }
 }
 
+/// While the server terminates (the shutdown delay), every connection that carries a request
+/// is told to go, as kube-apiserver does while it terminates: HTTP/1.1 answers carry
+/// `Connection: close` (and hyper closes after them), HTTP/2 connections get a GOAWAY. The
+/// client then sends its next request on a new connection, which the listener still accepts,
+/// and no request is ever written on a connection the server is about to close: closing an
+/// idle keep-alive connection races the client's next request, which is then lost. hyper's
+/// graceful shutdown alone would close an HTTP/1.1 connection after an answer that does not
+/// say so, and close an idle one at once.
+fn send_clients_away(resp: &mut ApiResponse, version: http::Version, goaway: &tokio::sync::Notify) {
+    if version == http::Version::HTTP_2 {
+        goaway.notify_one();
+    } else {
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+}
+
 /// The answer to a HEAD request: the GET answer's status and headers, with its length, and no
 /// body. hyper drops the body of a HEAD answer on HTTP/1.1 but sends it on HTTP/2, where
 /// strict clients fail on the unexpected DATA (issue 13, item 8).
@@ -364,6 +420,7 @@ pub async fn serve_api(
         gate: ConnectionGate::new("api", ConnectionLimits::default(), metrics),
         tls: Some(tls),
         shutdown: Shutdown::new(),
+        gatekeeper: gate.clone(),
     };
     serve(
         listener,
@@ -540,6 +597,7 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
         ),
         tls: None,
         shutdown: Shutdown::new(),
+        gatekeeper: None,
     };
     serve(listener, listening, metrics_responder(adapter, None, true)).await
 }

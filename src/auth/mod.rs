@@ -153,6 +153,17 @@ impl Authenticator {
     }
 }
 
+impl Authenticator {
+    /// Whether `chain` is the front proxy's certificate, with the trust in force now.
+    pub fn is_front_proxy(&self, chain: &[CertificateDer<'static>]) -> bool {
+        let trust = self.trust.current();
+        trust
+            .request_header
+            .as_ref()
+            .is_some_and(|rh| rh.is_front_proxy(chain))
+    }
+}
+
 /// `Authorization: Bearer <token>`, the scheme compared case-insensitively as k8s does.
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
@@ -244,6 +255,10 @@ impl Gatekeeper for AuthGate {
             .await
             .map(|_| ())
         })
+    }
+
+    fn is_front_proxy(&self, certificates: &[CertificateDer<'static>]) -> bool {
+        self.authenticator.is_front_proxy(certificates)
     }
 }
 

@@ -156,6 +156,14 @@ pub struct RequestHeaderTrust {
     pub config: RequestHeaderConfig,
 }
 
+impl RequestHeaderTrust {
+    /// Whether `chain` is the front proxy's: it verifies against the requestheader CA and its
+    /// CN is an allowed name.
+    pub fn is_front_proxy(&self, chain: &[CertificateDer<'_>]) -> bool {
+        matches!(self.ca.verified_subject(chain), Some(Ok((cn, _))) if self.config.name_allowed(&cn))
+    }
+}
+
 /// The trust in force now.
 #[derive(Debug, Default)]
 pub struct TrustBundle {

@@ -567,12 +567,16 @@ pub fn fast_config(targets: &[(String, &str, &str)]) -> String {
 }
 
 /// A TCP connection to `to` from the loopback address `source` (127.0.0.0/8 holds many, so a
-/// test can be several clients).
+/// test can be several clients; IPv6 has only ::1).
 pub async fn try_connect_from(
     source: std::net::IpAddr,
     to: std::net::SocketAddr,
 ) -> std::io::Result<tokio::net::TcpStream> {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    let socket = match source {
+        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .unwrap();
     socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
     socket.connect(to).await
 }
