@@ -149,14 +149,17 @@ fn workload_ref(w: &Workload) -> WorkloadRef {
 /// The cluster's facts as the test sets them, served as discovery would serve them from its
 /// watch cache (no kube-apiserver here: the facts are given directly), with a version that
 /// moves on every change.
+/// (namespace, pod name, its workload)
+type Pod = (String, String, Option<Workload>);
+
 #[derive(Default)]
 struct FakeCluster {
-    facts: Mutex<(ClusterFacts, Vec<(String, String, Option<Workload>)>)>,
+    facts: Mutex<(ClusterFacts, Vec<Pod>)>,
     version: AtomicU64,
 }
 
 impl FakeCluster {
-    fn set(&self, facts: ClusterFacts, pods: Vec<(String, String, Option<Workload>)>) {
+    fn set(&self, facts: ClusterFacts, pods: Vec<Pod>) {
         *self.facts.lock().unwrap() = (facts, pods);
         self.version.fetch_add(1, Ordering::SeqCst);
     }
@@ -739,7 +742,10 @@ fn query(metric: &str, namespace: &str, selector: &str, object: Option<(&str, &s
         .unwrap_or_else(|| panic!("{metric} {namespace} {selector:?} {object:?} is not asked"))
 }
 
-fn page(target: usize, samples: &[(&'static str, &[(&'static str, &'static str)], f64)]) -> Event {
+/// A sample as a scenario writes it: name, labels, value.
+type Written = (&'static str, &'static [(&'static str, &'static str)], f64);
+
+fn page(target: usize, samples: &[Written]) -> Event {
     Event::Page {
         target,
         samples: samples
