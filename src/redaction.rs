@@ -3,20 +3,34 @@
 
 use std::borrow::Cow;
 
-/// A URL as it may be shown anywhere: `/status`, metric labels, logs and error messages. The
-/// password of a userinfo becomes `xxxxx`, as Go's `url.URL.Redacted` shows it in Prometheus;
-/// a userinfo without a password is replaced whole, because a lone user name is often a token.
-/// Every place that shows a target URL goes through here (issue 13).
+/// What replaces a secret in a shown URL.
+const MASK: &str = "xxxxx";
+
+/// A URL as it may be shown anywhere: `/status`, the status page, metric labels, logs and error
+/// messages. The password of a userinfo becomes `xxxxx`, as Go's `url.URL.Redacted` shows it in
+/// Prometheus; a userinfo without a password is replaced whole, because a lone user name is
+/// often a token. Every query value becomes `xxxxx` and the keys stay: exporters take tokens
+/// as query parameters (`?token=`), and the keys alone still say what the URL asks for. Every
+/// place that shows a target URL goes through here (issues 13 and 26).
 pub fn redact_url(url: &str) -> Cow<'_, str> {
-    let authority_start = url.find("://").map_or(0, |i| i + 3);
+    match without_password(url) {
+        Cow::Borrowed(url) => without_query_values(url),
+        Cow::Owned(url) => Cow::Owned(without_query_values(&url).into_owned()),
+    }
+}
+
+/// `url` with only its password masked. It keeps the query values, so it tells apart URLs that
+/// `redact_url` shows alike; it is for comparing URLs and is never shown.
+pub fn without_password(url: &str) -> Cow<'_, str> {
+    let authority_start = authority_start(url);
     let rest = &url[authority_start..];
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     let Some(at) = authority.rfind('@') else {
         return Cow::Borrowed(url);
     };
     let shown = match authority[..at].split_once(':') {
-        Some((user, _)) => format!("{user}:xxxxx"),
-        None => "xxxxx".to_owned(),
+        Some((user, _)) => format!("{user}:{MASK}"),
+        None => MASK.to_owned(),
     };
     Cow::Owned(format!(
         "{}{shown}{}",
@@ -25,20 +39,66 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
     ))
 }
 
+fn authority_start(url: &str) -> usize {
+    url.find("://").map_or(0, |i| i + 3)
+}
+
+/// `url` with every non-empty query value masked. A component without `=` is a key alone and
+/// stays; a value runs to the next `&`, so whatever else a server might split on is masked.
+fn without_query_values(url: &str) -> Cow<'_, str> {
+    let fragment = url.find('#').unwrap_or(url.len());
+    let start = authority_start(url).min(fragment);
+    let Some(query) = url[start..fragment].find('?').map(|q| start + q + 1) else {
+        return Cow::Borrowed(url);
+    };
+    let has_value = |c: &str| c.split_once('=').is_some_and(|(_, v)| !v.is_empty());
+    if !url[query..fragment].split('&').any(has_value) {
+        return Cow::Borrowed(url);
+    }
+    let mut shown = String::with_capacity(url.len());
+    shown.push_str(&url[..query]);
+    for (i, component) in url[query..fragment].split('&').enumerate() {
+        if i > 0 {
+            shown.push('&');
+        }
+        match component.split_once('=') {
+            Some((key, value)) if !value.is_empty() => {
+                shown.push_str(key);
+                shown.push('=');
+                shown.push_str(MASK);
+            }
+            _ => shown.push_str(component),
+        }
+    }
+    shown.push_str(&url[fragment..]);
+    Cow::Owned(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn redacts_userinfo_and_nothing_else() {
+    fn redacts_userinfo_and_query_values_and_nothing_else() {
         let cases = [
+            (
+                "http://user:pass@host:1/metrics?token=SECRETT&x=SECRETX",
+                "http://user:xxxxx@host:1/metrics?token=xxxxx&x=xxxxx",
+            ),
+            (
+                "http://host/m?flag&empty=&a=b=c;d=e#frag?k=v",
+                "http://host/m?flag&empty=&a=xxxxx#frag?k=v",
+            ),
+            ("http://host/m?", "http://host/m?"),
+            ("http://host?t=1", "http://host?t=xxxxx"),
+            ("http://t@host?t=1", "http://xxxxx@host?t=xxxxx"),
             (
                 "http://user:pass@host:9100/metrics",
                 "http://user:xxxxx@host:9100/metrics",
             ),
             (
                 "http://user:p%40ss:w@host/m?a=b@c",
-                "http://user:xxxxx@host/m?a=b@c",
+                "http://user:xxxxx@host/m?a=xxxxx",
             ),
             ("http://token@host/m", "http://xxxxx@host/m"),
             ("http://:secret@host", "http://:xxxxx@host"),
@@ -56,5 +116,17 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn without_password_keeps_the_query() {
+        assert_eq!(
+            without_password("http://u:p@h/m?target=a"),
+            "http://u:xxxxx@h/m?target=a"
+        );
+        assert_eq!(
+            without_password("http://h/m?target=a"),
+            "http://h/m?target=a"
+        );
     }
 }

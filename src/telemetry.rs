@@ -1,6 +1,6 @@
 //! Logging setup, the adapter's own Prometheus metrics, and what of a URL may be shown.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -9,50 +9,86 @@ use prometheus_client::registry::Registry;
 
 use crate::store::TargetId;
 
+/// A label value of the adapter's own metrics. prometheus-client writes label values as given,
+/// so a target URL or id holding `"`, `\` or a line feed would end the value early and make
+/// the whole page unparsable (`promtool check metrics` refuses it); this type escapes them as
+/// the text format requires. Every label set below holds only these, so no value can skip it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+struct LabelValue(Box<str>);
+
+impl From<&str> for LabelValue {
+    fn from(v: &str) -> Self {
+        LabelValue(v.into())
+    }
+}
+
+impl From<String> for LabelValue {
+    fn from(v: String) -> Self {
+        LabelValue(v.into())
+    }
+}
+
+impl EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        use std::fmt::Write;
+        let mut rest = &*self.0;
+        while let Some(at) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..at])?;
+            encoder.write_str(match rest.as_bytes()[at] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ScrapeErrorLabels {
-    target: String,
-    reason: String,
+    target: LabelValue,
+    reason: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    code: String,
-    metric: String,
+    code: LabelValue,
+    metric: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MetricLabel {
-    metric: String,
+    metric: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnswerLabels {
-    metric: String,
-    outcome: String,
+    metric: LabelValue,
+    outcome: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
-    outcome: String,
+    outcome: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
-    listener: String,
+    listener: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConnectionLabels {
-    listener: String,
-    reason: String,
+    listener: LabelValue,
+    reason: LabelValue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ScopeLabels {
-    namespace: String,
-    metric: String,
-    workload: String,
+    namespace: LabelValue,
+    metric: LabelValue,
+    workload: LabelValue,
 }
 
 /// The newest state of one tracked scope, as the per-scope gauges show it.
@@ -84,6 +120,9 @@ pub struct SelfMetrics {
     pub scrape_duration: Histogram,
     pub scrape_round_duration: Histogram,
     scrape_errors: Family<ScrapeErrorLabels, Counter>,
+    /// The reasons each target has a `scrape_errors` series for, so that a target's series go
+    /// when it does. Its lock is held while a series is added, so none escapes the index.
+    scrape_error_reasons: std::sync::Mutex<foldhash::HashMap<TargetId, Vec<&'static str>>>,
     pub samples_scraped: Counter,
     pub duplicate_series: Counter,
     pub forgotten_series: Counter,
@@ -325,6 +364,7 @@ impl SelfMetrics {
             scrape_duration,
             scrape_round_duration,
             scrape_errors,
+            scrape_error_reasons: Default::default(),
             samples_scraped,
             duplicate_series,
             forgotten_series,
@@ -398,13 +438,37 @@ impl SelfMetrics {
             .inc();
     }
 
-    pub fn scrape_error(&self, target: &TargetId, reason: &str) {
+    pub fn scrape_error(&self, target: &TargetId, reason: &'static str) {
+        let mut reasons = self
+            .scrape_error_reasons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         self.scrape_errors
-            .get_or_create(&ScrapeErrorLabels {
-                target: target.to_string(),
-                reason: reason.into(),
-            })
+            .get_or_create(&scrape_error_labels(target, reason))
             .inc();
+        let known = reasons.entry(target.clone()).or_default();
+        if !known.contains(&reason) {
+            known.push(reason);
+        }
+    }
+
+    /// Drop the per-target series of every target `keep` refuses: a target that left the
+    /// target set (a deleted pod) takes its series with it, so churn does not grow the page.
+    pub fn retain_targets(&self, keep: impl Fn(&TargetId) -> bool) {
+        let mut reasons = self
+            .scrape_error_reasons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reasons.retain(|target, known| {
+            if keep(target) {
+                return true;
+            }
+            for reason in known.iter() {
+                self.scrape_errors
+                    .remove(&scrape_error_labels(target, reason));
+            }
+            false
+        });
     }
 
     pub fn request(&self, code: u16, metric: &str, seconds: f64) {
@@ -416,7 +480,7 @@ impl SelfMetrics {
             let count = self
                 .requests
                 .get_or_create(&RequestLabels {
-                    code: code.to_string(),
+                    code: code.to_string().into(),
                     metric: metric.into(),
                 })
                 .clone();
@@ -496,11 +560,10 @@ impl SelfMetrics {
         let mut merged: std::collections::BTreeMap<ScopeLabels, (bool, Option<f64>, bool)> =
             Default::default();
         for s in scopes {
-            // prometheus-client writes label values as given: escape them here.
             let labels = ScopeLabels {
-                namespace: escape_label_value(&s.namespace),
-                metric: escape_label_value(&s.metric),
-                workload: escape_label_value(&s.workload),
+                namespace: s.namespace.as_str().into(),
+                metric: s.metric.as_str().into(),
+                workload: s.workload.as_str().into(),
             };
             let m = merged.entry(labels).or_insert((false, None, false));
             m.0 |= s.refusing;
@@ -576,18 +639,11 @@ impl SelfMetrics {
     }
 }
 
-/// A label value in the text format: backslash, double quote and line feed escaped.
-fn escape_label_value(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
+fn scrape_error_labels(target: &TargetId, reason: &str) -> ScrapeErrorLabels {
+    ScrapeErrorLabels {
+        target: target.0.as_ref().into(),
+        reason: reason.into(),
     }
-    out
 }
 
 /// One line per event, to stderr; `RUST_LOG` overrides `-v`.

@@ -1,9 +1,29 @@
 //! Hostile or careless exporters and target lists, end to end through the real binary
-//! (issue 13): credentials in target URLs never shown, duplicate series in one page.
+//! (issue 13): credentials in target URLs never shown, duplicate series in one page, and the
+//! adapter's own /metrics valid whatever a target id holds (issue 26).
 
 mod common;
 
+use std::io::Write;
+use std::process::{Command, Stdio};
+
 use common::*;
+use hpa_bridge::store::TargetId;
+use hpa_bridge::telemetry::{ScopeGauges, SelfMetrics};
+
+/// The adapter scraping `targets`, once it serves `value` for the lobby's recommendation.
+async fn serving_lobby(targets: &[(String, &str, &str)], value: &str) -> AdapterProcess {
+    let adapter = AdapterProcess::start(&fast_config(targets)).await;
+    adapter
+        .eventually_value(
+            "default",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            value,
+        )
+        .await;
+    adapter
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_in_target_urls_are_redacted_in_status_metrics_and_logs() {
@@ -12,19 +32,11 @@ async fn credentials_in_target_urls_are_redacted_in_status_metrics_and_logs() {
     let authority = ex.url("").trim_start_matches("http://").to_owned();
     let good = format!("http://scraper:hunter2@{authority}/ok");
     let failing = format!("http://scraper:hunter2@{authority}/missing");
-    let adapter = AdapterProcess::start(&fast_config(&[
-        (good, "default", "ctl-0"),
-        (failing, "other", "ctl-1"),
-    ]))
+    let adapter = serving_lobby(
+        &[(good, "default", "ctl-0"), (failing, "other", "ctl-1")],
+        "3",
+    )
     .await;
-    adapter
-        .eventually_value(
-            "default",
-            "hpa_expect_replicas",
-            "hpa_target_name=lobby",
-            "3",
-        )
-        .await;
 
     let (_, status) = adapter.plain_get("/status").await;
     assert!(
@@ -63,16 +75,7 @@ async fn credentials_in_target_urls_are_redacted_in_status_metrics_and_logs() {
 async fn a_series_twice_in_one_page_is_ambiguous_never_lowers_and_is_counted() {
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "10"));
-    let adapter =
-        AdapterProcess::start(&fast_config(&[(ex.url("/ctl"), "default", "ctl-0")])).await;
-    adapter
-        .eventually_value(
-            "default",
-            "hpa_expect_replicas",
-            "hpa_target_name=lobby",
-            "10",
-        )
-        .await;
+    let adapter = serving_lobby(&[(ex.url("/ctl"), "default", "ctl-0")], "10").await;
 
     ex.page(
         "/ctl",
@@ -108,4 +111,143 @@ async fn a_series_twice_in_one_page_is_ambiguous_never_lowers_and_is_counted() {
         .find_map(|l| l.strip_prefix("hpa_bridge_scrape_duplicate_series_total "))
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert!(counted.is_some_and(|n| n >= 1.0), "{metrics}");
+}
+
+/// A password and query values in a target URL (`?token=`, as some exporters take a token)
+/// appear nowhere: not in /status, /status/history, the status page, /metrics, nor the log of
+/// the failing scrape. The query keys stay, so the URL still says what it asks for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_values_in_target_urls_are_masked_everywhere_and_keys_stay() {
+    let ex = TestExporter::start().await;
+    ex.page("/ok", expect_page("ctl-0", "3"));
+    let authority = ex.url("").trim_start_matches("http://").to_owned();
+    let failing = format!("http://user:pass@{authority}/missing?token=SECRETT&x=SECRETX");
+    let adapter = serving_lobby(
+        &[
+            (ex.url("/ok"), "default", "ctl-0"),
+            (failing, "default", "ctl-1"),
+        ],
+        "3",
+    )
+    .await;
+    let shown = format!("http://user:xxxxx@{authority}/missing?token=xxxxx&x=xxxxx");
+    let mut pages = Vec::new();
+    for path in ["/status", "/status/history", "/", "/metrics"] {
+        let (code, body) = adapter.plain_get(path).await;
+        assert_eq!(code, 200, "{path}: {body}");
+        pages.push((path, body));
+    }
+    pages.push(("the log", adapter.log()));
+    for (path, body) in &pages {
+        for secret in [":pass@", "SECRETT", "SECRETX"] {
+            assert!(!body.contains(secret), "{path} shows {secret:?}: {body}");
+        }
+    }
+    for (path, body) in &pages {
+        if ["/status", "/", "/metrics", "the log"].contains(path) {
+            let in_html = shown.replace('&', "&amp;");
+            assert!(
+                body.contains(&shown) || body.contains(&in_html),
+                "{path} does not show {shown}: {body}"
+            );
+        }
+    }
+    assert!(pages[4].1.contains("scrape failed"), "{}", pages[4].1);
+}
+
+/// Every label value the adapter writes into its own /metrics (a target id, a metric name
+/// from a request path, a listener, a scope) may hold `"`, `\` and a line feed: the page still
+/// passes `promtool check metrics`, and each value parses back exactly.
+#[test]
+fn odd_label_values_leave_the_self_metrics_page_valid_and_parse_back_exactly() {
+    let odd = "http://h/m?a=\"q\"\\b\nc";
+    let m = SelfMetrics::new();
+    m.scrape_error(&TargetId(odd.into()), "connect");
+    m.request(200, odd, 0.001);
+    m.answer(odd, odd);
+    m.prometheus_query(odd, 0.1);
+    m.connections_open(odd, 1);
+    m.connection_refused(odd, odd);
+    m.connection_expired(odd, odd);
+    m.client_penalized(odd, odd);
+    m.clients_dropped(odd, 1);
+    m.set_scopes(
+        &[ScopeGauges {
+            namespace: odd.into(),
+            metric: odd.into(),
+            workload: odd.into(),
+            refusing: true,
+            refusing_since_seconds: Some(1.0),
+            floor_holds: true,
+        }],
+        1,
+        0,
+    );
+    let page = m.render();
+
+    let mut promtool = Command::new(peers::promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // promtool exits 1 when it cannot parse the page, 3 when it parses and lints. Its linter
+    // reads the text format, where a counter's HELP names its `_total` series; the page is
+    // OpenMetrics, where HELP names the family, so each counter draws "no help text" and
+    // nothing else may.
+    assert!(
+        matches!(checked.status.code(), Some(0 | 3)),
+        "promtool check metrics refuses the page: {said}\n{page}"
+    );
+    for finding in said.lines() {
+        assert!(
+            finding.ends_with("_total no help text"),
+            "promtool: {finding}\n{page}"
+        );
+    }
+
+    let samples = hpa_bridge::exposition::parse(page.as_bytes(), &|_| true)
+        .unwrap_or_else(|e| panic!("{e}\n{page}"));
+    let labelled: Vec<_> = samples.iter().filter(|s| !s.labels.is_empty()).collect();
+    for family in [
+        "hpa_bridge_scrape_errors_total",
+        "hpa_bridge_requests_total",
+        "hpa_bridge_answers_total",
+        "hpa_bridge_prometheus_queries_total",
+        "hpa_bridge_connections",
+        "hpa_bridge_connections_refused_total",
+        "hpa_bridge_connections_expired_total",
+        "hpa_bridge_clients_penalized_total",
+        "hpa_bridge_clients_dropped",
+        "hpa_bridge_scope_refusing",
+    ] {
+        assert!(
+            labelled.iter().any(|s| s.name == family),
+            "{family} missing:\n{page}"
+        );
+    }
+    for s in labelled {
+        for (key, value) in &s.labels {
+            let expected = match (s.name.as_str(), key.as_str()) {
+                ("hpa_bridge_scrape_errors_total", "reason") => "connect",
+                ("hpa_bridge_requests_total", "code") => "200",
+                (_, "le") => continue,
+                _ => odd,
+            };
+            assert_eq!(value, expected, "{} {key}:\n{page}", s.name);
+        }
+    }
 }

@@ -286,6 +286,16 @@ mod tests {
             err("scrape: {static: [{url: 'http://u:hunter1@a/m'}, {url: 'http://u:hunter2@a/m'}]}");
         assert!(dup.contains("scrape.static[1].url") && dup.contains("scrape.static[0].url"));
         assert!(!dup.contains("hunter"), "{dup}");
+        // The same URL twice is refused without showing its query values; URLs differing in
+        // a query value are different targets.
+        let dup =
+            err("scrape: {static: [{url: 'http://a/m?t=SECRET'}, {url: 'http://a/m?t=SECRET'}]}");
+        assert!(
+            dup.contains("scrape.static[1].url") && !dup.contains("SECRET"),
+            "{dup}"
+        );
+        Config::from_yaml("scrape: {static: [{url: 'http://a/m?t=1'}, {url: 'http://a/m?t=2'}]}")
+            .unwrap();
         assert!(!err("scrape: {static: [{url: 'http://u:secret@'}]}").contains("secret"));
         assert!(
             err("scrape: {static: [{url: 'ftp://x/metrics'}]}").contains("scrape.static[0].url")

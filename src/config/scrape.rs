@@ -246,9 +246,9 @@ impl ScrapeConfig {
                 return Err(invalid(key, format!("must be at least {min}")));
             }
         }
-        // Each URL is one target and one series identity: a second entry with the same URL
-        // (or one differing only in its password, which ids do not show) would silently
-        // replace the first, whose workload would then answer 404.
+        // Each URL is one target: a second entry with the same URL, or one differing only in
+        // its password, scrapes the same page twice. URLs that differ in a query value are
+        // different targets (a probe's `?target=`), though they are shown alike.
         let mut seen_urls: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");
@@ -270,7 +270,8 @@ impl ScrapeConfig {
             if uri.host().is_none() {
                 return Err(invalid(&key, format!("{shown:?} has no host")));
             }
-            if let Some(first) = seen_urls.insert(shown.clone().into_owned(), i) {
+            let compared = crate::redaction::without_password(&t.url).into_owned();
+            if let Some(first) = seen_urls.insert(compared, i) {
                 return Err(invalid(
                     &key,
                     format!(

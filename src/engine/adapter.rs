@@ -1331,17 +1331,28 @@ pub fn static_target_id(url: &str) -> TargetId {
 
 /// The `scrape.static` targets, which carry no workload.
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
+    let mut taken = std::collections::HashSet::new();
     config
         .scrape
         .static_targets
         .iter()
-        .map(|t| ScrapeTarget {
-            // The id is shown in /status, metric labels and logs, so it never holds a password.
-            // `Config` refuses two entries with the same id (issue 13).
-            id: static_target_id(&t.url),
-            url: t.url.clone(),
-            labels: t.labels.clone(),
-            workload: None,
+        .enumerate()
+        .map(|(i, t)| {
+            // The id is shown in /status, metric labels and logs, so it never holds a password
+            // or a query value. `Config` refuses two entries for one URL, but URLs differing in
+            // a query value are shown alike; an id taken by an earlier entry names its entry,
+            // so that neither target replaces the other in the store.
+            let mut id = static_target_id(&t.url);
+            if !taken.insert(id.clone()) {
+                id = TargetId(format!("{id} (scrape.static[{i}])").into());
+                taken.insert(id.clone());
+            }
+            ScrapeTarget {
+                id,
+                url: t.url.clone(),
+                labels: t.labels.clone(),
+                workload: None,
+            }
         })
         .collect()
 }
@@ -1495,6 +1506,28 @@ mod tests {
         fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
             0
         }
+    }
+
+    /// Probe URLs that differ only in a query value are shown alike, and each is still its
+    /// own target: none replaces another in the store, and no id shows a value.
+    #[test]
+    fn static_targets_differing_in_a_query_value_keep_apart_ids() {
+        let config = Config::from_yaml(
+            "scrape: {static: [{url: 'http://bb/probe?target=a'}, {url: 'http://bb/probe?target=b'}, {url: 'http://u:p@bb/probe?target=c'}]}",
+        )
+        .unwrap();
+        let ids: Vec<String> = static_targets(&config)
+            .iter()
+            .map(|t| t.id.to_string())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "http://bb/probe?target=xxxxx",
+                "http://bb/probe?target=xxxxx (scrape.static[1])",
+                "http://u:xxxxx@bb/probe?target=xxxxx",
+            ]
+        );
     }
 
     #[tokio::test]

@@ -123,6 +123,7 @@ impl Scraper {
     /// Scrape every target once, concurrently, and record each result.
     pub async fn scrape_round(&self) {
         let targets = self.store.targets();
+        self.forget_gone_targets(&targets);
         let started = Instant::now();
         stream::iter(targets)
             .for_each_concurrent(self.settings.concurrency, |t| async move {
@@ -161,7 +162,9 @@ impl Scraper {
                 _ = tick.tick() => {
                     let version = self.store.target_set_version();
                     if schedule_version != Some(version) {
-                        schedule = ScrapeSchedule::new(interval, self.store.targets());
+                        let targets = self.store.targets();
+                        self.forget_gone_targets(&targets);
+                        schedule = ScrapeSchedule::new(interval, targets);
                         schedule_version = Some(version);
                     }
                     let now = self.clock.now_ms();
@@ -212,10 +215,21 @@ impl Scraper {
             Err(e) => {
                 tracing::warn!(target_id = %target.id, error = %e, "scrape failed");
                 self.metrics.scrape_error(&target.id, e.reason());
+                // The target may have left while its scrape ran, and after the sweep that
+                // followed; its series would then outlive it.
+                if !self.store.has_target(&target.id) {
+                    self.metrics.retain_targets(|id| *id != target.id);
+                }
                 self.store
                     .record_failure(target, at, duration_ms, e.to_string());
             }
         }
+    }
+
+    /// Drop the self-metric series of targets no longer in `targets`.
+    fn forget_gone_targets(&self, targets: &[Arc<ScrapeTarget>]) {
+        let ids: HashSet<&TargetId> = targets.iter().map(|t| &t.id).collect();
+        self.metrics.retain_targets(|id| ids.contains(id));
     }
 
     async fn fetch_and_parse(
@@ -410,6 +424,58 @@ pub(crate) mod tests {
             Arc::new(ManualClock::new(1_000_000)),
             metrics,
         )
+    }
+
+    /// A target that leaves the target set takes its `scrape_errors` series with it, so pod
+    /// churn does not grow /metrics for good; a remaining target's series stay. A scrape that
+    /// was in flight when its target left adds none back.
+    #[tokio::test]
+    async fn a_target_that_leaves_takes_its_error_series_with_it() {
+        let addr = serve_pages(HashMap::new()).await;
+        let targets: Vec<ScrapeTarget> = ["a", "b", "c"]
+            .iter()
+            .map(|p| static_target(format!("http://{addr}/{p}")))
+            .collect();
+        let store = Arc::new(Store::new());
+        store.set_targets(targets.clone());
+        let metrics = Arc::new(SelfMetrics::new());
+        let scraper = Arc::new(scraper(store.clone(), metrics.clone()));
+        let (first_round, first_round_done) = tokio::sync::oneshot::channel();
+        let running = tokio::spawn({
+            let scraper = scraper.clone();
+            async move {
+                scraper
+                    .run(Duration::from_millis(100), move || {
+                        let _ = first_round.send(());
+                    })
+                    .await
+            }
+        });
+        first_round_done.await.unwrap();
+        let series = |t: &ScrapeTarget| {
+            format!(
+                "hpa_bridge_scrape_errors_total{{target=\"{}\",reason=\"status\"}}",
+                t.id
+            )
+        };
+        let page = metrics.render();
+        for t in &targets {
+            assert!(page.contains(&series(t)), "{}: {page}", t.id);
+        }
+
+        store.set_targets(vec![targets[2].clone()]);
+        // The scraper sweeps at its next tick after the target set changed.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let gone = |page: &str| !targets[..2].iter().any(|t| page.contains(&series(t)));
+        while !gone(&metrics.render()) {
+            assert!(Instant::now() < deadline, "{}", metrics.render());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        scraper.scrape_one(&targets[0]).await;
+        let page = metrics.render();
+        assert!(gone(&page), "{page}");
+        assert!(page.contains(&series(&targets[2])), "{page}");
+        running.abort();
     }
 
     #[tokio::test]

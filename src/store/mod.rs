@@ -546,6 +546,11 @@ impl Store {
             .collect()
     }
 
+    /// Whether `id` is in the target set.
+    pub fn has_target(&self, id: &TargetId) -> bool {
+        self.read().targets.contains_key(id)
+    }
+
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
         self.read()
             .targets
