@@ -1483,15 +1483,13 @@ mod tests {
             let store = adapter.scrape_store();
             let targets = crate::engine::fixtures::lobby_pods(20);
             store.set_targets(targets.clone());
-            for (i, t) in targets.iter().enumerate() {
-                let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
-                let mut page =
-                    crate::engine::fixtures::workload_page("StatefulSet", "lobby", 2.0, index);
-                if i >= recommenders {
-                    page.retain(|s| s.name != "hpa_expect_replicas");
+            crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
+                if i < 5 {
+                    i as f64 + 1.0
+                } else {
+                    0.0
                 }
-                store.record_success(t, 990_000, 1, page);
-            }
+            });
             let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
             let served = adapter
                 .answer("hpa_target_replicas", "games", &selector)
