@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::clock::{rfc3339, Clock, Millis};
+use crate::clock::{rfc3339, Clock, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
@@ -348,7 +348,7 @@ impl Adapter {
                 metric: metric.into(),
                 served: self.served_metric_names().join(", "),
             })?;
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let answer = self
             .answer_spec(spec, namespace, selector, now, &fetched)
             .await;
@@ -356,7 +356,7 @@ impl Adapter {
             spec.name(),
             answer.refusal().map_or("value", RefusalKind::label),
         );
-        self.record_answer((spec.name(), namespace, scope), &answer, now);
+        self.record_answer((spec.name(), namespace, scope), &answer, now.wall);
         Ok(answer)
     }
 
@@ -425,7 +425,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         match spec.kind() {
@@ -449,7 +449,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         notes_kept: usize,
     ) -> Answer {
@@ -516,7 +516,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         let q = self.query_context(
@@ -614,7 +614,7 @@ impl Adapter {
         scope: &Scope<'_>,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         let ev = match self.evidence(fetched, scope, now).await {
@@ -654,11 +654,13 @@ impl Adapter {
                 }
             }
             let log = logs.entry(key).or_default();
-            // Only a known total is an evaluation of the sustain condition.
+            // Only a known total is an evaluation of the sustain condition. Sustain windows are
+            // durations, timed on the monotonic clock: a step of the wall clock neither fills
+            // nor empties them.
             if let LoadState::Known(v) = load.state {
-                log.record(now, load.newest_ms, v, rule.retain_ms());
+                log.record(now.mono, load.newest_ms, v, rule.retain_ms());
             }
-            let history = log.history(now);
+            let history = log.history(now.mono);
             threshold::threshold(
                 q,
                 &rule,
@@ -691,7 +693,7 @@ impl Adapter {
         answer: Answer,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
@@ -743,7 +745,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         workloads: &[WorkloadRef],
     ) -> (Result<CurrentReplicas, String>, policy::InputNotes) {
@@ -796,7 +798,7 @@ impl Adapter {
         inputs: &[&MetricSpec],
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Result<CurrentReplicas, String> {
         if let Ok(v) = self
@@ -834,7 +836,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Result<u64, String> {
         let state = self
@@ -870,7 +872,7 @@ impl Adapter {
         series: &'a [String],
         namespace: &'a str,
         selector: &'a LabelSelector,
-        now: Millis,
+        now: Now,
         notes_kept: usize,
     ) -> QueryContext<'a> {
         QueryContext {
@@ -884,7 +886,7 @@ impl Adapter {
     }
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
-    async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
+    async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Now) -> FetchResult {
         self.evidence_read(fetched, scope, now, Read::Listed).await
     }
 
@@ -895,7 +897,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
         notes_kept: usize,
     ) -> FetchResult {
         let want = match fetched.explain {
@@ -911,7 +913,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
     ) -> FetchResult {
         self.evidence_read(fetched, scope, now, Read::Workloads)
             .await
@@ -921,7 +923,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
         want: Read,
     ) -> FetchResult {
         let key = scope.key();
@@ -949,7 +951,7 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         key: &ScopeKey,
-        now: Millis,
+        now: Now,
         read: Read,
     ) -> Result<Evidence, SourceError> {
         match (&fetched.object, read) {
@@ -959,9 +961,11 @@ impl Adapter {
                     now,
                     stale_after_ms: self.stale_after_ms(),
                 };
-                self.source.evidence_summarized(scope, key, now, s).await
+                self.source
+                    .evidence_summarized(scope, key, now.wall, s)
+                    .await
             }
-            (None, _) => self.source.evidence(scope, now).await,
+            (None, _) => self.source.evidence(scope, now.wall).await,
             (Some(object), _) => {
                 let cluster = self.workload_state();
                 object_scope::evidence(
@@ -970,7 +974,7 @@ impl Adapter {
                     &self.config.object_metrics.workload_labels,
                     object,
                     scope,
-                    now,
+                    now.wall,
                 )
                 .await
             }
@@ -1030,7 +1034,7 @@ impl Adapter {
     pub fn refresh_gauges(&self) {
         let held = self
             .source
-            .inventory(self.clock.now_ms(), self.stale_after_ms());
+            .inventory(self.clock.now(), self.stale_after_ms());
         let m = &self.metrics;
         m.set_gauge("series", &m.series, held.series);
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
@@ -1061,7 +1065,7 @@ impl Adapter {
     /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
     /// only the rows on the page are evaluated.
     pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
         for (namespace, selector) in self.discovered_label_sets() {
             for spec in &self.config.metrics {
@@ -1145,7 +1149,7 @@ impl Adapter {
                     "healthy": h.last_error.is_none() && h.ever_succeeded(),
                     "lastError": h.last_error,
                     "lastSuccess": h.last_success_ms.map(rfc3339),
-                    "lastSuccessAgeSeconds": h.last_success_ms.map(|t| (now - t) as f64 / 1000.0),
+                    "lastSuccessAgeSeconds": h.last_success_ms.map(|t| (now.wall - t) as f64 / 1000.0),
                     "lastDurationMs": h.last_duration_ms,
                     "consecutiveFailures": h.consecutive_failures,
                 })
@@ -1158,7 +1162,7 @@ impl Adapter {
         }
         json!({
             "metadata": metadata,
-            "now": rfc3339(now),
+            "now": rfc3339(now.wall),
             "ready": self.is_ready(),
             "scrape": {
                 "interval": self.config.scrape.interval.to_string(),
@@ -1501,7 +1505,7 @@ mod tests {
                 ..Fetched::default()
             };
             let explained = adapter
-                .answer_spec(spec, "games", &selector, 1_000_000, &fetched)
+                .answer_spec(spec, "games", &selector, 1_000_000.into(), &fetched)
                 .await;
             assert_eq!(served.value(), explained.value());
             assert_eq!(served.reason, explained.reason);
@@ -1572,7 +1576,7 @@ mod tests {
             let (adapter, selector) = (&adapter, &selector);
             async move {
                 let a = adapter
-                    .answer_spec(spec, "games", selector, now, &fetched)
+                    .answer_spec(spec, "games", selector, now.into(), &fetched)
                     .await;
                 let fetched = fetched.evidence.lock().unwrap();
                 let summarized = fetched

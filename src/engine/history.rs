@@ -1,11 +1,14 @@
 //! Answer history: for every scope an HPA has asked about, the recent answers it was served,
-//! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O.
+//! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O. Times
+//! are the wall clock's: they are shown, and the retention is how far back a reader of them
+//! looks; the capacity bounds a ring whatever the clock does.
 //!
 //! Two bounds keep it finite whatever the cluster or the exporters do: each scope keeps at most
 //! `capacity` entries (the retention at the HPA's 15 s cadence, docs/hpa-behaviour.md §1.7.5),
 //! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashMapExt};
