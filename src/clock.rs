@@ -1,46 +1,129 @@
-//! Time as a parameter: the real wall clock for `serve`, a manual clock for `simulate`.
+//! Time as a parameter: the real clocks for `serve`, a manual clock for `simulate` and tests.
+//!
+//! Two clocks, for two questions. The wall clock says what time it is: it is shown, written
+//! into answers, and compared with times a producer wrote itself (an exposition timestamp, a
+//! Prometheus sample). The monotonic clock says how long ago this process did something, such
+//! as scraping a sample: the wall clock may be stepped (NTP, an operator, a VM resumed), and a
+//! step back by D would keep a dead exporter's last value fresh for staleAfter + D.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (wall), or on the monotonic clock.
 pub type Millis = i64;
 
+/// One reading of both clocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Now {
+    /// Wall-clock time, for display, timestamps and producer-written times.
+    pub wall: Millis,
+    /// Monotonic time, for the age of what this process observed.
+    pub mono: Millis,
+}
+
+impl Now {
+    /// The age at this reading of a sample the wall clock puts at `wall_at`: measured on the
+    /// monotonic clock from `scraped_mono` when this process took the sample (it gave no time
+    /// of its own), else on the wall clock from the time its producer wrote.
+    pub fn age_ms(&self, wall_at: Millis, scraped_mono: Option<Millis>) -> Millis {
+        match scraped_mono {
+            Some(mono) => self.mono - mono,
+            None => self.wall - wall_at,
+        }
+    }
+}
+
+/// A reading of clocks that agree (nothing stepped the wall clock): the form tests and
+/// simulations give times in.
+impl From<Millis> for Now {
+    fn from(ms: Millis) -> Now {
+        Now { wall: ms, mono: ms }
+    }
+}
+
 pub trait Clock: Send + Sync + 'static {
+    /// Wall-clock time.
     fn now_ms(&self) -> Millis;
+    /// Monotonic time: never goes back, whatever the wall clock does.
+    fn mono_ms(&self) -> Millis;
+    /// Both clocks, read together.
+    fn now(&self) -> Now {
+        Now {
+            wall: self.now_ms(),
+            mono: self.mono_ms(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
+fn wall_now() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
 impl Clock for SystemClock {
     fn now_ms(&self) -> Millis {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as Millis)
-            .unwrap_or(0)
+        wall_now()
+    }
+
+    /// Starts at the wall reading of its first use, so the two clocks read alike until the
+    /// wall clock is stepped.
+    fn mono_ms(&self) -> Millis {
+        static START: OnceLock<(Instant, Millis)> = OnceLock::new();
+        let (start, wall) = START.get_or_init(|| (Instant::now(), wall_now()));
+        wall + start.elapsed().as_millis() as Millis
     }
 }
 
-/// A clock that only moves when told to, so a 30-minute scenario runs in seconds.
+/// A clock that only moves when told to, so a 30-minute scenario runs in seconds. Both clocks
+/// start at the same reading; `advance` moves both, `step_wall` the wall clock alone.
 #[derive(Debug)]
-pub struct ManualClock(AtomicI64);
+pub struct ManualClock {
+    wall: AtomicI64,
+    mono: AtomicI64,
+}
 
 impl ManualClock {
     pub fn new(start: Millis) -> Self {
-        ManualClock(AtomicI64::new(start))
+        ManualClock {
+            wall: AtomicI64::new(start),
+            mono: AtomicI64::new(start),
+        }
     }
+
+    /// Set the wall clock to `now`; the monotonic clock moves forward by as much, and never
+    /// back (a `set` into the past is a step of the wall clock).
     pub fn set(&self, now: Millis) {
-        self.0.store(now, Ordering::SeqCst);
+        let before = self.wall.swap(now, Ordering::SeqCst);
+        self.mono
+            .fetch_add(now.saturating_sub(before).max(0), Ordering::SeqCst);
     }
+
+    /// Let `by` pass: both clocks move forward (a negative `by` steps the wall clock back).
     pub fn advance(&self, by: Millis) {
-        self.0.fetch_add(by, Ordering::SeqCst);
+        self.wall.fetch_add(by, Ordering::SeqCst);
+        self.mono.fetch_add(by.max(0), Ordering::SeqCst);
+    }
+
+    /// Step the wall clock by `by` (either way) while no time passes: what NTP or an operator
+    /// does to a host's clock.
+    pub fn step_wall(&self, by: Millis) {
+        self.wall.fetch_add(by, Ordering::SeqCst);
     }
 }
 
 impl Clock for ManualClock {
     fn now_ms(&self) -> Millis {
-        self.0.load(Ordering::SeqCst)
+        self.wall.load(Ordering::SeqCst)
+    }
+
+    fn mono_ms(&self) -> Millis {
+        self.mono.load(Ordering::SeqCst)
     }
 }
 
@@ -86,6 +169,35 @@ pub fn rfc3339(ms: Millis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_monotonic_clock_never_follows_the_wall_clock_back() {
+        let c = ManualClock::new(1_000);
+        c.advance(500);
+        assert_eq!(c.now(), Now::from(1_500));
+        c.step_wall(-10_000);
+        c.set(c.now_ms() - 1);
+        c.advance(-1);
+        assert_eq!(
+            c.now(),
+            Now {
+                wall: -8_502,
+                mono: 1_500
+            }
+        );
+        c.set(-8_000);
+        c.step_wall(60_000);
+        assert_eq!(
+            c.now(),
+            Now {
+                wall: 52_000,
+                mono: 2_002
+            }
+        );
+        let s = SystemClock;
+        let (a, b) = (s.mono_ms(), s.mono_ms());
+        assert!(b >= a);
+    }
 
     #[test]
     fn formats_rfc3339() {

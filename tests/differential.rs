@@ -2,7 +2,8 @@
 //!
 //! Random sequences of events (pages with changing values, gates and current counts, series
 //! that leave, duplicates, empty label values, failing targets, targets that come, go and
-//! change labels, the clock moving across `staleAfter`) drive the real store and the real
+//! change labels, pods of workloads and the cluster's facts, time passing across `staleAfter`
+//! and the wall clock stepping either way) drive the real store and the real
 //! `ApiHandler`, with answer reuse on and a manual clock; after each query the response is
 //! compared with the oracle (tests/differential/oracle.rs), a plain scan of everything that
 //! happened. Status, value and refusal kind must agree.
@@ -242,7 +243,10 @@ enum Event {
     OrdinalsStart(u64),
     /// Whether the cluster's pod list is known (synced) or not.
     PodsKnown(bool),
+    /// Time passes: both clocks move.
     Advance(Ms),
+    /// The wall clock steps (NTP, an operator) while no time passes.
+    StepWall(Ms),
     Ask {
         query: usize,
         times: u8,
@@ -406,6 +410,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => any::<bool>().prop_map(Event::PodsKnown),
         3 => prop::sample::select(vec![0, 100, 300, 700, 1000, 2500, 3400, 3600, 5000])
             .prop_map(Event::Advance),
+        1 => prop::sample::select(vec![-5000, -2000, -600, 600, 2000, 5000]).prop_map(Event::StepWall),
         6 => (0..QUERIES, 1u8..3).prop_map(|(query, times)| Event::Ask { query, times }),
     ]
 }
@@ -418,8 +423,6 @@ struct World {
     handler: ApiHandler,
     oracle: Oracle,
     targets: Vec<ScrapeTarget>,
-    /// The monotonic reading, which never steps back.
-    mono: Ms,
 }
 
 const START: Ms = 1_700_000_000_000;
@@ -443,7 +446,6 @@ impl World {
             handler,
             oracle: Oracle::new(oracle_metrics(), STALE_AFTER),
             targets: Vec::new(),
-            mono: START,
         };
         world.oracle.cluster = Some(world.facts.clone());
         world.set_targets(0b11111, 0, false);
@@ -541,8 +543,9 @@ impl World {
                         timestamp: s.timestamp_ms,
                     })
                     .collect();
-                self.store.record_success(&t, now, 1, exposed);
-                self.oracle.page(&t.id.0, now, self.mono, oracle_samples);
+                self.store.record_success(&t, self.clock.now(), 1, exposed);
+                self.oracle
+                    .page(&t.id.0, now, self.clock.mono_ms(), oracle_samples);
             }
             Event::Fail { target } => {
                 let Some(t) = self.target(*target) else {
@@ -582,10 +585,8 @@ impl World {
                 self.facts.pods_known = *known;
                 self.publish_cluster();
             }
-            Event::Advance(ms) => {
-                self.clock.advance(*ms);
-                self.mono += ms;
-            }
+            Event::Advance(ms) => self.clock.advance(*ms),
+            Event::StepWall(ms) => self.clock.step_wall(*ms),
             Event::Ask { query, times } => {
                 for _ in 0..*times {
                     self.ask(*query).await?;
@@ -638,7 +639,7 @@ impl World {
             selector: requirements(a.selector),
             object: a.object.map(|(k, n)| (k.to_string(), n.to_string())),
         };
-        let want = self.oracle.answer(&query, self.now(), self.mono);
+        let want = self.oracle.answer(&query, self.now(), self.clock.mono_ms());
         if got != want {
             return Err(format!(
                 "{path} at +{}ms: served {got:?}, the rules give {want:?}\n  body: {}",

@@ -339,10 +339,14 @@ struct Rendered {
     /// The generation read before `version` was: while it has not moved, no write happened,
     /// so the version is still `version` without looking it up.
     generation: Version,
+    /// When it was computed, on the monotonic clock.
     at_ms: crate::clock::Millis,
     /// When the first of the answer's fresh inputs turns stale: past it the same evidence
-    /// reads differently (`Reusable::until_ms`).
-    until_ms: crate::clock::Millis,
+    /// reads differently (`Reusable::until_mono_ms`); both times on the monotonic clock.
+    until_mono_ms: crate::clock::Millis,
+    /// The wall clock less the monotonic one when it was computed: a step of the wall clock
+    /// ages a producer's own timestamps at once, so it ends the reuse.
+    wall_offset: crate::clock::Millis,
     status: u16,
     body: Bytes,
 }
@@ -475,9 +479,13 @@ impl ApiHandler {
             ns.to_string(),
             parsed.canonical.clone(),
         );
-        let now = self.adapter.now_ms();
-        let fresh =
-            |r: &&Rendered| (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)) && now <= r.until_ms;
+        let clocks = self.adapter.now();
+        let (now, wall_offset) = (clocks.mono, clocks.wall - clocks.mono);
+        let fresh = |r: &&Rendered| {
+            (0..RENDER_REUSE_MS).contains(&(now - r.at_ms))
+                && now <= r.until_mono_ms
+                && r.wall_offset == wall_offset
+        };
         let cached = self
             .rendered
             .lock()
@@ -505,7 +513,7 @@ impl ApiHandler {
             }
             return bytes_response(r.status, r.body);
         }
-        let (resp, until_ms) = self.compute_external_metric(ns, metric, selector).await;
+        let (resp, until_mono_ms) = self.compute_external_metric(ns, metric, selector).await;
         if key.0 != "-" {
             let status = resp.status().as_u16();
             // Full<Bytes> holds one frame; take its bytes without consuming the response.
@@ -520,7 +528,8 @@ impl ApiHandler {
                         version,
                         generation,
                         at_ms: now,
-                        until_ms,
+                        until_mono_ms,
+                        wall_offset,
                         status,
                         body,
                     },
@@ -567,8 +576,9 @@ impl ApiHandler {
         metric: &str,
         selector: &LabelSelector,
     ) -> (ApiResponse, crate::clock::Millis) {
-        let (answer, until_ms) = match self.adapter.answer_reusable(metric, ns, selector).await {
-            Ok(a) => (a.answer, a.until_ms),
+        let (answer, until_mono_ms) = match self.adapter.answer_reusable(metric, ns, selector).await
+        {
+            Ok(a) => (a.answer, a.until_mono_ms),
             Err(e @ QueryError::UnknownMetric { .. }) => {
                 return (
                     status_response(StatusReason::NotFound, &e.to_string()),
@@ -615,7 +625,7 @@ impl ApiHandler {
                 )
             }
         };
-        (resp, until_ms)
+        (resp, until_mono_ms)
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::clock::{rfc3339, Clock, Millis};
+use crate::clock::{rfc3339, Clock, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
@@ -100,21 +100,27 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
-    /// The last moment at which every input read that is fresh at `now` is still fresh: an
-    /// answer computed at `now` reads the same after it only until then.
-    fn fresh_until(&self, now: Millis, stale_after_ms: Millis) -> Millis {
+    /// The last moment, on the monotonic clock, at which every input read that is fresh at
+    /// `now` is still fresh: an answer computed at `now` reads the same after it only until
+    /// then. Ages run on the monotonic clock for scraped samples and on the wall clock for a
+    /// producer's own timestamp; the wall clock may step, so each input's remaining freshness
+    /// is carried over to the monotonic clock as it stands now.
+    fn fresh_until(&self, now: Now, stale_after_ms: Millis) -> Millis {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
-        let expiries = fetched
+        let remaining = fetched
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
             .flat_map(|ev| {
                 ev.observations
                     .iter()
-                    .map(|o| o.observed_at_ms)
-                    .chain(ev.clean_tail.map(|t| t.oldest_at_ms))
-                    .map(|at| at.saturating_add(stale_after_ms))
+                    .map(|o| o.age_ms(now))
+                    .chain(ev.clean_tail.map(|t| now.mono - t.oldest_mono_ms))
+                    .map(|age| stale_after_ms - age)
             });
-        expiries.filter(|&t| t >= now).min().unwrap_or(Millis::MAX)
+        remaining
+            .filter(|&left| left >= 0)
+            .min()
+            .map_or(Millis::MAX, |left| now.mono.saturating_add(left))
     }
 
     fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
@@ -138,10 +144,11 @@ impl Version {
     }
 }
 
-/// An answer, and the moment after which it may read differently even if no input changes.
+/// An answer, and the moment (monotonic clock) after which it may read differently even if
+/// no input changes.
 pub struct Reusable {
     pub answer: Answer,
-    pub until_ms: Millis,
+    pub until_mono_ms: Millis,
 }
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
@@ -248,6 +255,12 @@ impl Adapter {
         self.clock.now_ms()
     }
 
+    /// Both clocks: reuse is timed on the monotonic one (`Reusable::until_mono_ms`), and
+    /// ends when the wall clock steps, since a producer's own timestamps age on it.
+    pub fn now(&self) -> Now {
+        self.clock.now()
+    }
+
     /// Moves with every write to the scrape store and every change of the cluster's facts;
     /// `None` when the cluster's facts cannot tell their changes, and then nothing is reused.
     pub fn generation(&self) -> Option<Version> {
@@ -265,7 +278,7 @@ impl Adapter {
     }
 
     /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
-    /// apart from the passing of time (`Reusable::until_ms` covers that): the series any rule
+    /// apart from the passing of time (`Reusable::until_mono_ms` covers that): the series any rule
     /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
     /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
     /// cluster the store changes hundreds of times a second, but a workload's own series far
@@ -422,7 +435,7 @@ impl Adapter {
                 metric: metric.into(),
                 served: self.served_metric_names().join(", "),
             })?;
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let answer = self
             .answer_spec(spec, namespace, selector, now, &fetched)
             .await;
@@ -430,10 +443,10 @@ impl Adapter {
             spec.name(),
             answer.refusal().map_or("value", RefusalKind::label),
         );
-        self.record_answer((spec.name(), namespace, scope), &answer, now);
+        self.record_answer((spec.name(), namespace, scope), &answer, now.wall);
         Ok(Reusable {
             answer,
-            until_ms: fetched.fresh_until(now, self.stale_after_ms()),
+            until_mono_ms: fetched.fresh_until(now, self.stale_after_ms()),
         })
     }
 
@@ -504,7 +517,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         match spec.kind() {
@@ -528,7 +541,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         notes_kept: usize,
     ) -> Answer {
@@ -595,7 +608,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         let q = self.query_context(
@@ -693,7 +706,7 @@ impl Adapter {
         scope: &Scope<'_>,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Answer {
         let ev = match self.evidence(fetched, scope, now).await {
@@ -733,11 +746,13 @@ impl Adapter {
                 }
             }
             let log = logs.entry(key).or_default();
-            // Only a known total is an evaluation of the sustain condition.
+            // Only a known total is an evaluation of the sustain condition. Sustain windows are
+            // durations, timed on the monotonic clock: a step of the wall clock neither fills
+            // nor empties them.
             if let LoadState::Known(v) = load.state {
-                log.record(now, load.newest_ms, v, rule.retain_ms());
+                log.record(now.mono, load.newest_ms, v, rule.retain_ms());
             }
-            let history = log.history(now);
+            let history = log.history(now.mono);
             threshold::threshold(
                 q,
                 &rule,
@@ -770,7 +785,7 @@ impl Adapter {
         answer: Answer,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
@@ -822,7 +837,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
         workloads: &[WorkloadRef],
     ) -> (Result<CurrentReplicas, String>, policy::InputNotes) {
@@ -875,7 +890,7 @@ impl Adapter {
         inputs: &[&MetricSpec],
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Result<CurrentReplicas, String> {
         if let Ok(v) = self
@@ -913,7 +928,7 @@ impl Adapter {
         spec: &MetricSpec,
         namespace: &str,
         selector: &LabelSelector,
-        now: Millis,
+        now: Now,
         fetched: &Fetched,
     ) -> Result<u64, String> {
         let state = self
@@ -949,7 +964,7 @@ impl Adapter {
         series: &'a [String],
         namespace: &'a str,
         selector: &'a LabelSelector,
-        now: Millis,
+        now: Now,
         notes_kept: usize,
     ) -> QueryContext<'a> {
         QueryContext {
@@ -963,7 +978,7 @@ impl Adapter {
     }
 
     /// Evidence for `scope`, read from the source once per request (see `Fetched`).
-    async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Millis) -> FetchResult {
+    async fn evidence(&self, fetched: &Fetched, scope: &Scope<'_>, now: Now) -> FetchResult {
         self.evidence_read(fetched, scope, now, Read::Listed).await
     }
 
@@ -974,7 +989,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
         notes_kept: usize,
     ) -> FetchResult {
         let want = match fetched.explain {
@@ -990,7 +1005,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
     ) -> FetchResult {
         self.evidence_read(fetched, scope, now, Read::Workloads)
             .await
@@ -1000,7 +1015,7 @@ impl Adapter {
         &self,
         fetched: &Fetched,
         scope: &Scope<'_>,
-        now: Millis,
+        now: Now,
         want: Read,
     ) -> FetchResult {
         let key = scope.key();
@@ -1028,7 +1043,7 @@ impl Adapter {
         fetched: &Fetched,
         scope: &Scope<'_>,
         key: &ScopeKey,
-        now: Millis,
+        now: Now,
         read: Read,
     ) -> Result<Evidence, SourceError> {
         match (&fetched.object, read) {
@@ -1038,9 +1053,11 @@ impl Adapter {
                     now,
                     stale_after_ms: self.stale_after_ms(),
                 };
-                self.source.evidence_summarized(scope, key, now, s).await
+                self.source
+                    .evidence_summarized(scope, key, now.wall, s)
+                    .await
             }
-            (None, _) => self.source.evidence(scope, now).await,
+            (None, _) => self.source.evidence(scope, now.wall).await,
             (Some(object), _) => {
                 let cluster = self.workload_state();
                 object_scope::evidence(
@@ -1049,7 +1066,7 @@ impl Adapter {
                     &self.config.object_metrics.workload_labels,
                     object,
                     scope,
-                    now,
+                    now.wall,
                 )
                 .await
             }
@@ -1109,7 +1126,7 @@ impl Adapter {
     pub fn refresh_gauges(&self) {
         let held = self
             .source
-            .inventory(self.clock.now_ms(), self.stale_after_ms());
+            .inventory(self.clock.now(), self.stale_after_ms());
         let m = &self.metrics;
         m.set_gauge("series", &m.series, held.series);
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
@@ -1140,7 +1157,7 @@ impl Adapter {
     /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
     /// only the rows on the page are evaluated.
     pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
         for (namespace, selector) in self.discovered_label_sets() {
             for spec in &self.config.metrics {
@@ -1224,7 +1241,7 @@ impl Adapter {
                     "healthy": h.last_error.is_none() && h.ever_succeeded(),
                     "lastError": h.last_error,
                     "lastSuccess": h.last_success_ms.map(rfc3339),
-                    "lastSuccessAgeSeconds": h.last_success_ms.map(|t| (now - t) as f64 / 1000.0),
+                    "lastSuccessAgeSeconds": h.last_success_ms.map(|t| (now.wall - t) as f64 / 1000.0),
                     "lastDurationMs": h.last_duration_ms,
                     "consecutiveFailures": h.consecutive_failures,
                 })
@@ -1237,7 +1254,7 @@ impl Adapter {
         }
         json!({
             "metadata": metadata,
-            "now": rfc3339(now),
+            "now": rfc3339(now.wall),
             "ready": self.is_ready(),
             "scrape": {
                 "interval": self.config.scrape.interval.to_string(),
@@ -1595,15 +1612,13 @@ mod tests {
             let store = adapter.scrape_store();
             let targets = crate::engine::fixtures::lobby_pods(20);
             store.set_targets(targets.clone());
-            for (i, t) in targets.iter().enumerate() {
-                let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
-                let mut page =
-                    crate::engine::fixtures::workload_page("StatefulSet", "lobby", 2.0, index);
-                if i >= recommenders {
-                    page.retain(|s| s.name != "hpa_expect_replicas");
+            crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
+                if i < 5 {
+                    i as f64 + 1.0
+                } else {
+                    0.0
                 }
-                store.record_success(t, 990_000, 1, page);
-            }
+            });
             let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
             let served = adapter
                 .answer("hpa_target_replicas", "games", &selector)
@@ -1615,7 +1630,7 @@ mod tests {
                 ..Fetched::default()
             };
             let explained = adapter
-                .answer_spec(spec, "games", &selector, 1_000_000, &fetched)
+                .answer_spec(spec, "games", &selector, 1_000_000.into(), &fetched)
                 .await;
             assert_eq!(served.value(), explained.value());
             assert_eq!(served.reason, explained.reason);
@@ -1686,7 +1701,7 @@ mod tests {
             let (adapter, selector) = (&adapter, &selector);
             async move {
                 let a = adapter
-                    .answer_spec(spec, "games", selector, now, &fetched)
+                    .answer_spec(spec, "games", selector, now.into(), &fetched)
                     .await;
                 let fetched = fetched.evidence.lock().unwrap();
                 let summarized = fetched

@@ -7,7 +7,7 @@ use super::Adapter;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::exposition::ExposedSample;
-use crate::store::{ScrapeTarget, TargetId, WorkloadRef};
+use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
 /// An adapter over the default config, its own empty store, at a fixed time (1,000 s).
@@ -53,4 +53,21 @@ pub fn lobby_pods(n: usize) -> Vec<ScrapeTarget> {
             }),
         })
         .collect()
+}
+
+/// Scrape `targets` (lobby pods) at 990 s: pod `i` exports the stateful index `index(i)`, and
+/// the first `recommenders` of them a recommendation of 2.
+pub fn scrape_lobby(
+    store: &Store,
+    targets: &[ScrapeTarget],
+    recommenders: usize,
+    index: impl Fn(usize) -> f64,
+) {
+    for (i, t) in targets.iter().enumerate() {
+        let mut page = workload_page("StatefulSet", "lobby", 2.0, index(i));
+        if i >= recommenders {
+            page.retain(|s| s.name != "hpa_expect_replicas");
+        }
+        store.record_success(t, 990_000, 1, page);
+    }
 }

@@ -1,11 +1,14 @@
 //! Answer history: for every scope an HPA has asked about, the recent answers it was served,
-//! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O.
+//! in a bounded ring. Pure: time is passed in, nothing here reads a clock or does I/O. Times
+//! are the wall clock's: they are shown, and the retention is how far back a reader of them
+//! looks; the capacity bounds a ring whatever the clock does.
 //!
 //! Two bounds keep it finite whatever the cluster or the exporters do: each scope keeps at most
 //! `capacity` entries (the retention at the HPA's 15 s cadence, docs/hpa-behaviour.md §1.7.5),
 //! and at most `max_scopes` scopes are tracked; a new scope beyond the cap evicts the scope
 //! that was asked about least recently, and `dropped_scopes` counts the evictions.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashMapExt};
@@ -18,7 +21,8 @@ use serde::Serialize;
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
 pub use crate::policy::InputCounts;
-use crate::policy::{Answer, InputNote, Outcome, RefusalKind};
+use crate::policy::{Answer, Outcome, RawValue, RefusalKind};
+use crate::store::SeriesId;
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
@@ -232,20 +236,52 @@ pub struct InputSummary {
     pub status: String,
 }
 
-/// The first `MAX_INPUTS_KEPT` inputs of `answer` and of the answers it was built from, and
-/// how many there are. The notes are kept as they are (they share the store's strings) and
-/// written out only when the history is viewed: this runs for every answer served.
-fn first_inputs(answer: &Answer, out: &mut Vec<InputNote>, total: &mut usize) {
+/// One input of the newest answer as a ring keeps it: the series' own identity, not a place
+/// in the scope's shared list of identities (store/series_id.rs). A ring then holds the few
+/// series it shows, and a scope's list, as large as the scope, is freed once the store and the
+/// answers are done with it, however many scopes the history tracks.
+#[derive(Clone, Debug)]
+struct KeptInput {
+    id: SeriesId,
+    value: RawValue,
+    status: Cow<'static, str>,
+}
+
+/// Keep the first `MAX_INPUTS_KEPT` inputs of `answer` and of the answers it was built from in
+/// `out` from position `*kept` on, and count them all in `total`. The notes are written out
+/// only when the history is viewed: this runs for every answer served. A kept input of the
+/// same series keeps its identity (equal handles compare by address), so a steady scope takes
+/// no new references.
+fn first_inputs(answer: &Answer, out: &mut Vec<KeptInput>, kept: &mut usize, total: &mut usize) {
     *total += answer.inputs.len() + answer.omitted_inputs.total();
-    let room = MAX_INPUTS_KEPT.saturating_sub(out.len());
-    out.extend(answer.inputs.iter().take(room).cloned());
+    let room = MAX_INPUTS_KEPT.saturating_sub(*kept);
+    for note in answer.inputs.iter().take(room) {
+        match out.get_mut(*kept) {
+            Some(k) if k.id == *note.id => {
+                k.value = note.value;
+                k.status.clone_from(&note.status);
+            }
+            slot => {
+                let input = KeptInput {
+                    id: (*note.id).clone(),
+                    value: note.value,
+                    status: note.status.clone(),
+                };
+                match slot {
+                    Some(k) => *k = input,
+                    None => out.push(input),
+                }
+            }
+        }
+        *kept += 1;
+    }
     for part in &answer.parts {
-        first_inputs(part, out, total);
+        first_inputs(part, out, kept, total);
     }
 }
 
 impl InputSummary {
-    fn of(input: &InputNote) -> InputSummary {
+    fn of(input: &KeptInput) -> InputSummary {
         let mut series = String::with_capacity(128);
         series.push_str(&input.id.series);
         series.push('{');
@@ -292,7 +328,7 @@ struct Ring {
     /// The full reason of the newest answer, value or refusal (cut at `MAX_REASON_BYTES`).
     last_reason: String,
     /// The first inputs of the newest answer, and how many it had.
-    last_inputs: Vec<InputNote>,
+    last_inputs: Vec<KeptInput>,
     last_inputs_total: usize,
 }
 
@@ -302,9 +338,15 @@ impl Ring {
         self.last_reason.clear();
         self.last_reason
             .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
-        self.last_inputs.clear();
         self.last_inputs_total = 0;
-        first_inputs(answer, &mut self.last_inputs, &mut self.last_inputs_total);
+        let mut kept = 0;
+        first_inputs(
+            answer,
+            &mut self.last_inputs,
+            &mut kept,
+            &mut self.last_inputs_total,
+        );
+        self.last_inputs.truncate(kept);
         let entry = Entry::from_answer(answer, now, self.entries.back());
         self.refusing_since_ms = if entry.is_refusal() {
             Some(self.refusing_since_ms.unwrap_or(now))
@@ -757,6 +799,61 @@ mod tests {
         assert_eq!(key("a", "app=x").workload(), "app=x");
         assert_eq!(key("a", "").workload(), "");
     }
+
+    /// A ring keeps the identities of the inputs it shows, not the scope's list they came
+    /// from: once the store has dropped a scope's series and its kept resolution, nothing
+    /// holds the list, and `/status/history` reads the same as when the ring held the notes.
+    #[tokio::test]
+    async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
+        use crate::selector::LabelSelector;
+
+        let adapter = crate::engine::fixtures::default_adapter();
+        let store = adapter.scrape_store();
+        let targets = crate::engine::fixtures::lobby_pods(12);
+        store.set_targets(targets.clone());
+        // Three recommenders, so both parts note inputs the ring keeps.
+        crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| (i % 3) as f64);
+        let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let served = adapter
+            .answer("hpa_target_replicas", "games", &selector)
+            .await
+            .unwrap();
+        let lists: Vec<_> = served
+            .parts
+            .iter()
+            .filter_map(|p| p.inputs.first())
+            .map(|n| n.id.list())
+            .collect();
+        assert_eq!(lists.len(), 2, "{served:?}");
+        drop(served);
+        let json = || serde_json::to_string(&adapter.history(&Filter::default())).unwrap();
+        let before = json();
+        assert_eq!(before, HISTORY_JSON);
+        // The pods go, and answers over the same store scopes (under other metrics, so the
+        // ring above is not rewritten) replace the kept resolutions.
+        store.set_targets(Vec::new());
+        for metric in ["hpa_expect_replicas", "hpa_stateful_floor"] {
+            adapter.answer(metric, "games", &selector).await.unwrap();
+        }
+        for list in &lists {
+            assert!(
+                list.upgrade().is_none(),
+                "a ring keeps the scope's list alive"
+            );
+        }
+        let after: serde_json::Value = serde_json::from_str(&json()).unwrap();
+        let target = after["scopes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["metric"] == "hpa_target_replicas")
+            .unwrap();
+        let before: serde_json::Value = serde_json::from_str(&before).unwrap();
+        assert_eq!(*target, before["scopes"][0]);
+    }
+
+    /// `/status/history` for the answer above, as written while rings held the notes.
+    const HISTORY_JSON: &str = r#"{"capacity":240,"maxScopes":1000,"tracked":1,"droppedScopes":0,"scopes":[{"entries":[{"atMs":"1970-01-01T00:16:40Z","floor":2,"inputs":{"fresh":15,"retained":0,"stale":0,"unknown":0},"recommendation":2,"served":{"state":"value","value":2}}],"inputs":[{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"1"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-03","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-04","value":"1"}],"inputsTotal":15,"metric":"hpa_target_replicas","namespace":"games","reason":"max(recommendation hpa_expect_replicas = 2, floor hpa_stateful_floor = 2) = 2 (recommendation)","scope":"hpa_target_name=lobby","workload":"lobby"}]}"#;
 
     #[test]
     fn memory_per_tracked_scope_is_bounded() {

@@ -9,6 +9,8 @@ mod fixtures;
 pub mod history;
 mod object_scope;
 mod query_key;
+#[cfg(test)]
+mod sample_age_tests;
 mod status;
 
 pub use adapter::{

@@ -246,6 +246,7 @@ mod tests {
             ),
             value: 3.0,
             observed_at_ms: 0,
+            scraped_mono_ms: Some(0),
             last_valid: Some((3, 0)),
             present: true,
             target_failing: false,

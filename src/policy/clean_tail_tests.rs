@@ -103,7 +103,7 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                                 ns,
                                 selector.as_str(),
                             ),
-                            now: at,
+                            now: at.into(),
                             stale_after_ms: STALE_AFTER,
                             notes_kept,
                         };
@@ -111,7 +111,7 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                         prop_assert!(listed.clean_tail.is_none());
                         let s = Summarize {
                             after: notes_kept,
-                            now: at,
+                            now: at.into(),
                             stale_after_ms: STALE_AFTER,
                         };
                         let short = store.evidence_summarized(&scope, s);
@@ -195,7 +195,7 @@ fn clean_fresh_targets_are_summarized_and_others_listed() {
     };
     let s = |now| Summarize {
         after: 3,
-        now,
+        now: Millis::into(now),
         stale_after_ms: STALE_AFTER,
     };
     let ev = store.evidence_summarized(&scope, s(101_000));

@@ -24,7 +24,7 @@ pub fn ctx_with<'a>(
         metric: "m",
         series,
         scope: scope.into(),
-        now: NOW,
+        now: NOW.into(),
         stale_after_ms,
         notes_kept: usize::MAX,
     }
@@ -49,6 +49,7 @@ pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observa
         ),
         value,
         observed_at_ms: NOW - age_ms,
+        scraped_mono_ms: Some(NOW - age_ms),
         last_valid: None,
         present: true,
         target_failing: false,

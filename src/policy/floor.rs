@@ -30,7 +30,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         let last_valid = if o.duplicated { None } else { o.last_valid };
         match last_valid {
             Some((v, at)) => {
-                let fresh = q.now - o.observed_at_ms <= q.stale_after_ms;
+                let fresh = o.age_ms(q.now) <= q.stale_after_ms;
                 let status: std::borrow::Cow<'static, str> =
                     if let Some(why) = invalid_reason(o.value) {
                         format!(
@@ -42,7 +42,8 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                         retained_from_failing += 1;
                         format!(
                             "retained {v} from {:.0}s ago (target failing)",
-                            age_s(q.now, at)
+                            // When the value was seen, as the wall clock shows it.
+                            age_s(q.now.wall - at)
                         )
                         .into()
                     } else if !o.present {
@@ -134,7 +135,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             .map(|o| o.observed_at_ms)
             .chain((tail.series > 0).then_some(tail.newest_at_ms))
             .max()
-            .unwrap_or(q.now);
+            .unwrap_or(q.now.wall);
         let pods = inputs.len();
         let mut reason = reason!(
             "highest retained index of ",

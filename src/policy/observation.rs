@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::answer::{InputNote, RawValue};
-use crate::clock::Millis;
+use crate::clock::{Millis, Now};
 use crate::store::Observation;
 
 /// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
@@ -14,7 +14,8 @@ pub struct QueryContext<'a> {
     pub metric: &'a str,
     pub series: &'a [String],
     pub scope: ScopeText<'a>,
-    pub now: Millis,
+    /// Both clocks at the query: the wall clock for timestamps, ages by `Observation::age_ms`.
+    pub now: Now,
     pub stale_after_ms: Millis,
     /// Inputs each rule notes in full (input_notes.rs): all when explaining, a few when serving.
     pub notes_kept: usize,
@@ -107,8 +108,9 @@ impl std::fmt::Display for ScopeText<'_> {
     }
 }
 
-pub(crate) fn age_s(now: Millis, at: Millis) -> f64 {
-    ((now - at).max(0) as f64) / 1000.0
+/// An age in seconds, for messages.
+pub(crate) fn age_s(age_ms: Millis) -> f64 {
+    (age_ms.max(0) as f64) / 1000.0
 }
 
 /// `45s`, or `1.5s` when the limit is not whole seconds.
@@ -133,7 +135,7 @@ pub(crate) fn note(
     InputNote {
         id: o.id.clone(),
         value: RawValue(o.value),
-        age_seconds: age_s(q.now, o.observed_at_ms),
+        age_seconds: age_s(o.age_ms(q.now)),
         status: status.into(),
         used,
     }
@@ -175,7 +177,7 @@ pub fn read(
     if !o.present {
         return Reading::Gone;
     }
-    let age_ms = q.now - o.observed_at_ms;
+    let age_ms = o.age_ms(q.now);
     if age_ms > q.stale_after_ms {
         Reading::Stale { age_ms }
     } else if o.duplicated {

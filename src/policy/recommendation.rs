@@ -118,7 +118,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                     "{} from {} is {:.0}s old (staleAfter {}) with last value {}",
                     o.id.series,
                     o.id.target,
-                    age_s(q.now, o.observed_at_ms),
+                    age_s(o.age_ms(q.now)),
                     fmt_limit(q.stale_after_ms),
                     o.last_valid
                         .map(|(v, _)| v.to_string())
@@ -171,17 +171,13 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             Answer::valued(q.metric, kind, best_value, newest_used, RULE, reason)
         }
     } else if !stale.is_empty() {
-        let newest = stale
-            .iter()
-            .map(|o| o.observed_at_ms)
-            .max()
-            .unwrap_or(q.now);
+        let youngest = stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
         let reason = format!(
             "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}",
             stale.len(),
             q.series_names(),
             q.scope,
-            age_s(q.now, newest),
+            age_s(youngest),
             fmt_limit(q.stale_after_ms),
             if invalid.is_empty() {
                 String::new()

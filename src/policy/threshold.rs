@@ -118,7 +118,8 @@ pub fn hysteresis(up: u64, down: u64, current: u64) -> (u64, Branch) {
     }
 }
 
-/// One recorded evaluation: when, and the load total it saw.
+/// One recorded evaluation: when, and the load total it saw. Times here are on the monotonic
+/// clock (`Now::mono`): windows are durations, and a step of the wall clock must not cover one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Evaluation {
     pub at_ms: Millis,
@@ -456,7 +457,7 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
                     "{} from {} is {:.0}s old (staleAfter {})",
                     o.id.series,
                     o.id.target,
-                    age_s(q.now, o.observed_at_ms),
+                    age_s(o.age_ms(q.now)),
                     fmt_limit(q.stale_after_ms)
                 ));
                 "stale".to_string()
@@ -543,7 +544,11 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
     LoadTotal {
         state,
         inputs,
-        newest_ms: if newest == Millis::MIN { q.now } else { newest },
+        newest_ms: if newest == Millis::MIN {
+            q.now.wall
+        } else {
+            newest
+        },
         fresh_series: fresh,
         live_targets: live.len(),
     }
@@ -596,7 +601,7 @@ pub fn threshold(
                 "the current replica count is unknown ({why}): the stable band has no reference"
             ),
         ),
-        (LoadState::Known(v), Ok(c)) => match rule.decide(*v, c.value, history, q.now) {
+        (LoadState::Known(v), Ok(c)) => match rule.decide(*v, c.value, history, q.now.mono) {
             Err(why) => Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, why),
             Ok(d) => {
                 let reason = explain(q, rule, &thresholds, *v, &c, &d, load.fresh_series);
@@ -606,7 +611,7 @@ pub fn threshold(
         (LoadState::Partial { lower, why }, Ok(c)) => {
             // The total is at least `lower`: raising on it is safe, lowering is not.
             let raise_allowed = rule.sustain.is_none_or(|s| s.up_ms.is_none());
-            match rule.decide(*lower, c.value, None, q.now) {
+            match rule.decide(*lower, c.value, None, q.now.mono) {
                 Err(e) => Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, e),
                 Ok(d) => {
                     let (value, verdict, effect) = if d.branch == Branch::Up && raise_allowed {

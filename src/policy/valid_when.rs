@@ -44,7 +44,7 @@ pub fn current_from_series(
                     "{} from {} is {:.0}s old",
                     o.id.series,
                     o.id.target,
-                    age_s(q.now, o.observed_at_ms)
+                    age_s(o.age_ms(q.now))
                 ));
                 format!(
                     "current: stale, {:.0}s old (staleAfter {})",
@@ -117,7 +117,7 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
                     "{} from {} is {:.0}s old (staleAfter {})",
                     o.id.series,
                     o.id.target,
-                    age_s(q.now, o.observed_at_ms),
+                    age_s(o.age_ms(q.now)),
                     fmt_limit(q.stale_after_ms)
                 ));
                 "gate: stale".to_string()

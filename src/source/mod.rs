@@ -9,7 +9,7 @@ pub mod scrape_schedule;
 
 use futures::future::BoxFuture;
 
-use crate::clock::Millis;
+use crate::clock::{Millis, Now};
 use std::sync::Arc;
 
 use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, Summarize, TargetHealth};
@@ -63,7 +63,7 @@ pub trait EvidenceSource: Send + Sync + 'static {
 
     /// The series and targets the source holds, for `hpa_bridge_series`,
     /// `hpa_bridge_stale_series` and `hpa_bridge_targets`; nothing by default.
-    fn inventory(&self, _now: Millis, _stale_after_ms: Millis) -> Inventory {
+    fn inventory(&self, _now: Now, _stale_after_ms: Millis) -> Inventory {
         Inventory::default()
     }
 
@@ -98,7 +98,7 @@ impl EvidenceSource for Store {
         ))))
     }
 
-    fn inventory(&self, now: Millis, stale_after_ms: Millis) -> Inventory {
+    fn inventory(&self, now: Now, stale_after_ms: Millis) -> Inventory {
         let (series, stale) = self.series_counts(now, stale_after_ms);
         Inventory {
             series: Some(series),

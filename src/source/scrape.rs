@@ -145,7 +145,9 @@ impl Scraper {
     /// concurrency slot) when it is due again is not queued twice.
     pub async fn run(&self, interval: Duration, after_first_round: impl FnOnce()) {
         self.scrape_round().await;
-        let mut last = self.clock.now_ms();
+        // Phases are points in an interval of elapsed time: on the monotonic clock, a step of
+        // the wall clock neither skips targets' scrapes nor crowds them together.
+        let mut last = self.clock.mono_ms();
         after_first_round();
         // About 100 ticks per interval: each scrapes the targets whose phase passed since the
         // last tick, so a target's scrapes stay within one tick of one interval apart.
@@ -167,7 +169,7 @@ impl Scraper {
                         schedule = ScrapeSchedule::new(interval, targets);
                         schedule_version = Some(version);
                     }
-                    let now = self.clock.now_ms();
+                    let now = self.clock.mono_ms();
                     for t in schedule.due(last, now) {
                         if pending.insert(t.id.clone()) {
                             queue.push_back(t.clone());
@@ -190,7 +192,7 @@ impl Scraper {
     }
 
     async fn scrape_one(&self, target: &ScrapeTarget) {
-        let at = self.clock.now_ms();
+        let at = self.clock.now();
         let started = Instant::now();
         let result = tokio::time::timeout(self.settings.timeout, self.fetch_and_parse(target))
             .await
@@ -221,7 +223,7 @@ impl Scraper {
                     self.metrics.retain_targets(|id| *id != target.id);
                 }
                 self.store
-                    .record_failure(target, at, duration_ms, e.to_string());
+                    .record_failure(target, at.wall, duration_ms, e.to_string());
             }
         }
     }
@@ -582,7 +584,7 @@ pub(crate) mod tests {
                 .map(|p| static_target(format!("http://{addr}{p}")))
                 .collect(),
         );
-        // The wall clock is manual, so which targets are due is decided by the test, and the
+        // The clock is manual, so which targets are due is decided by the test, and the
         // real ticks only poll it: nothing here depends on how fast the machine is.
         let start: Millis = 1_764_547_200_000;
         let clock = Arc::new(ManualClock::new(start));

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::invalid_reason;
 use super::series_labels::{ByLabels, SeriesLabels};
 use super::series_slots::{SeriesSlots, SlotId};
-use crate::clock::Millis;
+use crate::clock::{Millis, Now};
 
 /// Families a target's cell describes; a target with more is never summarized (its series
 /// are listed, as before digests). Exporters of replica counts publish one to three.
@@ -48,12 +48,14 @@ pub(super) struct TargetCell {
 
 /// One family: which (by the address of the target's own name string, which the resolved
 /// scope holds on to, so the address cannot be reused for another name while it looks),
-/// how many series, the highest value or `UNCLEAN`, and the oldest and newest times.
+/// how many series, the highest value or `UNCLEAN`, when the longest unscraped series was
+/// scraped (on the monotonic clock, which ages it) and the newest sample time (on the wall
+/// clock, which an answer's timestamp is written in).
 #[derive(Debug, Default)]
 struct FamilyCell {
     name: AtomicUsize,
     series_and_max: AtomicU64,
-    oldest_at: AtomicI64,
+    oldest_mono: AtomicI64,
     newest_at: AtomicI64,
 }
 
@@ -82,12 +84,15 @@ impl TargetCell {
             let (mut oldest, mut newest) = (Millis::MAX, Millis::MIN);
             for s in by_labels.values().filter_map(|slot| slots.get(*slot)) {
                 let value = s.latest as u64;
+                // A sample with a time of its own ages on the wall clock, which the digest
+                // does not track: its family is listed, and each series read as it reads.
                 clean &= s.present
                     && !s.duplicated
                     && invalid_reason(s.latest).is_none()
-                    && s.last_valid == Some((value, s.latest_at));
+                    && s.last_valid == Some((value, s.latest_at))
+                    && s.latest_mono.is_some();
                 max = max.max(value);
-                oldest = oldest.min(s.latest_at);
+                oldest = oldest.min(s.latest_mono.unwrap_or(Millis::MIN));
                 newest = newest.max(s.latest_at);
             }
             // Valid values are at most MAX_REPLICA_VALUE, far below UNCLEAN.
@@ -95,7 +100,7 @@ impl TargetCell {
             let packed = (by_labels.len() as u64) << 32 | max;
             cell.name.store(address(name), Ordering::Relaxed);
             cell.series_and_max.store(packed, Ordering::Relaxed);
-            cell.oldest_at.store(oldest, Ordering::Relaxed);
+            cell.oldest_mono.store(oldest, Ordering::Relaxed);
             cell.newest_at.store(newest, Ordering::Relaxed);
         }
         self.count.store(series.len() as u8, Ordering::Relaxed);
@@ -120,10 +125,11 @@ impl TargetCell {
                 .find(|c| c.name.load(Ordering::Relaxed) == address(name))?;
             let packed = cell.series_and_max.load(Ordering::Relaxed);
             let (n, max) = (packed >> 32, packed & UNCLEAN);
-            let oldest = cell.oldest_at.load(Ordering::Relaxed);
+            let oldest = cell.oldest_mono.load(Ordering::Relaxed);
             // A family that grew since resolution holds a series outside the scope; the age
-            // test is `policy::observation::read`'s: stale once older than staleAfter.
-            if n != u64::from(*series) || max == UNCLEAN || s.now - oldest > s.stale_after_ms {
+            // test is `policy::observation::read`'s: stale once older than staleAfter, on the
+            // monotonic clock for a scraped sample (a clean family holds no other kind).
+            if n != u64::from(*series) || max == UNCLEAN || s.now.mono - oldest > s.stale_after_ms {
                 return None;
             }
             let newest = cell.newest_at.load(Ordering::Relaxed);
@@ -183,8 +189,9 @@ pub struct CleanTail {
     pub series: usize,
     pub max_value: u64,
     pub newest_at_ms: Millis,
-    /// The oldest of their sample times: the summary holds only until that one turns stale.
-    pub oldest_at_ms: Millis,
+    /// The oldest of their scrape times on the monotonic clock: the summary holds only until
+    /// that one turns stale.
+    pub oldest_mono_ms: Millis,
     /// What the series were judged under: a rule must read them under the same terms.
     #[serde(skip)]
     pub under: Summarize,
@@ -203,16 +210,16 @@ impl CleanTail {
         series: usize,
         max_value: u64,
         newest_at: Millis,
-        oldest_at: Millis,
+        oldest_mono: Millis,
     ) {
         if self.series == 0 {
             self.max_value = max_value;
             self.newest_at_ms = newest_at;
-            self.oldest_at_ms = oldest_at;
+            self.oldest_mono_ms = oldest_mono;
         } else {
             self.max_value = self.max_value.max(max_value);
             self.newest_at_ms = self.newest_at_ms.max(newest_at);
-            self.oldest_at_ms = self.oldest_at_ms.min(oldest_at);
+            self.oldest_mono_ms = self.oldest_mono_ms.min(oldest_mono);
         }
         self.series += series;
     }
@@ -223,6 +230,6 @@ impl CleanTail {
 pub struct Summarize {
     /// Present series listed before any is summarized: the inputs a rule notes in full.
     pub after: usize,
-    pub now: Millis,
+    pub now: Now,
     pub stale_after_ms: Millis,
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
-use crate::clock::Millis;
+use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
 use crate::selector::{LabelSelector, Labels, Operator};
@@ -83,6 +83,9 @@ struct SeriesState {
     latest: f64,
     latest_at: Millis,
     last_valid: Option<(u64, Millis)>,
+    /// When this process scraped `latest`, on the monotonic clock, unless the page gave the
+    /// sample a time of its own (`Observation::scraped_mono_ms`).
+    latest_mono: Option<Millis>,
     /// False once a successful scrape no longer contained the series: the exporter dropped it.
     present: bool,
     /// The last successful page held the series more than once (same name and labels): its
@@ -143,6 +146,12 @@ pub struct Observation {
     /// The newest raw value, which may be invalid.
     pub value: f64,
     pub observed_at_ms: Millis,
+    /// When this process scraped the value, on the monotonic clock, if the producer gave it
+    /// no time of its own: its age is then read on that clock, so a step of the wall clock
+    /// can neither keep it fresh nor age it. `None` for a time the producer wrote (an
+    /// exposition timestamp, a Prometheus sample), which only the wall clock can age.
+    #[serde(skip)]
+    pub scraped_mono_ms: Option<Millis>,
     /// The newest valid integer value and when it was seen.
     pub last_valid: Option<(u64, Millis)>,
     /// Still exported by its target's last successful scrape.
@@ -152,6 +161,13 @@ pub struct Observation {
     /// The target's last page held this series more than once, so its value is ambiguous.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub duplicated: bool,
+}
+
+impl Observation {
+    /// How old the value is at `now`, on the clock that can tell (`scraped_mono_ms`).
+    pub fn age_ms(&self, now: Now) -> Millis {
+        now.age_ms(self.observed_at_ms, self.scraped_mono_ms)
+    }
 }
 
 /// A target that might hold in-scope series but has never been scraped successfully, so nobody
@@ -563,10 +579,14 @@ impl Store {
     pub fn record_success(
         &self,
         target: &ScrapeTarget,
-        scraped_at: Millis,
+        scraped_at: impl Into<Now>,
         duration_ms: u64,
         samples: Vec<ExposedSample>,
     ) -> PageOutcome {
+        let Now {
+            wall: scraped_at,
+            mono: scraped_mono,
+        } = scraped_at.into();
         let mut duplicates = 0u64;
         let mut forgotten = 0u64;
         self.with_scraped_record(target, |rec, postings, slots, stamp| {
@@ -601,6 +621,7 @@ impl Store {
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
+                let mono = sample.timestamp_ms.is_none().then_some(scraped_mono);
                 let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
                     Some((name, _)) => name.clone(),
                     None => Arc::from(sample.name.as_str()),
@@ -614,6 +635,7 @@ impl Store {
                             labels: labels.clone(),
                             latest: f64::NAN,
                             latest_at: at,
+                            latest_mono: mono,
                             last_valid: None,
                             last_valid_before_page: None,
                             present: false,
@@ -643,6 +665,7 @@ impl Store {
                 }
                 state.latest = sample.value;
                 state.latest_at = at;
+                state.latest_mono = mono;
                 state.present = true;
                 state.last_valid_before_page = state.last_valid;
                 if invalid_reason(sample.value).is_none() {
@@ -740,7 +763,8 @@ impl Store {
     }
 
     /// Counts for self-metrics: (tracked series, stale series).
-    pub fn series_counts(&self, now: Millis, stale_after_ms: Millis) -> (usize, usize) {
+    pub fn series_counts(&self, now: impl Into<Now>, stale_after_ms: Millis) -> (usize, usize) {
+        let now = now.into();
         let inner = self.read();
         let mut total = 0;
         let mut stale = 0;
@@ -753,7 +777,7 @@ impl Store {
                 .filter(|s| s.present)
             {
                 total += 1;
-                if now - s.latest_at > stale_after_ms {
+                if now.age_ms(s.latest_at, s.latest_mono) > stale_after_ms {
                     stale += 1;
                 }
             }
@@ -926,6 +950,7 @@ impl Store {
                         id,
                         value: s.latest,
                         observed_at_ms: s.latest_at,
+                        scraped_mono_ms: s.latest_mono,
                         last_valid: s.last_valid,
                         present: s.present,
                         target_failing: failing,

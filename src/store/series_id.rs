@@ -48,6 +48,12 @@ impl SeriesRef {
             index: index as u32,
         })
     }
+
+    /// The list this reference reads from, without keeping it alive.
+    #[cfg(test)]
+    pub(crate) fn list(&self) -> std::sync::Weak<[SeriesId]> {
+        Arc::downgrade(&self.ids)
+    }
 }
 
 impl Deref for SeriesRef {

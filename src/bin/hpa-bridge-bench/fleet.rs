@@ -248,7 +248,7 @@ impl Scraped {
     /// Series in the store that are not stale.
     pub fn tracked_series(&self) -> usize {
         self.store
-            .series_counts(SystemClock.now_ms(), self.adapter.stale_after_ms())
+            .series_counts(SystemClock.now(), self.adapter.stale_after_ms())
             .0
     }
 }

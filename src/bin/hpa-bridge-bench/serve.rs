@@ -419,7 +419,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
         })
         .collect();
     store.set_targets(targets.clone());
-    let now = hpa_bridge::clock::Clock::now_ms(&SystemClock);
+    let now = hpa_bridge::clock::Clock::now(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
         store.record_success(t, now, 1, samples);

@@ -160,7 +160,7 @@ async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakR
         }
         out.rss_bytes.push(memory().unwrap_or_default().0);
         out.tracked_series
-            .push(store.series_counts(clock.now_ms(), stale_after).0);
+            .push(store.series_counts(clock.now(), stale_after).0);
     }
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)

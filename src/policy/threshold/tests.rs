@@ -397,7 +397,7 @@ fn ctx(series: &[String]) -> QueryContext<'_> {
         metric: "load_replicas",
         series,
         scope: "namespace=default,app=matching".into(),
-        now: NOW,
+        now: NOW.into(),
         stale_after_ms: 30_000,
         notes_kept: usize::MAX,
     }
@@ -408,6 +408,7 @@ fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
         id: crate::store::SeriesRef::new(TargetId(target.into()), "qps".into(), Default::default()),
         value,
         observed_at_ms: NOW - age_ms,
+        scraped_mono_ms: Some(NOW - age_ms),
         last_valid: None,
         present: true,
         target_failing: false,

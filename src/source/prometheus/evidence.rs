@@ -116,6 +116,8 @@ pub fn evidence_from(
                     id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
                     value,
                     observed_at_ms: at,
+                    // The server's wall-clock time of the sample: only the wall clock ages it.
+                    scraped_mono_ms: None,
                     last_valid,
                     present: true,
                     target_failing: false,
@@ -133,6 +135,7 @@ pub fn evidence_from(
                     id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
                     value,
                     observed_at_ms: at,
+                    scraped_mono_ms: None,
                     last_valid: valid(value).map(|v| (v, at)),
                     present,
                     target_failing: present,

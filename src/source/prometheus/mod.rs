@@ -104,7 +104,9 @@ struct SourceHealth {
 type SharedQuery = Shared<BoxFuture<'static, Result<Arc<ScopeSamples>, PromQueryError>>>;
 
 struct CacheEntry {
-    started_ms: Millis,
+    /// When the query started, on the monotonic clock: how long a result is reused is a
+    /// duration, which a step of the wall clock must not stretch.
+    started_mono: Millis,
     query: SharedQuery,
 }
 
@@ -220,12 +222,16 @@ impl PrometheusSource {
     /// or from a new one.
     async fn samples(&self, queries: &ScopeQueries) -> Result<Arc<ScopeSamples>, PromQueryError> {
         let key = format!("{}\n{}", queries.fresh, queries.retained);
+        // Sample times are the server's wall-clock timestamps, so the query is evaluated, and
+        // its samples aged (policy::observation), on the wall clock; only the reuse of a
+        // result is timed on the monotonic one.
         let now = self.inner.clock.now_ms();
+        let mono = self.inner.clock.mono_ms();
         let shared = {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             let usable = |e: &CacheEntry| match e.query.peek() {
                 None => true,
-                Some(Ok(_)) => now - e.started_ms < self.cache_ttl_ms,
+                Some(Ok(_)) => mono - e.started_mono < self.cache_ttl_ms,
                 // Failures are shared while in flight only: the next request tries again.
                 Some(Err(_)) => false,
             };
@@ -254,7 +260,7 @@ impl PrometheusSource {
                     cache.insert(
                         key,
                         CacheEntry {
-                            started_ms: now,
+                            started_mono: mono,
                             query: query.clone(),
                         },
                     );
