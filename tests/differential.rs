@@ -8,7 +8,7 @@
 //! compared with the oracle (tests/differential/oracle.rs), a plain scan of everything that
 //! happened. Status, value and refusal kind must agree.
 //!
-//! The budget is `HPA_BRIDGE_ORACLE_CASES` sequences (default 6,000, under a minute in CI);
+//! The budget is `HPA_BRIDGE_ORACLE_CASES` sequences (default 20,000, under a minute in CI);
 //! set it higher for a longer run. A failure prints the shrunk sequence.
 
 #[path = "differential/oracle.rs"]
@@ -700,7 +700,7 @@ fn cases() -> u32 {
     std::env::var("HPA_BRIDGE_ORACLE_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6000)
+        .unwrap_or(20_000)
 }
 
 proptest! {
