@@ -266,6 +266,17 @@ struct Ev {
     silent: Vec<Workload>,
 }
 
+impl Ev {
+    /// The series still exported by their targets.
+    fn present(&self) -> Vec<&Observed> {
+        self.obs
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o.present)
+            .collect()
+    }
+}
+
 impl Oracle {
     pub fn new(metrics: BTreeMap<String, Metric>, stale_after: Ms) -> Self {
         Oracle {
@@ -517,12 +528,7 @@ impl Oracle {
 
     /// Max over fresh series, never sum; unknown input that could be higher refuses.
     fn recommendation(&self, ev: &Ev) -> Rule {
-        let present: Vec<&Observed> = ev
-            .obs
-            .iter()
-            .map(|(_, o)| o)
-            .filter(|o| o.present)
-            .collect();
+        let present = ev.present();
         if present.is_empty() {
             return Rule::Refused(
                 if ev.unknown.is_empty() {
@@ -627,12 +633,7 @@ impl Oracle {
     /// least one exists, and no target that might hold one is unknown.
     fn gate_open(&self, q: &Query, series: &str, equals: f64, wall: Ms, mono: Ms) -> bool {
         let ev = self.evidence(q, &[series.to_string()], wall, mono);
-        let present: Vec<&Observed> = ev
-            .obs
-            .iter()
-            .map(|(_, o)| o)
-            .filter(|o| o.present)
-            .collect();
+        let present = ev.present();
         ev.unknown.is_empty()
             && !present.is_empty()
             && present
