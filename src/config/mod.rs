@@ -186,6 +186,13 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_prometheus_url_is_named_without_its_password() {
+        let e = err("source: {prometheus: {url: 'http://user:hunter2@bad host/'}}");
+        assert!(e.contains("source.prometheus.url"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
     fn the_history_section_defaults_to_an_hour_and_1000_scopes_and_is_bounded() {
         let d = Config::from_yaml("").unwrap().history;
         assert_eq!(d.retention.0, Duration::from_secs(3600));

@@ -73,10 +73,11 @@ impl SourceConfig {
                         "exactly one source may be active: remove scrape.static or source.prometheus",
                     ));
                 }
-                let uri: http::Uri = p
-                    .url
-                    .parse()
-                    .map_err(|e| invalid("source.prometheus.url", format!("{:?}: {e}", p.url)))?;
+                let uri: http::Uri = p.url.parse().map_err(|e| {
+                    // The URL may carry a password: never print it.
+                    let shown = crate::redaction::redact_url(&p.url);
+                    invalid("source.prometheus.url", format!("{shown:?}: {e}"))
+                })?;
                 if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
                     return Err(invalid(
                         "source.prometheus.url",

@@ -146,12 +146,12 @@ impl PrometheusSource {
         metrics: Arc<SelfMetrics>,
     ) -> Result<Self, PrometheusSetupError> {
         let uri: http::Uri = cfg.url.parse().map_err(|e| PrometheusSetupError::Url {
-            url: cfg.url.clone(),
+            url: crate::redaction::redact_url(&cfg.url).into_owned(),
             message: format!("{e}"),
         })?;
         let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
             return Err(PrometheusSetupError::Url {
-                url: cfg.url.clone(),
+                url: crate::redaction::redact_url(&cfg.url).into_owned(),
                 message: "needs a scheme and a host".into(),
             });
         };
