@@ -325,6 +325,19 @@ async fn transition(
             if s == to {
                 continue;
             }
+            // A dropped series stays in Prometheus until its next scrape of that target writes
+            // the staleness marker; if that scrape is late (a loaded machine), the series is
+            // first older than staleAfter with a higher last value, and "partial" is the safe
+            // answer on the way. Seen in two full-suite runs on a loaded machine; any other
+            // answer on the way still fails, and the end state must be reached.
+            if s == Seen::Refused(503, "is partial".into()) && *name == "prometheus source" {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: timed out waiting for {metric} {selector} = {to:?}: last answer {v}"
+                );
+                still.push(entry);
+                continue;
+            }
             assert_eq!(
                 s, from,
                 "{name}: {metric} {selector} on its way from {from:?} to {to:?}: {v}"
