@@ -328,11 +328,12 @@ struct ParsedSelector {
 /// (metric, namespace, canonical selector)
 type RenderKey = (String, String, String);
 
-/// A rendered answer, reused while the evidence in its scope has not changed
-/// (`Adapter::answer_version`) and for at most `RENDER_REUSE_MS`. Many HPAs and adapter replicas ask the same question; recomputing the
-/// evidence and the JSON for each dominated the serve path (BENCHMARKS.md). The time bound
-/// keeps freshness exact to within a second (staleAfter is tens of seconds), and covers inputs
-/// that change outside the store (the Prometheus source, workload scale).
+/// A rendered answer, reused only while a fresh computation would give the same: its scope's
+/// evidence and the cluster's facts unchanged (`Adapter::answer_version`), no input it read
+/// turned stale and the wall clock not stepped (`Reusable::until_mono_ms`), and for at most
+/// `RENDER_REUSE_MS`, which bounds reuse over the Prometheus source, whose data the store does
+/// not hold. Many HPAs and adapter replicas ask the same question; recomputing the evidence and
+/// the JSON for each dominated the serve path (BENCHMARKS.md).
 #[derive(Clone)]
 struct Rendered {
     version: Version,
