@@ -42,6 +42,67 @@ impl From<Millis> for Now {
     }
 }
 
+/// The clock readings over which every input an answer read keeps its freshness: within
+/// it, the same evidence gives the same answer. A scraped sample turns stale at a moment of the
+/// monotonic clock. A producer's own timestamp turns stale at a moment of the wall clock, and
+/// a stale one turns fresh again if the wall clock is stepped back past it; so the window has
+/// a wall-clock floor as well as a ceiling. Ordinary drift between the two clocks (they are
+/// read apart, to the millisecond) ends nothing; only crossing an input's threshold does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshWindow {
+    /// The last monotonic reading at which every scraped input fresh at the start still is.
+    pub until_mono: Millis,
+    /// The first wall reading at which every timestamped input stale at the start still is.
+    pub from_wall: Millis,
+    /// The last wall reading at which every timestamped input fresh at the start still is.
+    pub until_wall: Millis,
+}
+
+impl Default for FreshWindow {
+    /// No input: time changes nothing.
+    fn default() -> Self {
+        FreshWindow {
+            until_mono: Millis::MAX,
+            from_wall: Millis::MIN,
+            until_wall: Millis::MAX,
+        }
+    }
+}
+
+impl FreshWindow {
+    /// Narrow the window, read at `now`, by one input last seen at `wall_at` (its producer's
+    /// time) or scraped at `scraped_mono`, which is fresh while its age is at most
+    /// `stale_after_ms` (`Now::age_ms`).
+    pub fn narrow(
+        &mut self,
+        now: Now,
+        wall_at: Millis,
+        scraped_mono: Option<Millis>,
+        stale_after_ms: Millis,
+    ) {
+        let fresh = now.age_ms(wall_at, scraped_mono) <= stale_after_ms;
+        match scraped_mono {
+            // The monotonic clock never goes back: a stale input stays stale.
+            Some(mono) if fresh => {
+                self.until_mono = self.until_mono.min(mono.saturating_add(stale_after_ms));
+            }
+            Some(_) => {}
+            None if fresh => {
+                self.until_wall = self.until_wall.min(wall_at.saturating_add(stale_after_ms));
+            }
+            None => {
+                let first_stale = wall_at.saturating_add(stale_after_ms).saturating_add(1);
+                self.from_wall = self.from_wall.max(first_stale);
+            }
+        }
+    }
+
+    /// Whether `now` lies within the window.
+    pub fn holds(&self, now: Now) -> bool {
+        now.mono <= self.until_mono && (self.from_wall..=self.until_wall).contains(&now.wall)
+    }
+}
+
 pub trait Clock: Send + Sync + 'static {
     /// Wall-clock time.
     fn now_ms(&self) -> Millis;
@@ -225,5 +286,43 @@ mod tests {
         let before = first - 1000;
         let t = time::OffsetDateTime::from_unix_timestamp(before / 1000).unwrap();
         assert_eq!(rfc3339(before), t.format(&f).unwrap());
+    }
+
+    /// Exhaustive over small clocks: the window holds at a reading exactly when every input
+    /// reads as fresh or stale as it did at the start (the plain rule, `Now::age_ms`).
+    #[test]
+    fn a_fresh_window_holds_exactly_while_every_input_reads_alike() {
+        let stale_after = 3;
+        let start = Now { wall: 10, mono: 10 };
+        let inputs: Vec<(Millis, Option<Millis>)> =
+            (4..=16).flat_map(|t| [(t, None), (t, Some(t))]).collect();
+        for a in &inputs {
+            for b in &inputs {
+                let mut w = FreshWindow::default();
+                for &(at, mono) in [a, b] {
+                    w.narrow(start, at, mono, stale_after);
+                }
+                let reads = |now: Now| {
+                    [a, b]
+                        .map(|&(at, mono)| now.age_ms(at, mono) <= stale_after)
+                        .to_vec()
+                };
+                for mono in 10..=20 {
+                    for wall in 0..=30 {
+                        let now = Now { wall, mono };
+                        assert_eq!(
+                            w.holds(now),
+                            reads(now) == reads(start),
+                            "{a:?} {b:?} at {now:?}: {w:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // The two clocks a millisecond apart: nothing read ends.
+        let mut w = FreshWindow::default();
+        w.narrow(start, 9, Some(9), stale_after);
+        w.narrow(start, 9, None, stale_after);
+        assert!(w.holds(Now { wall: 11, mono: 10 }));
     }
 }

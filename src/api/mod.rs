@@ -329,8 +329,8 @@ struct ParsedSelector {
 type RenderKey = (String, String, String);
 
 /// A rendered answer, reused only while a fresh computation would give the same: its scope's
-/// evidence and the cluster's facts unchanged (`Adapter::answer_version`), no input it read
-/// turned stale and the wall clock not stepped (`Reusable::until_mono_ms`), and for at most
+/// evidence and the cluster's facts unchanged (`Adapter::answer_version`), every input it read
+/// as fresh or stale still reading so on both clocks (`Reusable::fresh`), and for at most
 /// `RENDER_REUSE_MS`, which bounds reuse over the Prometheus source, whose data the store does
 /// not hold. Many HPAs and adapter replicas ask the same question; recomputing the evidence and
 /// the JSON for each dominated the serve path (BENCHMARKS.md).
@@ -342,12 +342,8 @@ struct Rendered {
     generation: Version,
     /// When it was computed, on the monotonic clock.
     at_ms: crate::clock::Millis,
-    /// When the first of the answer's fresh inputs turns stale: past it the same evidence
-    /// reads differently (`Reusable::until_mono_ms`); both times on the monotonic clock.
-    until_mono_ms: crate::clock::Millis,
-    /// The wall clock less the monotonic one when it was computed: a step of the wall clock
-    /// ages a producer's own timestamps at once, so it ends the reuse.
-    wall_offset: crate::clock::Millis,
+    /// The clock readings within which the same evidence reads the same (`Reusable::fresh`).
+    fresh: crate::clock::FreshWindow,
     status: u16,
     body: Bytes,
 }
@@ -481,11 +477,9 @@ impl ApiHandler {
             parsed.canonical.clone(),
         );
         let clocks = self.adapter.now();
-        let (now, wall_offset) = (clocks.mono, clocks.wall - clocks.mono);
+        let now = clocks.mono;
         let fresh = |r: &&Rendered| {
-            (0..RENDER_REUSE_MS).contains(&(now - r.at_ms))
-                && now <= r.until_mono_ms
-                && r.wall_offset == wall_offset
+            (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)) && r.fresh.holds(clocks)
         };
         let cached = self
             .rendered
@@ -514,7 +508,7 @@ impl ApiHandler {
             }
             return bytes_response(r.status, r.body);
         }
-        let (resp, until_mono_ms) = self.compute_external_metric(ns, metric, selector).await;
+        let (resp, fresh) = self.compute_external_metric(ns, metric, selector).await;
         if key.0 != "-" {
             let status = resp.status().as_u16();
             // Full<Bytes> holds one frame; take its bytes without consuming the response.
@@ -529,8 +523,7 @@ impl ApiHandler {
                         version,
                         generation,
                         at_ms: now,
-                        until_mono_ms,
-                        wall_offset,
+                        fresh,
                         status,
                         body,
                     },
@@ -576,14 +569,13 @@ impl ApiHandler {
         ns: &str,
         metric: &str,
         selector: &LabelSelector,
-    ) -> (ApiResponse, crate::clock::Millis) {
-        let (answer, until_mono_ms) = match self.adapter.answer_reusable(metric, ns, selector).await
-        {
-            Ok(a) => (a.answer, a.until_mono_ms),
+    ) -> (ApiResponse, crate::clock::FreshWindow) {
+        let (answer, fresh) = match self.adapter.answer_reusable(metric, ns, selector).await {
+            Ok(a) => (a.answer, a.fresh),
             Err(e @ QueryError::UnknownMetric { .. }) => {
                 return (
                     status_response(StatusReason::NotFound, &e.to_string()),
-                    crate::clock::Millis::MAX,
+                    crate::clock::FreshWindow::default(),
                 )
             }
         };
@@ -626,7 +618,7 @@ impl ApiHandler {
                 )
             }
         };
-        (resp, until_mono_ms)
+        (resp, fresh)
     }
 }
 

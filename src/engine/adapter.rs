@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::clock::{rfc3339, Clock, Millis, Now};
+use crate::clock::{rfc3339, Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::combine;
@@ -100,27 +100,21 @@ impl Fetched {
             .map(|(_, r)| r.clone())
     }
 
-    /// The last moment, on the monotonic clock, at which every input read that is fresh at
-    /// `now` is still fresh: an answer computed at `now` reads the same after it only until
-    /// then. Ages run on the monotonic clock for scraped samples and on the wall clock for a
-    /// producer's own timestamp; the wall clock may step, so each input's remaining freshness
-    /// is carried over to the monotonic clock as it stands now.
-    fn fresh_until(&self, now: Now, stale_after_ms: Millis) -> Millis {
+    /// The clock readings over which every input read keeps the freshness it has at `now`:
+    /// an answer computed at `now` reads the same within it.
+    fn fresh_window(&self, now: Now, stale_after_ms: Millis) -> FreshWindow {
         let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
-        let remaining = fetched
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
-            .flat_map(|ev| {
-                ev.observations
-                    .iter()
-                    .map(|o| o.age_ms(now))
-                    .chain(ev.clean_tail.map(|t| now.mono - t.oldest_mono_ms))
-                    .map(|age| stale_after_ms - age)
-            });
-        remaining
-            .filter(|&left| left >= 0)
-            .min()
-            .map_or(Millis::MAX, |left| now.mono.saturating_add(left))
+        let mut window = FreshWindow::default();
+        for ev in fetched.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            for o in &ev.observations {
+                window.narrow(now, o.observed_at_ms, o.scraped_mono_ms, stale_after_ms);
+            }
+            // A summary holds only clean, fresh, scraped series (store/family_digest.rs).
+            if let Some(t) = ev.clean_tail {
+                window.narrow(now, t.newest_at_ms, Some(t.oldest_mono_ms), stale_after_ms);
+            }
+        }
+        window
     }
 
     fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
@@ -144,11 +138,10 @@ impl Version {
     }
 }
 
-/// An answer, and the moment (monotonic clock) after which it may read differently even if
-/// no input changes.
+/// An answer, and the clock readings within which it reads the same while no input changes.
 pub struct Reusable {
     pub answer: Answer,
-    pub until_mono_ms: Millis,
+    pub fresh: FreshWindow,
 }
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
@@ -255,8 +248,8 @@ impl Adapter {
         self.clock.now_ms()
     }
 
-    /// Both clocks: reuse is timed on the monotonic one (`Reusable::until_mono_ms`), and
-    /// ends when the wall clock steps, since a producer's own timestamps age on it.
+    /// Both clocks: reuse is timed on both (`Reusable::fresh`): scraped samples age on
+    /// the monotonic one, a producer's own timestamps on the wall clock.
     pub fn now(&self) -> Now {
         self.clock.now()
     }
@@ -278,7 +271,7 @@ impl Adapter {
     }
 
     /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
-    /// apart from the passing of time (`Reusable::until_mono_ms` covers that): the series any rule
+    /// apart from the passing of time (`Reusable::fresh` covers that): the series any rule
     /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
     /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
     /// cluster the store changes hundreds of times a second, but a workload's own series far
@@ -446,7 +439,7 @@ impl Adapter {
         self.record_answer((spec.name(), namespace, scope), &answer, now.wall);
         Ok(Reusable {
             answer,
-            until_mono_ms: fetched.fresh_until(now, self.stale_after_ms()),
+            fresh: fetched.fresh_window(now, self.stale_after_ms()),
         })
     }
 

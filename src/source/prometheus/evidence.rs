@@ -65,6 +65,7 @@ fn without_staleness_markers<'s>(
 pub fn evidence_from(
     samples: &ScopeSamples,
     stale_after_ms: Millis,
+    now: Millis,
     pods: Option<PodFilter<'_>>,
 ) -> Evidence {
     let mut gone: HashSet<BTreeMap<String, String>> = HashSet::new();
@@ -128,8 +129,12 @@ pub fn evidence_from(
                 let value = retained.get(key).copied().unwrap_or(f64::NAN);
                 // No sample within staleAfter: Prometheus cannot cheaply say how old the last
                 // one is (see the module docs), so the age is the lower bound, just past the
-                // window. The policy only needs to know that it is stale.
-                let at = samples.eval_ms - stale_after_ms - 1;
+                // window. The policy only needs to know that it is stale. The query may have
+                // been evaluated after the asking request read its clock (a shared or slow
+                // query): measured from the evaluation time, the series would read as fresh
+                // at the request's `now` and serve its old value. Measured from the earlier of
+                // the two, it reads as stale, the side that never lowers an answer.
+                let at = samples.eval_ms.min(now) - stale_after_ms - 1;
                 let present = !gone.contains(key);
                 Observation {
                     id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
@@ -261,7 +266,7 @@ mod tests {
                 s(&marked_after_value, &[], &[(eval, 4.0)]),
             ],
         };
-        let ev = evidence_from(&samples, 3_000, None);
+        let ev = evidence_from(&samples, 3_000, eval, None);
         let find = |inst: &str| {
             ev.observations
                 .iter()
@@ -279,6 +284,33 @@ mod tests {
         let c3 = find("c3");
         assert_eq!((c3.value, c3.observed_at_ms), (4.0, eval - 2_000));
         assert!(c3.present && !c3.target_failing, "{c3:?}");
+    }
+
+    #[test]
+    fn a_series_stale_at_evaluation_reads_stale_for_a_request_that_asked_earlier() {
+        // The query ran 5 ms after the request read its clock (shared, or started late on a
+        // loaded machine). c1 has no sample within staleAfter at evaluation: it must not turn
+        // fresh, with its old value, at the request's earlier `now`.
+        let eval = 1_000_000;
+        let c1 = labels("hpa_expect_replicas", "c1");
+        let c2 = labels("hpa_expect_replicas", "c2");
+        let samples = ScopeSamples {
+            eval_ms: eval,
+            fresh: vec![s(&c2, &[], &[(eval - 100, 5.0)])],
+            retained: vec![s(&c1, &[], &[(eval, 6.0)]), s(&c2, &[], &[(eval, 5.0)])],
+        };
+        let asked = eval - 5;
+        let ev = evidence_from(&samples, 3_000, asked, None);
+        let now = crate::clock::Now::from(asked);
+        let age = |inst: &str| {
+            ev.observations
+                .iter()
+                .find(|o| o.id.labels["instance"] == inst)
+                .map(|o| o.age_ms(now))
+                .unwrap()
+        };
+        assert!(age("c1") > 3_000, "stale at the request's now");
+        assert!(age("c2") <= 3_000, "a sample in the window stays fresh");
     }
 
     #[test]
@@ -310,7 +342,7 @@ mod tests {
                 ),
             ],
         };
-        let ev = evidence_from(&samples, 3_000, None);
+        let ev = evidence_from(&samples, 3_000, eval, None);
         assert_eq!(ev.observations.len(), 4, "{ev:?}");
         let find = |inst: &str, name: &str| {
             ev.observations
@@ -367,6 +399,7 @@ mod tests {
         let ev = evidence_from(
             &samples,
             3_000,
+            eval,
             Some(PodFilter {
                 label: "pod",
                 namespace: "default",

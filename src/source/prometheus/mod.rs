@@ -421,7 +421,7 @@ impl EvidenceSource for PrometheusSource {
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        _now: Millis,
+        now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         Box::pin(async move {
             let fail = |message: String| SourceError {
@@ -450,7 +450,7 @@ impl EvidenceSource for PrometheusSource {
                 namespace: scope.namespace,
                 pods,
             });
-            Ok(evidence_from(&samples, self.stale_after_ms, filter))
+            Ok(evidence_from(&samples, self.stale_after_ms, now, filter))
         })
     }
 
