@@ -38,28 +38,28 @@ fn hostile_source() -> IpAddr {
     IpAddr::from([127, 0, 0, 2])
 }
 
-/// An anonymous TLS client that trusts the adapter's serving CA.
-fn anonymous_connector(adapter: &AdapterProcess) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(adapter.pki.ca_der()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 async fn tls(
     adapter: &AdapterProcess,
     tcp: TcpStream,
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
-    anonymous_connector(adapter)
+    adapter
+        .pki
+        .connector(&[])
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .unwrap()
+}
+
+/// One strike against `from`: a TLS connection to `to` whose request head is too large,
+/// answered 431 or closed.
+async fn strike(adapter: &AdapterProcess, from: IpAddr, to: SocketAddr) {
+    let s = tls(adapter, connect_from(from, to).await).await;
+    let got = send_head(s, huge_head("/healthz")).await;
+    assert!(
+        got.is_empty() || got.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
 }
 
 /// Read until the server closes; what it sent before. A reset counts as closed.
@@ -324,18 +324,10 @@ async fn a_one_megabyte_head_is_refused_with_431() {
 async fn h2_sender(
     adapter: &AdapterProcess,
 ) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(adapter.pki.ca_der()).unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = TcpStream::connect(api_addr(adapter)).await.unwrap();
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let stream = adapter
+        .pki
+        .connector(&[b"h2"])
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .unwrap();
@@ -430,8 +422,10 @@ async fn fate(adapter: &AdapterProcess, source: IpAddr) -> Fate {
         Ok(Err(_)) => return Fate::Refused,
         Ok(Ok(tcp)) => tcp,
     };
-    let handshake =
-        anonymous_connector(adapter).connect(ServerName::try_from("127.0.0.1").unwrap(), tcp);
+    let handshake = adapter
+        .pki
+        .connector(&[])
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp);
     // A handshake whose SYN passed just before the filter listed its address, and whose last
     // ACK was then dropped, looks connected to the client while the kernel drops its data.
     match tokio::time::timeout(HANDSHAKE_DROPPED_AFTER, handshake).await {
@@ -481,17 +475,13 @@ async fn misbehave_until_penalized(kernel_drop: &str, expected: Fate) {
     // Held first: a TLS session that has not sent a request yet.
     let mut held = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
     // One strike is not enough.
-    let first = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
-    let got = send_head(first, huge_head("/healthz")).await;
-    assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+    strike(&adapter, offender, api_addr(&adapter)).await;
     assert!(
         still_open(&mut held, Duration::from_millis(300)).await,
         "one strike closed the held connection"
     );
     assert_eq!(fate(&adapter, offender).await, Fate::Served);
-    let second = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
-    let got = send_head(second, huge_head("/healthz")).await;
-    assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+    strike(&adapter, offender, api_addr(&adapter)).await;
     // Struck out: the held connection is closed without an answer...
     let sent = until_closed(&mut held).await;
     assert!(sent.is_empty(), "the held connection got {sent:?}");
@@ -554,8 +544,7 @@ async fn penalties_can_be_turned_off() {
         AdapterProcess::start_with(&fast_config(&[]), &["--client-penalty-strikes", "0"]).await;
     let offender = IpAddr::from([127, 0, 0, 5]);
     for _ in 0..4 {
-        let s = tls(&adapter, connect_from(offender, api_addr(&adapter)).await).await;
-        send_head(s, huge_head("/healthz")).await;
+        strike(&adapter, offender, api_addr(&adapter)).await;
     }
     assert_eq!(fate(&adapter, offender).await, Fate::Served);
     let (_, m) = adapter.plain_get("/metrics").await;
@@ -632,13 +621,11 @@ async fn exempt_addresses_are_never_refused() {
     let exempt = IpAddr::from([127, 0, 0, 7]);
     let other = IpAddr::from([127, 0, 0, 8]);
     for _ in 0..3 {
-        let s = tls(&adapter, connect_from(exempt, api_addr(&adapter)).await).await;
-        send_head(s, huge_head("/healthz")).await;
+        strike(&adapter, exempt, api_addr(&adapter)).await;
     }
     assert_eq!(fate(&adapter, exempt).await, Fate::Served);
     // The penalty is on for everyone else.
-    let s = tls(&adapter, connect_from(other, api_addr(&adapter)).await).await;
-    send_head(s, huge_head("/healthz")).await;
+    strike(&adapter, other, api_addr(&adapter)).await;
     eventually(
         &adapter,
         other,
@@ -727,10 +714,7 @@ async fn dual_stack_penalties(kernel_drop: &str, ipv4_fate: Fate) {
     }
     for (offender, expected) in [(ipv6, Fate::Refused), (ipv4, ipv4_fate)] {
         for _ in 0..2 {
-            let to = api_addr_for(&adapter, offender);
-            let s = tls(&adapter, connect_from(offender, to).await).await;
-            let got = send_head(s, huge_head("/healthz")).await;
-            assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"));
+            strike(&adapter, offender, api_addr_for(&adapter, offender)).await;
         }
         eventually(
             &adapter,

@@ -194,6 +194,22 @@ impl Pki {
         self.ca_cert.der().clone()
     }
 
+    /// An anonymous TLS client that trusts this CA, offering `alpn` (none: the server picks
+    /// HTTP/1.1).
+    pub fn connector(&self, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca_der()).unwrap();
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    }
+
     fn issue(&self, file: &str, mut params: rcgen::CertificateParams) -> Issued {
         let key = rcgen::KeyPair::generate().unwrap();
         let issuer = rcgen::Issuer::from_params(&self.ca_params, &self.ca_key);
