@@ -1,17 +1,25 @@
-//! The status page in a real browser: the real binary, an exporter whose values change and then
-//! fail (a refusal period), HPA-like requests through the API so the answers enter the history,
-//! then headless Chromium loads `/` and the rendered DOM must show the workload row, the
-//! refusal band and the reason text, with an exporter's `<script>` label value escaped.
+//! The status page in a real browser: the real binary discovering its pods through a
+//! Kubernetes API (`kubeapi`), an exporter whose values change and then fail (a refusal
+//! period), HPA-like requests through the API so the answers enter the history, the
+//! StatefulSet's `spec.replicas` following the served target as an HPA would, then headless
+//! Chromium loads `/` and the rendered DOM must show the workload row, the refusal band, the
+//! reason text, the time axis and the `spec.replicas` line, with an exporter's `<script>`
+//! label value escaped.
 //!
 //! `HPA_BRIDGE_UPDATE_SCREENSHOT=1` copies the screenshot to docs/status-page.png.
 
 mod common;
+mod kubeapi;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kubeapi::KubeApi;
+use serde_json::json;
 
 const LOBBY: &str = "hpa_target_name=lobby";
 const EVIL: &str = "<script>alert(1)</script>";
@@ -22,8 +30,50 @@ fn controller_page(value: &str) -> String {
     )
 }
 
-/// Ask for the target every 400 ms for `seconds`, as an HPA would (faster, to fill a timeline
-/// in seconds rather than minutes).
+/// The StatefulSet `default/lobby` at `replicas`, as the HPA leaves it.
+fn lobby(replicas: i32) -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "lobby", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "lobby",
+            "selector": {"matchLabels": {"app": "lobby"}},
+            "template": {
+                "metadata": {"labels": {"app": "lobby"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// A Running pod at 127.0.0.1 whose annotations point at `path` on the exporter; a lobby
+/// StatefulSet pod when `owned`.
+fn pod(name: &str, owned: bool, ex: &TestExporter, path: &str) -> Pod {
+    let owners = if owned {
+        json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby",
+                "uid": "uid-lobby", "controller": true}])
+    } else {
+        json!([])
+    };
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": "lobby"},
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": ex.addr.port().to_string(),
+                "prometheus.io/path": path,
+            },
+            "ownerReferences": owners,
+        },
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+        "status": {"phase": "Running", "podIP": "127.0.0.1"},
+    }))
+    .unwrap()
+}
+
 /// The recommender's endpoint answering 500.
 fn failing() -> Behaviour {
     Behaviour {
@@ -33,6 +83,8 @@ fn failing() -> Behaviour {
     }
 }
 
+/// Ask for the target every 400 ms for `seconds`, as an HPA would (faster, to fill a timeline
+/// in seconds rather than minutes).
 async fn ask_for(adapter: &AdapterProcess, seconds: u64) -> (u16, serde_json::Value) {
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut last = (0, serde_json::Value::Null);
@@ -92,25 +144,35 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     ex.page("/ctl", controller_page("3"));
     ex.page("/p0", index_page("lobby-0", "1"));
     ex.page("/p1", index_page("lobby-1", "2"));
-    let config = format!(
-        "{}history:\n  retention: 45s\n  entriesPerScope: 400\n",
-        fast_config(&[
-            (ex.url("/ctl"), "default", "ctl-0"),
-            (ex.url("/p0"), "default", "lobby-0"),
-            (ex.url("/p1"), "default", "lobby-1"),
-        ])
-    );
-    let adapter = AdapterProcess::start(&config).await;
+    let api = KubeApi::start().await;
+    api.apply(&lobby(2));
+    api.apply(&pod("lobby-0", true, &ex, "/p0"));
+    api.apply(&pod("lobby-1", true, &ex, "/p1"));
+    // The recommender's pod belongs to another workload in real life; here it has none.
+    api.apply(&pod("ctl-0", false, &ex, "/ctl"));
+    let config = "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  \
+                  kubernetes:\n    namespaces: [default]\n    podSelector: \"app=lobby\"\n\
+                  history:\n  retention: 45s\n  entriesPerScope: 400\n";
+    let kubeconfig = api.kubeconfig();
+    let adapter =
+        AdapterProcess::start_with(config, &["--kubeconfig", kubeconfig.to_str().unwrap()]).await;
     adapter
         .eventually_value("default", "hpa_target_replicas", LOBBY, "3")
         .await;
-    ask_for(&adapter, 6).await;
+    // The HPA follows each served target a few seconds late (its sync period, shortened).
+    ask_for(&adapter, 3).await;
+    api.apply(&lobby(3));
+    ask_for(&adapter, 3).await;
     ex.page("/ctl", controller_page("5"));
-    ask_for(&adapter, 6).await;
-    // The recommender fails: once its sample is older than staleAfter, the target is refused.
+    ask_for(&adapter, 3).await;
+    api.apply(&lobby(5));
+    ask_for(&adapter, 3).await;
+    // The recommender fails: once its sample is older than staleAfter, the target is refused,
+    // and the HPA keeps its replicas.
     ex.set("/ctl", failing());
     ask_for(&adapter, 6).await;
-    // It comes back below the floor: the floor (2) sets the target.
+    // It comes back below the floor: the floor (2) sets the target; the HPA's scale-down
+    // stabilization holds the replicas for now.
     ex.page("/ctl", controller_page("1"));
     ask_for(&adapter, 6).await;
     // And fails again, so the newest answer is a refusal.
@@ -137,6 +199,13 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     assert!(entries
         .iter()
         .any(|e| e["served"]["value"] == 2 && e["recommendation"] == 1 && e["floor"] == 2));
+    // Each answer is kept with the spec.replicas it was served under, from the watch.
+    for replicas in [2, 3, 5] {
+        assert!(
+            entries.iter().any(|e| e["specReplicas"] == replicas),
+            "no entry at spec.replicas {replicas}: {history}"
+        );
+    }
     let (_, other) = adapter.plain_get("/status/history?namespace=other").await;
     assert!(other.contains("\"scopes\":[]"), "{other}");
 
@@ -205,6 +274,30 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     assert!(dom.contains("refused (Stale)"), "{dom}");
     assert!(dom.contains("<path class=\"served\""), "{dom}");
     assert!(dom.contains("<path class=\"floor\""), "{dom}");
+    // What the HPA applied, beside what was served, and the time axis relative to now (the
+    // 45 s retention in steps of 10 s).
+    assert!(
+        dom.contains("<path class=\"spec-replicas\""),
+        "no spec.replicas line:\n{dom}"
+    );
+    assert!(dom.contains("spec.replicas (applied by the HPA)"), "{dom}");
+    let ticks: Vec<&str> = dom
+        .split("<text class=\"tick\"")
+        .skip(1)
+        .filter_map(|t| t.split_once('>')?.1.split_once("</text>"))
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(
+        ticks,
+        [
+            "\u{2212}40s",
+            "\u{2212}30s",
+            "\u{2212}20s",
+            "\u{2212}10s",
+            "now"
+        ],
+        "time axis ticks:\n{dom}"
+    );
     // The exporter's `<script>` label value is text, never an element.
     assert!(
         dom.contains("note=\"&lt;script&gt;alert(1)&lt;/script&gt;\""),

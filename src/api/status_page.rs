@@ -1,6 +1,7 @@
 //! The status page at `/` on the metrics port, for a person: one row per workload with the
-//! target served and why, a timeline of the served target, the recommendation and the floor
-//! with refusal periods shaded (the reason on hover), and the scrape targets' health.
+//! target served and why, a timeline of the served target, the recommendation, the floor and
+//! the workload's `spec.replicas` (what the HPA applied) with refusal periods shaded (the
+//! reason on hover) over a time axis relative to now, and the scrape targets' health.
 //!
 //! Pure: data in, HTML out. Server-rendered HTML and inline SVG, with no scripts, fonts or
 //! stylesheets from anywhere (clusters often block egress), readable with JavaScript off, and
@@ -106,6 +107,7 @@ pub fn render(page: &Page) -> String {
         "<h2>Workloads</h2><p class=\"legend\"><span style=\"color:#1f5fbf\">&#9473; served target</span>\
          <span style=\"color:#2e8b57\">&#9476; recommendation</span>\
          <span style=\"color:#b8860b\">&#9478; floor</span>\
+         <span style=\"color:#8e44ad\">&#9472; spec.replicas (applied by the HPA)</span>\
          <span style=\"background:#f4c7c3\">&#160;refused&#160;</span> (hover a band for its reason)</p>",
     );
     if page.scopes.is_empty() {
@@ -183,13 +185,97 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
     out.push_str("</td></tr>");
 }
 
-/// One line of the timeline: class, colour, dash pattern, and the value it draws.
-type Line = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&Entry) -> Option<u64>,
-);
+/// One step line of the timeline and the value it draws.
+struct Line {
+    class: &'static str,
+    colour: &'static str,
+    /// `stroke-dasharray`, empty for a solid line.
+    dash: &'static str,
+    width: &'static str,
+    value: fn(&Entry) -> Option<u64>,
+}
+
+/// Drawn in this order, so the served target is on top.
+const LINES: [Line; 4] = [
+    Line {
+        class: "floor",
+        colour: "#b8860b",
+        dash: "2,3",
+        width: "1",
+        value: |e| e.floor,
+    },
+    Line {
+        class: "recommendation",
+        colour: "#2e8b57",
+        dash: "6,3",
+        width: "1",
+        value: |e| e.recommendation,
+    },
+    Line {
+        class: "spec-replicas",
+        colour: "#8e44ad",
+        dash: "",
+        width: "3",
+        value: |e| e.spec_replicas.map(u64::from),
+    },
+    Line {
+        class: "served",
+        colour: "#1f5fbf",
+        dash: "",
+        width: "2",
+        value: Entry::value,
+    },
+];
+
+/// Round steps for the time axis, shortest first.
+const AXIS_STEPS_MS: [Millis; 18] = [
+    1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
+    1_800_000, 3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000,
+];
+
+/// At most this many steps across the window, so the labels stay apart at the timeline's
+/// width.
+const MAX_AXIS_STEPS: Millis = 6;
+
+/// One labelled tick of the time axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// How long before now.
+    pub before_ms: Millis,
+    /// `now`, or the time before now in the step's unit (`−30m`).
+    pub label: String,
+}
+
+/// The ticks of a window of `retention_ms` ending now, oldest first: the shortest round step
+/// that puts at most `MAX_AXIS_STEPS` steps across the window (whole days past the longest),
+/// from now back to the window's start.
+pub fn axis_ticks(retention_ms: Millis) -> Vec<Tick> {
+    const DAY: Millis = 86_400_000;
+    let retention_ms = retention_ms.max(0);
+    let step = AXIS_STEPS_MS
+        .iter()
+        .copied()
+        .find(|s| retention_ms / s <= MAX_AXIS_STEPS)
+        .unwrap_or_else(|| {
+            let days = MAX_AXIS_STEPS * DAY;
+            retention_ms.saturating_add(days - 1) / days * DAY
+        });
+    let (unit, suffix) = [(DAY, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")]
+        .into_iter()
+        .find(|(u, _)| step % u == 0)
+        .unwrap_or((1_000, "s"));
+    (0..=retention_ms / step)
+        .rev()
+        .map(|k| Tick {
+            before_ms: k * step,
+            label: if k == 0 {
+                "now".into()
+            } else {
+                format!("\u{2212}{}{suffix}", k * step / unit)
+            },
+        })
+        .collect()
+}
 
 /// The newest answer's inputs, folded (`<details>` opens without JavaScript).
 fn inputs(h: &ScopeHistory) -> String {
@@ -223,7 +309,11 @@ fn inputs(h: &ScopeHistory) -> String {
 }
 
 const WIDTH: f64 = 480.0;
-const HEIGHT: f64 = 90.0;
+const HEIGHT: f64 = 104.0;
+/// The band below the plot that holds the time axis' labels.
+const AXIS: f64 = 14.0;
+/// The plot's bottom edge.
+const PLOT: f64 = HEIGHT - AXIS;
 const PAD: f64 = 4.0;
 
 /// The timeline of one scope over the retention window ending now.
@@ -234,12 +324,12 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
         |t: Millis| PAD + (t.saturating_sub(start) as f64 / span).min(1.0) * (WIDTH - 2.0 * PAD);
     let top = entries
         .iter()
-        .flat_map(|e| [e.value(), e.recommendation, e.floor])
+        .flat_map(|e| LINES.iter().map(|l| (l.value)(e)))
         .flatten()
         .max()
         .unwrap_or(0)
         .max(1) as f64;
-    let y = |v: u64| HEIGHT - PAD - (v as f64 / top) * (HEIGHT - 2.0 * PAD - 12.0);
+    let y = |v: u64| PLOT - PAD - (v as f64 / top) * (PLOT - 2.0 * PAD - 12.0);
     let _ = write!(
         out,
         "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
@@ -247,6 +337,7 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
          <text x=\"{PAD}\" y=\"11\" font-size=\"10\" fill=\"#777\">max {top}</text>",
         crate::config::HumanDuration(std::time::Duration::from_millis(retention_ms.max(0) as u64)),
     );
+    axis(out, now, retention_ms, &x);
     // Where each entry's period ends: the next entry, or one HPA sync after it for the newest.
     let end_of = |i: usize| -> Millis {
         entries
@@ -269,7 +360,7 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
             let (x0, x1) = (x(begin), x(end_of(j)).max(x(begin) + 1.0));
             let _ = write!(
                 out,
-                "<rect class=\"refusal\" data-kind=\"{kind:?}\" x=\"{x0:.1}\" y=\"0\" width=\"{:.1}\" height=\"{HEIGHT}\" fill=\"#f4c7c3\">\
+                "<rect class=\"refusal\" data-kind=\"{kind:?}\" x=\"{x0:.1}\" y=\"0\" width=\"{:.1}\" height=\"{PLOT}\" fill=\"#f4c7c3\">\
                  <title>{} to {}: refused ({kind:?}): {}</title></rect>",
                 x1 - x0,
                 escape(&rfc3339(begin)),
@@ -281,62 +372,101 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
             i += 1;
         }
     }
-    // Step lines; a gap (a refusal, or a missing input) breaks the line.
-    let series: [Line; 3] = [
-        ("floor", "#b8860b", "2,3", |e| e.floor),
-        ("recommendation", "#2e8b57", "6,3", |e| e.recommendation),
-        ("served", "#1f5fbf", "", Entry::value),
-    ];
-    for (class, colour, dash, get) in series {
-        // Runs of one value are one horizontal segment; a change is a vertical step. Whole
-        // pixels: the page for 1,000 scopes stays a few MB (BENCHMARKS.md).
-        let mut path = String::new();
-        // The pen's (y, end x) while drawing.
-        let mut pen: Option<(i64, i64)> = None;
-        for (i, e) in entries.iter().enumerate() {
-            match get(e) {
-                Some(v) => {
-                    let (x0, x1, yv) = (
-                        x(e.at_ms).round() as i64,
-                        x(end_of(i)).round() as i64,
-                        y(v).round() as i64,
-                    );
-                    match pen {
-                        Some((py, _)) if py == yv => {}
-                        Some((_, end)) => {
-                            let _ = write!(path, "H{end}V{yv}");
-                        }
-                        None => {
-                            let _ = write!(path, "M{x0},{yv}");
-                        }
-                    }
-                    pen = Some((yv, x1));
-                }
-                None => {
-                    if let Some((_, end)) = pen.take() {
-                        let _ = write!(path, "H{end}");
-                    }
-                }
-            }
-        }
-        if let Some((_, end)) = pen {
-            let _ = write!(path, "H{end}");
-        }
+    for line in &LINES {
+        let path = step_path(entries, line.value, &x, &y, &end_of);
         if path.is_empty() {
             continue;
         }
         let _ = write!(
             out,
-            "<path class=\"{class}\" d=\"{path}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{}\"{}/>",
-            if class == "served" { 2 } else { 1 },
-            if dash.is_empty() {
+            "<path class=\"{}\" d=\"{path}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{}/>",
+            line.class,
+            line.colour,
+            line.width,
+            if line.dash.is_empty() {
                 String::new()
             } else {
-                format!(" stroke-dasharray=\"{dash}\"")
+                format!(" stroke-dasharray=\"{}\"", line.dash)
             },
         );
     }
     out.push_str("</svg>");
+}
+
+/// The time axis: a faint line across the plot at each tick and its label below it.
+fn axis(out: &mut String, now: Millis, retention_ms: Millis, x: &impl Fn(Millis) -> f64) {
+    let ticks = axis_ticks(retention_ms);
+    let mut lines = String::new();
+    for t in &ticks {
+        let _ = write!(lines, "M{:.0},0V{}", x(now - t.before_ms), PLOT + 3.0);
+    }
+    let _ = write!(
+        out,
+        "<g class=\"axis\" font-size=\"9\" fill=\"#777\"><path d=\"{lines}\" stroke=\"#e2e2e2\"/>"
+    );
+    for t in &ticks {
+        let at = x(now - t.before_ms);
+        let anchor = if at < 20.0 {
+            "start"
+        } else if at > WIDTH - 20.0 {
+            "end"
+        } else {
+            "middle"
+        };
+        let _ = write!(
+            out,
+            "<text class=\"tick\" x=\"{at:.0}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
+            HEIGHT - 3.0,
+            escape(&t.label),
+        );
+    }
+    out.push_str("</g>");
+}
+
+/// One step line's SVG path over `entries`: a run of one value is one horizontal segment, a
+/// change a vertical step, and an entry without a value (a refusal, an unknown input) a gap,
+/// so nothing is drawn where the value is not known. Whole pixels: the page for 1,000 scopes
+/// stays a few MB (BENCHMARKS.md).
+fn step_path(
+    entries: &[Entry],
+    value: fn(&Entry) -> Option<u64>,
+    x: &impl Fn(Millis) -> f64,
+    y: &impl Fn(u64) -> f64,
+    end_of: &impl Fn(usize) -> Millis,
+) -> String {
+    let mut path = String::new();
+    // The pen's (y, end x) while drawing.
+    let mut pen: Option<(i64, i64)> = None;
+    for (i, e) in entries.iter().enumerate() {
+        match value(e) {
+            Some(v) => {
+                let (x0, x1, yv) = (
+                    x(e.at_ms).round() as i64,
+                    x(end_of(i)).round() as i64,
+                    y(v).round() as i64,
+                );
+                match pen {
+                    Some((py, _)) if py == yv => {}
+                    Some((_, end)) => {
+                        let _ = write!(path, "H{end}V{yv}");
+                    }
+                    None => {
+                        let _ = write!(path, "M{x0},{yv}");
+                    }
+                }
+                pen = Some((yv, x1));
+            }
+            None => {
+                if let Some((_, end)) = pen.take() {
+                    let _ = write!(path, "H{end}");
+                }
+            }
+        }
+    }
+    if let Some((_, end)) = pen {
+        let _ = write!(path, "H{end}");
+    }
+    path
 }
 
 #[cfg(test)]
@@ -354,6 +484,7 @@ mod tests {
             recommendation: rec,
             floor,
             inputs: InputCounts::default(),
+            spec_replicas: None,
         }
     }
 
@@ -498,6 +629,130 @@ mod tests {
         assert_eq!(d.matches('M').count(), 1, "{d}");
         assert_eq!(d.matches('V').count(), 1, "{d}");
         assert_eq!(d.matches('H').count(), 2, "{d}");
+    }
+
+    fn labels(retention_ms: Millis) -> Vec<(Millis, String)> {
+        axis_ticks(retention_ms)
+            .into_iter()
+            .map(|t| (t.before_ms, t.label))
+            .collect()
+    }
+
+    #[test]
+    fn the_axis_takes_the_shortest_round_step_that_fits_the_window() {
+        let m = |n: Millis| n * 60_000;
+        assert_eq!(
+            labels(m(60)),
+            [
+                (m(60), "\u{2212}60m".to_string()),
+                (m(50), "\u{2212}50m".into()),
+                (m(40), "\u{2212}40m".into()),
+                (m(30), "\u{2212}30m".into()),
+                (m(20), "\u{2212}20m".into()),
+                (m(10), "\u{2212}10m".into()),
+                (0, "now".into()),
+            ]
+        );
+        // A window that is not a whole number of steps: the oldest tick is inside it.
+        assert_eq!(
+            labels(45_000),
+            [
+                (40_000, "\u{2212}40s".to_string()),
+                (30_000, "\u{2212}30s".into()),
+                (20_000, "\u{2212}20s".into()),
+                (10_000, "\u{2212}10s".into()),
+                (0, "now".into()),
+            ]
+        );
+        let steps = |r: Millis| {
+            let t = axis_ticks(r);
+            (
+                t.len(),
+                t[t.len() - 2].before_ms,
+                t[t.len() - 2].label.clone(),
+            )
+        };
+        assert_eq!(steps(m(90)), (7, m(15), "\u{2212}15m".into()));
+        assert_eq!(steps(m(24 * 60)), (5, m(360), "\u{2212}6h".into()));
+        // Past the longest round step: whole days.
+        assert_eq!(
+            steps(m(30 * 24 * 60)),
+            (7, m(5 * 24 * 60), "\u{2212}5d".into())
+        );
+        // A window too short for a step, or none: only now.
+        assert_eq!(labels(500), [(0, "now".to_string())]);
+        assert_eq!(labels(-5), [(0, "now".to_string())]);
+        for r in [1, 999, 45_000, m(60), m(7 * 24 * 60), m(365 * 24 * 60)] {
+            let t = axis_ticks(r);
+            assert!(t.len() <= MAX_AXIS_STEPS as usize + 1, "{r}: {t:?}");
+            assert!(
+                t.iter().all(|t| (0..=r).contains(&t.before_ms)),
+                "{r}: {t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_timeline_draws_its_axis_ticks() {
+        let mut out = String::new();
+        timeline(&mut out, &[], 3_600_000, 3_600_000);
+        assert_eq!(out.matches("<text class=\"tick\"").count(), 7, "{out}");
+        assert!(
+            out.contains("text-anchor=\"start\">\u{2212}60m</text>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x=\"240\" y=\"101\" text-anchor=\"middle\">\u{2212}30m</text>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x=\"476\" y=\"101\" text-anchor=\"end\">now</text>"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn spec_replicas_is_a_step_line_with_gaps_where_unknown() {
+        let replicas = [None, Some(3), Some(3), Some(5), None, Some(4)];
+        let entries: Vec<Entry> = replicas
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut e = entry(i as Millis * 100, Served::Value { value: 5 }, None, None);
+                e.spec_replicas = *r;
+                e
+            })
+            .collect();
+        // One pixel per time unit and per replica, so the points read as the values.
+        let path = step_path(
+            &entries,
+            |e| e.spec_replicas.map(u64::from),
+            &|t| t as f64 / 100.0,
+            &|v| 10.0 - v as f64,
+            &|i| i as Millis * 100 + 100,
+        );
+        // Unknown at 0 and 4: nothing drawn there; 3 from 1 to 3, 5 from 3 to 4, 4 from 5 to 6.
+        assert_eq!(path, "M1,7H3V5H4M5,6H6");
+        // Unknown everywhere: no line at all, and the page draws none.
+        let none: Vec<Entry> = entries
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                e.spec_replicas = None;
+                e
+            })
+            .collect();
+        let mut out = String::new();
+        timeline(&mut out, &none, 3_600_000, 3_600_000);
+        assert!(!out.contains("spec-replicas"), "{out}");
+        let mut out = String::new();
+        timeline(&mut out, &entries, 3_600_000, 3_600_000);
+        assert_eq!(
+            out.matches("<path class=\"spec-replicas\"").count(),
+            1,
+            "{out}"
+        );
+        assert!(page(&[], None).contains("spec.replicas (applied by the HPA)"));
     }
 
     #[test]

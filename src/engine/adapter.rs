@@ -117,6 +117,17 @@ impl Fetched {
         window
     }
 
+    /// The workload behind all the evidence read so far, when it is one.
+    fn one_workload(&self) -> Option<WorkloadRef> {
+        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = fetched
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .flat_map(|ev| ev.workloads.iter());
+        let first = all.next()?;
+        all.all(|w| w == first).then(|| first.clone())
+    }
+
     fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
         let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
         fetched.push((key, result));
@@ -436,7 +447,10 @@ impl Adapter {
             spec.name(),
             answer.refusal().map_or("value", RefusalKind::label),
         );
-        self.record_answer((spec.name(), namespace, scope), &answer, now.wall);
+        let applied = self
+            .applied_replicas(spec, namespace, selector, now, &fetched)
+            .await;
+        self.record_answer((spec.name(), namespace, scope), &answer, applied, now.wall);
         Ok(Reusable {
             answer,
             fresh: fetched.fresh_window(now, self.stale_after_ms()),
@@ -445,15 +459,47 @@ impl Adapter {
 
     /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
     /// front door); `/status` evaluations are not recorded.
-    fn record_answer(&self, key: (&str, &str, &str), answer: &Answer, now: Millis) {
+    fn record_answer(
+        &self,
+        key: (&str, &str, &str),
+        answer: &Answer,
+        spec_replicas: Option<u64>,
+        now: Millis,
+    ) {
         let evicted = self
             .history
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(&key, answer, now);
+            .record(&key, answer, spec_replicas, now);
         if let Some(k) = evicted {
             tracing::debug!(metric = %k.metric, namespace = %k.namespace, scope = %k.scope, "history.maxScopes reached: dropped the scope asked about least recently");
         }
+    }
+
+    /// `spec.replicas` of the one workload an answer is about, for the history: what the HPA
+    /// has applied so far. The named object of an Object query; else, for a metric with a
+    /// floor, the floor's workload (a recommender's pods belong to another); else the single
+    /// workload behind everything the answer read. From the watch cache only, and `None`
+    /// when that is not one workload or the watch does not know it.
+    async fn applied_replicas(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
+        now: Now,
+        fetched: &Fetched,
+    ) -> Option<u64> {
+        let state = self.workload_state()?;
+        if let Some(object) = &fetched.object {
+            return state.current_replicas(&object.workload());
+        }
+        if spec.floor().is_some() {
+            return self
+                .current_replicas_for(spec, namespace, selector, now, fetched)
+                .await
+                .ok();
+        }
+        state.current_replicas(&fetched.one_workload()?)
     }
 
     /// Every scrape target of the active source and its health (none for the Prometheus
@@ -1653,6 +1699,76 @@ mod tests {
                 .map(|n| (n.id.target.0.as_ref(), n.status.as_ref()))
                 .collect();
             assert_eq!(shown, expected, "{recommenders}");
+        }
+    }
+
+    /// Only the StatefulSet games/lobby is in the watch cache, at 3 replicas.
+    struct LobbyAtThree;
+
+    impl Cluster for LobbyAtThree {
+        fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
+            (w.kind == "StatefulSet" && w.namespace == "games" && w.name == "lobby").then_some(3)
+        }
+        fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+            0
+        }
+    }
+
+    /// Each answer served is kept with the `spec.replicas` of its workload as the watch knows
+    /// it: through the floor for a target, the pods for a recommendation, the named object for
+    /// an Object query; unknown (never a guess) without Kubernetes or for a workload the watch
+    /// does not know.
+    #[tokio::test]
+    async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
+        let adapter = crate::engine::fixtures::default_adapter();
+        let store = adapter.scrape_store();
+        let targets = crate::engine::fixtures::lobby_pods(3);
+        store.set_targets(targets.clone());
+        crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| i as f64 + 1.0);
+        let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
+        let newest = |metric: &str, scope: &str| {
+            adapter
+                .history(&Filter::default())
+                .scopes
+                .iter()
+                .find(|s| s.key.metric == metric && s.key.scope == scope)
+                .and_then(|s| s.entries.last().cloned())
+                .unwrap()
+                .spec_replicas
+        };
+        let ask = |metric: &'static str, selector: &LabelSelector| {
+            let (adapter, selector) = (&adapter, selector.clone());
+            async move { adapter.answer(metric, "games", &selector).await.unwrap() }
+        };
+        // No Kubernetes: unknown.
+        ask("hpa_target_replicas", &lobby).await;
+        assert_eq!(newest("hpa_target_replicas", lobby.as_str()), None);
+        adapter.set_workload_state(Arc::new(LobbyAtThree));
+        for metric in [
+            "hpa_target_replicas",
+            "hpa_expect_replicas",
+            "hpa_stateful_floor",
+        ] {
+            ask(metric, &lobby).await;
+            assert_eq!(newest(metric, lobby.as_str()), Some(3), "{metric}");
+        }
+        // No pods behind shop: no workload, so unknown.
+        ask("hpa_target_replicas", &shop).await;
+        assert_eq!(newest("hpa_target_replicas", shop.as_str()), None);
+        let object = |name: &str| ObjectRef {
+            kind: object_scope::ObjectKind::StatefulSet,
+            namespace: "games".into(),
+            name: name.into(),
+        };
+        let everything = LabelSelector::parse("").unwrap();
+        for (name, expected) in [("lobby", Some(3)), ("shop", None)] {
+            adapter
+                .answer_object("hpa_target_replicas", &object(name), &everything)
+                .await
+                .unwrap();
+            let scope = object_history_scope(&object(name), &everything);
+            assert_eq!(newest("hpa_target_replicas", &scope), expected, "{name}");
         }
     }
 

@@ -135,6 +135,11 @@ pub struct Entry {
     /// floor, the known lower bound.
     pub floor: Option<u64>,
     pub inputs: InputCounts,
+    /// `spec.replicas` of the scope's workload from the Kubernetes watch when the answer was
+    /// served: what the HPA had applied so far. Absent when unknown (no Kubernetes, or no
+    /// single workload behind the answer), never guessed. Kubernetes keeps it as an int32.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_replicas: Option<u32>,
 }
 
 fn as_rfc3339<S: serde::Serializer>(ms: &Millis, s: S) -> Result<S::Ok, S::Error> {
@@ -167,6 +172,7 @@ impl Entry {
             recommendation,
             floor,
             inputs: InputCounts::of(answer),
+            spec_replicas: None,
         }
     }
 
@@ -333,8 +339,9 @@ struct Ring {
 }
 
 impl Ring {
-    /// Keep `answer`, served at `now`, within `limits`.
-    fn record(&mut self, answer: &Answer, now: Millis, limits: Limits) {
+    /// Keep `answer`, served at `now` while the workload's `spec.replicas` was
+    /// `spec_replicas`, within `limits`.
+    fn record(&mut self, answer: &Answer, spec_replicas: Option<u64>, now: Millis, limits: Limits) {
         self.last_reason.clear();
         self.last_reason
             .push_str(truncate(&answer.reason, MAX_REASON_BYTES));
@@ -347,7 +354,9 @@ impl Ring {
             &mut self.last_inputs_total,
         );
         self.last_inputs.truncate(kept);
-        let entry = Entry::from_answer(answer, now, self.entries.back());
+        let mut entry = Entry::from_answer(answer, now, self.entries.back());
+        // Out of an int32's range is not a Kubernetes value: unknown rather than cut.
+        entry.spec_replicas = spec_replicas.and_then(|r| u32::try_from(r).ok());
         self.refusing_since_ms = if entry.is_refusal() {
             Some(self.refusing_since_ms.unwrap_or(now))
         } else {
@@ -416,19 +425,20 @@ impl History {
         self.limits
     }
 
-    /// Record `answer`, served for `key` at `now`. Returns the scope evicted to make room, if
-    /// any.
+    /// Record `answer`, served for `key` at `now` while the scope's workload had
+    /// `spec_replicas` (`None` when unknown). Returns the scope evicted to make room, if any.
     pub fn record(
         &mut self,
         key: &impl KeyParts,
         answer: &Answer,
+        spec_replicas: Option<u64>,
         now: Millis,
     ) -> Option<HistoryKey> {
         let parts = key.parts();
         let limits = self.limits;
         // One lookup for a known scope, the case of every answer but a scope's first.
         if let Some(ring) = self.scopes.get_mut(&parts as &dyn KeyParts) {
-            ring.record(answer, now, limits);
+            ring.record(answer, spec_replicas, now, limits);
             return None;
         }
         let mut evicted = None;
@@ -454,7 +464,7 @@ impl History {
             last_inputs: Vec::new(),
             last_inputs_total: 0,
         };
-        ring.record(answer, now, limits);
+        ring.record(answer, spec_replicas, now, limits);
         let (metric, namespace, scope) = parts;
         let key = HistoryKey {
             metric: metric.to_string(),
@@ -622,7 +632,7 @@ mod tests {
     fn a_ring_keeps_at_most_capacity_entries_oldest_first() {
         let mut h = History::new(Limits::for_retention(60_000, 10)); // 4 entries
         for i in 0..10i64 {
-            h.record(&key("a", "x=1"), &value(i as u64), i * 15_000);
+            h.record(&key("a", "x=1"), &value(i as u64), None, i * 15_000);
         }
         let snap = h.snapshot(&Filter::default(), 9 * 15_000);
         let values: Vec<_> = snap[0].entries.iter().filter_map(Entry::value).collect();
@@ -632,9 +642,9 @@ mod tests {
     #[test]
     fn entries_older_than_the_retention_go_even_when_asked_rarely() {
         let mut h = History::new(Limits::for_retention(60_000, 10));
-        h.record(&key("a", "x=1"), &value(1), 0);
-        h.record(&key("a", "x=1"), &value(2), 10_000);
-        h.record(&key("a", "x=1"), &value(3), 200_000);
+        h.record(&key("a", "x=1"), &value(1), None, 0);
+        h.record(&key("a", "x=1"), &value(2), None, 10_000);
+        h.record(&key("a", "x=1"), &value(3), None, 200_000);
         let snap = h.snapshot(&Filter::default(), 200_000);
         assert_eq!(snap[0].entries.len(), 1);
         // A snapshot much later shows nothing, without a record to prune.
@@ -646,19 +656,19 @@ mod tests {
     #[test]
     fn the_scope_cap_evicts_the_least_recently_asked_scope_and_counts_it() {
         let mut h = History::new(Limits::for_retention(60_000, 2));
-        assert_eq!(h.record(&key("a", "x=1"), &value(1), 0), None);
-        assert_eq!(h.record(&key("b", "x=1"), &value(1), 1), None);
+        assert_eq!(h.record(&key("a", "x=1"), &value(1), None, 0), None);
+        assert_eq!(h.record(&key("b", "x=1"), &value(1), None, 1), None);
         // `a` is asked again, so `b` is now the oldest.
-        h.record(&key("a", "x=1"), &value(1), 2);
+        h.record(&key("a", "x=1"), &value(1), None, 2);
         assert_eq!(
-            h.record(&key("c", "x=1"), &value(1), 3),
+            h.record(&key("c", "x=1"), &value(1), None, 3),
             Some(key("b", "x=1"))
         );
         assert_eq!(h.len(), 2);
         assert_eq!(h.dropped_scopes(), 1);
         // Thousands of scopes never grow it past the cap.
         for i in 0..5000 {
-            h.record(&key("n", &format!("x={i}")), &value(1), 10 + i);
+            h.record(&key("n", &format!("x={i}")), &value(1), None, 10 + i);
         }
         assert_eq!(h.len(), 2);
         assert_eq!(h.dropped_scopes(), 5001);
@@ -668,13 +678,13 @@ mod tests {
     fn refusal_runs_report_their_start_and_end_on_a_value() {
         let mut h = History::new(Limits::default());
         let k = key("a", "x=1");
-        h.record(&k, &value(3), 0);
-        h.record(&k, &refusal("stale"), 15_000);
-        h.record(&k, &refusal("stale again"), 30_000);
+        h.record(&k, &value(3), None, 0);
+        h.record(&k, &refusal("stale"), None, 15_000);
+        h.record(&k, &refusal("stale again"), None, 30_000);
         let s = &h.states()[0];
         assert!(s.refusing);
         assert_eq!(s.refusing_since_ms, Some(15_000));
-        h.record(&k, &value(3), 45_000);
+        h.record(&k, &value(3), None, 45_000);
         let s = &h.states()[0];
         assert!(!s.refusing);
         assert_eq!(s.refusing_since_ms, None);
@@ -684,7 +694,7 @@ mod tests {
     fn a_refusal_longer_than_the_ring_keeps_its_start() {
         let mut h = History::new(Limits::for_retention(30_000, 1));
         for i in 0..20 {
-            h.record(&key("a", "x=1"), &refusal("r"), i * 15_000);
+            h.record(&key("a", "x=1"), &refusal("r"), None, i * 15_000);
         }
         assert_eq!(h.states()[0].refusing_since_ms, Some(0));
     }
@@ -692,8 +702,8 @@ mod tests {
     #[test]
     fn a_run_of_refusals_shares_its_first_reason_and_long_ones_are_cut() {
         let mut h = History::new(Limits::default());
-        h.record(&key("a", "x=1"), &refusal("stale: 31s old"), 0);
-        h.record(&key("a", "x=1"), &refusal("stale: 46s old"), 15_000);
+        h.record(&key("a", "x=1"), &refusal("stale: 31s old"), None, 0);
+        h.record(&key("a", "x=1"), &refusal("stale: 46s old"), None, 15_000);
         let snap = h.snapshot(&Filter::default(), 15_000);
         // The newest full reason is kept for the scope.
         assert_eq!(snap[0].last_reason, "stale: 46s old");
@@ -728,7 +738,7 @@ mod tests {
         let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
         let e = Entry::from_answer(&t, 7, None);
         let mut h = History::new(Limits::default());
-        h.record(&key("a", "x=1"), &t, 7);
+        h.record(&key("a", "x=1"), &t, None, 7);
         let snap = &h.snapshot(&Filter::default(), 7)[0];
         assert_eq!(snap.last_inputs_total, 5);
         assert_eq!(snap.last_inputs.len(), 5);
@@ -753,6 +763,25 @@ mod tests {
         let alone = Entry::from_answer(&floor(4), 0, None);
         assert_eq!((alone.recommendation, alone.floor), (None, Some(4)));
         assert!(!alone.floor_holds());
+    }
+
+    #[test]
+    fn an_entry_keeps_the_spec_replicas_it_was_served_under_and_none_when_unknown() {
+        let mut h = History::new(Limits::for_retention(60_000, 10)); // 4 entries
+        let k = key("a", "x=1");
+        for (i, r) in [None, Some(3), Some(u64::MAX), Some(4), Some(5)]
+            .into_iter()
+            .enumerate()
+        {
+            h.record(&k, &value(2), r, i as Millis * 15_000);
+        }
+        let snap = h.snapshot(&Filter::default(), 60_000);
+        let kept: Vec<_> = snap[0].entries.iter().map(|e| e.spec_replicas).collect();
+        // The ring stays at its capacity; a value Kubernetes cannot hold is unknown, not cut.
+        assert_eq!(kept, [Some(3), None, Some(4), Some(5)]);
+        let json = serde_json::to_value(&snap[0].entries).unwrap();
+        assert_eq!(json[0]["specReplicas"], 3);
+        assert!(json[1].get("specReplicas").is_none(), "{json}");
     }
 
     #[test]
