@@ -156,10 +156,10 @@ pub struct SelfMetrics {
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
 }
 
-/// One metric label's request and answer series, kept as handles (each shares its series with
-/// the family), so counting a request builds no label strings and hashes none into a family:
-/// that was most of the self-metrics' cost per request (BENCHMARKS.md). The label values are
-/// bounded (configured metric names or `-`, response codes, refusal kinds), so the memo is.
+/// One metric label's request and answer series, kept as handles (each shares its series with the
+/// family), so counting a request builds no label strings and hashes none into a family, which
+/// would be most of the self-metrics' cost per request. The label values are bounded (configured
+/// metric names or `-`, response codes, refusal kinds), so the memo is.
 #[derive(Default)]
 struct ServedSeries {
     duration: Option<Histogram>,

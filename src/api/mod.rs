@@ -311,11 +311,11 @@ pub struct ApiHandler {
     rendered: std::sync::Mutex<foldhash::HashMap<RenderKey, Rendered>>,
     /// Whether rendered answers are reused (always, except in the bench's comparison).
     reuse_rendered: bool,
-    /// Selectors already parsed, by their decoded text: each HPA asks the same question every
-    /// 15 s, so parsing and printing the canonical form again was a measurable part of the
-    /// serve path (BENCHMARKS.md). Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a
-    /// selector that does not parse is never kept.
-    /// Like `rendered`, keyed by what authorised callers ask, so a seeded fast hash will do.
+    /// Selectors already parsed, by their decoded text: each HPA asks the same question every 15 s,
+    /// and parsing and printing the canonical form again would be a measurable part of the serve
+    /// path. Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a selector that does not parse
+    /// is never kept. Like `rendered`, keyed by what authorised callers ask, so a seeded fast hash
+    /// will do.
     selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<ParsedSelector>>>,
 }
 
@@ -333,7 +333,7 @@ type RenderKey = (String, String, String);
 /// as fresh or stale still reading so on both clocks (`Reusable::fresh`), and for at most
 /// `RENDER_REUSE_MS`, which bounds reuse over the Prometheus source, whose data the store does
 /// not hold. Many HPAs and adapter replicas ask the same question; recomputing the evidence and
-/// the JSON for each dominated the serve path (BENCHMARKS.md).
+/// the JSON for each would dominate the serve path (measured in BENCHMARKS.md).
 #[derive(Clone)]
 struct Rendered {
     version: Version,
@@ -646,10 +646,9 @@ struct ExternalMetricValue<'a> {
 struct Metadata {}
 
 impl ExternalMetricValueList<'_> {
-    /// The bytes `serde_json` writes for the list (a test holds them equal), with the constant
-    /// keys copied as they are and only the strings escaped: serde_json escapes every key and
-    /// constant byte by byte, and the list was about a fifth of a handled request's
-    /// instructions (BENCHMARKS.md).
+    /// The bytes `serde_json` writes for the list (a test holds them equal), with the constant keys
+    /// copied as they are and only the strings escaped: serde_json escapes every key and constant
+    /// byte by byte, which would make the list a large share of a handled request's work.
     fn to_json(&self) -> Vec<u8> {
         fn string(out: &mut Vec<u8>, s: &str) {
             // Writing into a Vec cannot fail.

@@ -1,11 +1,11 @@
 //! Client addresses that keep misbehaving are refused at accept for a while, before any TLS or
 //! HTTP work.
 //!
-//! The connection caps bound what hostile clients can hold, but every connection they open
-//! within the caps still costs a TLS handshake (hundreds of microseconds of CPU) and reading up
-//! to the head cap, on the cores that serve the HPA. A client that sends oversized heads, or
-//! holds connections without ever completing a request head, would otherwise be handshaken
-//! again every time it reconnects. After `strikes` such connections within `window`, its
+//! The connection caps bound what hostile clients can hold, but every connection they open within
+//! the caps still costs a TLS handshake (its public-key operations dominate a connection's CPU) and
+//! reading up to the head cap, on the cores that serve the HPA. A client that sends oversized
+//! heads, or holds connections without ever completing a request head, would otherwise be
+//! handshaken again every time it reconnects. After `strikes` such connections within `window`, its
 //! address is refused for `penalty`: a refusal costs one accept and one reset, and for an IPv4
 //! address nothing at all, as the kernel drops its handshakes before accept (`drop_filter`).
 //!

@@ -43,10 +43,10 @@ pub struct CaBundle {
     pub origin: String,
     /// Recent verdicts, found by the leaf's trailing bytes (its signature) and confirmed by
     /// comparing the whole chain, so no digest is computed per request and a lookup can never
-    /// return another chain's verdict. Signature verification dominates the serve path
-    /// (BENCHMARKS.md), and the aggregator presents the same front-proxy chain on every
-    /// request. A verdict is reused for at most `VERDICT_TTL`, so expiry is still noticed, and
-    /// a rotated CA builds a new bundle with an empty memo.
+    /// return another chain's verdict. Signature verification per request would dominate the serve
+    /// path, and the aggregator presents the same front-proxy chain on every request. A verdict is
+    /// reused for at most `VERDICT_TTL`, so expiry is still noticed, and a rotated CA builds a new
+    /// bundle with an empty memo.
     verdicts: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Verdict>>,
 }
 

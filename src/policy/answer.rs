@@ -38,8 +38,8 @@ impl RefusalKind {
         }
     }
 
-    /// The kind's name as the `outcome` label of the answer counter writes it (its Rust name,
-    /// which the label has always been).
+    /// The kind's name as the `outcome` label of the answer counter writes it: its Rust name
+    /// (a test holds them equal), as a static string.
     pub fn label(self) -> &'static str {
         match self {
             RefusalKind::NoMatch => "NoMatch",
@@ -75,7 +75,7 @@ pub struct InputNote {
     /// The target, name and labels (read through it: `n.id.target`). Shared with the store
     /// rather than copied, and through the scope's list of identities (store/series_id.rs):
     /// one reference count on a line the answer already touched, not three on the store's
-    /// cold lines (the bench's serve-under-live-load profile).
+    /// cold lines.
     #[serde(flatten)]
     pub id: crate::store::SeriesRef,
     /// The raw newest value, as text in JSON so NaN and Inf survive.

@@ -1,11 +1,11 @@
 //! The inputs an answer notes: every one when the answer is explained (`/status`), only the
 //! first few when it is served to an HPA, with the rest counted.
 //!
-//! Serving is the hot path: an HPA asks about each workload every 15 s, and a note shares three
-//! of the store's strings, whose reference counts sit on cold cache lines in a large store.
-//! What serving keeps of its notes is the history's first few and the counts
-//! (engine/history.rs), so building a note for each of hundreds of inputs was waste. The
-//! decision never reads the notes: each rule decides from the observations themselves.
+//! Serving is the hot path: an HPA asks about each workload every 15 s, and a note shares three of
+//! the store's strings, whose reference counts sit on cold cache lines in a large store. What
+//! serving keeps of its notes is the history's first few and the counts (engine/history.rs), so
+//! building a note for each of hundreds of inputs would be waste. The decision never reads the
+//! notes: each rule decides from the observations themselves.
 
 use std::borrow::Cow;
 

@@ -40,8 +40,8 @@ fn display_parts(parts: &impl TextParts, f: &mut std::fmt::Formatter<'_>) -> std
     written
 }
 
-/// Series names joined by `|`, written straight into the message that names them: reasons
-/// are built for every answer served, and each name list was an allocation of its own.
+/// Series names joined by `|`, written straight into the message that names them: reasons are built
+/// for every answer served, and a joined name list would be an allocation of its own.
 #[derive(Clone, Copy, Debug)]
 pub struct SeriesNames<'a>(&'a [String]);
 

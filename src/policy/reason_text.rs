@@ -1,9 +1,8 @@
-//! A served answer's reason, written piece by piece into one buffer. Every answer served
-//! writes up to three reasons (recommendation, floor, target), and through `format_args!` they
-//! were about a fifth of the instructions of a whole handled request (BENCHMARKS.md): each
-//! argument went through the formatting machinery, and the scope through it twice. Refusals
-//! and the rarer holds keep `format!`; only the sentences of a healthy answer are written this
-//! way.
+//! A served answer's reason, written piece by piece into one buffer. Every answer served writes up
+//! to three reasons (recommendation, floor, target), and through `format_args!` they would be a
+//! large share of a handled request's work: each argument goes through the formatting machinery,
+//! and the scope through it twice. Refusals and the rarer holds keep `format!`; only the sentences
+//! of a healthy answer are written this way.
 
 use super::observation::TextParts;
 

@@ -1,6 +1,6 @@
-//! Where samples come from: direct scraping (the embedded default) and, later, discovery and
-//! a Prometheus-compatible query source. Every source hands the policy the same `Evidence`,
-//! so the rules are identical whichever source is active.
+//! Where samples come from: direct scraping (the embedded default, its targets static or found by
+//! Kubernetes discovery) or a Prometheus-compatible query source. Every source hands the policy the
+//! same `Evidence`, so the rules are identical whichever source is active.
 
 pub mod discovery;
 pub mod prometheus;

@@ -251,10 +251,9 @@ impl Scraper {
             exposition::parse_with(&body, &|name: &str| wanted.contains(name), &options)
         };
         // Handing a page to the blocking pool wakes a thread and costs more CPU than parsing
-        // a small page (measured: about 45% of a round's CPU with 8 KiB pages, in the bench's
-        // spread part). A page this small is bounded work even at its worst: the parse is
-        // linear, and every line full of maximal labels parses at over 200 MB/s (the bench's
-        // adversarial figure), so at most about 0.1 ms on the async worker.
+        // a small page. A page this small is bounded work even at its worst: the parse is
+        // linear and the limits bound every line, so even a page of lines full of maximal
+        // labels holds the async worker only briefly (measured in BENCHMARKS.md).
         if inline {
             return Ok(parse(None)?);
         }

@@ -1,14 +1,13 @@
 //! What each of a target's series families (its series of one name) reads as, worked out on
 //! every page, so an answer need not read every series of a healthy pod.
 //!
-//! In a live cluster almost every in-scope series is clean: present, exported once, a valid
-//! integer equal to its retained value, scraped within `staleAfter`. The recommendation and
-//! the floor treat every such series alike past the few inputs they note in full (a fresh
-//! input of the max; a fresh retained index), so they need only how many there are, the
-//! highest value and the newest time (`CleanTail`). Reading each of them cost a cache miss
-//! apiece under live load (BENCHMARKS.md, "Answer path, fifth pass"); the digest costs one
-//! pass over a page's series per scrape, which the scrape already made, and an answer reads
-//! one cell per target (one cache line for a target of one family, an aligned pair for more).
+//! In a live cluster almost every in-scope series is clean: present, exported once, a valid integer
+//! equal to its retained value, scraped within `staleAfter`. The recommendation and the floor treat
+//! every such series alike past the few inputs they note in full (a fresh input of the max; a fresh
+//! retained index), so they need only how many there are, the highest value and the newest time
+//! (`CleanTail`). Reading each of them costs a cache miss apiece under live load; the digest costs
+//! one walk over a page's series per scrape, which the scrape already made, and an answer reads one
+//! cell per target (one cache line for a target of one family, an aligned pair for more).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};

@@ -1,12 +1,11 @@
 //! Which series a scope holds, worked out once and kept while the scope's membership stands.
 //!
-//! In a live cluster every scrape rewrites values, but a scope gains or loses series only when
-//! a pod comes or goes or an exporter changes its label sets. Resolving a scope (intersecting
-//! its postings, checking its other requirements, ordering the result) was most of an answer's
-//! cost over a large store (BENCHMARKS.md, "Answer path, third pass"), so it is done again
-//! only when `Postings::newest(.., Stamp::Members)` says the scope's series changed. The
-//! values are always read fresh from the slots: this keeps which series to read, never what
-//! they said.
+//! In a live cluster every scrape rewrites values, but a scope gains or loses series only when a
+//! pod comes or goes or an exporter changes its label sets. Resolving a scope (intersecting its
+//! postings, checking its other requirements, ordering the result) costs more than reading its
+//! series over a large store, so it is done again only when `Postings::newest(.., Stamp::Members)`
+//! says the scope's series changed. The values are always read fresh from the slots: this keeps
+//! which series to read, never what they said.
 
 use foldhash::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -38,10 +37,10 @@ pub(super) struct ResolvedScope {
     pub(super) pods_listed: Box<[u32]>,
 }
 
-/// A target with series in the scope, held by what an answer reads of it (whether it is
-/// failing, and its family digests: family_digest.rs): looking each up by name in the store's
-/// ordered map compared URL strings on every answer. Safe to hold: a target replaced or removed
-/// loses its series first, which changes the membership of every scope that listed it.
+/// A target with series in the scope, held by what an answer reads of it (whether it is failing,
+/// and its family digests: family_digest.rs) rather than by name, because looking each up in the
+/// store's ordered map would compare URL strings on every answer. Safe to hold: a target replaced
+/// or removed loses its series first, which changes the membership of every scope that listed it.
 #[derive(Debug)]
 pub(super) struct ResolvedTarget {
     pub(super) cell: Arc<TargetCell>,
@@ -83,7 +82,7 @@ impl ScopeKey {
 
 /// Scopes kept at most; past this the cache starts over. HPAs ask about a fixed set of scopes,
 /// so a cluster that needs more than this many is rare, and a client that invents scopes costs
-/// a resolution per request, which is what every request cost before this cache.
+/// no more than a resolution per request, as if nothing were kept.
 pub(super) const MAX_RESOLVED_SCOPES: usize = 4096;
 
 /// Series held over all kept resolutions at most (about 45 bytes each: an identity and a slot).

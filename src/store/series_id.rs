@@ -1,11 +1,11 @@
 //! Who a series is: the target that exports it, its name and its labels.
 //!
-//! An answer reads hundreds of series, and each of its observations used to hold its own
-//! references to the store's strings: three reference counts per input, each on a cache line
-//! of its own in a large store, taken and dropped on every request (BENCHMARKS.md, "Answer
-//! path, third pass"). An observation now points into one list shared by the whole scope,
-//! built when the scope is resolved (resolved_scope.rs), so an answer takes one count per input
-//! on lines that the previous answer over the same scope also touched.
+//! An answer reads hundreds of series. Were each observation to hold its own references to the
+//! store's strings, every input would take and drop three reference counts per request, each
+//! on a cache line of its own in a large store. An observation instead points into one list
+//! shared by the whole scope, built when the scope is resolved (resolved_scope.rs), so an
+//! answer takes one count per input on lines that the previous answer over the same scope also
+//! touched.
 
 use std::ops::Deref;
 use std::sync::Arc;

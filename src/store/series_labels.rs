@@ -1,10 +1,10 @@
 //! A series' label set, shared between the store, its index and every answer that reads it,
 //! with its hash computed once.
 //!
-//! An answer looks each in-scope series up by its label set. Hashing a whole label map on
-//! every lookup (and comparing maps on every probe) was most of an answer's cost over a large
-//! store (BENCHMARKS.md, "Answer cost"), so the hash is taken once when the set is built, and
-//! two handles to the same set compare equal without looking at the labels.
+//! An answer looks each in-scope series up by its label set. Hashing a whole label map on every
+//! lookup (and comparing maps on every probe) would dominate an answer's cost over a large store,
+//! so the hash is taken once when the set is built, and two handles to the same set compare equal
+//! without looking at the labels.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};

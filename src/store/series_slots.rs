@@ -2,7 +2,7 @@
 //!
 //! The index (postings.rs) names series by slot, so an answer reaches each in-scope series
 //! directly instead of hashing its name and label set to find it again: over a large store
-//! those lookups were most of an answer's cost (BENCHMARKS.md, "Answer cost").
+//! those lookups would be most of an answer's cost.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};

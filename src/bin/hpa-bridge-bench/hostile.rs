@@ -688,7 +688,8 @@ pub fn figures(h: &HostileResult) -> Vec<Figure> {
     let n = h.hostile_connections;
     let label = h.mix.label();
     let above = h.rss_hostile_bytes.saturating_sub(h.rss_idle_bytes) as f64 / MIB;
-    // The mixed attack keeps the row names it always had; the other mix names itself.
+    // The mixed attack's rows carry the plain names, so reports compare across runs; the
+    // other mix names itself.
     let (prefix, landing) = match h.mix {
         AttackMix::Mixed => (
             "Hostile".to_string(),

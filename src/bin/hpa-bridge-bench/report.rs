@@ -224,8 +224,8 @@ impl Report {
             let every = "gatekeeper re-verifies the chain on every request";
             let e = &s.adapter_verify_every_request;
             f.push(
-                // The "before" of the verdict memo, kept for comparison: not the adapter's
-                // path, so it carries no goal.
+                // Without the verdict memo, for comparison: not the adapter's path, so it
+                // carries no goal.
                 Figure::new("serve", format!("Serve: requests/s ({every})"), "req/s").compare(
                     s.baseline.requests_per_second,
                     e.requests_per_second,

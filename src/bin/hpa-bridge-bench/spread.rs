@@ -1,6 +1,6 @@
 //! `spread`: the CPU profile of scraping over the interval, with every target scraped at the top
-//! of the interval (the loop `serve` ran before) against each target at its own phase
-//! (`Scraper::run`, what `serve` runs now; docs/hpa-behaviour.md §5.1), issue 14 item 3.
+//! of the interval (a burst) against each target at its own phase (`Scraper::run`, the loop
+//! `serve` runs; docs/hpa-behaviour.md §5.1), issue 14 item 3.
 //!
 //! Both loops run in this process against the scale part's exporter process, one after the
 //! other over the same store, for the same number of intervals after one warm-up interval.
