@@ -15,14 +15,44 @@ pub(super) fn check_api_service(ctx: &mut Ctx) {
         name: EXTERNAL_METRICS_APISERVICE.into(),
     };
     let (want_ns, want_name) = ctx.settings.adapter_service.clone();
+    // The External API group matters only to the HPAs that read hpa-bridge's metrics through
+    // it. Installed beside KEDA (external.metrics left to it, Object metrics on
+    // custom.metrics), another owner is the intended setup and no HPA is affected.
+    let readers: Vec<String> = ctx
+        .inputs
+        .hpas
+        .iter()
+        .filter(|h| !inputs::queries_for(&h.hpa, ctx.config).is_empty())
+        .map(|h| {
+            format!(
+                "{}/{}",
+                h.hpa.metadata.namespace.as_deref().unwrap_or("default"),
+                h.hpa.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let (severity, affected) = match readers.as_slice() {
+        [] => (
+            Severity::Info,
+            "no HPA given reads hpa-bridge's metrics as External metrics, so none is affected yet"
+                .to_string(),
+        ),
+        some => (
+            Severity::Error,
+            format!(
+                "HPAs that read hpa-bridge's metrics as External metrics: {}",
+                some.join(", ")
+            ),
+        ),
+    };
     let Some(api) = ctx.inputs.api_service.clone() else {
         if ctx.inputs.live {
             ctx.push(
                 rules::APISERVICE_UNAVAILABLE,
-                Severity::Error,
+                severity,
                 &object,
                 "",
-                format!("the cluster has no APIService {EXTERNAL_METRICS_APISERVICE}"),
+                format!("the cluster has no APIService {EXTERNAL_METRICS_APISERVICE}; {affected}"),
                 "every External metric request of every HPA fails, so no HPA using one can scale on it (docs/hpa-behaviour.md §1.6)",
                 format!("install hpa-bridge's APIService, pointing at its Service: the Helm chart's {HELM_EXTERNAL_ON} (its default), or manifests/ (kubectl apply -k)"),
                 &None,
@@ -39,10 +69,10 @@ pub(super) fn check_api_service(ctx: &mut Ctx) {
             };
             ctx.push(
                 rules::FOREIGN_APISERVICE,
-                Severity::Error,
+                severity,
                 &object,
                 "spec.service",
-                format!("external.metrics.k8s.io is served by {owner}, not by hpa-bridge's Service {want_ns}/{want_name}"),
+                format!("external.metrics.k8s.io is served by {owner}, not by hpa-bridge's Service {want_ns}/{want_name}; {affected}"),
                 "only one APIService per group version can exist (docs/hpa-behaviour.md §3.1): every HPA External metric request goes to that owner, which does not know hpa-bridge's metrics",
                 format!("to keep the other adapter (KEDA), leave external.metrics to it and install hpa-bridge with the Helm values {HELM_BESIDE_KEDA}, serving Object metrics on custom.metrics.k8s.io (README.md, \"Installing beside another adapter\"); to move external metrics to hpa-bridge, remove the other adapter's external metrics (prometheus-adapter's external rules) and install with {HELM_EXTERNAL_ON}, pointing the APIService at {want_ns}/{want_name}; if hpa-bridge runs under another name, pass --adapter-service"),
                 &api.source,
@@ -68,26 +98,86 @@ mod tests {
     use super::*;
 
     fn findings(api_service: Option<ApiServiceInput>) -> Vec<Finding> {
+        findings_with(api_service, Vec::new())
+    }
+
+    fn findings_with(api_service: Option<ApiServiceInput>, hpas: Vec<HpaInput>) -> Vec<Finding> {
         let inputs = Inputs {
             api_service,
+            hpas,
             live: true,
             ..Inputs::default()
         };
         let config = Config::from_yaml("{}").unwrap();
-        check(&inputs, &config, &CheckSettings::default()).findings
+        check(&inputs, &config, &CheckSettings::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.code == "HB016" || f.code == "HB017")
+            .collect()
+    }
+
+    /// An HPA in `games` scaling lobby on `metric`, as an External metric or an Object one.
+    fn hpa(name: &str, metric: &str, external: bool) -> HpaInput {
+        let source = if external {
+            serde_json::json!({"type": "External", "external": {
+                "metric": {"name": metric, "selector": {"matchLabels": {"hpa_target_name": "lobby"}}},
+                "target": {"type": "AverageValue", "averageValue": "1"}}})
+        } else {
+            serde_json::json!({"type": "Object", "object": {
+                "describedObject": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby"},
+                "metric": {"name": metric},
+                "target": {"type": "Value", "value": "1"}}})
+        };
+        let hpa = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "games"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby"},
+                     "minReplicas": 1, "maxReplicas": 10, "metrics": [source]}
+        }))
+        .unwrap();
+        HpaInput { hpa, source: None }
+    }
+
+    fn keda() -> Option<ApiServiceInput> {
+        Some(ApiServiceInput {
+            service: Some(("keda".into(), "keda-operator-metrics-apiserver".into())),
+            available: Some((true, String::new())),
+            source: None,
+        })
     }
 
     #[test]
     fn a_foreign_owner_names_the_helm_values_that_install_beside_it() {
-        let f = findings(Some(ApiServiceInput {
-            service: Some(("keda".into(), "keda-operator-metrics-apiserver".into())),
-            available: Some((true, String::new())),
-            source: None,
-        }));
+        let f = findings_with(keda(), vec![hpa("lobby", "hpa_target_replicas", true)]);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].code, "HB016");
+        assert_eq!(f[0].severity, Severity::Error);
+        assert!(f[0].message.contains("games/lobby"), "{}", f[0].message);
         assert!(f[0].fix.contains(HELM_BESIDE_KEDA), "{}", f[0].fix);
         assert!(f[0].fix.contains(HELM_EXTERNAL_ON), "{}", f[0].fix);
+    }
+
+    /// Issue 30: installed beside KEDA as HB016's own fix says (external.metrics left to KEDA,
+    /// Object metrics on custom.metrics), no HPA reads hpa-bridge's metrics as External, so
+    /// the foreign owner is only noted.
+    #[test]
+    fn a_foreign_owner_is_only_noted_when_no_hpa_reads_the_adapter_as_external() {
+        for hpas in [
+            Vec::new(),
+            vec![hpa("lobby", "hpa_target_replicas", false)],
+            // KEDA's own metric, External, served by KEDA.
+            vec![hpa("queue", "s0-rabbitmq-jobs", true)],
+        ] {
+            let f = findings_with(keda(), hpas);
+            assert_eq!(f.len(), 1, "{f:?}");
+            assert_eq!(f[0].code, "HB016");
+            assert_eq!(f[0].severity, Severity::Info, "{f:?}");
+            assert!(
+                f[0].message.contains("none is affected"),
+                "{}",
+                f[0].message
+            );
+        }
     }
 
     #[test]
