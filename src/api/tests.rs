@@ -1,0 +1,390 @@
+use super::*;
+
+/// The served list's hand-written JSON is byte for byte what serde_json writes for it,
+/// whatever the labels hold (quotes, backslashes, control characters, non-ASCII).
+#[test]
+fn the_served_list_is_written_as_serde_json_writes_it() {
+    let labels: [&[(&str, &str)]; 4] = [
+        &[],
+        &[("hpa_target_name", "lobby")],
+        &[
+            ("a\"b", "c\\d"),
+            ("e", "\u{1}\n\t\u{7f}"),
+            ("ü", "\u{2028}✓"),
+        ],
+        &[("k", ""), ("z", "</script>")],
+    ];
+    for labels in labels {
+        let list = ExternalMetricValueList {
+            api_version: GROUP_VERSION,
+            items: [ExternalMetricValue {
+                metric_labels: labels.iter().copied().collect(),
+                metric_name: "hpa_target_\"replicas",
+                timestamp: "2026-12-02T03:36:02Z".into(),
+                value: "18446744073709551615".into(),
+                window: 60,
+            }],
+            kind: "ExternalMetricValueList",
+            metadata: Metadata {},
+        };
+        let expected = serde_json::to_vec(&list).unwrap();
+        assert_eq!(
+            String::from_utf8(list.to_json()).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+    }
+}
+
+#[test]
+fn routes() {
+    assert_eq!(route("/healthz"), Route::Health("healthz"));
+    assert_eq!(route("/apis/"), Route::ApiGroupList);
+    assert_eq!(
+        route("/apis/external.metrics.k8s.io/v1beta1"),
+        Route::ApiResourceList
+    );
+    assert_eq!(
+        route("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas"),
+        Route::ExternalMetric("default".into(), "hpa_expect_replicas".into())
+    );
+    assert_eq!(
+        route("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/a/b"),
+        Route::NotFound
+    );
+    assert_eq!(route("/api/v1/pods"), Route::NotFound);
+}
+
+#[test]
+fn selector_param_is_form_decoded() {
+    assert_eq!(
+        label_selector_param(Some("labelSelector=app%3Dlobby%2Ctier+in+%28a%29")),
+        Ok(Some("app=lobby,tier in (a)".into()))
+    );
+    assert_eq!(label_selector_param(Some("x=1")), Ok(None));
+    assert_eq!(label_selector_param(None), Ok(None));
+}
+
+/// The cases where a naive split differs from Go's `url.ParseQuery` + `Values.Get`.
+#[test]
+fn selector_param_is_decoded_as_go_does() {
+    let get = |q: &str| label_selector_param(Some(q));
+    // Percent-encoded names are decoded.
+    assert_eq!(get("label%53elector=app%3Da"), Ok(Some("app=a".into())));
+    // The first of repeated parameters wins.
+    assert_eq!(
+        get("labelSelector=app%3Da&labelSelector=app%3Db"),
+        Ok(Some("app=a".into()))
+    );
+    assert_eq!(
+        get("labelSelector=&labelSelector=app%3Db"),
+        Ok(Some("".into()))
+    );
+    // `+` is a space in names and values; a literal plus is %2B.
+    assert_eq!(
+        get("label+Selector=x&labelSelector=a+b"),
+        Ok(Some("a b".into()))
+    );
+    assert_eq!(get("labelSelector=a%2Bb"), Ok(Some("a+b".into())));
+    // A name without `=` has the empty value; empty pairs are skipped.
+    assert_eq!(get("&&labelSelector&x=1"), Ok(Some("".into())));
+    // What ParseQuery reports as errors, wherever in the query.
+    assert_eq!(
+        get("labelSelector=%zz"),
+        Err(QueryParamError::Escape("%zz".into()))
+    );
+    assert_eq!(
+        get("labelSelector=a%2"),
+        Err(QueryParamError::Escape("%2".into()))
+    );
+    assert_eq!(
+        get("x=%&labelSelector=a"),
+        Err(QueryParamError::Escape("%".into()))
+    );
+    assert_eq!(get("labelSelector=a;b"), Err(QueryParamError::Semicolon));
+    assert_eq!(
+        get("labelSelector=%ff"),
+        Err(QueryParamError::Utf8("%ff".into()))
+    );
+    // A leading sign is not a hex digit for Go either.
+    assert_eq!(
+        get("labelSelector=%+1"),
+        Err(QueryParamError::Escape("%+1".into()))
+    );
+}
+
+fn answers_computed(adapter: &Adapter) -> usize {
+    adapter
+        .render_self_metrics()
+        .lines()
+        .filter(|l| l.starts_with("hpa_bridge_answers_total{"))
+        .map(|l| {
+            l.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0) as usize
+        })
+        .sum()
+}
+
+/// Selectors parsed once are remembered by their text, within a bound; one that does not
+/// parse is refused every time and never remembered. Two spellings of one selector share
+/// one rendered answer.
+/// The custom metrics API's `metricLabelSelector` is remembered as `labelSelector` is, and
+/// one that does not parse is still a 400 naming the parameter.
+#[tokio::test]
+async fn object_metric_selectors_are_remembered_too() {
+    use crate::clock::ManualClock;
+    let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
+    let handler = ApiHandler::new(adapter);
+    let get = |selector: &str| {
+        Request::get(format!(
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/lobby/hpa_expect_replicas?metricLabelSelector={selector}"
+            ))
+            .body(())
+            .unwrap()
+    };
+    let remembered = || handler.selectors.lock().unwrap().len();
+    handler.handle(&get("a%3D1")).await;
+    handler.handle(&get("a%3D1")).await;
+    assert_eq!(remembered(), 1);
+    let bad = handler.handle(&get("a%20in%20(")).await;
+    assert_eq!(bad.status().as_u16(), 400);
+    let body = String::from_utf8(response_bytes(&bad).unwrap().to_vec()).unwrap();
+    assert!(body.contains("metricLabelSelector: "), "{body}");
+    assert_eq!(remembered(), 1);
+}
+
+#[tokio::test]
+async fn parsed_selectors_are_remembered_within_a_bound() {
+    use crate::clock::ManualClock;
+    let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
+    let handler = ApiHandler::new(adapter.clone());
+    async fn get(h: &ApiHandler, selector: &str) -> u16 {
+        let req = Request::get(format!(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector={selector}"
+            ))
+            .body(())
+            .unwrap();
+        h.handle(&req).await.status().as_u16()
+    }
+    let remembered = || handler.selectors.lock().unwrap().len();
+    assert_eq!(get(&handler, "b%3D2,a%3D1").await, 404);
+    assert_eq!(get(&handler, "a%3D1,b%3D2").await, 404);
+    assert_eq!(remembered(), 2);
+    assert_eq!(
+        answers_computed(&adapter),
+        1,
+        "one canonical scope, one answer"
+    );
+    for _ in 0..2 {
+        assert_eq!(get(&handler, "a%20in%20(").await, 400);
+    }
+    assert_eq!(
+        remembered(),
+        2,
+        "a selector that does not parse is not kept"
+    );
+    // Many short requirements: each label value has a 63-character limit.
+    let long: Vec<String> = (0..MAX_REMEMBERED_SELECTOR / 4)
+        .map(|i| format!("k{i}%3D1"))
+        .collect();
+    let long = long.join("%2C");
+    assert_eq!(get(&handler, &long).await, 404);
+    assert_eq!(remembered(), 2, "a long selector is not kept");
+    for i in 0..MAX_SELECTORS + 10 {
+        get(&handler, &format!("a%3D{i}")).await;
+        assert!(remembered() <= MAX_SELECTORS);
+    }
+}
+
+#[tokio::test]
+async fn rendered_answers_are_reused_only_while_nothing_changed() {
+    use crate::clock::ManualClock;
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let adapter = default_adapter(clock.clone());
+    let handler = ApiHandler::new(adapter.clone());
+    async fn get(h: &ApiHandler) -> u16 {
+        let req = Request::get(
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas",
+        )
+        .body(())
+        .unwrap();
+        h.handle(&req).await.status().as_u16()
+    }
+    assert_eq!(get(&handler).await, 404);
+    assert_eq!(answers_computed(&adapter), 1);
+    assert_eq!(get(&handler).await, 404);
+    assert_eq!(answers_computed(&adapter), 1, "reused within the second");
+    clock.advance(RENDER_REUSE_MS);
+    assert_eq!(get(&handler).await, 404);
+    assert_eq!(
+        answers_computed(&adapter),
+        2,
+        "recomputed after the time bound"
+    );
+    adapter.scrape_store().set_targets(Vec::new());
+    assert_eq!(get(&handler).await, 404);
+    assert_eq!(
+        answers_computed(&adapter),
+        3,
+        "recomputed after a store change"
+    );
+
+    // Without reuse (the bench's comparison) every request computes its answer.
+    let fresh = ApiHandler::new(adapter.clone()).without_answer_reuse();
+    assert_eq!(get(&fresh).await, 404);
+    assert_eq!(get(&fresh).await, 404);
+    assert_eq!(answers_computed(&adapter), 5, "no reuse when switched off");
+}
+
+/// Reuse follows the workload's own evidence: a re-scrape with the same values, or a
+/// change in another namespace, leaves its rendered answer current; a changed value in its
+/// scope does not.
+#[tokio::test]
+async fn a_reused_answer_follows_a_value_change_in_its_scope() {
+    use crate::clock::{Clock, ManualClock};
+    use crate::exposition::ExposedSample;
+    use crate::store::{ScrapeTarget, TargetId};
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let adapter = default_adapter(clock.clone());
+    let handler = ApiHandler::new(adapter.clone());
+    let target = |name: &str, ns: &str| ScrapeTarget {
+        id: TargetId(name.into()),
+        url: format!("http://{name}/metrics"),
+        labels: [("namespace".to_string(), ns.to_string())].into(),
+        workload: None,
+    };
+    let (ours, theirs) = (target("a", "default"), target("b", "other"));
+    let store = adapter.scrape_store();
+    store.set_targets(vec![ours.clone(), theirs.clone()]);
+    let scrape = |t: &ScrapeTarget, value: f64| {
+        let page = vec![ExposedSample {
+            name: "hpa_expect_replicas".into(),
+            labels: vec![("hpa_target_name".into(), "lobby".into())],
+            value,
+            timestamp_ms: None,
+        }];
+        store.record_success(t, clock.now_ms(), 1, page);
+    };
+    scrape(&ours, 3.0);
+    scrape(&theirs, 5.0);
+    async fn get(h: &ApiHandler) -> (u16, String) {
+        let req = Request::get(
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby",
+            )
+            .body(())
+            .unwrap();
+        let resp = h.handle(&req).await;
+        let v = json_body(&resp);
+        (
+            resp.status().as_u16(),
+            v["items"][0]["value"].as_str().unwrap_or("").to_string(),
+        )
+    }
+    assert_eq!(get(&handler).await, (200, "3".into()));
+    let computed = answers_computed(&adapter);
+    clock.advance(100);
+    scrape(&ours, 3.0);
+    scrape(&theirs, 6.0);
+    assert_eq!(get(&handler).await, (200, "3".into()));
+    assert_eq!(
+        answers_computed(&adapter),
+        computed,
+        "nothing in scope changed: reused"
+    );
+    scrape(&ours, 4.0);
+    assert_eq!(
+        get(&handler).await,
+        (200, "4".into()),
+        "the new value, at once"
+    );
+    assert_eq!(answers_computed(&adapter), computed + 1);
+}
+
+/// An adapter over the default config and an empty store, on `clock`.
+fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
+    Arc::new(Adapter::new(
+        crate::config::Config::from_yaml("").unwrap(),
+        clock,
+        Arc::new(crate::telemetry::SelfMetrics::new()),
+    ))
+}
+
+/// A handler over the default config and an empty store.
+fn default_handler() -> ApiHandler {
+    ApiHandler::new(default_adapter(Arc::new(crate::clock::ManualClock::new(
+        1_000_000,
+    ))))
+}
+
+fn json_body(resp: &ApiResponse) -> serde_json::Value {
+    serde_json::from_slice(&response_bytes(resp).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_query_go_cannot_parse_is_a_bad_request() {
+    let handler = default_handler();
+    for query in ["labelSelector=%zz", "x=1;y=2&labelSelector=a%3Db"] {
+        let req = Request::get(format!(
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?{query}"
+        ))
+        .body(())
+        .unwrap();
+        let resp = handler.handle(&req).await;
+        assert_eq!(resp.status().as_u16(), 400, "{query}");
+        assert_eq!(json_body(&resp)["reason"], "BadRequest", "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_write_is_refused_naming_the_group_it_asked_for() {
+    let handler = default_handler();
+    for (method, path, group, other) in [
+            (
+                Method::POST,
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/games/statefulsets.apps/lobby/hpa_target_replicas",
+                "custom metrics (custom.metrics.k8s.io)",
+                "external",
+            ),
+            (
+                Method::DELETE,
+                "/apis/external.metrics.k8s.io/v1beta1/namespaces/games/hpa_target_replicas",
+                "external metrics (external.metrics.k8s.io)",
+                "custom",
+            ),
+        ] {
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .body(())
+                .unwrap();
+            let resp = handler.handle(&req).await;
+            assert_eq!(resp.status().as_u16(), 405, "{path}");
+            let body = json_body(&resp);
+            let message = body["message"].as_str().unwrap();
+            assert_eq!(
+                message,
+                format!("method {method} is not supported: {group} are read-only (get, list)")
+            );
+            assert!(!message.contains(other), "{message}");
+            assert_eq!(body["reason"], "MethodNotAllowed");
+        }
+    let req = Request::builder()
+        .method(Method::PUT)
+        .uri("/healthz")
+        .body(())
+        .unwrap();
+    assert_eq!(
+        json_body(&handler.handle(&req).await)["message"],
+        "method PUT is not supported: this server is read-only (get, list)"
+    );
+}
+
+#[test]
+fn namespaces() {
+    assert!(valid_namespace("default"));
+    assert!(valid_namespace("kube-system"));
+    assert!(!valid_namespace("Default"));
+    assert!(!valid_namespace("-a"));
+    assert!(!valid_namespace(&"a".repeat(64)));
+}

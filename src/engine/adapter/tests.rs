@@ -1,0 +1,328 @@
+use std::sync::atomic::AtomicUsize;
+
+use futures::future::BoxFuture;
+
+use super::*;
+use crate::clock::ManualClock;
+
+/// The scrape store, counting every evidence read.
+struct Counting {
+    store: Arc<Store>,
+    reads: AtomicUsize,
+}
+
+impl EvidenceSource for Counting {
+    fn evidence<'a>(
+        &'a self,
+        scope: &'a Scope<'a>,
+        now: Millis,
+    ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        EvidenceSource::evidence(&*self.store, scope, now)
+    }
+}
+
+struct OneStatefulSet;
+
+impl Cluster for OneStatefulSet {
+    fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
+        Some(3)
+    }
+    fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+        0
+    }
+}
+
+/// Probe URLs that differ only in a query value are shown alike, and each is still its
+/// own target: none replaces another in the store, and no id shows a value.
+#[test]
+fn static_targets_differing_in_a_query_value_keep_apart_ids() {
+    let config = Config::from_yaml(
+            "scrape: {static: [{url: 'http://bb/probe?target=a'}, {url: 'http://bb/probe?target=b'}, {url: 'http://u:p@bb/probe?target=c'}]}",
+        )
+        .unwrap();
+    let ids: Vec<String> = static_targets(&config)
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "http://bb/probe?target=xxxxx",
+            "http://bb/probe?target=xxxxx (scrape.static[1])",
+            "http://u:xxxxx@bb/probe?target=xxxxx",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not() {
+    let metrics = Arc::new(SelfMetrics::new());
+    let adapter = Adapter::new(
+        Config::from_yaml("history: {retention: 1m, maxScopes: 1}").unwrap(),
+        Arc::new(ManualClock::new(1_000_000)),
+        metrics.clone(),
+    );
+    let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+    let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
+    adapter
+        .answer("hpa_target_replicas", "games", &lobby)
+        .await
+        .unwrap();
+    adapter.record_query("hpa_target_replicas", "games", &lobby);
+    adapter.status(&super::StatusQuery::default()).await;
+    let h = adapter.history(&Filter::default());
+    assert_eq!(h.capacity, 4);
+    assert_eq!(h.scopes.len(), 1);
+    assert_eq!(h.scopes[0].entries.len(), 1, "/status must not record");
+    assert!(h.scopes[0].entries[0].is_refusal());
+    // Nothing exported: a refusal, no scrape, so the whole scope is refusing.
+    let out = adapter.render_self_metrics();
+    assert!(out.contains(
+            "hpa_bridge_scope_refusing{namespace=\"games\",metric=\"hpa_target_replicas\",workload=\"lobby\"} 1"
+        ), "{out}");
+    assert!(!out.contains("hpa_bridge_prometheus"), "{out}");
+    assert!(out.contains("hpa_bridge_ready 0"), "{out}");
+    // The cap of one scope: asking for shop drops lobby, from the history and the metrics.
+    adapter
+        .answer("hpa_target_replicas", "games", &shop)
+        .await
+        .unwrap();
+    let h = adapter.history(&Filter::default());
+    assert_eq!((h.tracked, h.dropped_scopes), (1, 1));
+    assert_eq!(h.scopes[0].key.workload(), "shop");
+    let out = adapter.render_self_metrics();
+    assert!(!out.contains("workload=\"lobby\""), "{out}");
+    assert!(
+        out.contains("hpa_bridge_history_scopes_dropped_total 1"),
+        "{out}"
+    );
+    // Unknown metrics are not answers: nothing recorded.
+    assert!(adapter.answer("nope", "games", &shop).await.is_err());
+    assert!(adapter
+        .history(&Filter {
+            namespace: Some("other".into()),
+            metric: None
+        })
+        .scopes
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unchanged() {
+    use crate::policy::InputCounts;
+
+    // Each case: how many of 20 pods export a recommendation, and how many inputs the
+    // served floor notes (the history keeps 8 in all, the recommendation's first).
+    for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
+        let adapter = crate::engine::fixtures::default_adapter();
+        adapter.set_workload_state(Arc::new(OneStatefulSet));
+        let store = adapter.scrape_store();
+        let targets = crate::engine::fixtures::lobby_pods(20);
+        store.set_targets(targets.clone());
+        crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
+            if i < 5 {
+                i as f64 + 1.0
+            } else {
+                0.0
+            }
+        });
+        let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+        let served = adapter
+            .answer("hpa_target_replicas", "games", &selector)
+            .await
+            .unwrap();
+        let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+        let fetched = Fetched {
+            explain: true,
+            ..Fetched::default()
+        };
+        let explained = adapter
+            .answer_spec(spec, "games", &selector, 1_000_000.into(), &fetched)
+            .await;
+        assert_eq!(served.value(), explained.value());
+        assert_eq!(served.reason, explained.reason);
+        // The floor counted every pod, and noted only what the history keeps.
+        assert_eq!(served.parts[1].inputs.len(), floor_notes, "{recommenders}");
+        assert_eq!(InputCounts::of(&served.parts[1]).total(), 20);
+        assert_eq!(
+            InputCounts::of(&served).total(),
+            InputCounts::of(&explained).total()
+        );
+        // The history shows the inputs it would show had every input been noted.
+        let mut first: Vec<&policy::InputNote> = Vec::new();
+        for part in &explained.parts {
+            first.extend(part.inputs.iter());
+        }
+        first.truncate(history::MAX_INPUTS_KEPT);
+        let kept = adapter.history(&Filter::default());
+        let kept = &kept.scopes[0];
+        assert_eq!(kept.last_inputs_total, InputCounts::of(&explained).total());
+        let shown: Vec<(&str, &str)> = kept
+            .last_inputs
+            .iter()
+            .map(|i| (i.target.as_str(), i.status.as_str()))
+            .collect();
+        let expected: Vec<(&str, &str)> = first
+            .iter()
+            .map(|n| (n.id.target.0.as_ref(), n.status.as_ref()))
+            .collect();
+        assert_eq!(shown, expected, "{recommenders}");
+    }
+}
+
+/// Only the StatefulSet games/lobby is in the watch cache, at 3 replicas.
+struct LobbyAtThree;
+
+impl Cluster for LobbyAtThree {
+    fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
+        (w.kind == "StatefulSet" && w.namespace == "games" && w.name == "lobby").then_some(3)
+    }
+    fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+        0
+    }
+}
+
+/// Each answer served is kept with the `spec.replicas` of its workload as the watch knows
+/// it: through the floor for a target, the pods for a recommendation, the named object for
+/// an Object query; unknown (never a guess) without Kubernetes or for a workload the watch
+/// does not know.
+#[tokio::test]
+async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
+    let adapter = crate::engine::fixtures::default_adapter();
+    let store = adapter.scrape_store();
+    let targets = crate::engine::fixtures::lobby_pods(3);
+    store.set_targets(targets.clone());
+    crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| i as f64 + 1.0);
+    let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+    let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
+    let newest = |metric: &str, scope: &str| {
+        adapter
+            .history(&Filter::default())
+            .scopes
+            .iter()
+            .find(|s| s.key.metric == metric && s.key.scope == scope)
+            .and_then(|s| s.entries.last().cloned())
+            .unwrap()
+            .spec_replicas
+    };
+    let ask = |metric: &'static str, selector: &LabelSelector| {
+        let (adapter, selector) = (&adapter, selector.clone());
+        async move { adapter.answer(metric, "games", &selector).await.unwrap() }
+    };
+    // No Kubernetes: unknown.
+    ask("hpa_target_replicas", &lobby).await;
+    assert_eq!(newest("hpa_target_replicas", lobby.as_str()), None);
+    adapter.set_workload_state(Arc::new(LobbyAtThree));
+    for metric in [
+        "hpa_target_replicas",
+        "hpa_expect_replicas",
+        "hpa_stateful_floor",
+    ] {
+        ask(metric, &lobby).await;
+        assert_eq!(newest(metric, lobby.as_str()), Some(3), "{metric}");
+    }
+    // No pods behind shop: no workload, so unknown.
+    ask("hpa_target_replicas", &shop).await;
+    assert_eq!(newest("hpa_target_replicas", shop.as_str()), None);
+    let object = |name: &str| ObjectRef {
+        kind: object_scope::ObjectKind::StatefulSet,
+        namespace: "games".into(),
+        name: name.into(),
+    };
+    let everything = LabelSelector::parse("").unwrap();
+    for (name, expected) in [("lobby", Some(3)), ("shop", None)] {
+        adapter
+            .answer_object("hpa_target_replicas", &object(name), &everything)
+            .await
+            .unwrap();
+        let scope = object_history_scope(&object(name), &everything);
+        assert_eq!(newest("hpa_target_replicas", &scope), expected, "{name}");
+    }
+}
+
+/// Serving reads clean pods as a summary (store/family_digest.rs) and explaining lists
+/// every input: the value, the reason and the inputs counted are the same either way, for
+/// a healthy workload and for one with a stale pod and an invalid recommendation.
+#[tokio::test]
+async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
+    use crate::policy::InputCounts;
+
+    let adapter = crate::engine::fixtures::default_adapter();
+    adapter.set_workload_state(Arc::new(OneStatefulSet));
+    let store = adapter.scrape_store();
+    let targets = crate::engine::fixtures::lobby_pods(20);
+    let page = |i: usize, expect: f64| {
+        let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
+        crate::engine::fixtures::workload_page("StatefulSet", "lobby", expect, index)
+    };
+    store.set_targets(targets.clone());
+    for (i, t) in targets.iter().enumerate() {
+        store.record_success(t, 990_000, 1, page(i, if i == 12 { 7.0 } else { 2.0 }));
+    }
+    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+    let compare = |served: &Answer, explained: &Answer| {
+        assert_eq!(served.value(), explained.value());
+        assert_eq!(served.refusal(), explained.refusal());
+        assert_eq!(served.reason, explained.reason);
+        assert_eq!(
+            InputCounts::of(served).total(),
+            InputCounts::of(explained).total()
+        );
+    };
+    let answer = |now: Millis, explain: bool| {
+        let fetched = Fetched {
+            explain,
+            ..Fetched::default()
+        };
+        let (adapter, selector) = (&adapter, &selector);
+        async move {
+            let a = adapter
+                .answer_spec(spec, "games", selector, now.into(), &fetched)
+                .await;
+            let fetched = fetched.evidence.lock().unwrap();
+            let summarized = fetched
+                .iter()
+                .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
+                .map(|t| t.series)
+                .sum::<usize>();
+            (a, summarized)
+        }
+    };
+    let (served, summarized) = answer(1_000_000, false).await;
+    let (explained, none) = answer(1_000_000, true).await;
+    assert_eq!(served.value(), Some(7));
+    assert!(summarized > 0 && none == 0, "{summarized} {none}");
+    compare(&served, &explained);
+    // Pod 3 goes stale with a higher index and pod 15 recommends nonsense: listed, and the
+    // answer is the same refusal either way.
+    store.record_success(&targets[15], 1_030_000, 1, page(15, 2.5));
+    for (i, t) in targets.iter().enumerate().filter(|(i, _)| *i != 3) {
+        if i != 15 {
+            store.record_success(t, 1_030_000, 1, page(i, 2.0));
+        }
+    }
+    let (served, summarized) = answer(1_040_000, false).await;
+    let (explained, _) = answer(1_040_000, true).await;
+    assert!(served.refusal().is_some() && summarized > 0, "{served:?}");
+    compare(&served, &explained);
+}
+
+#[tokio::test]
+async fn a_target_request_reads_each_series_set_once() {
+    let counting = Arc::new(Counting {
+        store: Arc::new(Store::new()),
+        reads: AtomicUsize::new(0),
+    });
+    let adapter = crate::engine::fixtures::default_adapter().with_source(counting.clone());
+    adapter.set_workload_state(Arc::new(OneStatefulSet));
+    let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+    adapter
+        .answer("hpa_target_replicas", "default", &selector)
+        .await
+        .unwrap();
+    // The recommendation's series and the floor's series: the floor's are read once, not
+    // again for the workload's current count.
+    assert_eq!(counting.reads.load(Ordering::SeqCst), 2);
+}

@@ -1,0 +1,573 @@
+use super::*;
+
+fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
+    ScrapeTarget {
+        id: TargetId(url.into()),
+        url: url.into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        workload: None,
+    }
+}
+
+fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
+    ExposedSample {
+        name: name.into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        value,
+        timestamp_ms: None,
+    }
+}
+
+fn default_scope<'a>(series: &'a [String], sel: &'a LabelSelector) -> Scope<'a> {
+    Scope {
+        series,
+        namespace_label: "namespace",
+        namespace: "default",
+        selector: sel,
+    }
+}
+
+#[test]
+fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
+    let store = Store::new();
+    let t = target("http://a/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    assert_eq!(
+        store
+            .record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)])
+            .duplicates,
+        0
+    );
+    let page = vec![sample("idx", &[], 10.0), sample("idx", &[], 2.0)];
+    assert_eq!(store.record_success(&t, 2000, 1, page).duplicates, 1);
+    let s = vec!["idx".to_string()];
+    let sel = LabelSelector::everything();
+    let ev = store.evidence(&default_scope(&s, &sel));
+    assert_eq!(ev.observations.len(), 1);
+    let o = &ev.observations[0];
+    assert!(o.duplicated && o.value.is_nan(), "{o:?}");
+    assert_eq!(o.last_valid, Some((3, 1000)));
+    // A clean page ends the ambiguity.
+    assert_eq!(
+        store
+            .record_success(&t, 3000, 1, vec![sample("idx", &[], 4.0)])
+            .duplicates,
+        0
+    );
+    let o = store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    assert!(!o.duplicated && o.value == 4.0);
+}
+
+#[test]
+fn a_target_churning_label_sets_keeps_at_most_the_retained_limit() {
+    let store = Store::new();
+    let t = target("http://churn/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    let pages = MAX_RETAINED_ABSENT_SERIES + 500;
+    let mut forgotten = 0;
+    for i in 0..pages {
+        let id = format!("{i}");
+        let page = vec![sample("idx", &[("churn", id.as_str())], 3.0)];
+        forgotten += store
+            .record_success(&t, 1000 + i as Millis, 1, page)
+            .forgotten;
+    }
+    // One present series and the newest absent ones.
+    assert_eq!(store.read().slots.len(), MAX_RETAINED_ABSENT_SERIES + 1);
+    assert_eq!(forgotten as usize, pages - 1 - MAX_RETAINED_ABSENT_SERIES);
+    let s = vec!["idx".to_string()];
+    let sel = LabelSelector::everything();
+    let ev = store.evidence(&default_scope(&s, &sel));
+    assert_eq!(ev.observations.len(), MAX_RETAINED_ABSENT_SERIES + 1);
+    let newest = format!("{}", pages - 1);
+    assert!(ev
+        .observations
+        .iter()
+        .any(|o| o.present && o.id.labels.get("churn") == Some(&newest)));
+    // The longest unseen went first: the oldest retained is the one after them.
+    let oldest_kept = format!("{}", pages - 1 - MAX_RETAINED_ABSENT_SERIES);
+    assert!(ev
+        .observations
+        .iter()
+        .any(|o| o.id.labels.get("churn") == Some(&oldest_kept)));
+    assert!(!ev
+        .observations
+        .iter()
+        .any(|o| o.id.labels.get("churn").map(String::as_str) == Some("0")));
+    // The index forgot them too: each series is listed under its name and its two labels.
+    assert_eq!(
+        store.read().postings.entries(),
+        3 * (MAX_RETAINED_ABSENT_SERIES + 1)
+    );
+}
+
+#[test]
+fn a_scope_version_moves_with_its_own_evidence_and_not_with_time() {
+    let store = Store::new();
+    let t = |name: &str, ns: &str| {
+        target(
+            &format!("http://{name}/m"),
+            &[("namespace", ns), ("pod", name)],
+        )
+    };
+    let (a, b, other) = (t("a", "default"), t("b", "default"), t("o", "other"));
+    store.set_targets(vec![a.clone(), b.clone(), other.clone()]);
+    let page = |w: &str, v: f64| vec![sample("rec", &[("hpa_target_name", w)], v)];
+    store.record_success(&a, 1000, 1, page("lobby", 3.0));
+    store.record_success(&b, 1000, 1, page("arena", 5.0));
+    store.record_success(&other, 1000, 1, page("lobby", 7.0));
+    let s = vec!["rec".to_string()];
+    let sel = LabelSelector::parse("hpa_target_name=lobby").unwrap();
+    let scope = default_scope(&s, &sel);
+    let version = || store.scope_version([scope.clone()]);
+    let v0 = version();
+    store.record_success(&a, 2000, 1, page("lobby", 3.0));
+    assert_eq!(
+        version(),
+        v0,
+        "re-scraped with the same value: only time passed"
+    );
+    store.record_success(&b, 2000, 1, page("arena", 6.0));
+    store.record_success(&other, 2000, 1, page("lobby", 8.0));
+    // Each of them shares one posting with the scope (its namespace, or its workload).
+    let v1 = version();
+    store.record_success(&a, 3000, 1, page("lobby", 4.0));
+    let v2 = version();
+    assert_ne!(v2, v1, "its own series changed value");
+    store.record_failure(&a, 4000, 1, "connection refused".into());
+    let v3 = version();
+    assert_ne!(v3, v2, "its target started failing");
+    store.record_failure(&a, 5000, 1, "connection refused".into());
+    assert_eq!(version(), v3, "still failing the same way");
+    store.record_success(&a, 6000, 1, page("lobby", 4.0));
+    let v4 = version();
+    assert_ne!(v4, v3, "its target recovered");
+    store.record_success(&a, 7000, 1, Vec::new());
+    assert_ne!(version(), v4, "its series is no longer exported");
+    let v5 = version();
+    store.set_targets(vec![
+        a.clone(),
+        b.clone(),
+        other.clone(),
+        t("new", "default"),
+    ]);
+    assert_ne!(version(), v5, "a new target might export in-scope series");
+}
+
+#[test]
+fn removed_targets_leave_nothing_in_the_index() {
+    let store = Store::new();
+    let ts: Vec<ScrapeTarget> = (0..5)
+        .map(|i| {
+            target(
+                &format!("http://t{i}/m"),
+                &[("namespace", "default"), ("pod", &format!("p{i}"))],
+            )
+        })
+        .collect();
+    store.set_targets(ts.clone());
+    for t in &ts {
+        store.record_success(t, 1000, 1, vec![sample("idx", &[("a", "b")], 1.0)]);
+    }
+    assert!(store.read().postings.entries() > 0);
+    store.set_targets(Vec::new());
+    assert_eq!(store.read().postings.entries(), 0);
+    assert_eq!(store.read().slots.len(), 0);
+    assert!(store.read().unscraped.is_empty());
+}
+
+#[test]
+fn an_answer_reads_only_the_targets_its_scope_names() {
+    let store = Store::new();
+    let ts: Vec<ScrapeTarget> = (0..2000)
+        .map(|i| {
+            let ns = format!("ns{}", i % 200);
+            target(
+                &format!("http://t{i}/m"),
+                &[("namespace", ns.as_str()), ("pod", &format!("p{i}"))],
+            )
+        })
+        .collect();
+    store.set_targets(ts.clone());
+    for (i, t) in ts.iter().enumerate() {
+        let name = format!("w{}", i % 400);
+        store.record_success(
+            t,
+            1000,
+            1,
+            vec![sample("idx", &[("hpa_target_name", name.as_str())], 1.0)],
+        );
+    }
+    let series = vec!["idx".to_string()];
+    let sel = LabelSelector::parse("hpa_target_name=w7").unwrap();
+    let inner = store.read();
+    // 10 targets in ns7, 5 of them name w7: the smaller posting list is read.
+    let read = inner
+        .postings
+        .candidates(&series, "namespace", "ns7", sel.requirements());
+    assert_eq!(read.len(), 5);
+    assert_eq!(read.values().map(Vec::len).sum::<usize>(), 5);
+}
+
+#[test]
+fn one_target_exporting_many_workloads_is_read_only_for_the_scope() {
+    let store = Store::new();
+    let t = target("http://ctl/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    let page = (0..4000)
+        .map(|i| sample("rec", &[("hpa_target_name", &format!("w{i}"))], 2.0))
+        .collect();
+    store.record_success(&t, 1000, 1, page);
+    let series = vec!["rec".to_string()];
+    let sel = LabelSelector::parse("hpa_target_name=w17").unwrap();
+    let inner = store.read();
+    let read = inner
+        .postings
+        .candidates(&series, "namespace", "default", sel.requirements());
+    assert_eq!(read.values().map(Vec::len).sum::<usize>(), 1);
+}
+
+/// The evidence a full scan of every target finds: what the index must reproduce.
+fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, Arc<str>, SeriesLabels)> {
+    let inner = store.read();
+    let mut found: Vec<_> = inner
+        .targets
+        .values()
+        .flat_map(|rec| {
+            rec.series
+                .values()
+                .flat_map(HashMap::values)
+                .filter_map(|slot| inner.slots.get(*slot))
+                .map(move |s| (rec, s))
+        })
+        .filter(|(_, s)| scope.matches(&s.name, &s.labels))
+        .map(|(rec, s)| (rec.target.id.clone(), s.name.clone(), s.labels.clone()))
+        .collect();
+    found.sort();
+    found
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    #[test]
+    fn the_index_finds_exactly_what_a_full_scan_finds(
+        pages in proptest::collection::vec(
+            (0u8..3, proptest::collection::vec((0u8..3, 0u8..3, 0u8..3), 0..6)),
+            1..12,
+        ),
+        keep in proptest::collection::vec(proptest::bool::ANY, 12),
+        selector in 0usize..10,
+        ns in 0u8..3,
+    ) {
+        let store = Store::new();
+        let targets: Vec<ScrapeTarget> = pages
+            .iter()
+            .enumerate()
+            .map(|(i, (tns, _))| {
+                target(&format!("http://t{i}/m"), &[("namespace", &format!("n{tns}")), ("pod", &format!("p{i}"))])
+            })
+            .collect();
+        store.set_targets(targets.clone());
+        for (t, (_, samples)) in targets.iter().zip(&pages) {
+            let page = samples
+                .iter()
+                .map(|(name, app, ver)| {
+                    sample(&format!("s{name}"), &[("app", &format!("a{app}")), ("ver", &format!("v{ver}"))], 1.0)
+                })
+                .collect();
+            store.record_success(t, 1000, 1, page);
+        }
+        // Drop some targets, so removal is exercised too.
+        let kept: Vec<ScrapeTarget> = targets
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(t, _)| t.clone())
+            .collect();
+        store.set_targets(kept);
+        let selectors = [
+            "", "app=a1", "app in (a0,a2)", "app!=a1", "ver", "!ver", "app=a0,ver=v1", "pod=p3",
+            "app in (a0,a1),ver=v2,pod!=p1", "namespace=n1,ver in (v0,v2)",
+        ];
+        let sel = LabelSelector::parse(selectors[selector]).unwrap();
+        let series = vec!["s0".to_string(), "s2".to_string()];
+        let namespace = format!("n{ns}");
+        let scope = Scope { series: &series, namespace_label: "namespace", namespace: &namespace, selector: &sel };
+        let indexed: Vec<_> = store
+            .evidence(&scope)
+            .observations
+            .into_iter()
+            .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone()))
+            .collect();
+        proptest::prop_assert_eq!(indexed, evidence_by_scan(&store, &scope));
+    }
+
+    /// The safety of answer reuse: whenever a scope's version is unchanged, so is
+    /// everything an answer over it reads (apart from ages), whatever the writes between.
+    #[test]
+    fn an_unchanged_scope_version_means_unchanged_evidence(
+        ops in proptest::collection::vec(
+            (0usize..4, 0u8..5, proptest::collection::vec((0u8..2, 0u8..3, 0u8..3), 0..4)),
+            1..40,
+        ),
+    ) {
+        let store = Store::new();
+        let mut targets: Vec<ScrapeTarget> = (0..4)
+            .map(|i| target(&format!("http://t{i}/m"), &[("namespace", &format!("n{}", i % 2)), ("pod", &format!("p{i}"))]))
+            .collect();
+        store.set_targets(targets[..3].to_vec());
+        let series = vec!["s0".to_string(), "s1".to_string()];
+        let selectors: Vec<LabelSelector> = ["", "app=a1", "app in (a0,a2)", "app!=a1"]
+            .iter()
+            .map(|s| LabelSelector::parse(s).unwrap())
+            .collect();
+        let scopes: Vec<Scope<'_>> = ["n0", "n1"]
+            .iter()
+            .flat_map(|ns| selectors.iter().map(move |sel| (ns, sel)))
+            .map(|(ns, sel)| Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel })
+            .collect();
+        let reading = |scope: &Scope<'_>| {
+            let ev = store.evidence(scope);
+            let obs: Vec<_> = ev
+                .observations
+                .iter()
+                .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone(), o.value.to_bits(), o.present, o.duplicated, o.last_valid.map(|(v, _)| v), o.target_failing))
+                .collect();
+            let unknown: Vec<_> = ev.unknown_targets.iter().map(|u| (u.target.clone(), u.last_error.clone())).collect();
+            (obs, unknown)
+        };
+        let mut before: Vec<_> = scopes.iter().map(|s| (store.scope_version([s.clone()]), reading(s))).collect();
+        for (step, (t, kind, samples)) in ops.into_iter().enumerate() {
+            let at = 1000 * (step as Millis + 2);
+            match kind {
+                0 | 1 => {
+                    let page = samples
+                        .iter()
+                        .map(|(name, app, v)| sample(&format!("s{name}"), &[("app", &format!("a{app}"))], f64::from(*v)))
+                        .collect();
+                    store.record_success(&targets[t], at, 1, page);
+                }
+                2 => store.record_failure(&targets[t], at, 1, format!("e{}", samples.len() % 2)),
+                // The pod comes back in the other namespace: its series leave one scope
+                // and, once scraped, join another.
+                3 => churn::move_namespace(&store, &mut targets, t),
+                _ => churn::drop_target(&store, &targets, t),
+            }
+            for (scope, (version, read)) in scopes.iter().zip(before.iter_mut()) {
+                let now = (store.scope_version([scope.clone()]), reading(scope));
+                // Every scope was resolved before this step, so this also checks that a
+                // kept resolution is dropped whenever the scope's series change.
+                let found: Vec<_> = now.1 .0.iter().map(|o| (o.0.clone(), o.1.clone(), o.2.clone())).collect();
+                proptest::prop_assert_eq!(found, evidence_by_scan(&store, scope), "after step {}", step);
+                if now.0 == *version {
+                    proptest::prop_assert_eq!(&now.1, &*read, "version {} unchanged after step {}", version, step);
+                }
+                *version = now.0;
+                *read = now.1;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_scope_is_resolved_again_only_when_its_series_change() {
+    let store = Store::new();
+    let (a, b) = (
+        target("http://a/m", &[("namespace", "default"), ("pod", "a")]),
+        target("http://b/m", &[("namespace", "default"), ("pod", "b")]),
+    );
+    store.set_targets(vec![a.clone(), b.clone()]);
+    store.record_success(&a, 1000, 1, vec![sample("idx", &[("app", "x")], 1.0)]);
+    store.record_success(&b, 1000, 1, vec![sample("idx", &[("app", "y")], 1.0)]);
+    let (series, sel) = (
+        vec!["idx".to_string()],
+        LabelSelector::parse("app=x").unwrap(),
+    );
+    let scope = default_scope(&series, &sel);
+    let resolution = || store.resolve(&store.read(), &scope, &scope.key(), true);
+    let first = resolution();
+    assert_eq!(first.targets.len(), 1);
+    // New values, and a new series outside the scope: the same resolution serves.
+    store.record_success(&a, 2000, 1, vec![sample("idx", &[("app", "x")], 5.0)]);
+    store.record_success(
+        &b,
+        2000,
+        1,
+        vec![
+            sample("idx", &[("app", "y")], 2.0),
+            sample("idx", &[("app", "z")], 2.0),
+        ],
+    );
+    assert!(Arc::ptr_eq(&first, &resolution()));
+    assert_eq!(store.evidence(&scope).observations[0].value, 5.0);
+    // A series joins the scope: worked out again, and the new series is read.
+    store.record_success(&b, 3000, 1, vec![sample("idx", &[("app", "x")], 7.0)]);
+    let second = resolution();
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert_eq!(second.targets.len(), 2);
+    let values: Vec<f64> = store
+        .evidence(&scope)
+        .observations
+        .iter()
+        .map(|o| o.value)
+        .collect();
+    assert_eq!(values, vec![5.0, 7.0]);
+    assert_eq!(store.resolved.len(), 1);
+    // A one-off look reads the same and keeps nothing.
+    let other = LabelSelector::parse("app=y").unwrap();
+    let once = store.evidence_once(&default_scope(&series, &other));
+    assert_eq!(once.observations.len(), 1);
+    assert_eq!(store.resolved.len(), 1);
+}
+
+#[test]
+fn target_labels_win_and_conflicts_are_kept_as_exported() {
+    let merged = merge_labels(
+        &[
+            ("namespace".into(), "other".into()),
+            ("app".into(), "x".into()),
+        ],
+        &[("namespace".to_string(), "default".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(merged["namespace"], "default");
+    assert_eq!(merged["exported_namespace"], "other");
+    assert_eq!(merged["app"], "x");
+}
+
+#[test]
+fn failures_keep_the_last_valid_value_and_removal_forgets_it() {
+    let store = Store::new();
+    let t = target("http://a/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    store.record_success(&t, 1000, 1, vec![sample("idx", &[], 3.0)]);
+    store.record_failure(&t, 2000, 1, "refused".into());
+    let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+    let scope = default_scope(&series, &sel);
+    let ev = store.evidence(&scope);
+    assert_eq!(ev.observations.len(), 1);
+    assert_eq!(ev.observations[0].last_valid, Some((3, 1000)));
+    assert!(ev.observations[0].target_failing);
+    store.set_targets(vec![]);
+    assert!(store.evidence(&scope).observations.is_empty());
+}
+
+#[test]
+fn a_page_from_a_replaced_target_is_not_recorded() {
+    let store = Store::new();
+    let old = target("http://10.0.0.1/m", &[("namespace", "default")]);
+    let mut new = old.clone();
+    new.url = "http://10.0.0.2/m".into();
+    store.set_targets(vec![old.clone()]);
+    store.set_targets(vec![new.clone()]);
+    store.record_success(&old, 1000, 1, vec![sample("idx", &[], 3.0)]);
+    let (_, health) = &store.target_health()[0];
+    assert!(
+        !health.ever_succeeded(),
+        "the old pod's page marked the new pod scraped"
+    );
+    store.record_success(&new, 2000, 1, vec![sample("idx", &[], 3.0)]);
+    assert!(store.target_health()[0].1.ever_succeeded());
+}
+
+#[test]
+fn invalid_values_do_not_replace_the_last_valid_one() {
+    let store = Store::new();
+    let t = target("http://a/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    store.record_success(&t, 1000, 1, vec![sample("idx", &[], 2.0)]);
+    store.record_success(&t, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
+    let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+    let scope = default_scope(&series, &sel);
+    let ob = &store.evidence(&scope).observations[0];
+    assert!(ob.value.is_nan());
+    assert_eq!(ob.last_valid, Some((2, 1000)));
+}
+
+#[test]
+fn never_scraped_targets_in_another_namespace_are_not_unknown() {
+    let store = Store::new();
+    store.set_targets(vec![
+        target("http://a/m", &[("namespace", "default")]),
+        target("http://b/m", &[("namespace", "other")]),
+    ]);
+    let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
+    let scope = default_scope(&series, &sel);
+    let ev = store.evidence(&scope);
+    assert_eq!(ev.unknown_targets.len(), 1);
+    assert_eq!(&*ev.unknown_targets[0].target.0, "http://a/m");
+}
+
+#[test]
+fn never_scraped_pods_of_other_workloads_do_not_make_the_scope_unknown() {
+    let store = Store::new();
+    let pod = |name: &str, workload: &str| ScrapeTarget {
+        workload: Some(WorkloadRef {
+            kind: "StatefulSet".into(),
+            namespace: "default".into(),
+            name: workload.into(),
+        }),
+        ..target(name, &[("namespace", "default")])
+    };
+    let lobby_0 = pod("lobby-0", "lobby");
+    store.set_targets(vec![
+        lobby_0.clone(),
+        pod("lobby-1", "lobby"),
+        pod("chat-0", "chat"),
+    ]);
+    store.record_success(
+        &lobby_0,
+        1000,
+        1,
+        vec![sample("idx", &[("app", "lobby")], 1.0)],
+    );
+    let series = vec!["idx".to_string()];
+    let sel = LabelSelector::parse("app=lobby").unwrap();
+    let scope = default_scope(&series, &sel);
+    let ev = store.evidence(&scope);
+    let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
+    assert_eq!(unknown, ["lobby-1"]);
+    assert_eq!(ev.workloads.len(), 1);
+    // Nothing observed yet: every never-scraped candidate counts, and so do their workloads.
+    store.set_targets(vec![pod("lobby-1", "lobby"), pod("chat-0", "chat")]);
+    let ev = store.evidence(&scope);
+    assert_eq!(ev.unknown_targets.len(), 2);
+    assert_eq!(ev.workloads.len(), 2);
+}
+
+#[test]
+fn a_changed_target_starts_over_as_never_scraped() {
+    let store = Store::new();
+    let t = target("p", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    store.record_success(&t, 1000, 1, vec![sample("idx", &[], 2.0)]);
+    let moved = ScrapeTarget {
+        url: "http://other/m".into(),
+        ..t.clone()
+    };
+    store.set_targets(vec![moved]);
+    let series = vec!["idx".to_string()];
+    let sel = LabelSelector::everything();
+    let scope = default_scope(&series, &sel);
+    let ev = store.evidence(&scope);
+    assert!(ev.observations.is_empty());
+    assert_eq!(ev.unknown_targets.len(), 1);
+}
+
+#[test]
+fn invalid_reasons() {
+    assert_eq!(invalid_reason(f64::NAN), Some("NaN"));
+    assert_eq!(invalid_reason(f64::INFINITY), Some("infinite"));
+    assert_eq!(invalid_reason(-1.0), Some("negative"));
+    assert_eq!(invalid_reason(2.5), Some("not an integer"));
+    assert_eq!(invalid_reason(1e12), Some("implausibly large"));
+    assert_eq!(invalid_reason(7.0), None);
+    assert_eq!(invalid_reason(0.0), None);
+}
