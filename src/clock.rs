@@ -165,7 +165,8 @@ impl ManualClock {
             .fetch_add(now.saturating_sub(before).max(0), Ordering::SeqCst);
     }
 
-    /// Let `by` pass: both clocks move forward (a negative `by` steps the wall clock back).
+    /// Time moves on by `by` on both clocks; the monotonic one never goes back, so a negative
+    /// `by` steps only the wall clock back.
     pub fn advance(&self, by: Millis) {
         self.wall.fetch_add(by, Ordering::SeqCst);
         self.mono.fetch_add(by.max(0), Ordering::SeqCst);

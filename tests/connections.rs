@@ -457,19 +457,20 @@ async fn a_client_that_keeps_misbehaving_is_kept_out_and_loses_its_idle_connecti
     }
 }
 
+/// Two strikes keep an address out for ten minutes, by the kernel filter or at accept.
+fn penalty_flags(kernel_drop: &str) -> [&str; 6] {
+    [
+        "--client-penalty-strikes",
+        "2",
+        "--client-penalty",
+        "10m",
+        "--client-penalty-kernel-drop",
+        kernel_drop,
+    ]
+}
+
 async fn misbehave_until_penalized(kernel_drop: &str, expected: Fate) {
-    let adapter = AdapterProcess::start_with(
-        &fast_config(&[]),
-        &[
-            "--client-penalty-strikes",
-            "2",
-            "--client-penalty",
-            "10m",
-            "--client-penalty-kernel-drop",
-            kernel_drop,
-        ],
-    )
-    .await;
+    let adapter = AdapterProcess::start_with(&fast_config(&[]), &penalty_flags(kernel_drop)).await;
     let offender = IpAddr::from([127, 0, 0, 3]);
     let bystander = IpAddr::from([127, 0, 0, 4]);
     // Held first: a TLS session that has not sent a request yet.
@@ -692,18 +693,16 @@ async fn dual_stack_penalties(kernel_drop: &str, ipv4_fate: Fate) {
     let adapter = AdapterProcess::start_with(
         &fast_config(&[]),
         &[
-            "--bind-address",
-            "::",
-            "--client-ca-file",
-            &ca,
-            "--authentication-skip-lookup",
-            "--client-penalty-strikes",
-            "2",
-            "--client-penalty",
-            "10m",
-            "--client-penalty-kernel-drop",
-            kernel_drop,
-        ],
+            &[
+                "--bind-address",
+                "::",
+                "--client-ca-file",
+                &ca,
+                "--authentication-skip-lookup",
+            ][..],
+            &penalty_flags(kernel_drop),
+        ]
+        .concat(),
     )
     .await;
     let ipv6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);

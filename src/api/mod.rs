@@ -333,7 +333,7 @@ type RenderKey = (String, String, String);
 /// as fresh or stale still reading so on both clocks (`Reusable::fresh`), and for at most
 /// `RENDER_REUSE_MS`, which bounds reuse over the Prometheus source, whose data the store does
 /// not hold. Many HPAs and adapter replicas ask the same question; recomputing the evidence and
-/// the JSON for each would dominate the serve path (measured in BENCHMARKS.md).
+/// the JSON for each would dominate the serve path.
 #[derive(Clone)]
 struct Rendered {
     version: Version,

@@ -425,8 +425,8 @@ fn axis(out: &mut String, now: Millis, retention_ms: Millis, x: &impl Fn(Millis)
 
 /// One step line's SVG path over `entries`: a run of one value is one horizontal segment, a
 /// change a vertical step, and an entry without a value (a refusal, an unknown input) a gap,
-/// so nothing is drawn where the value is not known. Whole pixels: the page for 1,000 scopes
-/// stays a few MB (BENCHMARKS.md).
+/// so nothing is drawn where the value is not known. Whole pixels keep the page for many
+/// scopes small.
 fn step_path(
     entries: &[Entry],
     value: fn(&Entry) -> Option<u64>,

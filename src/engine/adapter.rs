@@ -403,8 +403,8 @@ impl Adapter {
             .answer)
     }
 
-    /// `answer`, with how long it may be reused while its version stands: until the first
-    /// of its fresh inputs turns stale.
+    /// `answer`, with the clock readings within which it may be reused while its version
+    /// stands: until one of its inputs crosses its staleness threshold on either clock.
     pub async fn answer_reusable(
         &self,
         metric: &str,
@@ -447,14 +447,14 @@ impl Adapter {
             spec.name(),
             answer.refusal().map_or("value", RefusalKind::label),
         );
+        // Taken before the history's lookup below, which may read evidence the answer did
+        // not: only what the answer read bounds its reuse.
+        let fresh = fetched.fresh_window(now, self.stale_after_ms());
         let applied = self
             .applied_replicas(spec, namespace, selector, now, &fetched)
             .await;
         self.record_answer((spec.name(), namespace, scope), &answer, applied, now.wall);
-        Ok(Reusable {
-            answer,
-            fresh: fetched.fresh_window(now, self.stale_after_ms()),
-        })
+        Ok(Reusable { answer, fresh })
     }
 
     /// Keep an answer served to an HPA in the history (through `serve_answer`, for either

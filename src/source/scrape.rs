@@ -253,7 +253,7 @@ impl Scraper {
         // Handing a page to the blocking pool wakes a thread and costs more CPU than parsing
         // a small page. A page this small is bounded work even at its worst: the parse is
         // linear and the limits bound every line, so even a page of lines full of maximal
-        // labels holds the async worker only briefly (measured in BENCHMARKS.md).
+        // labels holds the async worker only briefly.
         if inline {
             return Ok(parse(None)?);
         }
