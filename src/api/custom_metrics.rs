@@ -9,17 +9,39 @@
 use serde_json::{json, Value};
 
 use super::{
-    json_response, query_param, refusal_verb, status_response, valid_namespace, ApiHandler,
-    ApiResponse, StatusReason,
+    json_response, query_param, status_response, valid_namespace, ApiHandler, ApiResponse,
+    StatusReason, WireForm,
 };
-use crate::clock::rfc3339;
-use crate::engine::{ObjectKind, ObjectRef, QueryError};
-use crate::policy::{self, Outcome};
+use crate::engine::{MetricQuery, ObjectKind, ObjectRef};
 use crate::selector::{LabelSelector, Operator};
 
 pub const GROUP: &str = "custom.metrics.k8s.io";
 /// Served versions, preferred first: the HPA's client picks the preferred one from discovery.
 pub const VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+
+/// A served version, as the wire form of its `MetricValueList` differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServedVersion {
+    V1beta2,
+    V1beta1,
+}
+
+impl ServedVersion {
+    fn parse(version: &str) -> Option<ServedVersion> {
+        match version {
+            "v1beta2" => Some(ServedVersion::V1beta2),
+            "v1beta1" => Some(ServedVersion::V1beta1),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            ServedVersion::V1beta2 => "v1beta2",
+            ServedVersion::V1beta1 => "v1beta1",
+        }
+    }
+}
 
 /// A path below `/apis/custom.metrics.k8s.io/`, split into percent-decoded segments.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,8 +210,8 @@ const SERVED_FORM: &str = "only GET /apis/custom.metrics.k8s.io/{v1beta2|v1beta1
 
 /// One item's fields for the version, as client-go's custom metrics client decodes them
 /// (k8s.io/metrics/pkg/apis/custom_metrics/{v1beta2,v1beta1}/types.go).
-fn metric_value_list(
-    version: &str,
+pub(super) fn metric_value_list(
+    version: ServedVersion,
     object: &ObjectRef,
     metric: &str,
     selector: &LabelSelector,
@@ -203,7 +225,7 @@ fn metric_value_list(
         "name": object.name,
         "apiVersion": object.kind.api_version(),
     });
-    let item = if version == "v1beta1" {
+    let item = if version == ServedVersion::V1beta1 {
         json!({
             "describedObject": described,
             "metricName": metric,
@@ -223,7 +245,7 @@ fn metric_value_list(
     };
     json!({
         "kind": "MetricValueList",
-        "apiVersion": format!("{GROUP}/{version}"),
+        "apiVersion": format!("{GROUP}/{}", version.as_str()),
         "metadata": {},
         // Exactly one item: the client refuses any other count (docs/hpa-behaviour.md §6.2).
         "items": [item],
@@ -237,7 +259,7 @@ impl ApiHandler {
         path: &CustomPath,
         query: Option<&str>,
     ) -> ApiResponse {
-        if !VERSIONS.contains(&path.version.as_str()) {
+        let Some(version) = ServedVersion::parse(&path.version) else {
             return status_response(
                 StatusReason::NotFound,
                 &format!(
@@ -246,7 +268,7 @@ impl ApiHandler {
                     VERSIONS.join(" and ")
                 ),
             );
-        }
+        };
         let rest: Vec<&str> = path.rest.iter().map(String::as_str).collect();
         let (ns, resource, name, metric) = match rest.as_slice() {
             [] => {
@@ -323,50 +345,16 @@ impl ApiHandler {
                 )
             }
         };
-        let selector = &parsed.selector;
         let object = ObjectRef {
             kind,
             namespace: ns.to_string(),
             name: name.to_string(),
         };
-        let answer = match self.adapter.answer_object(metric, &object, selector).await {
-            Ok(a) => a,
-            Err(e @ QueryError::UnknownMetric { .. }) => {
-                return status_response(StatusReason::NotFound, &e.to_string())
-            }
-        };
-        self.adapter.record_object_query(metric, &object, selector);
-        tracing::debug!(object = %object, selector = %selector, answer = %policy::summary(&answer), "served");
-        match answer.outcome {
-            Outcome::Value {
-                value,
-                timestamp_ms,
-            } => json_response(
-                200,
-                &metric_value_list(
-                    &path.version,
-                    &object,
-                    &answer.metric,
-                    selector,
-                    rfc3339(timestamp_ms),
-                    self.adapter.answer_window_secs(),
-                    value.to_string(),
-                ),
-            ),
-            Outcome::Refused { kind, .. } => status_response(
-                if kind.http_code() == 404 {
-                    StatusReason::NotFound
-                } else {
-                    StatusReason::ServiceUnavailable
-                },
-                &format!(
-                    "{} for {object} {}: {}",
-                    answer.metric,
-                    refusal_verb(kind),
-                    answer.reason
-                ),
-            ),
-        }
+        self.serve(
+            MetricQuery::object(metric, object, parsed),
+            WireForm::Object(version),
+        )
+        .await
     }
 }
 

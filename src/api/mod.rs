@@ -21,7 +21,7 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::clock::rfc3339;
-use crate::engine::{Adapter, QueryError, Version};
+use crate::engine::{Adapter, MetricQuery, QueryError, Served};
 use crate::policy::{self, Outcome};
 use crate::selector::LabelSelector;
 
@@ -95,28 +95,23 @@ fn bytes_response(code: u16, bytes: Bytes) -> ApiResponse {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
-/// The bytes of a response built here (one `Full` frame), without consuming it.
-fn response_bytes(resp: &ApiResponse) -> Option<Bytes> {
-    use http_body_util::BodyExt;
-    let mut body = resp.body().clone();
-    let frame = futures::FutureExt::now_or_never(body.frame())??.ok()?;
-    frame.into_data().ok()
+/// The body of a Kubernetes `Status` failure.
+fn status_body(reason: StatusReason, message: &str) -> Bytes {
+    let status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason.as_str(),
+        "code": reason.code(),
+    });
+    Bytes::from(serde_json::to_vec(&status).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
 /// A Kubernetes `Status` failure; the HTTP status equals `code`.
 pub fn status_response(reason: StatusReason, message: &str) -> ApiResponse {
-    let mut resp = json_response(
-        reason.code(),
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason.as_str(),
-            "code": reason.code(),
-        }),
-    );
+    let mut resp = bytes_response(reason.code(), status_body(reason, message));
     if reason == StatusReason::Unauthorized {
         resp.headers_mut().insert(
             http::header::WWW_AUTHENTICATE,
@@ -308,48 +303,16 @@ fn valid_namespace(ns: &str) -> bool {
 /// Answers authenticated and authorised requests; health is handled before authentication.
 pub struct ApiHandler {
     pub adapter: Arc<Adapter>,
-    rendered: std::sync::Mutex<foldhash::HashMap<RenderKey, Rendered>>,
-    /// Whether rendered answers are reused (always, except in the bench's comparison).
-    reuse_rendered: bool,
-    /// Selectors already parsed, by their decoded text: each HPA asks the same question every 15 s,
-    /// and parsing and printing the canonical form again would be a measurable part of the serve
-    /// path. Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a selector that does not parse
-    /// is never kept. Like `rendered`, keyed by what authorised callers ask, so a seeded fast hash
-    /// will do.
-    selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<ParsedSelector>>>,
+    /// Whether the engine may reuse answers (always, except in the bench's comparison).
+    reuse_answers: bool,
+    /// Selectors already parsed, by their decoded text: each HPA asks the same question every
+    /// 15 s, and parsing and printing the canonical form again would be a measurable part of
+    /// the serve path. Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a selector that
+    /// does not parse is never kept. Keyed by what authorised callers ask, so a seeded fast
+    /// hash will do.
+    selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<LabelSelector>>>,
 }
 
-/// A parsed selector and its canonical text (the reuse key and the history's scope).
-struct ParsedSelector {
-    selector: LabelSelector,
-    canonical: String,
-}
-
-/// (metric, namespace, canonical selector)
-type RenderKey = (String, String, String);
-
-/// A rendered answer, reused only while a fresh computation would give the same: its scope's
-/// evidence and the cluster's facts unchanged (`Adapter::answer_version`), every input it read
-/// as fresh or stale still reading so on both clocks (`Reusable::fresh`), and for at most
-/// `RENDER_REUSE_MS`, which bounds reuse over the Prometheus source, whose data the store does
-/// not hold. Many HPAs and adapter replicas ask the same question; recomputing the evidence and
-/// the JSON for each would dominate the serve path.
-#[derive(Clone)]
-struct Rendered {
-    version: Version,
-    /// The generation read before `version` was: while it has not moved, no write happened,
-    /// so the version is still `version` without looking it up.
-    generation: Version,
-    /// When it was computed, on the monotonic clock.
-    at_ms: crate::clock::Millis,
-    /// The clock readings within which the same evidence reads the same (`Reusable::fresh`).
-    fresh: crate::clock::FreshWindow,
-    status: u16,
-    body: Bytes,
-}
-
-const RENDER_REUSE_MS: crate::clock::Millis = 1000;
-const MAX_RENDERED: usize = 4096;
 /// The longest selector text kept parsed, and how many are kept. A parsed selector costs tens
 /// of bytes per requirement or value beside its text, so one built to be expensive (`a in
 /// (0,0,0,...)`) is held only up to this length: a few MiB at most in all. An HPA's selector
@@ -361,18 +324,16 @@ impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
         ApiHandler {
             adapter,
-            rendered: Default::default(),
-            reuse_rendered: true,
+            reuse_answers: true,
             selectors: Default::default(),
         }
     }
 
-    /// Compute every answer afresh instead of reusing a rendered one. Not a setting of the
-    /// adapter: the bench uses it to show the serve path's cost when the store changes between
-    /// every pair of requests, which is what a large, spread-out scrape loop approaches.
+    /// Compute every answer afresh instead of reusing one (`Adapter::answer_computed`): the
+    /// bench's comparison.
     #[doc(hidden)]
     pub fn without_answer_reuse(mut self) -> Self {
-        self.reuse_rendered = false;
+        self.reuse_answers = false;
         self
     }
 
@@ -459,85 +420,22 @@ impl ApiHandler {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
-        let parsed = match self.parse_selector(selector_text) {
+        let selector = match self.parse_selector(selector_text) {
             Ok(s) => s,
             Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
         };
-        let selector = &parsed.selector;
-        if !self.reuse_rendered {
-            return self.compute_external_metric(ns, metric, selector).await.0;
-        }
-        // Read before the version: a write after it moves the generation.
-        let Some(generation) = self.adapter.generation() else {
-            return self.compute_external_metric(ns, metric, selector).await.0;
-        };
-        let key: RenderKey = (
-            self.adapter.metric_label(metric).to_string(),
-            ns.to_string(),
-            parsed.canonical.clone(),
-        );
-        let clocks = self.adapter.now();
-        let now = clocks.mono;
-        let fresh = |r: &&Rendered| {
-            (0..RENDER_REUSE_MS).contains(&(now - r.at_ms)) && r.fresh.holds(clocks)
-        };
-        let cached = self
-            .rendered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .filter(fresh)
-            .cloned();
-        // The query was recorded for /status when a reused answer was computed, under a second
-        // ago.
-        if let Some(r) = cached.as_ref().filter(|r| r.generation == generation) {
-            return bytes_response(r.status, r.body.clone());
-        }
-        let Some(version) = self.adapter.answer_version(metric, ns, selector) else {
-            return self.compute_external_metric(ns, metric, selector).await.0;
-        };
-        if let Some(r) = cached.filter(|r| r.version == version) {
-            if let Some(entry) = self
-                .rendered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_mut(&key)
-                .filter(|e| e.version == version)
-            {
-                entry.generation = generation;
-            }
-            return bytes_response(r.status, r.body);
-        }
-        let (resp, fresh) = self.compute_external_metric(ns, metric, selector).await;
-        if key.0 != "-" {
-            let status = resp.status().as_u16();
-            // Full<Bytes> holds one frame; take its bytes without consuming the response.
-            if let Some(body) = response_bytes(&resp) {
-                let mut map = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
-                if map.len() >= MAX_RENDERED {
-                    map.clear();
-                }
-                map.insert(
-                    key,
-                    Rendered {
-                        version,
-                        generation,
-                        at_ms: now,
-                        fresh,
-                        status,
-                        body,
-                    },
-                );
-            }
-        }
-        resp
+        self.serve(
+            MetricQuery::external(metric, ns, selector),
+            WireForm::External,
+        )
+        .await
     }
 
     /// `text` parsed, from the handler's memory when it was parsed before.
     fn parse_selector(
         &self,
         text: String,
-    ) -> Result<Arc<ParsedSelector>, crate::selector::SelectorError> {
+    ) -> Result<Arc<LabelSelector>, crate::selector::SelectorError> {
         let known = self
             .selectors
             .lock()
@@ -547,11 +445,7 @@ impl ApiHandler {
         if let Some(p) = known {
             return Ok(p);
         }
-        let selector = LabelSelector::parse(&text)?;
-        let parsed = Arc::new(ParsedSelector {
-            canonical: selector.to_string(),
-            selector,
-        });
+        let parsed = Arc::new(LabelSelector::parse(&text)?);
         // A long one is parsed each time rather than held.
         if text.len() > MAX_REMEMBERED_SELECTOR {
             return Ok(parsed);
@@ -564,61 +458,103 @@ impl ApiHandler {
         Ok(parsed)
     }
 
-    async fn compute_external_metric(
-        &self,
-        ns: &str,
-        metric: &str,
-        selector: &LabelSelector,
-    ) -> (ApiResponse, crate::clock::FreshWindow) {
-        let (answer, fresh) = match self.adapter.answer_reusable(metric, ns, selector).await {
-            Ok(a) => (a.answer, a.fresh),
-            Err(e @ QueryError::UnknownMetric { .. }) => {
-                return (
-                    status_response(StatusReason::NotFound, &e.to_string()),
-                    crate::clock::FreshWindow::default(),
-                )
-            }
+    /// One query from either API, answered by the engine and put on the wire in `form`.
+    async fn serve(&self, query: MetricQuery, form: WireForm) -> ApiResponse {
+        let served = if self.reuse_answers {
+            self.adapter.answer(&query).await
+        } else {
+            self.adapter.answer_computed(&query).await
         };
-        self.adapter.record_query(metric, ns, selector);
-        tracing::debug!(namespace = ns, selector = %selector, answer = %policy::summary(&answer), "served");
-        let resp = match answer.outcome {
-            Outcome::Value {
-                value,
-                timestamp_ms,
-            } => {
-                let list = ExternalMetricValueList {
+        match served {
+            Ok(served) => {
+                let (code, body) = served.rendered(form.slot(), |s| render(s, &query, form));
+                bytes_response(code, body)
+            }
+            Err(e @ QueryError::UnknownMetric { .. }) => {
+                status_response(StatusReason::NotFound, &e.to_string())
+            }
+        }
+    }
+}
+
+/// How an answer goes on the wire: the External API's list, or a custom metrics
+/// `MetricValueList` of one served version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WireForm {
+    External,
+    Object(custom_metrics::ServedVersion),
+}
+
+impl WireForm {
+    /// Where a served answer keeps this rendering (`Served::rendered`): a query is External
+    /// or Object, so only Object's two versions need separate places.
+    fn slot(self) -> usize {
+        match self {
+            WireForm::External | WireForm::Object(custom_metrics::ServedVersion::V1beta2) => 0,
+            WireForm::Object(custom_metrics::ServedVersion::V1beta1) => 1,
+        }
+    }
+}
+
+/// An answer on the wire: its value in the form's list, or its refusal as a `Status`. Depends
+/// only on the answer and on what the query's key holds, so a reused answer's rendering is
+/// the one a fresh rendering would give.
+fn render(served: &Served, query: &MetricQuery, form: WireForm) -> (u16, Bytes) {
+    let answer = &served.answer;
+    match answer.outcome {
+        Outcome::Value {
+            value,
+            timestamp_ms,
+        } => {
+            let timestamp = rfc3339(timestamp_ms);
+            let body = match (form, &query.object) {
+                (WireForm::Object(version), Some(object)) => {
+                    let list = custom_metrics::metric_value_list(
+                        version,
+                        object,
+                        &answer.metric,
+                        &query.selector,
+                        timestamp,
+                        served.window_secs,
+                        value.to_string(),
+                    );
+                    serde_json::to_vec(&list).unwrap_or_else(|_| b"{}".to_vec())
+                }
+                _ => ExternalMetricValueList {
                     api_version: GROUP_VERSION,
                     // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
                     items: [ExternalMetricValue {
-                        metric_labels: selector.equality_labels(),
+                        metric_labels: query.selector.equality_labels(),
                         metric_name: &answer.metric,
-                        timestamp: rfc3339(timestamp_ms),
+                        timestamp,
                         value: value.to_string(),
-                        window: self.adapter.answer_window_secs(),
+                        window: served.window_secs,
                     }],
                     kind: "ExternalMetricValueList",
                     metadata: Metadata {},
-                };
-                bytes_response(200, Bytes::from(list.to_json()))
-            }
-            Outcome::Refused { kind, .. } => {
-                let reason = if kind.http_code() == 404 {
-                    StatusReason::NotFound
-                } else {
-                    StatusReason::ServiceUnavailable
-                };
-                status_response(
-                    reason,
-                    &format!(
-                        "{} {}: {}",
-                        answer.metric,
-                        refusal_verb(kind),
-                        answer.reason
-                    ),
-                )
-            }
-        };
-        (resp, fresh)
+                }
+                .to_json(),
+            };
+            (200, Bytes::from(body))
+        }
+        Outcome::Refused { kind, .. } => {
+            let reason = if kind.http_code() == 404 {
+                StatusReason::NotFound
+            } else {
+                StatusReason::ServiceUnavailable
+            };
+            let about = match &query.object {
+                Some(object) => format!(" for {object}"),
+                None => String::new(),
+            };
+            let message = format!(
+                "{}{about} {}: {}",
+                answer.metric,
+                refusal_verb(kind),
+                answer.reason
+            );
+            (reason.code(), status_body(reason, &message))
+        }
     }
 }
 

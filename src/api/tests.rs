@@ -215,7 +215,7 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
     assert_eq!(answers_computed(&adapter), 1);
     assert_eq!(get(&handler).await, 404);
     assert_eq!(answers_computed(&adapter), 1, "reused within the second");
-    clock.advance(RENDER_REUSE_MS);
+    clock.advance(crate::engine::ANSWER_REUSE_MS);
     assert_eq!(get(&handler).await, 404);
     assert_eq!(
         answers_computed(&adapter),
@@ -315,6 +315,14 @@ fn default_handler() -> ApiHandler {
     ApiHandler::new(default_adapter(Arc::new(crate::clock::ManualClock::new(
         1_000_000,
     ))))
+}
+
+/// The bytes of a response built here (one `Full` frame), without consuming it.
+fn response_bytes(resp: &ApiResponse) -> Option<Bytes> {
+    use http_body_util::BodyExt;
+    let mut body = resp.body().clone();
+    let frame = futures::FutureExt::now_or_never(body.frame())??.ok()?;
+    frame.into_data().ok()
 }
 
 fn json_body(resp: &ApiResponse) -> serde_json::Value {

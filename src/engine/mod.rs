@@ -3,19 +3,25 @@
 //! `EngineBuilder`; only the clock and what drives the scrape rounds differ.
 
 mod adapter;
+mod answer_reuse;
 mod builder;
+mod evaluation;
 #[cfg(test)]
 mod fixtures;
 pub mod history;
+mod metric_query;
 mod object_scope;
 mod query_key;
 #[cfg(test)]
 mod sample_age_tests;
 mod status;
+mod status_document;
 
-pub use adapter::{
-    static_target_id, static_targets, Adapter, HistoryView, QueryError, Reusable, Version,
-};
+pub use adapter::{static_target_id, static_targets, Adapter, QueryError};
+#[cfg(test)]
+pub(crate) use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
 pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
+pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};
+pub use status_document::HistoryView;

@@ -223,6 +223,7 @@ pub(crate) fn combine(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::MetricQuery;
     use crate::store::{Observation, TargetId, UnknownTarget};
 
     fn lobby() -> ObjectRef {
@@ -446,7 +447,11 @@ mod tests {
 
         let loose = LabelSelector::parse("hpa_target_name=lobby").unwrap();
         let external = adapter
-            .answer("hpa_target_replicas", "games", &loose)
+            .answer_computed(&MetricQuery::external(
+                "hpa_target_replicas",
+                "games",
+                loose.clone(),
+            ))
             .await
             .unwrap();
         assert_eq!(
@@ -462,20 +467,20 @@ mod tests {
             name: "lobby".into(),
         };
         let sts_answer = adapter
-            .answer_object(
+            .answer_computed(&MetricQuery::object(
                 "hpa_target_replicas",
-                &object(ObjectKind::StatefulSet),
-                &everything,
-            )
+                object(ObjectKind::StatefulSet),
+                everything.clone(),
+            ))
             .await
             .unwrap();
         assert_eq!(sts_answer.value(), Some(3));
         let deploy_answer = adapter
-            .answer_object(
+            .answer_computed(&MetricQuery::object(
                 "hpa_target_replicas",
-                &object(ObjectKind::Deployment),
-                &everything,
-            )
+                object(ObjectKind::Deployment),
+                everything.clone(),
+            ))
             .await
             .unwrap();
         assert_eq!(deploy_answer.value(), Some(9));
@@ -484,7 +489,11 @@ mod tests {
             ..object(ObjectKind::StatefulSet)
         };
         let none = adapter
-            .answer_object("hpa_target_replicas", &missing, &everything)
+            .answer_computed(&MetricQuery::object(
+                "hpa_target_replicas",
+                missing.clone(),
+                everything.clone(),
+            ))
             .await
             .unwrap();
         assert!(
@@ -493,11 +502,11 @@ mod tests {
         );
         // metricLabelSelector narrows further.
         let narrowed = adapter
-            .answer_object(
+            .answer_computed(&MetricQuery::object(
                 "hpa_expect_replicas",
-                &object(ObjectKind::StatefulSet),
-                &LabelSelector::parse("hpa_target_api_version").unwrap(),
-            )
+                object(ObjectKind::StatefulSet),
+                LabelSelector::parse("hpa_target_api_version").unwrap(),
+            ))
             .await
             .unwrap();
         assert_eq!(narrowed.value(), Some(3));

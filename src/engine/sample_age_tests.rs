@@ -2,6 +2,7 @@
 //! on the wall clock (clock.rs): steps of the wall clock must neither keep a dead exporter's
 //! value fresh nor make a live one stale.
 
+use super::MetricQuery;
 use std::sync::Arc;
 
 use super::Adapter;
@@ -57,9 +58,15 @@ impl Fixture {
     async fn answer(&self) -> Answer {
         let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
         self.adapter
-            .answer("hpa_expect_replicas", "games", &selector)
+            .answer_computed(&MetricQuery::external(
+                "hpa_expect_replicas",
+                "games",
+                selector,
+            ))
             .await
             .unwrap()
+            .answer
+            .clone()
     }
 
     fn stale_after(&self) -> Millis {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::BenchError;
-use hpa_bridge::engine::Adapter;
+use hpa_bridge::engine::{Adapter, MetricQuery};
 use hpa_bridge::selector::LabelSelector;
 
 const METRIC: &str = "hpa_target_replicas";
@@ -45,11 +45,11 @@ fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::part("answer cost", e)
 }
 
-/// One store measured: its adapter, the selectors of its workloads (asked round-robin) and its
+/// One store measured: its adapter, the queries of its workloads (asked round-robin) and its
 /// tally.
 pub struct Side<'a> {
     adapter: &'a Adapter,
-    selectors: Vec<LabelSelector>,
+    queries: Vec<MetricQuery>,
     answers: u64,
     spent: Duration,
 }
@@ -58,24 +58,22 @@ impl<'a> Side<'a> {
     /// Every workload must be answered with a value, so every side does the whole computation
     /// (a refusal can be cheaper than an answer).
     pub async fn new(adapter: &'a Adapter, workloads: usize) -> Result<Side<'a>, BenchError> {
-        let mut selectors = Vec::with_capacity(workloads);
+        let mut queries = Vec::with_capacity(workloads);
         for w in 0..workloads.max(1) {
             let selector = LabelSelector::parse(&format!("hpa_target_name=w{w}")).map_err(err)?;
-            let answer = adapter
-                .answer(METRIC, "default", &selector)
-                .await
-                .map_err(err)?;
+            let query = MetricQuery::external(METRIC, "default", selector);
+            let answer = adapter.answer_computed(&query).await.map_err(err)?;
             if answer.value().is_none() {
                 return Err(err(format!(
                     "w{w} was refused: {}",
                     hpa_bridge::policy::summary(&answer)
                 )));
             }
-            selectors.push(selector);
+            queries.push(query);
         }
         Ok(Side {
             adapter,
-            selectors,
+            queries,
             answers: 0,
             spent: Duration::ZERO,
         })
@@ -84,12 +82,8 @@ impl<'a> Side<'a> {
     async fn slice(&mut self) -> Result<(), BenchError> {
         let started = Instant::now();
         while started.elapsed() < SLICE {
-            let selector = &self.selectors[self.answers as usize % self.selectors.len()];
-            let answer = self
-                .adapter
-                .answer(METRIC, "default", selector)
-                .await
-                .map_err(err)?;
+            let query = &self.queries[self.answers as usize % self.queries.len()];
+            let answer = self.adapter.answer_computed(query).await.map_err(err)?;
             std::hint::black_box(answer);
             self.answers += 1;
         }

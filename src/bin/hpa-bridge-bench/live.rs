@@ -271,5 +271,5 @@ pub fn note(r: &LiveResult) -> String {
 
 /// Writes to the adapter's store so far (a bench without discovery always has a generation).
 fn store_writes(adapter: &hpa_bridge::engine::Adapter) -> u64 {
-    adapter.generation().map_or(0, |g| g.store_writes())
+    adapter.store_writes()
 }

@@ -36,6 +36,7 @@ use tokio::net::TcpListener;
 use super::BenchError;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
+use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::engine::{Adapter, EngineBuilder};
 use hpa_bridge::policy::Outcome;
 use hpa_bridge::selector::LabelSelector;
@@ -284,7 +285,11 @@ async fn burst(adapter: &Arc<Adapter>, n: u32) -> Result<u64, BenchError> {
         .map(|_| {
             let adapter = adapter.clone();
             let selector = selector.clone();
-            tokio::spawn(async move { adapter.answer(METRIC, "default", &selector).await })
+            tokio::spawn(async move {
+                adapter
+                    .answer_computed(&MetricQuery::external(METRIC, "default", selector.clone()))
+                    .await
+            })
         })
         .collect();
     let mut values = Vec::with_capacity(tasks.len());

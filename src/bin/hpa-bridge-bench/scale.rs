@@ -10,6 +10,7 @@ use super::answer_cost;
 use super::exporter::ExporterSpec;
 use super::fleet::{self, ExporterProcess, Scraped};
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
+use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::selector::LabelSelector;
 
 #[derive(Clone, Debug)]
@@ -196,7 +197,11 @@ async fn measure(
         let give_up = changed + plan.interval * 3 + Duration::from_secs(5);
         loop {
             let answer = adapter
-                .answer("hpa_expect_replicas", "default", &selector)
+                .answer_computed(&MetricQuery::external(
+                    "hpa_expect_replicas",
+                    "default",
+                    selector.clone(),
+                ))
                 .await
                 .map_err(err)?;
             if answer.value() == Some(u64::from(value)) {

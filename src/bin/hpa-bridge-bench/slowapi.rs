@@ -19,6 +19,7 @@ use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, Plan};
 use hpa_bridge::api::ApiHandler;
+use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
 
@@ -146,10 +147,10 @@ impl Side {
             let selector = LabelSelector::parse("hpa_target_name=w0").map_err(err)?;
             let answer = engine
                 .adapter
-                .answer(METRIC, "default", &selector)
+                .answer_computed(&MetricQuery::external(METRIC, "default", selector.clone()))
                 .await
                 .map_err(err)?;
-            let explained = serde_json::to_string(&answer).map_err(err)?;
+            let explained = serde_json::to_string(&answer.answer).map_err(err)?;
             if answer.value().is_none() || !explained.contains("spec.replicas of") {
                 return Err(err(format!(
                     "{name}: the answer for w0 does not use the watch cache's spec.replicas: {explained}"

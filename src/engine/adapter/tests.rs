@@ -4,6 +4,11 @@ use futures::future::BoxFuture;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::engine::history::Filter;
+use crate::engine::metric_query::history_scope;
+use crate::engine::status::StatusQuery;
+use crate::source::SourceError;
+use crate::store::{Evidence, Scope};
 
 /// The scrape store, counting every evidence read.
 struct Counting {
@@ -66,11 +71,14 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
     let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
     adapter
-        .answer("hpa_target_replicas", "games", &lobby)
+        .answer_computed(&MetricQuery::external(
+            "hpa_target_replicas",
+            "games",
+            lobby.clone(),
+        ))
         .await
         .unwrap();
-    adapter.record_query("hpa_target_replicas", "games", &lobby);
-    adapter.status(&super::StatusQuery::default()).await;
+    adapter.status(&StatusQuery::default()).await;
     let h = adapter.history(&Filter::default());
     assert_eq!(h.capacity, 4);
     assert_eq!(h.scopes.len(), 1);
@@ -85,7 +93,11 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
     assert!(out.contains("hpa_bridge_ready 0"), "{out}");
     // The cap of one scope: asking for shop drops lobby, from the history and the metrics.
     adapter
-        .answer("hpa_target_replicas", "games", &shop)
+        .answer_computed(&MetricQuery::external(
+            "hpa_target_replicas",
+            "games",
+            shop.clone(),
+        ))
         .await
         .unwrap();
     let h = adapter.history(&Filter::default());
@@ -98,7 +110,10 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
         "{out}"
     );
     // Unknown metrics are not answers: nothing recorded.
-    assert!(adapter.answer("nope", "games", &shop).await.is_err());
+    assert!(adapter
+        .answer_computed(&MetricQuery::external("nope", "games", shop.clone()))
+        .await
+        .is_err());
     assert!(adapter
         .history(&Filter {
             namespace: Some("other".into()),
@@ -129,17 +144,16 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
         });
         let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
         let served = adapter
-            .answer("hpa_target_replicas", "games", &selector)
+            .answer_computed(&MetricQuery::external(
+                "hpa_target_replicas",
+                "games",
+                selector.clone(),
+            ))
             .await
             .unwrap();
         let spec = adapter.config.metric("hpa_target_replicas").unwrap();
-        let fetched = Fetched {
-            explain: true,
-            ..Fetched::default()
-        };
-        let explained = adapter
-            .answer_spec(spec, "games", &selector, 1_000_000.into(), &fetched)
-            .await;
+        let ev = Evaluation::new("games", &selector, 1_000_000.into(), None, true);
+        let explained = adapter.answer_spec(spec, &ev).await;
         assert_eq!(served.value(), explained.value());
         assert_eq!(served.reason, explained.reason);
         // The floor counted every pod, and noted only what the history keeps.
@@ -208,7 +222,12 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
     };
     let ask = |metric: &'static str, selector: &LabelSelector| {
         let (adapter, selector) = (&adapter, selector.clone());
-        async move { adapter.answer(metric, "games", &selector).await.unwrap() }
+        async move {
+            adapter
+                .answer_computed(&MetricQuery::external(metric, "games", selector.clone()))
+                .await
+                .unwrap()
+        }
     };
     // No Kubernetes: unknown.
     ask("hpa_target_replicas", &lobby).await;
@@ -226,17 +245,21 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
     ask("hpa_target_replicas", &shop).await;
     assert_eq!(newest("hpa_target_replicas", shop.as_str()), None);
     let object = |name: &str| ObjectRef {
-        kind: object_scope::ObjectKind::StatefulSet,
+        kind: crate::engine::ObjectKind::StatefulSet,
         namespace: "games".into(),
         name: name.into(),
     };
     let everything = LabelSelector::parse("").unwrap();
     for (name, expected) in [("lobby", Some(3)), ("shop", None)] {
         adapter
-            .answer_object("hpa_target_replicas", &object(name), &everything)
+            .answer_computed(&MetricQuery::object(
+                "hpa_target_replicas",
+                object(name),
+                everything.clone(),
+            ))
             .await
             .unwrap();
-        let scope = object_history_scope(&object(name), &everything);
+        let scope = history_scope(&everything, Some(&object(name)));
         assert_eq!(newest("hpa_target_replicas", &scope), expected, "{name}");
     }
 }
@@ -272,16 +295,11 @@ async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         );
     };
     let answer = |now: Millis, explain: bool| {
-        let fetched = Fetched {
-            explain,
-            ..Fetched::default()
-        };
         let (adapter, selector) = (&adapter, &selector);
         async move {
-            let a = adapter
-                .answer_spec(spec, "games", selector, now.into(), &fetched)
-                .await;
-            let fetched = fetched.evidence.lock().unwrap();
+            let ev = Evaluation::new("games", selector, now.into(), None, explain);
+            let a = adapter.answer_spec(spec, &ev).await;
+            let fetched = ev.evidence.lock().unwrap();
             let summarized = fetched
                 .iter()
                 .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
@@ -319,7 +337,11 @@ async fn a_target_request_reads_each_series_set_once() {
     adapter.set_workload_state(Arc::new(OneStatefulSet));
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     adapter
-        .answer("hpa_target_replicas", "default", &selector)
+        .answer_computed(&MetricQuery::external(
+            "hpa_target_replicas",
+            "default",
+            selector.clone(),
+        ))
         .await
         .unwrap();
     // The recommendation's series and the floor's series: the floor's are read once, not

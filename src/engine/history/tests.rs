@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::MetricQuery;
 use crate::policy::InputNote;
 
 fn key(ns: &str, scope: &str) -> HistoryKey {
@@ -271,7 +272,11 @@ async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
     crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| (i % 3) as f64);
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     let served = adapter
-        .answer("hpa_target_replicas", "games", &selector)
+        .answer_computed(&MetricQuery::external(
+            "hpa_target_replicas",
+            "games",
+            selector.clone(),
+        ))
         .await
         .unwrap();
     let lists: Vec<_> = served
@@ -289,7 +294,10 @@ async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
     // ring above is not rewritten) replace the kept resolutions.
     store.set_targets(Vec::new());
     for metric in ["hpa_expect_replicas", "hpa_stateful_floor"] {
-        adapter.answer(metric, "games", &selector).await.unwrap();
+        adapter
+            .answer_computed(&MetricQuery::external(metric, "games", selector.clone()))
+            .await
+            .unwrap();
     }
     for list in &lists {
         assert!(

@@ -1,0 +1,88 @@
+//! Served answers kept for the next request that asks the same query, reused only while a
+//! fresh computation would give the same answer. Many HPAs and adapter replicas ask the same
+//! question every 15 s; recomputing the evidence and the rendering for each would dominate
+//! the serve path.
+//!
+//! An entry is reused while all of these hold, so a reused answer is exactly the one the
+//! rules would give now (tests/differential.rs compares every served answer with a fresh
+//! computation):
+//! - its `Version` is unchanged: every series any rule of any metric reads in its scope, and
+//!   the cluster's facts (`Adapter::answer_version`);
+//! - every input it read keeps the freshness it had, on both clocks (`FreshWindow`);
+//! - it is under `REUSE_MS` old, which bounds reuse over a Prometheus source, whose data the
+//!   scrape store does not hold.
+
+use std::sync::{Arc, Mutex};
+
+use foldhash::HashMap;
+
+use crate::clock::{FreshWindow, Millis, Now};
+
+use super::adapter::Version;
+use super::metric_query::Served;
+use super::query_key::QueryKey;
+
+pub(crate) const REUSE_MS: Millis = 1000;
+/// Bounds the entries: keys are what authorised callers ask, a handful per HPA.
+const MAX_ENTRIES: usize = 4096;
+
+#[derive(Default)]
+pub(super) struct AnswerReuse {
+    entries: Mutex<HashMap<QueryKey, Entry>>,
+}
+
+#[derive(Clone)]
+pub(super) struct Entry {
+    pub(super) version: Version,
+    /// The store generation read before `version` was: while it has not moved, no write
+    /// happened, so the version is still `version` without computing it.
+    pub(super) generation: Version,
+    /// When it was computed, on the monotonic clock.
+    at_ms: Millis,
+    fresh: FreshWindow,
+    pub(super) served: Arc<Served>,
+}
+
+impl AnswerReuse {
+    /// The entry for `key` that is still young and fresh at `now`, whatever its version.
+    pub(super) fn young(&self, key: &QueryKey, now: Now) -> Option<Entry> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(key)
+            .filter(|e| (0..REUSE_MS).contains(&(now.mono - e.at_ms)) && e.fresh.holds(now))
+            .cloned()
+    }
+
+    /// `key`'s entry, still at `version`, was checked at `generation`.
+    pub(super) fn checked(&self, key: &QueryKey, version: Version, generation: Version) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = entries.get_mut(key).filter(|e| e.version == version) {
+            e.generation = generation;
+        }
+    }
+
+    pub(super) fn keep(
+        &self,
+        key: QueryKey,
+        version: Version,
+        generation: Version,
+        computed_at: Now,
+        fresh: FreshWindow,
+        served: Arc<Served>,
+    ) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(
+            key,
+            Entry {
+                version,
+                generation,
+                at_ms: computed_at.mono,
+                fresh,
+                served,
+            },
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! One question an HPA asks, through either API, and the answer served to it.
+//!
+//! The External API (external.metrics.k8s.io) names a metric, a namespace and a selector; the
+//! custom metrics API (custom.metrics.k8s.io) names the same plus the workload the Object
+//! metric describes (docs/hpa-behaviour.md §1.2, §6.5). Both are one `MetricQuery`, answered
+//! by the same rules (`Adapter::answer`).
+
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::policy::Answer;
+use crate::selector::LabelSelector;
+
+use super::object_scope::ObjectRef;
+use super::query_key::QueryKey;
+
+#[derive(Clone, Debug)]
+pub struct MetricQuery {
+    /// As requested: matched against the configured names without regard to case.
+    pub metric: String,
+    pub namespace: String,
+    pub selector: Arc<LabelSelector>,
+    /// The workload an Object metric describes; every read is scoped to it.
+    pub object: Option<ObjectRef>,
+}
+
+impl MetricQuery {
+    pub fn external(
+        metric: impl Into<String>,
+        namespace: impl Into<String>,
+        selector: impl Into<Arc<LabelSelector>>,
+    ) -> MetricQuery {
+        MetricQuery {
+            metric: metric.into(),
+            namespace: namespace.into(),
+            selector: selector.into(),
+            object: None,
+        }
+    }
+
+    pub fn object(
+        metric: impl Into<String>,
+        object: ObjectRef,
+        selector: impl Into<Arc<LabelSelector>>,
+    ) -> MetricQuery {
+        MetricQuery {
+            metric: metric.into(),
+            namespace: object.namespace.clone(),
+            selector: selector.into(),
+            object: Some(object),
+        }
+    }
+
+    /// The key `/status`, the reuse of answers and threshold evaluations know the query by:
+    /// metric names compare without regard to case, selectors by their canonical text.
+    pub(super) fn key(&self) -> QueryKey {
+        QueryKey {
+            metric: self.metric.to_ascii_lowercase(),
+            namespace: self.namespace.clone(),
+            selector: self.selector.as_str().to_string(),
+            object: self.object.clone(),
+        }
+    }
+
+    /// The history's name for the query's scope (`history_scope`).
+    pub(super) fn history_scope(&self) -> Cow<'_, str> {
+        history_scope(&self.selector, self.object.as_ref())
+    }
+}
+
+/// The history's name for a query's scope: the selector for an External query;
+/// `statefulsets.apps/lobby`, narrowed by its `metricLabelSelector` when one was given, for an
+/// Object query.
+pub(super) fn history_scope<'a>(
+    selector: &'a LabelSelector,
+    object: Option<&ObjectRef>,
+) -> Cow<'a, str> {
+    let Some(object) = object else {
+        return Cow::Borrowed(selector.as_str());
+    };
+    let base = format!("{}/{}", object.kind.resource(), object.name);
+    if selector.requirements().is_empty() {
+        Cow::Owned(base)
+    } else {
+        Cow::Owned(format!("{base} {selector}"))
+    }
+}
+
+/// An answer as served: shared by every request that reuses it.
+#[derive(Debug)]
+pub struct Served {
+    pub answer: Answer,
+    /// The `window` of a served value: one scrape interval, in whole seconds.
+    pub window_secs: u64,
+    /// A front door's rendering of this answer, per wire form, kept with it so that a reused
+    /// answer is not rendered again. Two forms at most: a query is External or Object, and
+    /// custom metrics have two served versions.
+    rendered: [OnceLock<(u16, Bytes)>; 2],
+}
+
+impl Served {
+    pub(super) fn new(answer: Answer, window_secs: u64) -> Served {
+        Served {
+            answer,
+            window_secs,
+            rendered: Default::default(),
+        }
+    }
+
+    /// The rendering of this answer in wire form `form` (0 or 1), rendered on first use.
+    /// `render` must depend only on the answer and on what the query's key holds.
+    pub fn rendered(
+        &self,
+        form: usize,
+        render: impl FnOnce(&Served) -> (u16, Bytes),
+    ) -> (u16, Bytes) {
+        match self.rendered.get(form) {
+            Some(slot) => slot.get_or_init(|| render(self)).clone(),
+            None => render(self),
+        }
+    }
+}
+
+/// A served answer reads as its answer.
+impl std::ops::Deref for Served {
+    type Target = Answer;
+
+    fn deref(&self) -> &Answer {
+        &self.answer
+    }
+}

@@ -1,0 +1,248 @@
+//! The `/status` document and the answer history as `/status/history` shows them: every
+//! workload listed (asked about, or found in the data), each evaluated afresh and explained,
+//! and every scrape target with its health. Explaining is not serving: nothing here is
+//! counted or kept in the history.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::clock::{rfc3339, Millis};
+use crate::config::MetricKind;
+use crate::policy::Answer;
+use crate::selector::LabelSelector;
+
+use super::adapter::Adapter;
+use super::evaluation::{metric_scope, Evaluation};
+use super::history::{self, Filter};
+use super::metric_query::history_scope;
+use super::object_scope::ObjectRef;
+use super::status::{RowOrigin, StatusKey, StatusQuery};
+
+impl Adapter {
+    /// The answer history of the scopes `filter` selects, oldest entry first.
+    pub fn history(&self, filter: &Filter) -> HistoryView {
+        let now = self.clock.now_ms();
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = h.limits();
+        HistoryView {
+            now_ms: now,
+            retention_ms: limits.retention_ms,
+            capacity: limits.capacity,
+            max_scopes: limits.max_scopes,
+            tracked: h.len(),
+            dropped_scopes: h.dropped_scopes(),
+            scopes: h.snapshot(filter, now),
+        }
+    }
+
+    /// The `/status` document: the workloads seen in requests or found in the data, each with
+    /// its current answer and inputs, and every target with its health. Enough to answer "why
+    /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
+    /// only the rows on the page are evaluated.
+    pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
+        let now = self.clock.now();
+        let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
+        for (namespace, selector) in self.discovered_label_sets() {
+            for spec in &self.config.metrics {
+                rows.insert(
+                    StatusKey {
+                        namespace: namespace.clone(),
+                        metric: spec.name().to_string(),
+                        selector: selector.clone(),
+                        object: None,
+                    },
+                    RowOrigin::Discovered,
+                );
+            }
+        }
+        for (key, at) in self.seen.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            rows.insert(
+                StatusKey {
+                    namespace: key.namespace.clone(),
+                    metric: key.metric.clone(),
+                    selector: key.selector.clone(),
+                    object: key.object.clone(),
+                },
+                RowOrigin::Request { at_ms: *at },
+            );
+        }
+        let (page, next) = query.page(&rows);
+        let mut workloads = Vec::with_capacity(page.len());
+        for (key, origin) in page {
+            let (Some(spec), Ok(selector)) = (
+                self.config.metric(&key.metric),
+                LabelSelector::parse(&key.selector),
+            ) else {
+                continue;
+            };
+            // Not `answer()`: looking at /status must not count as serving an answer. An Object
+            // row is evaluated through the Object front door's scope, the workload it names.
+            let ev = Evaluation::new(&key.namespace, &selector, now, key.object.as_ref(), true);
+            let answer = self.answer_spec(spec, &ev).await;
+            let (source, last_requested) = match origin {
+                RowOrigin::Request { at_ms } => ("request", Some(rfc3339(*at_ms))),
+                RowOrigin::Discovered => ("discovered", None),
+            };
+            workloads.push(WorkloadStatus {
+                namespace: key.namespace.clone(),
+                scope: history_scope(&selector, key.object.as_ref()).into_owned(),
+                object: key.object.as_ref().map(ObjectRow::from),
+                selector: key.selector.clone(),
+                metric: key.metric.clone(),
+                source,
+                last_requested,
+                answer,
+            });
+        }
+        let targets: Vec<serde_json::Value> = self
+            .source
+            .targets()
+            .into_iter()
+            .filter(|(t, _)| {
+                // A namespace filter keeps the targets of that namespace (and static targets
+                // without one, which may serve any namespace).
+                query
+                    .namespace
+                    .as_ref()
+                    .is_none_or(|ns| t.labels.get("namespace").is_none_or(|tns| tns == ns))
+            })
+            .map(|(t, h)| {
+                json!({
+                    "id": t.id,
+                    "url": crate::redaction::redact_url(&t.url),
+                    "labels": t.labels,
+                    "workload": t.workload,
+                    "healthy": h.last_error.is_none() && h.ever_succeeded(),
+                    "lastError": h.last_error,
+                    "lastSuccess": h.last_success_ms.map(rfc3339),
+                    "lastSuccessAgeSeconds": h.last_success_ms.map(|t| (now.wall - t) as f64 / 1000.0),
+                    "lastDurationMs": h.last_duration_ms,
+                    "consecutiveFailures": h.consecutive_failures,
+                })
+            })
+            .collect();
+        let mut metadata = serde_json::Map::new();
+        if let Some((token, remaining)) = next {
+            metadata.insert("continue".into(), token.into());
+            metadata.insert("remainingItemCount".into(), remaining.into());
+        }
+        json!({
+            "metadata": metadata,
+            "now": rfc3339(now.wall),
+            "ready": self.is_ready(),
+            "scrape": {
+                "interval": self.config.scrape.interval.to_string(),
+                "timeout": crate::config::HumanDuration(self.config.scrape.timeout()).to_string(),
+                "staleAfterSeconds": self.stale_after_ms() as f64 / 1000.0,
+            },
+            "workloads": workloads,
+            "targets": targets,
+            "source": self.source.status(),
+        })
+    }
+
+    /// (namespace, selector) pairs found in the recommendation series, using the label that
+    /// names the workload (docs/hpa-behaviour.md §4.1: `hpa_target_name`).
+    fn discovered_label_sets(&self) -> BTreeSet<(String, String)> {
+        let mut sets = BTreeSet::new();
+        let everything = LabelSelector::everything();
+        for spec in self
+            .config
+            .metrics
+            .iter()
+            .filter(|m| m.kind() == MetricKind::Recommendation)
+        {
+            let namespaces = self
+                .store
+                .label_values(spec.series(), spec.namespace_label());
+            for ns in namespaces {
+                let ev =
+                    self.store
+                        .evidence_once(&metric_scope(spec, spec.series(), &ns, &everything));
+                for o in ev.observations.iter().filter(|o| o.present) {
+                    if let Some(name) = o.id.labels.get("hpa_target_name") {
+                        sets.insert((ns.clone(), format!("hpa_target_name={name}")));
+                    }
+                }
+            }
+        }
+        sets
+    }
+}
+
+/// The answer history as `/status/history` and the status page show it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryView {
+    #[serde(skip)]
+    pub now_ms: Millis,
+    #[serde(skip)]
+    pub retention_ms: Millis,
+    pub capacity: usize,
+    pub max_scopes: usize,
+    pub tracked: usize,
+    pub dropped_scopes: u64,
+    #[serde(serialize_with = "scopes_json")]
+    pub scopes: Vec<history::ScopeHistory>,
+}
+
+fn scopes_json<S: serde::Serializer>(
+    scopes: &[history::ScopeHistory],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(scopes.len()))?;
+    for h in scopes {
+        seq.serialize_element(&json!({
+            "metric": h.key.metric,
+            "namespace": h.key.namespace,
+            "scope": h.key.scope,
+            "workload": h.key.workload(),
+            "reason": h.last_reason,
+            "inputs": h.last_inputs,
+            "inputsTotal": h.last_inputs_total,
+            "entries": h.entries,
+        }))?;
+    }
+    seq.end()
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WorkloadStatus {
+    namespace: String,
+    /// What the answer covers, named as in the history: the selector of an External query,
+    /// `statefulsets.apps/lobby` (plus any `metricLabelSelector`) for an Object query.
+    scope: String,
+    /// The workload an Object query named; absent on External rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<ObjectRow>,
+    selector: String,
+    metric: String,
+    source: &'static str,
+    last_requested: Option<String>,
+    answer: Answer,
+}
+
+/// An Object row's workload as `/status` shows it (the `describedObject` of the answer).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRow {
+    api_version: &'static str,
+    kind: &'static str,
+    resource: &'static str,
+    name: String,
+}
+
+impl From<&ObjectRef> for ObjectRow {
+    fn from(o: &ObjectRef) -> Self {
+        ObjectRow {
+            api_version: o.kind.api_version(),
+            kind: o.kind.kind(),
+            resource: o.kind.resource(),
+            name: o.name.clone(),
+        }
+    }
+}
