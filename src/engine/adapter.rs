@@ -591,12 +591,17 @@ impl Adapter {
                 Box::pin(self.target_answer(spec, namespace, selector, now, fetched)).await
             }
             MetricKind::Recommendation => {
-                match self
-                    .summarized_evidence(fetched, &scope, now, q.notes_kept)
-                    .await
-                {
+                // A summary drops the labels that carry the epochs fencing reads.
+                let ev = match spec.epoch_label() {
+                    Some(_) => self.evidence(fetched, &scope, now).await,
+                    None => {
+                        self.summarized_evidence(fetched, &scope, now, q.notes_kept)
+                            .await
+                    }
+                };
+                match ev {
                     Ok(ev) => {
-                        let answer = policy::recommendation(&q, &ev);
+                        let answer = policy::recommendation(&q, &ev, spec.epoch_label());
                         self.gated(
                             spec,
                             answer,
@@ -661,7 +666,7 @@ impl Adapter {
         let no_recommendation = |why: &str| {
             policy::target(
                 spec.name(),
-                policy::recommendation(&q, &Default::default()),
+                policy::recommendation(&q, &Default::default(), None),
                 None,
                 Err(why),
             )
