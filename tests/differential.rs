@@ -1,10 +1,10 @@
 //! Every answer the adapter serves equals what README's rules give when computed afresh.
 //!
-//! Random sequences of events (pages with changing values, gates and current counts, series
-//! that leave, duplicates, empty label values, failing targets, targets that come, go and
-//! change labels, pods of workloads and the cluster's facts, time passing across `staleAfter`
-//! and the wall clock stepping either way) drive the real store and the real
-//! `ApiHandler`, with answer reuse on and a manual clock; after each query the response is
+//! Random sequences of events (pages with changing values, gates and current counts, leader
+//! epochs readable or not, series that leave, duplicates, empty label values, failing targets,
+//! targets that come, go and change labels, pods of workloads and the cluster's facts, time
+//! passing across `staleAfter` and the wall clock stepping either way) drive the real store and
+//! the real `ApiHandler`, with answer reuse on and a manual clock; after each query the response is
 //! compared with the oracle (tests/differential/oracle.rs), a plain scan of everything that
 //! happened. Status, value and refusal kind must agree.
 //!
@@ -60,6 +60,17 @@ metrics:
     recommendation: rec
     combine: [gated]
     floor: floor
+  - name: fenced
+    kind: recommendation
+    series: [rec_a, rec_b]
+    epochLabel: master_epoch
+    currentSeries: current_workers
+    validWhen: {series: metrics_valid, equals: 1}
+  - name: fenced_target
+    kind: target
+    recommendation: fenced
+    combine: [gated]
+    floor: floor
 "#;
 
 fn oracle_metrics() -> BTreeMap<String, Metric> {
@@ -71,6 +82,7 @@ fn oracle_metrics() -> BTreeMap<String, Metric> {
                 series: s(&["rec_a", "rec_b"]),
                 gate: None,
                 current_series: None,
+                epoch_label: None,
             },
         ),
         (
@@ -92,12 +104,29 @@ fn oracle_metrics() -> BTreeMap<String, Metric> {
                 series: s(&["workers"]),
                 gate: Some(("metrics_valid".into(), 1.0)),
                 current_series: Some("current_workers".into()),
+                epoch_label: None,
             },
         ),
         (
             "combined".to_string(),
             Metric::Target {
                 inputs: s(&["rec", "gated"]),
+                floor: Some("floor".into()),
+            },
+        ),
+        (
+            "fenced".to_string(),
+            Metric::Recommendation {
+                series: s(&["rec_a", "rec_b"]),
+                gate: Some(("metrics_valid".into(), 1.0)),
+                current_series: Some("current_workers".into()),
+                epoch_label: Some("master_epoch".into()),
+            },
+        ),
+        (
+            "fenced_target".to_string(),
+            Metric::Target {
+                inputs: s(&["fenced", "gated"]),
                 floor: Some("floor".into()),
             },
         ),
@@ -261,7 +290,18 @@ struct Asked {
     object: Option<(&'static str, &'static str)>,
 }
 
-const METRICS: [&str; 6] = ["rec", "floor", "target", "gated", "combined", "nosuch"];
+const METRICS: [&str; 8] = [
+    "rec",
+    "floor",
+    "target",
+    "gated",
+    "combined",
+    "fenced",
+    "fenced_target",
+    "nosuch",
+];
+/// The metrics Object queries ask: every configured one.
+const OBJECT_METRICS: usize = METRICS.len() - 1;
 const SELECTORS: [&str; 8] = [
     "",
     "hpa_target_name=lobby",
@@ -305,18 +345,19 @@ fn asked(i: usize) -> Asked {
         }
     } else {
         let j = i - external;
+        let m = OBJECT_METRICS;
         Asked {
-            metric: METRICS[j % 5],
+            metric: METRICS[j % m],
             namespace: "games",
-            selector: ["", "tier", "!tier"][(j / 5) % 3],
+            selector: ["", "tier", "!tier"][(j / m) % 3],
             object: Some((
-                ["StatefulSet", "Deployment"][(j / 15) % 2],
-                ["lobby", "chat"][(j / 30) % 2],
+                ["StatefulSet", "Deployment"][(j / (m * 3)) % 2],
+                ["lobby", "chat"][(j / (m * 6)) % 2],
             )),
         }
     }
 }
-const QUERIES: usize = METRICS.len() * 2 * SELECTORS.len() + 5 * 3 * 2 * 2;
+const QUERIES: usize = METRICS.len() * 2 * SELECTORS.len() + OBJECT_METRICS * 3 * 2 * 2;
 
 fn sample() -> impl Strategy<Value = GenSample> {
     let name = prop::sample::select(vec![
@@ -360,6 +401,24 @@ fn sample() -> impl Strategy<Value = GenSample> {
         prop::sample::select(vec![None, None, Some("apps/v1"), Some(""), Some("apps/v2")]);
     let tier = prop::sample::select(vec![None, None, Some("a"), Some("")]);
     let ns = prop::sample::select(vec![None, None, None, None, Some("games"), Some("other")]);
+    // Leader epochs for `fenced`: mostly readable (as numbers, `10` newer than `9`), sometimes
+    // missing, empty (no label) or not a non-negative integer.
+    let epoch = prop::sample::select(vec![
+        Some("3"),
+        Some("3"),
+        Some("4"),
+        Some("4"),
+        Some("4"),
+        Some("9"),
+        Some("10"),
+        Some("04"),
+        None,
+        Some(""),
+        Some("x"),
+        Some("-1"),
+        Some("+4"),
+        Some("99999999999999999999"),
+    ]);
     let ts = prop::sample::select(vec![
         None,
         None,
@@ -369,8 +428,11 @@ fn sample() -> impl Strategy<Value = GenSample> {
         Some(-4000),
         Some(5000),
     ]);
-    (name, value, name_label, kind_label, api_label, tier, ns, ts).prop_map(
-        |(name, value, n, k, a, t, ns, ts_offset)| {
+    (
+        (name, value, name_label, kind_label, api_label),
+        (tier, ns, ts, epoch),
+    )
+        .prop_map(|((name, value, n, k, a), (t, ns, ts_offset, e))| {
             let mut labels = Vec::new();
             for (key, v) in [
                 ("hpa_target_name", n),
@@ -378,6 +440,7 @@ fn sample() -> impl Strategy<Value = GenSample> {
                 ("hpa_target_api_version", a),
                 ("tier", t),
                 ("namespace", ns),
+                ("master_epoch", e),
             ] {
                 if let Some(v) = v {
                     labels.push((key, v));
@@ -389,8 +452,7 @@ fn sample() -> impl Strategy<Value = GenSample> {
                 value,
                 ts_offset,
             }
-        },
-    )
+        })
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -685,15 +747,23 @@ fn served_outcome(code: u16, body: &[u8]) -> Result<Outcome, String> {
         ("is invalid", Kind::Invalid, 503),
         ("is held by its validity gate", Kind::GateClosed, 503),
     ];
-    for (verb, kind, status) in kinds {
-        if message.contains(&format!(" {verb}: ")) {
-            if status != code {
-                return Err(format!("refusal {kind:?} served as {code}: {message}"));
-            }
-            return Ok(Outcome::Refused(kind));
+    // The first verb is the answer's: its reason may quote an input's own refusal
+    // (`gated: ... is invalid: ...` inside a target held by its gate).
+    let first = kinds
+        .iter()
+        .filter_map(|(verb, kind, status)| {
+            message
+                .find(&format!(" {verb}: "))
+                .map(|at| (at, *kind, *status))
+        })
+        .min_by_key(|(at, _, _)| *at);
+    match first {
+        Some((_, kind, status)) if status != code => {
+            Err(format!("refusal {kind:?} served as {code}: {message}"))
         }
+        Some((_, kind, _)) => Ok(Outcome::Refused(kind)),
+        None => Err(format!("unexpected response {code}: {message}")),
     }
-    Err(format!("unexpected response {code}: {message}"))
 }
 
 fn cases() -> u32 {
@@ -826,6 +896,41 @@ fn a_closing_gate_is_seen_by_the_next_request() {
         ],
     ));
     assert_eq!(served_after(&risen, gated), Outcome::Value(8));
+}
+
+/// A former leader stuck high is fenced by a newer epoch, and stays fenced while the newer
+/// leader is stale: the answer is then refused, never the former leader's 9.
+#[test]
+fn a_newer_epoch_fences_a_former_leader_stuck_high() {
+    let fenced = query("fenced", "games", "hpa_target_name=lobby", None);
+    let rec = query("rec", "games", "hpa_target_name=lobby", None);
+    let old: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "3")];
+    let new: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "4")];
+    let events = [
+        Event::Targets {
+            present: 0b111,
+            relabelled: 0,
+            discovered: false,
+        },
+        page(0, &[("metrics_valid", LOBBY, 1.0)]),
+        page(1, &[("rec_a", old, 9.0)]),
+        page(2, &[("rec_b", new, 4.0)]),
+    ];
+    assert_eq!(served_after(&events, fenced), Outcome::Value(4));
+    assert_eq!(served_after(&events, rec), Outcome::Value(9));
+    let mut later = events.to_vec();
+    later.extend([
+        Event::Advance(3600),
+        page(0, &[("metrics_valid", LOBBY, 1.0)]),
+        page(1, &[("rec_a", old, 9.0)]),
+    ]);
+    assert_eq!(served_after(&later, fenced), Outcome::Refused(Kind::Stale));
+    let mut unlabelled = events.to_vec();
+    unlabelled.push(page(1, &[("rec_a", old, 9.0), ("rec_a", LOBBY, 2.0)]));
+    assert_eq!(
+        served_after(&unlabelled, fenced),
+        Outcome::Refused(Kind::Invalid)
+    );
 }
 
 /// With no write to the store at all, an answer turns stale when its input does, not up to

@@ -149,6 +149,33 @@ fault_scripts! {
     threshold_ramp_up_and_down_without_flapping => "11-threshold-ramp.yaml",
     threshold_holds_scale_in_while_a_pod_is_unscraped => "12-threshold-pod-down.yaml",
     object_metric_holds_through_a_stale_controller_and_ignores_a_namesake => "13-object-stale-controller.yaml",
+    failover_with_epoch_fencing_follows_the_new_master => "14a-failover-epoch-fenced.yaml",
+    failover_without_epoch_fencing_is_pinned_by_the_old_master => "14b-failover-max-pinned.yaml",
+}
+
+#[test]
+fn failover_scenarios_differ_only_in_epoch_fencing() {
+    // The same exporters: the old master stuck at 9 under epoch 3, the new one at 4 under
+    // epoch 4. Fenced by master_epoch the workload follows the new master; by max alone it is
+    // pinned at 9 for as long as the old master is scraped.
+    let fenced = simulate(&faults_dir().join("14a-failover-epoch-fenced.yaml"), None);
+    let pinned = simulate(&faults_dir().join("14b-failover-max-pinned.yaml"), None);
+    fenced.assert_passed("14a-failover-epoch-fenced.yaml");
+    pinned.assert_passed("14b-failover-max-pinned.yaml");
+    assert!(
+        fenced
+            .stdout
+            .contains("replicas: initial 9 min 4 max 9 final 4"),
+        "{}",
+        fenced.stdout
+    );
+    assert!(
+        pinned
+            .stdout
+            .contains("replicas: initial 9 min 9 max 9 final 9"),
+        "{}",
+        pinned.stdout
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError, HumanDuration};
+use crate::selector::is_prometheus_label_name;
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -87,6 +88,10 @@ pub struct RecommendationSpec {
     /// Without Kubernetes: the current replica count, for a closed `validWhen` gate.
     #[serde(default)]
     pub current_series: Option<String>,
+    /// The label holding the recommender's leader epoch: only series of the newest epoch
+    /// count (policy/epoch_fence.rs).
+    #[serde(default)]
+    pub epoch_label: Option<String>,
 }
 
 /// `kind: stateful-floor`: the highest retained one-based stateful index.
@@ -155,6 +160,7 @@ impl MetricSpec {
             namespace_label: default_namespace_label(),
             valid_when: None,
             current_series: None,
+            epoch_label: None,
         })
     }
 
@@ -221,6 +227,14 @@ impl MetricSpec {
         match self {
             MetricSpec::Recommendation(m) => m.current_series.as_deref(),
             MetricSpec::Threshold(m) => m.current_series.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A recommendation's `epochLabel`: its series are fenced by the epoch in this label.
+    pub fn epoch_label(&self) -> Option<&str> {
+        match self {
+            MetricSpec::Recommendation(m) => m.epoch_label.as_deref(),
             _ => None,
         }
     }
@@ -369,6 +383,14 @@ fn validate_metric(all: &[MetricSpec], key: &str, m: &MetricSpec) -> Result<(), 
             ));
         }
     }
+    if let Some(label) = m.epoch_label() {
+        if !is_prometheus_label_name(label) {
+            return Err(invalid(
+                format!("{key}.epochLabel"),
+                format!("{label:?} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -430,6 +452,7 @@ fn belongs_to(field: &str) -> Option<&'static str> {
             "validWhen applies to recommenders (kinds recommendation and threshold); gate the recommendation the target reads"
         }
         "currentSeries" => "currentSeries applies only to kinds recommendation and threshold",
+        "epochLabel" => "epochLabel applies only to kind recommendation",
         "series" => "a target reads other served metrics (recommendation, floor), not series",
         _ => return None,
     })

@@ -360,6 +360,31 @@ mod tests {
     }
 
     #[test]
+    fn an_epoch_label_is_a_label_name_and_only_a_recommendation_s_key() {
+        let one = |extra: &str| {
+            format!("metrics: [{{name: r, kind: recommendation, series: [x]{extra}}}]")
+        };
+        let c = Config::from_yaml(&one(", epochLabel: master_epoch")).unwrap();
+        assert_eq!(c.metric("r").unwrap().epoch_label(), Some("master_epoch"));
+        let c = Config::from_yaml(&one("")).unwrap();
+        assert_eq!(c.metric("r").unwrap().epoch_label(), None);
+        for bad in ["master-epoch", "'0epoch'", "__epoch", "''", "master.epoch"] {
+            let e = err(&one(&format!(", epochLabel: {bad}")));
+            assert!(
+                e.contains("metrics[0].epochLabel") && e.contains("label name"),
+                "{bad}: {e}"
+            );
+        }
+        let e = err("metrics: [{name: f, kind: stateful-floor, series: [x], epochLabel: e}]");
+        assert!(
+            e.contains("metrics[0].epochLabel") && e.contains("only to kind recommendation"),
+            "{e}"
+        );
+        let e = err(&one(", epochLabels: e"));
+        assert!(e.contains("metrics[0].epochLabels"), "{e}");
+    }
+
+    #[test]
     fn a_key_of_another_kind_is_a_parse_error_naming_the_key() {
         let e = err("metrics: [{name: r, kind: recommendation, series: [x], upPerReplica: 3}]");
         assert!(e.contains("metrics[0].upPerReplica"), "{e}");

@@ -197,9 +197,14 @@ impl Adapter {
         match spec.kind() {
             MetricKind::Target => Box::pin(self.target_answer(spec, ev)).await,
             MetricKind::Recommendation => {
-                match self.summarized_evidence(ev, &scope, q.notes_kept).await {
+                // A summary drops the labels that carry the epochs fencing reads.
+                let read = match spec.epoch_label() {
+                    Some(_) => self.evidence(ev, &scope).await,
+                    None => self.summarized_evidence(ev, &scope, q.notes_kept).await,
+                };
+                match read {
                     Ok(evidence) => {
-                        let answer = policy::recommendation(&q, &evidence);
+                        let answer = policy::recommendation(&q, &evidence, spec.epoch_label());
                         self.gated(spec, answer, ev, &evidence.workloads, None)
                             .await
                     }
@@ -235,7 +240,7 @@ impl Adapter {
         let no_recommendation = |why: &str| {
             policy::target(
                 spec.name(),
-                policy::recommendation(&q, &Default::default()),
+                policy::recommendation(&q, &Default::default(), None),
                 None,
                 Err(why),
             )

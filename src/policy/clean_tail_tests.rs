@@ -61,7 +61,7 @@ fn page(samples: &[(u8, u8, u8, u8)], at: Millis) -> Vec<ExposedSample> {
 fn answers(q: &QueryContext<'_>, ev: &Evidence) -> [String; 3] {
     let json = |a| serde_json::to_string(&a).unwrap();
     [
-        json(recommendation(q, ev)),
+        json(recommendation(q, ev, None)),
         json(stateful_floor(q, ev, 0)),
         json(stateful_floor(q, ev, 2)),
     ]

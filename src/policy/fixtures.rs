@@ -57,6 +57,22 @@ pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observa
     }
 }
 
+/// `o` with its labels replaced by `labels` (a `None` value: no such label).
+pub fn labelled(o: Observation, labels: &[(&str, Option<&str>)]) -> Observation {
+    let map = labels
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
+        .collect();
+    Observation {
+        id: crate::store::SeriesRef::new(
+            o.id.target.clone(),
+            o.id.series.clone(),
+            crate::store::SeriesLabels::new(map),
+        ),
+        ..o
+    }
+}
+
 pub fn ev(observations: Vec<Observation>) -> Evidence {
     Evidence {
         observations,

@@ -25,6 +25,13 @@ pub struct InputCounts {
     pub stale: u32,
     pub retained: u32,
     pub unknown: u32,
+    /// Series of an older leader epoch than the newest, never counted (epoch_fence.rs).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fenced: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl InputCounts {
@@ -52,6 +59,8 @@ impl InputCounts {
             &mut self.stale
         } else if status.starts_with("retained") {
             &mut self.retained
+        } else if status.starts_with("fenced") {
+            &mut self.fenced
         } else {
             &mut self.unknown
         };
@@ -63,13 +72,20 @@ impl InputCounts {
         self.stale = self.stale.saturating_add(other.stale);
         self.retained = self.retained.saturating_add(other.retained);
         self.unknown = self.unknown.saturating_add(other.unknown);
+        self.fenced = self.fenced.saturating_add(other.fenced);
     }
 
     pub fn total(&self) -> usize {
-        [self.fresh, self.stale, self.retained, self.unknown]
-            .iter()
-            .map(|n| *n as usize)
-            .sum()
+        [
+            self.fresh,
+            self.stale,
+            self.retained,
+            self.unknown,
+            self.fenced,
+        ]
+        .iter()
+        .map(|n| *n as usize)
+        .sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -11,6 +11,7 @@ pub mod answer;
 #[cfg(test)]
 mod clean_tail_tests;
 pub mod combine;
+mod epoch_fence;
 mod floor;
 pub mod input_notes;
 pub mod observation;

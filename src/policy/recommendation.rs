@@ -4,12 +4,15 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::answer::*;
+use super::epoch_fence::{self, Epoch};
 use super::input_notes::InputNotes;
 use super::observation::*;
 use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation};
+
+const RULE: &str = "max over fresh series (never sum)";
 
 /// An absolute replica recommendation: the max over fresh, valid series, never the sum.
 ///
@@ -18,17 +21,82 @@ use crate::store::{invalid_reason, Evidence, Observation};
 /// value, the max, is served. A series that is unknown (stale or invalid) and might hold a
 /// higher value than the fresh max blocks the answer: serving the lower fresh max would let
 /// partial data shrink the workload.
-pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
-    const RULE: &str = "max over fresh series (never sum)";
+///
+/// With an `epoch_label`, only the series of the newest leader epoch are inputs of the max
+/// (epoch_fence.rs).
+pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence, epoch_label: Option<&str>) -> Answer {
+    match epoch_label {
+        None => max_rule(q, ev, ev.observations.iter(), RULE, None),
+        Some(label) => epoch_fence::fenced(q, ev, label),
+    }
+}
+
+/// How an input reads, as its note says it.
+pub(super) fn status_text(
+    q: &QueryContext<'_>,
+    o: &Observation,
+    reading: Reading,
+) -> Cow<'static, str> {
+    match reading {
+        Reading::Stale { age_ms } => format!(
+            "stale: {:.0}s old (staleAfter {}){}",
+            age_ms as f64 / 1000.0,
+            fmt_limit(q.stale_after_ms),
+            if o.target_failing {
+                ", target failing"
+            } else {
+                ""
+            }
+        )
+        .into(),
+        Reading::Invalid(why) => format!("invalid: {why}").into(),
+        Reading::Fresh(_) | Reading::Gone => Cow::Borrowed("fresh"),
+    }
+}
+
+/// The series names a reason cites: with fencing, those of the newest epoch.
+enum Inputs<'a> {
+    All(SeriesNames<'a>),
+    OfEpoch(String),
+}
+
+impl TextParts for Inputs<'_> {
+    fn each(&self, mut put: impl FnMut(&str)) {
+        match self {
+            Inputs::All(names) => names.each(put),
+            Inputs::OfEpoch(text) => put(text),
+        }
+    }
+}
+
+impl std::fmt::Display for Inputs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inputs::All(names) => names.fmt(f),
+            Inputs::OfEpoch(text) => f.write_str(text),
+        }
+    }
+}
+
+/// The max over `observations` (all of the evidence's, or the newest epoch's), with the
+/// evidence's summarized tail and unknown targets.
+pub(super) fn max_rule<'o>(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    observations: impl ExactSizeIterator<Item = &'o Observation>,
+    rule: &'static str,
+    epoch: Option<&Epoch<'_>>,
+) -> Answer {
     let kind = MetricKind::Recommendation;
-    let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
+    let listed = observations.len();
+    let mut inputs = InputNotes::for_inputs(q, listed);
     let mut best: Option<(u64, Millis)> = None;
     let mut newest_used: Millis = Millis::MIN;
     let mut stale: Vec<&Observation> = Vec::new();
     let mut invalid: Vec<(&Observation, &'static str)> = Vec::new();
     let mut gone = 0usize;
     let mut fresh = 0usize;
-    for o in &ev.observations {
+    for o in observations {
         // One reading per input both decides and notes it.
         let reading = read(q, o, invalid_reason);
         match reading {
@@ -47,21 +115,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 newest_used = newest_used.max(o.observed_at_ms);
             }
         }
-        let status: Cow<'static, str> = match reading {
-            Reading::Stale { age_ms } => format!(
-                "stale: {:.0}s old (staleAfter {}){}",
-                age_ms as f64 / 1000.0,
-                fmt_limit(q.stale_after_ms),
-                if o.target_failing {
-                    ", target failing"
-                } else {
-                    ""
-                }
-            )
-            .into(),
-            Reading::Invalid(why) => format!("invalid: {why}").into(),
-            Reading::Fresh(_) | Reading::Gone => Cow::Borrowed("fresh"),
-        };
+        let status = status_text(q, o, reading);
         inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
     }
     // Series the store summarized read as fresh and valid, as each would above.
@@ -75,10 +129,14 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
         inputs.count_fresh(q, &tail);
     }
     let best_value = best.map(|(v, _)| v);
+    let names = match epoch {
+        None => Inputs::All(q.series_names()),
+        Some(e) => Inputs::OfEpoch(e.series_text(q)),
+    };
 
-    let present = ev.observations.len() - gone + tail.series;
+    let present = listed - gone + tail.series;
     let mut answer = if present == 0 {
-        let mut reason = format!("no series of {} match {}", q.series_names(), q.scope);
+        let mut reason = format!("no series of {} match {}", names, q.scope);
         if gone > 0 {
             let _ = write!(
                 reason,
@@ -92,9 +150,9 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 ev.unknown_targets.len(),
                 target_list(ev.unknown_targets.iter().map(|t| t.target.to_string()))
             );
-            Answer::refused(q.metric, kind, RefusalKind::Partial, None, RULE, reason)
+            Answer::refused(q.metric, kind, RefusalKind::Partial, None, rule, reason)
         } else {
-            Answer::refused(q.metric, kind, RefusalKind::NoMatch, None, RULE, reason)
+            Answer::refused(q.metric, kind, RefusalKind::NoMatch, None, rule, reason)
         }
     } else if let Some(best_value) = best_value {
         // Unknown inputs that could be higher than the fresh max.
@@ -127,7 +185,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
             }
             let reason = format!(
                 "the fresh max of {} for {} is {best_value}, but {}: serving {best_value} could shrink the workload on unknown input",
-                q.series_names(),
+                names,
                 q.scope,
                 why.join("; ")
             );
@@ -136,14 +194,14 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 kind,
                 RefusalKind::Partial,
                 Some(best_value),
-                RULE,
+                rule,
                 reason,
             )
         } else {
             let mut reason = if fresh == 1 {
                 reason!(
                     "1 fresh series of ",
-                    q.series_names(),
+                    names,
                     " matches ",
                     q.scope,
                     ": value ",
@@ -154,7 +212,7 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                     "max of ",
                     fresh,
                     " fresh series of ",
-                    q.series_names(),
+                    names,
                     " matching ",
                     q.scope,
                     " is ",
@@ -168,14 +226,14 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                     stale.len()
                 );
             }
-            Answer::valued(q.metric, kind, best_value, newest_used, RULE, reason)
+            Answer::valued(q.metric, kind, best_value, newest_used, rule, reason)
         }
     } else if !stale.is_empty() {
         let youngest = stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
         let reason = format!(
-            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}",
+            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}",
             stale.len(),
-            q.series_names(),
+            names,
             q.scope,
             age_s(youngest),
             fmt_limit(q.stale_after_ms),
@@ -183,13 +241,18 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 String::new()
             } else {
                 format!(", and {} fresh series are invalid", invalid.len())
+            },
+            if epoch.is_some() {
+                ": the newest leader's state is unknown"
+            } else {
+                ""
             }
         );
-        Answer::refused(q.metric, kind, RefusalKind::Stale, None, RULE, reason)
+        Answer::refused(q.metric, kind, RefusalKind::Stale, None, rule, reason)
     } else {
         let reason = format!(
             "every fresh series of {} matching {} is invalid: {}",
-            q.series_names(),
+            names,
             q.scope,
             invalid
                 .iter()
@@ -197,8 +260,11 @@ pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        Answer::refused(q.metric, kind, RefusalKind::Invalid, None, RULE, reason)
+        Answer::refused(q.metric, kind, RefusalKind::Invalid, None, rule, reason)
     };
+    if let Some(e) = epoch {
+        e.note_fenced(&mut answer.reason);
+    }
     inputs.into_answer(&mut answer);
     answer
 }
@@ -212,7 +278,11 @@ mod tests {
     #[test]
     fn recommendation_is_max_never_sum() {
         let s = series();
-        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 3.0, 0), obs("b", 7.0, 1000)]));
+        let a = recommendation(
+            &ctx(&s),
+            &ev(vec![obs("a", 3.0, 0), obs("b", 7.0, 1000)]),
+            None,
+        );
         assert_eq!(a.value(), Some(7));
         assert_eq!(
             a.reason,
@@ -227,6 +297,7 @@ mod tests {
         let a = recommendation(
             &ctx(&s),
             &ev(vec![obs("a", 3.0, 93_000), obs("b", 4.0, 100_000)]),
+            None,
         );
         assert_eq!(a.refusal(), Some(RefusalKind::Stale));
         assert_eq!(
@@ -238,11 +309,19 @@ mod tests {
     #[test]
     fn a_stale_series_that_may_be_higher_blocks() {
         let s = series();
-        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 3.0, 0), obs("b", 9.0, 60_000)]));
+        let a = recommendation(
+            &ctx(&s),
+            &ev(vec![obs("a", 3.0, 0), obs("b", 9.0, 60_000)]),
+            None,
+        );
         assert_eq!(a.refusal(), Some(RefusalKind::Partial));
         assert!(a.reason.contains("last value 9"), "{}", a.reason);
         // A lower stale series cannot hide a higher value: ignored.
-        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 0), obs("b", 3.0, 60_000)]));
+        let a = recommendation(
+            &ctx(&s),
+            &ev(vec![obs("a", 9.0, 0), obs("b", 3.0, 60_000)]),
+            None,
+        );
         assert_eq!(a.value(), Some(9));
     }
 
@@ -250,9 +329,13 @@ mod tests {
     fn invalid_values_are_never_served() {
         let s = series();
         for bad in [f64::NAN, f64::INFINITY, -1.0, 2.5, 1e15] {
-            let a = recommendation(&ctx(&s), &ev(vec![obs("a", bad, 0)]));
+            let a = recommendation(&ctx(&s), &ev(vec![obs("a", bad, 0)]), None);
             assert_eq!(a.refusal(), Some(RefusalKind::Invalid), "{bad}");
-            let a = recommendation(&ctx(&s), &ev(vec![obs("a", 5.0, 0), obs("b", bad, 0)]));
+            let a = recommendation(
+                &ctx(&s),
+                &ev(vec![obs("a", 5.0, 0), obs("b", bad, 0)]),
+                None,
+            );
             assert_eq!(a.refusal(), Some(RefusalKind::Partial), "{bad}");
             assert!(a.inputs.iter().any(|i| i.status.starts_with("invalid")));
         }
@@ -261,7 +344,7 @@ mod tests {
     #[test]
     fn nothing_matched_is_not_found_and_unknown_targets_are_partial() {
         let s = series();
-        let a = recommendation(&ctx(&s), &ev(vec![]));
+        let a = recommendation(&ctx(&s), &ev(vec![]), None);
         assert_eq!(a.refusal(), Some(RefusalKind::NoMatch));
         let mut e = ev(vec![]);
         e.unknown_targets.push(UnknownTarget {
@@ -269,7 +352,7 @@ mod tests {
             last_error: None,
         });
         assert_eq!(
-            recommendation(&ctx(&s), &e).refusal(),
+            recommendation(&ctx(&s), &e, None).refusal(),
             Some(RefusalKind::Partial)
         );
     }

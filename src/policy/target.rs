@@ -127,7 +127,7 @@ mod tests {
     #[test]
     fn target_is_max_and_refuses_on_unknown() {
         let s = series();
-        let rec = recommendation(&ctx(&s), &ev(vec![obs("a", 2.0, 0)]));
+        let rec = recommendation(&ctx(&s), &ev(vec![obs("a", 2.0, 0)]), None);
         let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
         let t = target("t", rec.clone(), Some(floor), Err("unused"));
         assert_eq!(t.value(), Some(5));
@@ -153,7 +153,7 @@ mod tests {
             "recommendation m = 2 (no floor configured)"
         );
 
-        let stale = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 90_000)]));
+        let stale = recommendation(&ctx(&s), &ev(vec![obs("a", 9.0, 90_000)]), None);
         let floor = stateful_floor(&ctx(&s), &ev(vec![obs("p", 5.0, 0)]), 0);
         assert_eq!(
             target("t", stale, Some(floor), Ok(3)).refusal(),

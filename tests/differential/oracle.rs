@@ -130,6 +130,8 @@ pub enum Metric {
         series: Vec<String>,
         gate: Option<(String, f64)>,
         current_series: Option<String>,
+        /// Only the series of the newest epoch in this label count.
+        epoch_label: Option<String>,
     },
     Floor {
         series: Vec<String>,
@@ -526,9 +528,11 @@ impl Oracle {
         o.age <= self.stale_after
     }
 
-    /// Max over fresh series, never sum; unknown input that could be higher refuses.
-    fn recommendation(&self, ev: &Ev) -> Rule {
-        let present = ev.present();
+    /// Max over fresh series, never sum; unknown input that could be higher refuses. With an
+    /// epoch label, the series of older epochs than the newest exported one (fresh or stale)
+    /// are left out, and a series without a readable epoch refuses.
+    fn recommendation(&self, ev: &Ev, epoch_label: Option<&str>) -> Rule {
+        let mut present = ev.present();
         if present.is_empty() {
             return Rule::Refused(
                 if ev.unknown.is_empty() {
@@ -538,6 +542,27 @@ impl Oracle {
                 },
                 None,
             );
+        }
+        if let Some(label) = epoch_label {
+            let mut epochs = Vec::new();
+            for (labels, o) in &ev.obs {
+                if !o.present {
+                    continue;
+                }
+                let digits = labels
+                    .get(label)
+                    .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+                match digits.and_then(|v| v.parse::<u64>().ok()) {
+                    Some(e) => epochs.push((e, o)),
+                    None => return Rule::Refused(Kind::Invalid, None),
+                }
+            }
+            let newest = epochs.iter().map(|(e, _)| *e).max();
+            present = epochs
+                .into_iter()
+                .filter(|(e, _)| Some(*e) == newest)
+                .map(|(_, o)| o)
+                .collect();
         }
         let fresh_valid: Vec<u64> = present
             .iter()
@@ -643,9 +668,14 @@ impl Oracle {
 
     fn input(&self, name: &str, q: &Query, wall: Ms, mono: Ms) -> Rule {
         match self.metrics.get(name) {
-            Some(Metric::Recommendation { series, gate, .. }) => {
+            Some(Metric::Recommendation {
+                series,
+                gate,
+                epoch_label,
+                ..
+            }) => {
                 let ev = self.evidence(q, series, wall, mono);
-                let answer = self.recommendation(&ev);
+                let answer = self.recommendation(&ev, epoch_label.as_deref());
                 let Some((gate_series, equals)) = gate else {
                     return answer;
                 };

@@ -182,7 +182,8 @@ fn a_target_entry_carries_its_recommendation_floor_and_input_counts() {
             fresh: 1,
             stale: 1,
             retained: 1,
-            unknown: 2
+            unknown: 2,
+            fenced: 0,
         }
     );
     // The recommendation setting the target: the floor does not hold.

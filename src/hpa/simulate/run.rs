@@ -29,6 +29,8 @@ pub(super) struct Runner {
     pub(super) load_history: Vec<(Millis, f64)>,
     /// The last scale event: (time, up?).
     pub(super) last_scale: Option<(Millis, bool)>,
+    /// The adapter's `epochLabel` on the recommendation, if it fences by leader epoch.
+    pub(super) epoch_label: Option<String>,
 }
 
 /// Runs a scenario to its end.
@@ -103,7 +105,9 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         .load
         .as_ref()
         .and_then(|l| ThresholdTruth::from_config(&config, l));
+    let epoch_label = truth::epoch_label(&config);
     let mut runner = Runner {
+        epoch_label,
         spec_replicas: scenario.workload.initial_replicas,
         scenario,
         config,
@@ -224,10 +228,24 @@ impl Runner {
     }
 
     /// Ground truth: the max of every exporting controller's valid value (docs/hpa-behaviour.md §4.1:
-    /// duplicates are max-ed, never summed).
+    /// duplicates are max-ed, never summed). With the recommendation fenced by an epoch label,
+    /// only the controllers of the newest epoch lead; an unreadable epoch leaves it unknown.
     pub(super) fn truth_recommendation(&self, t: Millis) -> Option<i64> {
-        self.exporting_controllers(t)
-            .filter_map(|c| step_value(&c.spec.values, t).and_then(SampleValue::replicas))
+        let value =
+            |c: &ControllerRun| step_value(&c.spec.values, t).and_then(SampleValue::replicas);
+        let Some(label) = &self.epoch_label else {
+            return self.exporting_controllers(t).filter_map(value).max();
+        };
+        let epoch = |c: &ControllerRun| c.spec.labels.get(label)?.parse::<u64>().ok();
+        let mut epochs = Vec::new();
+        for c in self.exporting_controllers(t) {
+            epochs.push((epoch(c)?, c));
+        }
+        let newest = epochs.iter().map(|(e, _)| *e).max()?;
+        epochs
+            .into_iter()
+            .filter(|(e, _)| *e == newest)
+            .filter_map(|(_, c)| value(c))
             .max()
     }
 
@@ -295,6 +313,7 @@ impl Runner {
                     c.spec.kind_label(&w),
                     &w.name,
                     &c.spec.name,
+                    &c.spec.labels,
                     &v.exposition(),
                 ),
                 None => "# no value yet\n".into(),

@@ -275,6 +275,9 @@ pub struct ControllerSpec {
     /// controller but is not part of this workload's ground truth.
     #[serde(default)]
     pub target_kind: Option<String>,
+    /// More labels on its series, such as the leader epoch an `epochLabel` fences by.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 impl ControllerSpec {
@@ -385,6 +388,22 @@ impl Scenario {
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.controllers.iter().enumerate() {
             check_steps(&format!("controllers[{i}].values"), &c.values)?;
+            for key in c.labels.keys() {
+                let fixed = ["hpa_target_kind", "hpa_target_name", "service_instance_id"];
+                if !crate::selector::is_prometheus_label_name(key) || fixed.contains(&key.as_str())
+                {
+                    return Err(invalid(
+                        format!("controllers[{i}].labels.{key}"),
+                        "must be a Prometheus label name other than those the simulator sets",
+                    ));
+                }
+            }
+            if c.labels.values().any(|v| v.contains(['"', '\\', '\n'])) {
+                return Err(invalid(
+                    format!("controllers[{i}].labels"),
+                    "values may not hold quotes, backslashes or newlines",
+                ));
+            }
             if let Some(k) = &c.target_kind {
                 if k.is_empty() || !k.chars().all(|ch| ch.is_ascii_alphanumeric()) {
                     return Err(invalid(

@@ -44,6 +44,19 @@ impl ThresholdTruth {
     }
 }
 
+/// The label the recommendation over `hpa_expect_replicas` is fenced by, read from the adapter
+/// config for the ground truth: the controllers of the newest epoch in it are the leaders.
+pub(super) fn epoch_label(config: &Config) -> Option<String> {
+    config.metrics.iter().find_map(|m| match m {
+        crate::config::MetricSpec::Recommendation(r)
+            if r.series.iter().any(|s| s == "hpa_expect_replicas") =>
+        {
+            r.epoch_label.clone()
+        }
+        _ => None,
+    })
+}
+
 /// `ceil(v / per)` as the least `n` with `n × per ≥ v`.
 pub(super) fn ceil_div(v: f64, per: f64) -> i64 {
     let mut n = (v / per).ceil().max(0.0);
@@ -130,9 +143,19 @@ pub(super) fn load_line(series: &str, workload: &str, pod: &str, value: f64) -> 
     )
 }
 
-pub(super) fn expect_page(kind: &str, workload: &str, instance: &str, value: &str) -> String {
+pub(super) fn expect_page(
+    kind: &str,
+    workload: &str,
+    instance: &str,
+    labels: &BTreeMap<String, String>,
+    value: &str,
+) -> String {
+    let extra: String = labels
+        .iter()
+        .map(|(k, v)| format!(",{k}=\"{v}\""))
+        .collect();
     format!(
-        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"{kind}\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"}} {value}\n"
+        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"{kind}\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"{extra}}} {value}\n"
     )
 }
 
