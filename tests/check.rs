@@ -20,7 +20,6 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -416,14 +415,7 @@ const TOKEN: &str = "check-test-token";
 impl FakeApiServer {
     async fn start(pki: &Pki, apiservice: &'static str, adapter: HttpsClient) -> Self {
         let issued = pki.server();
-        let certs: Vec<CertificateDer<'static>> =
-            rustls_pemfile::certs(&mut issued.cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .unwrap();
-        let key: PrivateKeyDer<'static> =
-            rustls_pemfile::private_key(&mut issued.key_pem.as_bytes())
-                .unwrap()
-                .unwrap();
+        let (certs, key) = (issued.certs(), issued.key());
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
