@@ -303,7 +303,7 @@ fn lists_json_and_stdin_are_read() {
     let dir = tempfile::tempdir().unwrap();
     // kubectl get hpa -o json: a typed List whose items omit kind and apiVersion.
     let good: Vec<Value> =
-        serde_yaml::Deserializer::from_str(&std::fs::read_to_string(fixture("good.yaml")).unwrap())
+        yaml_serde::Deserializer::from_str(&std::fs::read_to_string(fixture("good.yaml")).unwrap())
             .map(|d| serde::Deserialize::deserialize(d).unwrap())
             .collect();
     let mut hpa = good[1].clone();
@@ -320,7 +320,7 @@ fn lists_json_and_stdin_are_read() {
     let path = dir.path().join("hpas.json");
     std::fs::write(&path, list.to_string()).unwrap();
     let sts = dir.path().join("sts.yaml");
-    std::fs::write(&sts, serde_yaml::to_string(&good[0]).unwrap()).unwrap();
+    std::fs::write(&sts, yaml_serde::to_string(&good[0]).unwrap()).unwrap();
     let r = check(&[
         "-o",
         "json",
