@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -40,12 +41,10 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsEr
         path: path.display().to_string(),
         source,
     })?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut bytes.as_slice())
-        .collect::<Result<_, _>>()
-        .map_err(|e| TlsError::Pem {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+    let certs = pem_certs(&bytes).map_err(|message| TlsError::Pem {
+        path: path.display().to_string(),
+        message,
+    })?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
             path: path.display().to_string(),
@@ -59,14 +58,38 @@ fn read_pem_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
         path: path.display().to_string(),
         source,
     })?;
-    rustls_pemfile::private_key(&mut bytes.as_slice())
-        .map_err(|e| TlsError::Pem {
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| match e {
+        pem::Error::NoItemsFound => TlsError::NoKey {
             path: path.display().to_string(),
-            message: e.to_string(),
-        })?
-        .ok_or_else(|| TlsError::NoKey {
+        },
+        e => TlsError::Pem {
             path: path.display().to_string(),
-        })
+            message: pem_error_message(&e),
+        },
+    })
+}
+
+/// Every certificate in PEM text, other sections skipped; a section that does not decode is an
+/// error. No certificate at all is an empty list: each caller names its own source.
+pub fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| pem_error_message(&e))
+}
+
+/// pki-types prints the label or line it choked on as a byte array; the operator fixing the
+/// file needs the text, and the whole END line the section lacks.
+fn pem_error_message(e: &pem::Error) -> String {
+    match e {
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "section end \"-----END {}-----\" missing",
+            String::from_utf8_lossy(end_marker)
+        ),
+        pem::Error::IllegalSectionStart { line } => {
+            format!("illegal section start: {:?}", String::from_utf8_lossy(line))
+        }
+        e => e.to_string(),
+    }
 }
 
 fn certified_key(
@@ -210,4 +233,102 @@ pub fn server_config(
     let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate and its key as PEM, and a directory to write files into.
+    fn pair() -> (String, String, tempfile::TempDir) {
+        let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        (
+            generated.cert.pem(),
+            generated.signing_key.serialize_pem(),
+            tempfile::tempdir().unwrap(),
+        )
+    }
+
+    fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_good_pair_loads() {
+        let (cert, key, dir) = pair();
+        let served = ServingCert::from_files(
+            &write(&dir, "tls.crt", &cert),
+            &write(&dir, "tls.key", &key),
+        )
+        .unwrap();
+        assert_eq!(served.certificate_chain().len(), 1);
+    }
+
+    #[test]
+    fn a_certificate_file_without_a_certificate_names_the_file() {
+        let (_, key, dir) = pair();
+        let path = write(&dir, "tls.crt", &key);
+        let e = read_pem_certs(&path).unwrap_err();
+        assert!(matches!(e, TlsError::NoCertificate { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no PEM certificate found", path.display())
+        );
+    }
+
+    #[test]
+    fn a_key_file_without_a_key_names_the_file() {
+        let (cert, _, dir) = pair();
+        let path = write(&dir, "tls.key", &cert);
+        let e = read_pem_key(&path).unwrap_err();
+        assert!(matches!(e, TlsError::NoKey { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no PEM private key found", path.display())
+        );
+    }
+
+    #[test]
+    fn an_unterminated_section_is_named_as_text_with_the_file() {
+        let (cert, key, dir) = pair();
+        let cut = |pem: &str| pem.lines().take(3).collect::<Vec<_>>().join("\n");
+        let cert_path = write(&dir, "tls.crt", &cut(&cert));
+        let e = read_pem_certs(&cert_path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: section end \"-----END CERTIFICATE-----\" missing",
+                cert_path.display()
+            )
+        );
+        // A broken key section is a PEM error, not "no key".
+        let key_path = write(&dir, "tls.key", &cut(&key));
+        let e = read_pem_key(&key_path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: section end \"-----END PRIVATE KEY-----\" missing",
+                key_path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_section_that_is_not_base64_names_the_file() {
+        let (_, _, dir) = pair();
+        let path = write(
+            &dir,
+            "tls.crt",
+            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+        );
+        let e = read_pem_certs(&path).unwrap_err();
+        assert!(matches!(e, TlsError::Pem { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: base64 decode error", path.display())),
+            "{e}"
+        );
+    }
 }

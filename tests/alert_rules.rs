@@ -16,7 +16,7 @@ fn monitoring() -> PathBuf {
 
 fn yaml(name: &str) -> Value {
     let text = std::fs::read_to_string(monitoring().join(name)).unwrap();
-    serde_yaml::from_str(&text).unwrap()
+    yaml_serde::from_str(&text).unwrap()
 }
 
 fn promtool(args: &[&str]) -> String {

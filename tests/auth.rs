@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::fake_apiserver::*;
 use common::*;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 
@@ -812,10 +813,7 @@ fn client_config(
 
 async fn raw_tls_get(port: u16, serving: &Pki, client: &Issued) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let certs = vec![der_of(&client.cert_pem)];
-    let key = rustls_pemfile::private_key(&mut client.key_pem.as_bytes())
-        .unwrap()
-        .unwrap();
+    let (certs, key) = (client.certs(), client.key());
     let config = client_config(serving)
         .with_client_auth_cert(certs, key)
         .unwrap();
@@ -835,10 +833,7 @@ async fn raw_tls_get(port: u16, serving: &Pki, client: &Issued) -> Result<String
 }
 
 fn der_of(pem_text: &str) -> CertificateDer<'static> {
-    rustls_pemfile::certs(&mut pem_text.as_bytes())
-        .next()
-        .unwrap()
-        .unwrap()
+    CertificateDer::from_pem_slice(pem_text.as_bytes()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1110,12 +1105,7 @@ async fn exchange(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let config = match client {
         Some(c) => client_config(serving)
-            .with_client_auth_cert(
-                vec![der_of(&c.cert_pem)],
-                rustls_pemfile::private_key(&mut c.key_pem.as_bytes())
-                    .unwrap()
-                    .unwrap(),
-            )
+            .with_client_auth_cert(c.certs(), c.key())
             .unwrap(),
         None => client_config(serving).with_no_client_auth(),
     };

@@ -482,7 +482,7 @@ fn substance(docs: &[Value]) -> Facets {
         if d["kind"] == "ConfigMap" {
             // The config as hpa-bridge reads it: comments and key order aside.
             let parsed: Value =
-                serde_yaml::from_str(d["data"]["config.yaml"].as_str().unwrap()).unwrap();
+                yaml_serde::from_str(d["data"]["config.yaml"].as_str().unwrap()).unwrap();
             facets.insert("/data/config.yaml".into(), parsed);
         }
         out.insert(key, facets);
@@ -649,7 +649,7 @@ fn the_prometheus_rule_carries_the_rules_of_manifests_monitoring() {
         source.display(),
         copy.display()
     );
-    let rules: Value = serde_yaml::from_str(&text).unwrap();
+    let rules: Value = yaml_serde::from_str(&text).unwrap();
     let rendered = render(json!({"prometheusRule": {"enabled": true}}));
     let rule = one(&rendered, "PrometheusRule");
     assert_eq!(rule["spec"]["groups"], rules["groups"]);
@@ -732,7 +732,7 @@ fn the_readme_table_names_every_value() {
         }
     }
     let values: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml")).unwrap())
+        yaml_serde::from_str(&std::fs::read_to_string(chart().join("values.yaml")).unwrap())
             .unwrap();
     let mut paths = Vec::new();
     leaves("", &values, &mut paths);

@@ -20,7 +20,6 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -304,7 +303,7 @@ fn lists_json_and_stdin_are_read() {
     let dir = tempfile::tempdir().unwrap();
     // kubectl get hpa -o json: a typed List whose items omit kind and apiVersion.
     let good: Vec<Value> =
-        serde_yaml::Deserializer::from_str(&std::fs::read_to_string(fixture("good.yaml")).unwrap())
+        yaml_serde::Deserializer::from_str(&std::fs::read_to_string(fixture("good.yaml")).unwrap())
             .map(|d| serde::Deserialize::deserialize(d).unwrap())
             .collect();
     let mut hpa = good[1].clone();
@@ -321,7 +320,7 @@ fn lists_json_and_stdin_are_read() {
     let path = dir.path().join("hpas.json");
     std::fs::write(&path, list.to_string()).unwrap();
     let sts = dir.path().join("sts.yaml");
-    std::fs::write(&sts, serde_yaml::to_string(&good[0]).unwrap()).unwrap();
+    std::fs::write(&sts, yaml_serde::to_string(&good[0]).unwrap()).unwrap();
     let r = check(&[
         "-o",
         "json",
@@ -416,14 +415,7 @@ const TOKEN: &str = "check-test-token";
 impl FakeApiServer {
     async fn start(pki: &Pki, apiservice: &'static str, adapter: HttpsClient) -> Self {
         let issued = pki.server();
-        let certs: Vec<CertificateDer<'static>> =
-            rustls_pemfile::certs(&mut issued.cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .unwrap();
-        let key: PrivateKeyDer<'static> =
-            rustls_pemfile::private_key(&mut issued.key_pem.as_bytes())
-                .unwrap()
-                .unwrap();
+        let (certs, key) = (issued.certs(), issued.key());
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

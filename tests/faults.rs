@@ -63,8 +63,8 @@ fn simulate(file: &Path, plot: Option<&Path>) -> Run {
 /// plot.
 fn passes(name: &str) {
     let file = faults_dir().join(name);
-    let scenario: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let scenario: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let expectations = scenario["expect"].as_sequence().map(Vec::len).unwrap_or(0);
     assert!(expectations > 0, "{name} states no expected outcome");
     let dir = tempfile::tempdir().unwrap();

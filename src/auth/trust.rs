@@ -15,7 +15,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 use super::requestheader::RequestHeaderConfig;
-use crate::tls::crypto_provider;
+use crate::tls::{crypto_provider, pem_certs};
 
 pub const CONFIGMAP_NAMESPACE: &str = "kube-system";
 pub const CONFIGMAP_NAME: &str = "extension-apiserver-authentication";
@@ -69,12 +69,10 @@ const MAX_VERDICTS: usize = 1024;
 
 impl CaBundle {
     pub fn from_pem(pem: &[u8], origin: &str) -> Result<Self, TrustError> {
-        let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut &pem[..])
-            .collect::<Result<_, _>>()
-            .map_err(|e| TrustError::Invalid {
-                origin: origin.to_string(),
-                message: e.to_string(),
-            })?;
+        let certs = pem_certs(pem).map_err(|message| TrustError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
         let mut roots = RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
@@ -625,5 +623,16 @@ mod tests {
             CaBundle::from_pem(b"not a certificate", "x"),
             Err(TrustError::NoCertificate { .. })
         ));
+    }
+
+    #[test]
+    fn bundle_names_a_broken_section_and_its_origin() {
+        let e = CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\nMIIB\n", "client-ca.crt")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "client-ca.crt: section end \"-----END CERTIFICATE-----\" missing"
+        );
     }
 }

@@ -67,7 +67,7 @@ impl Origin {
 /// Every object in the text, with `List`s flattened. Empty documents are skipped.
 pub fn parse_text(path: &str, text: &str) -> Result<Vec<(Origin, Value)>, ManifestError> {
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let document = i + 1;
         let value = Value::deserialize(doc).map_err(|e| ManifestError::Syntax {
             path: path.into(),

@@ -461,10 +461,10 @@ fn belongs_to(field: &str) -> Option<&'static str> {
 /// A parse error inside `metrics`, restated with the entry's index and the offending key: the
 /// typed parse says which key is unknown, this says where it is and which kind takes it.
 pub(super) fn explain_entry_error(text: &str) -> Option<ConfigError> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
+    let doc: yaml_serde::Value = yaml_serde::from_str(text).ok()?;
     let entries = doc.get("metrics")?.as_sequence()?;
     for (i, entry) in entries.iter().enumerate() {
-        let Err(e) = serde_yaml::from_value::<MetricSpec>(entry.clone()) else {
+        let Err(e) = yaml_serde::from_value::<MetricSpec>(entry.clone()) else {
             continue;
         };
         let message = e.to_string();

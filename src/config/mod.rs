@@ -104,9 +104,9 @@ impl Config {
 
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
         let config: Config = if text.trim().is_empty() {
-            serde_yaml::from_str("{}")
+            yaml_serde::from_str("{}")
         } else {
-            serde_yaml::from_str(text)
+            yaml_serde::from_str(text)
         }
         .map_err(|e| {
             metric::explain_entry_error(text).unwrap_or_else(|| ConfigError::Yaml(e.to_string()))

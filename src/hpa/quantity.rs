@@ -392,13 +392,13 @@ mod tests {
 
     #[test]
     fn deserializes_from_string_or_number() {
-        let q: Quantity = serde_yaml::from_str("\"500m\"").unwrap();
+        let q: Quantity = yaml_serde::from_str("\"500m\"").unwrap();
         assert_eq!(q.milli_value(), 500);
-        let q: Quantity = serde_yaml::from_str("5").unwrap();
+        let q: Quantity = yaml_serde::from_str("5").unwrap();
         assert_eq!(q.milli_value(), 5000);
-        let q: Quantity = serde_yaml::from_str("0.05").unwrap();
+        let q: Quantity = yaml_serde::from_str("0.05").unwrap();
         assert_eq!(q.as_f64(), 0.05);
-        assert!(serde_yaml::from_str::<Quantity>("\"five\"").is_err());
+        assert!(yaml_serde::from_str::<Quantity>("\"five\"").is_err());
     }
 
     proptest! {

@@ -507,7 +507,7 @@ mod tests {
     use serde_json::json;
 
     fn config() -> KubernetesDiscoveryConfig {
-        serde_yaml::from_str("copyLabels: [app]").unwrap()
+        yaml_serde::from_str("copyLabels: [app]").unwrap()
     }
 
     fn pod(v: serde_json::Value) -> Pod {

@@ -17,7 +17,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -76,14 +75,7 @@ impl FakeApiServer {
     pub async fn start() -> Self {
         let pki = Arc::new(Pki::new("fake-kube-apiserver-ca"));
         let server = pki.server();
-        let certs: Vec<CertificateDer<'static>> =
-            rustls_pemfile::certs(&mut server.cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .unwrap();
-        let key: PrivateKeyDer<'static> =
-            rustls_pemfile::private_key(&mut server.key_pem.as_bytes())
-                .unwrap()
-                .unwrap();
+        let (certs, key) = (server.certs(), server.key());
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

@@ -24,7 +24,7 @@ pub fn manifests() -> PathBuf {
 
 /// The non-empty documents of a YAML stream.
 pub fn docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    yaml_serde::Deserializer::from_str(text)
         .map(|d| {
             let v: Value = serde::Deserialize::deserialize(d).expect("valid YAML");
             v
@@ -81,7 +81,7 @@ pub fn stage(label: &str, documents: &[Value], dir: &Path) -> Option<(PathBuf, u
     ));
     let text: Vec<String> = docs
         .iter()
-        .map(|d| serde_yaml::to_string(d).unwrap())
+        .map(|d| yaml_serde::to_string(d).unwrap())
         .collect();
     std::fs::write(&file, text.join("---\n")).unwrap();
     Some((file, docs.len()))

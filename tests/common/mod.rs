@@ -19,6 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -160,6 +161,18 @@ pub struct Issued {
     pub key_pem: String,
     pub cert_path: PathBuf,
     pub key_path: PathBuf,
+}
+
+impl Issued {
+    pub fn certs(&self) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    pub fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).unwrap()
+    }
 }
 
 impl Pki {
@@ -502,14 +515,11 @@ impl HttpsClient {
         .with_root_certificates(store);
         let config = match client {
             Some((cert, key)) => {
-                let certs: Vec<CertificateDer<'static>> =
-                    rustls_pemfile::certs(&mut std::fs::read(cert).unwrap().as_slice())
-                        .collect::<Result<_, _>>()
-                        .unwrap();
-                let key: PrivateKeyDer<'static> =
-                    rustls_pemfile::private_key(&mut std::fs::read(key).unwrap().as_slice())
-                        .unwrap()
-                        .unwrap();
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                let key = PrivateKeyDer::from_pem_file(key).unwrap();
                 builder.with_client_auth_cert(certs, key).unwrap()
             }
             None => builder.with_no_client_auth(),

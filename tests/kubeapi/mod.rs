@@ -91,12 +91,7 @@ impl KubeApi {
     pub async fn start() -> Self {
         let pki = crate::common::Pki::new("test-kube-apiserver-ca");
         let server = pki.server();
-        let certs = rustls_pemfile::certs(&mut server.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        let key = rustls_pemfile::private_key(&mut server.key_pem.as_bytes())
-            .unwrap()
-            .unwrap();
+        let (certs, key) = (server.certs(), server.key());
         let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

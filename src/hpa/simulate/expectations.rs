@@ -29,7 +29,7 @@ pub enum Expectation {
     MaxOverloadLag(HumanDuration),
 }
 
-/// The YAML form of [`Expectation`]: serde_yaml reads externally tagged enums only from YAML
+/// The YAML form of [`Expectation`]: yaml_serde reads externally tagged enums only from YAML
 /// tags, so the one-key map is read as a struct with exactly one field set.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

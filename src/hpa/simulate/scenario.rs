@@ -21,7 +21,7 @@ pub struct Scenario {
     /// The adapter's own configuration (the `serve --config` schema) without targets: the
     /// simulator supplies one target per controller and pod.
     #[serde(default)]
-    pub adapter: serde_yaml::Value,
+    pub adapter: yaml_serde::Value,
     /// The HPA's `spec` (autoscaling/v2 field names); `scaleTargetRef` is ignored.
     pub hpa: HpaSpec,
     /// Exporters of `hpa_expect_replicas`, one per controller instance (docs/hpa-behaviour.md §4.1).
@@ -330,7 +330,7 @@ impl Scenario {
 
     pub fn from_yaml(text: &str) -> Result<Scenario, SimulateError> {
         let s: Scenario =
-            serde_yaml::from_str(text).map_err(|e| SimulateError::Yaml(e.to_string()))?;
+            yaml_serde::from_str(text).map_err(|e| SimulateError::Yaml(e.to_string()))?;
         s.validate()?;
         Ok(s)
     }
@@ -338,8 +338,8 @@ impl Scenario {
     /// The adapter config, validated by the adapter's own rules.
     pub fn adapter_config(&self) -> Result<Config, SimulateError> {
         let text = match &self.adapter {
-            serde_yaml::Value::Null => String::new(),
-            v => serde_yaml::to_string(v).map_err(|e| SimulateError::Yaml(e.to_string()))?,
+            yaml_serde::Value::Null => String::new(),
+            v => yaml_serde::to_string(v).map_err(|e| SimulateError::Yaml(e.to_string()))?,
         };
         let config = Config::from_yaml(&text).map_err(|e| invalid("adapter", e.to_string()))?;
         if !config.scrape.static_targets.is_empty() || config.source.is_some() {

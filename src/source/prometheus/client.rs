@@ -86,8 +86,7 @@ pub(crate) fn build_client(
         };
         let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
         let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-            let cert = cert.map_err(|e| ca_err(e.to_string()))?;
+        for cert in crate::tls::pem_certs(&pem).map_err(ca_err)? {
             roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
         }
         if roots.is_empty() {
@@ -130,4 +129,43 @@ pub(crate) fn form_field(key: &str, value: &str) -> String {
 /// Seconds with millisecond precision, as `/api/v1/query?time=` takes them.
 pub(crate) fn prom_time(ms: Millis) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ca_file_error(text: &str) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt").display().to_string();
+        std::fs::write(&path, text).unwrap();
+        let cfg: PrometheusSourceConfig = serde_json::from_value(json!({
+            "url": "https://prometheus:9090",
+            "tls": {"caFile": path},
+        }))
+        .unwrap();
+        let e = build_client(&cfg).err().unwrap();
+        assert!(matches!(e, PrometheusSetupError::CaFile { .. }), "{e:?}");
+        (path, e.to_string())
+    }
+
+    #[test]
+    fn a_ca_file_without_certificates_is_named() {
+        let (path, e) = ca_file_error("not a certificate\n");
+        assert_eq!(
+            e,
+            format!("source.prometheus.tls.caFile {path}: no PEM certificates found")
+        );
+    }
+
+    #[test]
+    fn a_ca_file_with_a_broken_section_is_named() {
+        let (path, e) = ca_file_error("-----BEGIN CERTIFICATE-----\nMIIB\n");
+        assert_eq!(
+            e,
+            format!(
+                "source.prometheus.tls.caFile {path}: section end \"-----END CERTIFICATE-----\" missing"
+            )
+        );
+    }
 }

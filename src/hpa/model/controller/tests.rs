@@ -558,7 +558,7 @@ behavior:
   scaleDown:
     tolerance: 100m
 "#;
-    let spec: HpaSpec = serde_yaml::from_str(yaml).unwrap();
+    let spec: HpaSpec = yaml_serde::from_str(yaml).unwrap();
     assert_eq!(spec.min_replicas(), 2);
     let first = spec.metrics[0].external.as_ref().unwrap();
     assert_eq!(
@@ -618,7 +618,7 @@ fn validation_rejects_what_the_api_server_rejects() {
         assert!(Hpa::new(spec, v135()).is_err());
     }
     let pods: HpaSpec =
-        serde_yaml::from_str("maxReplicas: 3\nmetrics:\n- type: Pods\n  pods: {}\n").unwrap();
+        yaml_serde::from_str("maxReplicas: 3\nmetrics:\n- type: Pods\n  pods: {}\n").unwrap();
     assert!(matches!(
         Hpa::new(pods, v135()),
         Err(SpecError::Unsupported { .. })
