@@ -15,8 +15,9 @@ use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::api::{server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
-use hpa_bridge::engine::{Engine, EngineBuilder};
+use hpa_bridge::engine::{self, Engine, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
+use hpa_bridge::store::Store;
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
 
@@ -665,24 +666,32 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ));
     }
 
-    let engine = EngineBuilder::new(config, clock.clone())
-        .metrics(metrics.clone())
-        .build()?;
-    let adapter = engine.adapter.clone();
-    let discovery = match adapter.kubernetes_discovery() {
+    // Discovery starts first: it fills the target set the engine scrapes, and its watch
+    // caches are the cluster facts the engine is built with.
+    let static_targets = engine::static_targets(&config);
+    let targets = Arc::new(Store::new());
+    targets.set_targets(static_targets.clone());
+    let scrape_interval = config.scrape.interval.0;
+    let discovery = match &config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
-            let discovery = Discovery::start(
+            Some(Discovery::start(
                 client,
                 k.clone(),
-                engine.targets(),
-                adapter.static_targets(),
-            );
-            engine.attach_cluster(discovery.clone());
-            Some(discovery)
+                targets.clone(),
+                static_targets,
+            ))
         }
         None => None,
     };
+    let mut builder = EngineBuilder::new(config, clock.clone())
+        .metrics(metrics.clone())
+        .targets(targets);
+    if let Some(d) = &discovery {
+        builder = builder.cluster(d.clone());
+    }
+    let engine = builder.build()?;
+    let adapter = engine.adapter.clone();
     let cert = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => tls::ServingCert::from_files(c, k)?,
         _ => {
@@ -831,7 +840,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             }
         });
     } else if let Some(scraper) = scraper {
-        let interval = adapter.scrape_interval();
+        let interval = scrape_interval;
         let scrape_adapter = adapter.clone();
         tokio::spawn(async move {
             // Ready only once the pods are known: a first round without them would serve a

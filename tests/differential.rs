@@ -493,12 +493,12 @@ impl World {
     fn new() -> World {
         let config = Config::from_yaml(CONFIG).expect("the test's config is valid");
         let clock = Arc::new(ManualClock::new(START));
+        let cluster = Arc::new(FakeCluster::default());
         let engine = EngineBuilder::new(config, clock.clone())
+            .cluster(cluster.clone())
             .build()
             .expect("no Prometheus source to set up");
         let store = engine.targets();
-        let cluster = Arc::new(FakeCluster::default());
-        engine.attach_cluster(cluster.clone());
         let handler = ApiHandler::new(engine.adapter.clone());
         let mut world = World {
             clock,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
@@ -63,7 +63,9 @@ pub struct Adapter {
     pub(super) ready: AtomicBool,
     /// Authorised requests only, bounded (`MAX_SEEN_QUERIES`): a seeded fast hash will do.
     pub(super) seen: Mutex<HashMap<QueryKey, Millis>>,
-    pub(super) workloads: RwLock<Option<Arc<dyn Cluster>>>,
+    /// The cluster's facts (discovery's watch caches, or the simulator's workload); `None`
+    /// without Kubernetes.
+    pub(super) cluster: Option<Arc<dyn Cluster>>,
     /// Deployments whose floor warning was already logged: log once, show always.
     pub(super) warned: Mutex<BTreeSet<(String, String)>>,
     /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
@@ -95,11 +97,26 @@ impl Adapter {
             metrics,
             ready: AtomicBool::new(false),
             seen: Mutex::new(HashMap::new()),
-            workloads: RwLock::new(None),
+            cluster: None,
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),
             reuse: AnswerReuse::default(),
         }
+    }
+
+    /// Keep scraped samples in `store`, which discovery fills with targets (it starts before
+    /// the engine is built, to hand the engine its facts); answers read it unless another
+    /// source is set after.
+    pub(crate) fn with_scrape_store(mut self, store: Arc<Store>) -> Self {
+        self.source = store.clone();
+        self.store = store;
+        self
+    }
+
+    /// Know the cluster's facts: workloads, their pods and `spec.replicas`.
+    pub(crate) fn with_cluster(mut self, cluster: Arc<dyn Cluster>) -> Self {
+        self.cluster = Some(cluster);
+        self
     }
 
     /// Read evidence from another source (e.g. Prometheus) instead of the scrape store.
@@ -129,20 +146,6 @@ impl Adapter {
             self.clock.clone(),
             self.metrics.clone(),
         )
-    }
-
-    pub fn scrape_interval(&self) -> std::time::Duration {
-        self.config.scrape.interval.0
-    }
-
-    /// `scrape.kubernetes`, for starting discovery.
-    pub fn kubernetes_discovery(&self) -> Option<&crate::config::KubernetesDiscoveryConfig> {
-        self.config.scrape.kubernetes.as_ref()
-    }
-
-    /// The `scrape.static` targets, which carry no workload.
-    pub fn static_targets(&self) -> Vec<ScrapeTarget> {
-        static_targets(&self.config)
     }
 
     /// The `window` of a served value: one scrape interval, in whole seconds.
@@ -230,15 +233,8 @@ impl Adapter {
         self.metrics.render()
     }
 
-    pub fn set_workload_state(&self, state: Arc<dyn Cluster>) {
-        *self.workloads.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
-    }
-
     pub(super) fn workload_state(&self) -> Option<Arc<dyn Cluster>> {
-        self.workloads
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.cluster.clone()
     }
 
     pub fn is_ready(&self) -> bool {

@@ -23,6 +23,8 @@ pub struct EngineBuilder {
     metrics: Arc<SelfMetrics>,
     scrape_concurrency: usize,
     source: Option<Arc<dyn EvidenceSource>>,
+    targets: Option<Arc<Store>>,
+    cluster: Option<Arc<dyn Cluster>>,
 }
 
 /// An assembled engine and the parts that feed it.
@@ -44,6 +46,8 @@ impl EngineBuilder {
             metrics: Arc::new(SelfMetrics::new()),
             scrape_concurrency: DEFAULT_SCRAPE_CONCURRENCY,
             source: None,
+            targets: None,
+            cluster: None,
         }
     }
 
@@ -61,6 +65,21 @@ impl EngineBuilder {
     /// Answer from this source instead of the configured one (tests that count or fail reads).
     pub fn source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
         self.source = Some(source);
+        self
+    }
+
+    /// Keep the target set in `targets`: discovery, started first so that its facts can be
+    /// given to `cluster`, fills it. Without it the engine starts a store holding the
+    /// `scrape.static` targets.
+    pub fn targets(mut self, targets: Arc<Store>) -> Self {
+        self.targets = Some(targets);
+        self
+    }
+
+    /// The cluster's facts (discovery, or the simulator's workload), for the engine and the
+    /// Prometheus source's pod set.
+    pub fn cluster(mut self, cluster: Arc<dyn Cluster>) -> Self {
+        self.cluster = Some(cluster);
         self
     }
 
@@ -82,6 +101,15 @@ impl EngineBuilder {
         };
         let mut adapter = Adapter::new(self.config, self.clock, self.metrics);
         let scrapes = prometheus.is_none() && self.source.is_none();
+        if let (true, Some(t)) = (scrapes, &self.targets) {
+            adapter = adapter.with_scrape_store(t.clone());
+        }
+        if let Some(c) = &self.cluster {
+            adapter = adapter.with_cluster(c.clone());
+            if let Some(p) = &prometheus {
+                p.set_pod_set(c.clone(), "pod");
+            }
+        }
         if let Some(p) = &prometheus {
             adapter = adapter.with_source(p.clone());
         }
@@ -90,10 +118,10 @@ impl EngineBuilder {
         }
         // With another source nothing here scrapes: discovered targets go to a store nobody
         // reads or shows, so only the pod set and the workloads' state are used.
-        let targets = if scrapes {
-            adapter.scrape_store()
-        } else {
-            Arc::new(Store::new())
+        let targets = match (scrapes, self.targets) {
+            (true, _) => adapter.scrape_store(),
+            (false, Some(t)) => t,
+            (false, None) => Arc::new(Store::new()),
         };
         let scraper = scrapes.then(|| adapter.scraper(self.scrape_concurrency));
         Ok(Engine {
@@ -109,15 +137,6 @@ impl Engine {
     /// Where the target set is kept: discovery writes it and the scraper reads it.
     pub fn targets(&self) -> Arc<Store> {
         self.targets.clone()
-    }
-
-    /// Tell the engine, and the Prometheus source's pod set, the cluster's facts (discovery,
-    /// or the simulator's workload).
-    pub fn attach_cluster(&self, cluster: Arc<dyn Cluster>) {
-        if let Some(p) = &self.prometheus {
-            p.set_pod_set(cluster.clone(), "pod");
-        }
-        self.adapter.set_workload_state(cluster);
     }
 }
 

@@ -7,10 +7,38 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::BenchError;
-use hpa_bridge::engine::{Adapter, MetricQuery};
+use hpa_bridge::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
 use hpa_bridge::selector::LabelSelector;
 
 const METRIC: &str = "hpa_target_replicas";
+
+/// Which API's query is measured: the External one with a selector naming the workload, or
+/// the Object one naming the StatefulSet (custom.metrics.k8s.io).
+#[derive(Clone, Copy, Debug)]
+pub enum Front {
+    External,
+    Object,
+}
+
+impl Front {
+    fn query(self, w: usize) -> Result<MetricQuery, BenchError> {
+        Ok(match self {
+            Front::External => {
+                let selector =
+                    LabelSelector::parse(&format!("hpa_target_name=w{w}")).map_err(err)?;
+                MetricQuery::external(METRIC, "default", selector)
+            }
+            Front::Object => {
+                let object = ObjectRef {
+                    kind: ObjectKind::StatefulSet,
+                    namespace: "default".into(),
+                    name: format!("w{w}"),
+                };
+                MetricQuery::object(METRIC, object, LabelSelector::everything())
+            }
+        })
+    }
+}
 /// Each side runs this long before the other takes over.
 const SLICE: Duration = Duration::from_millis(20);
 
@@ -57,11 +85,14 @@ pub struct Side<'a> {
 impl<'a> Side<'a> {
     /// Every workload must be answered with a value, so every side does the whole computation
     /// (a refusal can be cheaper than an answer).
-    pub async fn new(adapter: &'a Adapter, workloads: usize) -> Result<Side<'a>, BenchError> {
+    pub async fn new(
+        adapter: &'a Adapter,
+        workloads: usize,
+        front: Front,
+    ) -> Result<Side<'a>, BenchError> {
         let mut queries = Vec::with_capacity(workloads);
         for w in 0..workloads.max(1) {
-            let selector = LabelSelector::parse(&format!("hpa_target_name=w{w}")).map_err(err)?;
-            let query = MetricQuery::external(METRIC, "default", selector);
+            let query = front.query(w)?;
             let answer = adapter.answer_computed(&query).await.map_err(err)?;
             if answer.value().is_none() {
                 return Err(err(format!(

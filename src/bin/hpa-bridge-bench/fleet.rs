@@ -182,18 +182,27 @@ pub fn scrape_target_named(spec: &ExporterSpec, port: u16, i: usize, pod: String
 /// The engine as `serve` assembles it for the embedded scraper, with `yaml` appended to the
 /// scrape interval and timeout (the default 3 s timeout, or the interval when shorter).
 pub fn engine(interval: Duration, concurrency: usize, yaml: &str) -> Result<Engine, BenchError> {
+    builder(config(interval, yaml)?, concurrency)
+        .build()
+        .map_err(err)
+}
+
+/// The bench's config: scraping every `interval`, with `yaml` under `scrape:`.
+pub fn config(interval: Duration, yaml: &str) -> Result<Config, BenchError> {
     let interval_ms = interval.as_millis();
     let timeout_ms = interval_ms.min(3000);
-    let config = Config::from_yaml(&format!(
+    Config::from_yaml(&format!(
         "scrape:\n  interval: {interval_ms}ms\n  timeout: {timeout_ms}ms\n{yaml}"
     ))
-    .map_err(err)?;
+    .map_err(err)
+}
+
+/// The engine's assembly as `serve` makes it, on the system clock.
+pub fn builder(config: Config, concurrency: usize) -> EngineBuilder {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     EngineBuilder::new(config, clock)
         .metrics(Arc::new(SelfMetrics::new()))
         .scrape_concurrency(concurrency)
-        .build()
-        .map_err(err)
 }
 
 /// An engine scraping every page of the exporter: its adapter, target store and scraper.

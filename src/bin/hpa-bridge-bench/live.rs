@@ -63,6 +63,8 @@ pub struct LiveResult {
     pub baseline: LoadFigures,
     pub reuse_on: LoadFigures,
     pub reuse_off: LoadFigures,
+    /// The same load through the custom metrics API (Object queries).
+    pub object: ObjectLoad,
     /// Store generations per second over the measurement: how live the store was.
     pub generations_per_second: f64,
     /// Scrape intervals elapsed during the measurement.
@@ -140,24 +142,34 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         &pki,
         Arc::new(ApiHandler::new(scraped.adapter.clone()).without_answer_reuse()),
     )?;
-    let paths = serve::workload_paths("hpa_target_replicas", live.workloads);
-    let (baseline, _) = serve::start_baseline(&pki, reuse_on.addr, &paths[0])?;
-    // Answers differ by workload and change with every scrape: each response must be a 200.
-    let client = Arc::new(Client::new(&pki, paths, None)?);
+    // Each client asks every workload's query round-robin against the bare server returning
+    // the first one's answer and the two adapters. Answers differ by workload and change with
+    // every scrape: each response must be a 200.
+    let measure = |paths: Vec<String>| -> Result<_, BenchError> {
+        let (baseline, _) = serve::start_baseline(&pki, reuse_on.addr, &paths[0])?;
+        let client = Arc::new(Client::new(&pki, paths, None)?);
+        let measured = serve::measure_alternately(
+            client,
+            &[baseline.addr, reuse_on.addr, reuse_off.addr],
+            plan.serve_connections,
+            plan.serve_warmup,
+            live.run,
+            plan.serve_repeats,
+        );
+        Ok((baseline, measured))
+    };
     let generation_before = store_writes(&scraped.adapter);
     let changes_before = value_changes.load(std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
-    let measured = serve::measure_alternately(
-        client,
-        &[baseline.addr, reuse_on.addr, reuse_off.addr],
-        plan.serve_connections,
-        plan.serve_warmup,
-        live.run,
-        plan.serve_repeats,
-    );
+    let (baseline, measured) =
+        measure(serve::workload_paths("hpa_target_replicas", live.workloads))?;
     let generations = store_writes(&scraped.adapter) - generation_before;
     let changes = value_changes.load(std::sync::atomic::Ordering::Relaxed) - changes_before;
     let seconds = started.elapsed().as_secs_f64();
+    // The same load through the custom metrics API: each workload's Object query.
+    let (object_baseline, object_measured) =
+        measure(serve::object_paths("hpa_target_replicas", live.workloads))?;
+    drop(object_baseline);
     changer.abort();
     let intervals = seconds / live.interval.as_secs_f64();
     scrape_loop.abort();
@@ -168,6 +180,9 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
     let [baseline, reuse_on, reuse_off]: [LoadFigures; 3] = measured?
         .try_into()
         .map_err(|_| err("expected three measurements"))?;
+    let [object_baseline, object_reuse_on, object_reuse_off]: [LoadFigures; 3] = object_measured?
+        .try_into()
+        .map_err(|_| err("expected three Object measurements"))?;
     Ok(LiveResult {
         targets: live.targets,
         workloads: live.workloads,
@@ -178,59 +193,74 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         baseline,
         reuse_on,
         reuse_off,
+        object: ObjectLoad {
+            baseline: object_baseline,
+            reuse_on: object_reuse_on,
+            reuse_off: object_reuse_off,
+        },
         generations_per_second: generations as f64 / seconds,
         intervals,
         value_changes_per_second: changes as f64 / seconds,
     })
 }
 
+/// The Object queries' load, measured after the External one over the same live store.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectLoad {
+    pub baseline: LoadFigures,
+    pub reuse_on: LoadFigures,
+    pub reuse_off: LoadFigures,
+}
+
 pub fn figures(r: &LiveResult) -> Vec<Figure> {
-    let b = &r.baseline;
     let what = format!(
         "{} targets scraped every {} s, {} workloads round-robin",
         r.targets, r.interval_seconds, r.workloads
     );
     let mut f = Vec::new();
-    for (reuse, a, goals) in [
+    let fronts = [
+        ("", &r.baseline, &r.reuse_off, &r.reuse_on),
         (
-            "answer reuse off",
-            &r.reuse_off,
-            [Some(Goal::AtLeast(0.5)), Some(Goal::AtMost(3.0))],
+            "Object queries, ",
+            &r.object.baseline,
+            &r.object.reuse_off,
+            &r.object.reuse_on,
         ),
-        ("answer reuse on", &r.reuse_on, [None, None]),
-    ] {
-        f.push(
-            Figure::new(
-                "live",
-                format!("Serve under live load: requests/s ({what}; {reuse})"),
-                "req/s",
-            )
-            .compare(b.requests_per_second, a.requests_per_second, goals[0]),
-        );
-        f.push(
-            Figure::new(
-                "live",
-                format!("Serve under live load: p50 latency ({reuse})"),
-                "µs",
-            )
-            .compare(b.p50_us, a.p50_us, None),
-        );
-        f.push(
-            Figure::new(
-                "live",
-                format!("Serve under live load: p99 latency ({reuse})"),
-                "µs",
-            )
-            .compare(b.p99_us, a.p99_us, goals[1]),
-        );
-        f.push(
-            Figure::new(
-                "live",
-                format!("Serve under live load: p99.9 latency ({reuse})"),
-                "µs",
-            )
-            .compare(b.p999_us, a.p999_us, None),
-        );
+    ];
+    for (front, b, off, on) in fronts {
+        for (reuse, a, goals) in [
+            (
+                "answer reuse off",
+                off,
+                [Some(Goal::AtLeast(0.5)), Some(Goal::AtMost(3.0))],
+            ),
+            ("answer reuse on", on, [None, None]),
+        ] {
+            let reuse = format!("{front}{reuse}");
+            f.push(
+                Figure::new(
+                    "live",
+                    format!("Serve under live load: requests/s ({what}; {reuse})"),
+                    "req/s",
+                )
+                .compare(b.requests_per_second, a.requests_per_second, goals[0]),
+            );
+            for (name, base, this, goal) in [
+                ("p50", b.p50_us, a.p50_us, None),
+                ("p99", b.p99_us, a.p99_us, goals[1]),
+                ("p99.9", b.p999_us, a.p999_us, None),
+            ] {
+                f.push(
+                    Figure::new(
+                        "live",
+                        format!("Serve under live load: {name} latency ({reuse})"),
+                        "µs",
+                    )
+                    .compare(base, this, goal),
+                );
+            }
+        }
     }
     f
 }
@@ -253,7 +283,10 @@ pub fn note(r: &LiveResult) -> String {
          so a reused answer had to follow value changes, not only new timestamps; reuse is keyed \
          on the workload's own series (`Adapter::answer_version`) and lasts at most 1 s. \
          Arrangement: {}. Requests: baseline \
-         {}, reuse on {}, reuse off {}.\n",
+         {}, reuse on {}, reuse off {}. Then the same clients asked each workload's Object \
+         query (`/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/wN/\
+         hpa_target_replicas`) over the same live store, against a baseline returning the first \
+         workload's Object answer: requests baseline {}, reuse on {}, reuse off {}.\n",
         r.connections,
         r.workloads,
         r.targets,
@@ -265,7 +298,10 @@ pub fn note(r: &LiveResult) -> String {
         r.arrangement,
         r.baseline.requests,
         r.reuse_on.requests,
-        r.reuse_off.requests
+        r.reuse_off.requests,
+        r.object.baseline.requests,
+        r.object.reuse_on.requests,
+        r.object.reuse_off.requests
     )
 }
 

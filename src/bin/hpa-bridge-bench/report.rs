@@ -409,6 +409,18 @@ impl Report {
                 )
                 .compare(a.few_us, a.large_us, None),
             );
+            let o = &s.object_answer_cost;
+            f.push(
+                Figure::new(
+                    "scale",
+                    format!(
+                        "Object answer cost: one hpa_target_replicas Object query (statefulsets.apps/wN) over the {n}-target store vs an {}-target store, {} vs {} series in scope (in-process)",
+                        o.small_targets, o.large_scope_series, o.small_scope_series
+                    ),
+                    "µs",
+                )
+                .compare(o.small_us, o.large_us, Some(Goal::AtMost(2.0))),
+            );
             f.push(
                 Figure::new(
                     "scale",
@@ -671,6 +683,16 @@ impl Report {
                 a.large_answers,
                 a.small_answers,
                 a.few_answers
+            );
+            let o = &s.object_answer_cost;
+            let _ = writeln!(
+                md,
+                "**Object answer cost.** The same three stores and slices, each answer the Object \
+                 query naming StatefulSet `wN` (custom.metrics.k8s.io, no `metricLabelSelector`, \
+                 no discovery, so the scope is the series whose workload labels name it): {} \
+                 answers over the large store, {} and {} over the small ones; {:.1} µs against \
+                 {:.1} µs.\n",
+                o.large_answers, o.small_answers, o.few_answers, o.large_us, o.small_us
             );
         }
         if let Some(l) = &self.live {

@@ -108,6 +108,8 @@ pub struct ScaleResult {
     /// One in-process `hpa_target_replicas` answer over this store against one over a small
     /// store (no HTTP).
     pub answer_cost: answer_cost::AnswerCost,
+    /// The same, for the Object query naming the workload (custom.metrics.k8s.io).
+    pub object_answer_cost: answer_cost::AnswerCost,
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -236,22 +238,28 @@ async fn measure(
     let per_pod_same_scope = large_scope.div_ceil(SMALL_STORE_TARGETS);
     let small = small_store(plan, exe, per_pod_same_scope).await?;
     let few = small_store(plan, exe, plan.wanted_series).await?;
-    let sides = answer_cost::Sides {
-        large: (
-            answer_cost::Side::new(&adapter, plan.workloads).await?,
-            large_scope,
-        ),
-        small: (
-            answer_cost::Side::new(&small.0.adapter, 1).await?,
-            SMALL_STORE_TARGETS * per_pod_same_scope,
-        ),
-        few: (
-            answer_cost::Side::new(&few.0.adapter, 1).await?,
-            SMALL_STORE_TARGETS * plan.wanted_series,
-        ),
-        small_targets: SMALL_STORE_TARGETS,
-    };
-    let answer_cost = answer_cost::compare(sides, plan.answer_time).await?;
+    let mut costs = Vec::new();
+    for front in [answer_cost::Front::External, answer_cost::Front::Object] {
+        let sides = answer_cost::Sides {
+            large: (
+                answer_cost::Side::new(&adapter, plan.workloads, front).await?,
+                large_scope,
+            ),
+            small: (
+                answer_cost::Side::new(&small.0.adapter, 1, front).await?,
+                SMALL_STORE_TARGETS * per_pod_same_scope,
+            ),
+            few: (
+                answer_cost::Side::new(&few.0.adapter, 1, front).await?,
+                SMALL_STORE_TARGETS * plan.wanted_series,
+            ),
+            small_targets: SMALL_STORE_TARGETS,
+        };
+        costs.push(answer_cost::compare(sides, plan.answer_time).await?);
+    }
+    let [answer_cost, object_answer_cost]: [answer_cost::AnswerCost; 2] = costs
+        .try_into()
+        .map_err(|_| BenchError::part("answer cost", "expected two measurements"))?;
     drop(small);
     drop(few);
 
@@ -277,6 +285,7 @@ async fn measure(
         bytes_per_target: 0.0,
         freshness,
         answer_cost,
+        object_answer_cost,
     })
 }
 

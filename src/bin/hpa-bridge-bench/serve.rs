@@ -667,6 +667,17 @@ pub fn workload_paths(metric: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The Object query of each of `n` workloads (StatefulSets `w0`, `w1`, ...).
+pub fn object_paths(metric: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|w| {
+            format!(
+                "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/w{w}/{metric}"
+            )
+        })
+        .collect()
+}
+
 /// The adapter's own authentication: the trust store from CA files (as with
 /// --requestheader-client-ca-file / --client-ca-file), its client-certificate verifier in the
 /// handshake, and the real `AuthGate` per request. Authorization takes the always-allow-groups

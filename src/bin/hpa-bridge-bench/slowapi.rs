@@ -22,6 +22,7 @@ use hpa_bridge::api::ApiHandler;
 use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
+use hpa_bridge::store::Store;
 
 /// What the HPA asks for: a recommendation behind a `validWhen` gate that never opens (no
 /// pod's stateful index is 99), so every answer is `max(recommendation, current)` and needs
@@ -112,15 +113,14 @@ impl Side {
         };
         // Samples stay fresh for the whole part after one round, so no scrape loop competes
         // with the measurement; the reflectors keep running.
-        let engine = fleet::engine(
+        let config = fleet::config(
             Duration::from_secs(10),
-            fleet::SCRAPE_CONCURRENCY,
             &format!("  staleAfter: 1h\n  kubernetes:\n    namespaces: [default]\n{GATED_METRIC}"),
         )?;
-        let k = engine
-            .adapter
-            .kubernetes_discovery()
-            .cloned()
+        let k = config
+            .scrape
+            .kubernetes
+            .clone()
             .ok_or_else(|| err("the config has no kubernetes discovery"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -130,11 +130,17 @@ impl Side {
             .map_err(err)?;
         let started = Instant::now();
         let url = format!("http://{}", api.addr);
-        let discovery = runtime.block_on(async {
+        let (engine, discovery) = runtime.block_on(async {
             let uri: http::Uri = url.parse().map_err(err)?;
             let client = kube::Client::try_from(kube::Config::new(uri)).map_err(err)?;
-            let discovery = Discovery::start(client, k, engine.targets(), Vec::new());
-            engine.attach_cluster(discovery.clone());
+            // Discovery first, as `serve` wires it: the engine is built with its facts.
+            let targets = Arc::new(Store::new());
+            let discovery = Discovery::start(client, k, targets.clone(), Vec::new());
+            let engine = fleet::builder(config, fleet::SCRAPE_CONCURRENCY)
+                .targets(targets)
+                .cluster(discovery.clone())
+                .build()
+                .map_err(err)?;
             tokio::time::timeout(Duration::from_secs(60), discovery.wait_synced())
                 .await
                 .map_err(|_| err(format!("discovery against {url} did not sync in 60 s")))?;
@@ -156,7 +162,7 @@ impl Side {
                     "{name}: the answer for w0 does not use the watch cache's spec.replicas: {explained}"
                 )));
             }
-            Ok::<_, BenchError>(discovery)
+            Ok::<_, BenchError>((engine, discovery))
         })?;
         let store = engine.targets();
         let failed = fleet::failed_targets(&store);

@@ -130,8 +130,8 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
     // Each case: how many of 20 pods export a recommendation, and how many inputs the
     // served floor notes (the history keeps 8 in all, the recommendation's first).
     for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
-        let adapter = crate::engine::fixtures::default_adapter();
-        adapter.set_workload_state(Arc::new(OneStatefulSet));
+        let adapter =
+            crate::engine::fixtures::default_adapter().with_cluster(Arc::new(OneStatefulSet));
         let store = adapter.scrape_store();
         let targets = crate::engine::fixtures::lobby_pods(20);
         store.set_targets(targets.clone());
@@ -203,14 +203,14 @@ impl Cluster for LobbyAtThree {
 /// does not know.
 #[tokio::test]
 async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
-    let adapter = crate::engine::fixtures::default_adapter();
-    let store = adapter.scrape_store();
+    let bare = crate::engine::fixtures::default_adapter();
+    let store = bare.scrape_store();
     let targets = crate::engine::fixtures::lobby_pods(3);
     store.set_targets(targets.clone());
     crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| i as f64 + 1.0);
     let lobby = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
-    let newest = |metric: &str, scope: &str| {
+    fn newest_in(adapter: &Adapter, metric: &str, scope: &str) -> Option<u32> {
         adapter
             .history(&Filter::default())
             .scopes
@@ -219,7 +219,24 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
             .and_then(|s| s.entries.last().cloned())
             .unwrap()
             .spec_replicas
-    };
+    }
+    // No Kubernetes: unknown.
+    bare.answer_computed(&MetricQuery::external(
+        "hpa_target_replicas",
+        "games",
+        lobby.clone(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        newest_in(&bare, "hpa_target_replicas", lobby.as_str()),
+        None
+    );
+    // The same store, with the watch knowing lobby.
+    let adapter = crate::engine::fixtures::default_adapter()
+        .with_scrape_store(store)
+        .with_cluster(Arc::new(LobbyAtThree));
+    let newest = |metric: &str, scope: &str| newest_in(&adapter, metric, scope);
     let ask = |metric: &'static str, selector: &LabelSelector| {
         let (adapter, selector) = (&adapter, selector.clone());
         async move {
@@ -229,10 +246,6 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
                 .unwrap()
         }
     };
-    // No Kubernetes: unknown.
-    ask("hpa_target_replicas", &lobby).await;
-    assert_eq!(newest("hpa_target_replicas", lobby.as_str()), None);
-    adapter.set_workload_state(Arc::new(LobbyAtThree));
     for metric in [
         "hpa_target_replicas",
         "hpa_expect_replicas",
@@ -271,8 +284,7 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
 async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
     use crate::policy::InputCounts;
 
-    let adapter = crate::engine::fixtures::default_adapter();
-    adapter.set_workload_state(Arc::new(OneStatefulSet));
+    let adapter = crate::engine::fixtures::default_adapter().with_cluster(Arc::new(OneStatefulSet));
     let store = adapter.scrape_store();
     let targets = crate::engine::fixtures::lobby_pods(20);
     let page = |i: usize, expect: f64| {
@@ -333,8 +345,9 @@ async fn a_target_request_reads_each_series_set_once() {
         store: Arc::new(Store::new()),
         reads: AtomicUsize::new(0),
     });
-    let adapter = crate::engine::fixtures::default_adapter().with_source(counting.clone());
-    adapter.set_workload_state(Arc::new(OneStatefulSet));
+    let adapter = crate::engine::fixtures::default_adapter()
+        .with_source(counting.clone())
+        .with_cluster(Arc::new(OneStatefulSet));
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     adapter
         .answer_computed(&MetricQuery::external(

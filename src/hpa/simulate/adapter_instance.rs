@@ -40,13 +40,13 @@ fn wire_engine(
     clock: Arc<ManualClock>,
     workload: Option<Arc<SimWorkload>>,
 ) -> Result<(Arc<Adapter>, Scraper, Arc<Store>), SimulateError> {
-    let engine = EngineBuilder::new(config, clock)
-        .scrape_concurrency(64)
+    let mut builder = EngineBuilder::new(config, clock).scrape_concurrency(64);
+    if let Some(w) = workload {
+        builder = builder.cluster(w);
+    }
+    let engine = builder
         .build()
         .map_err(|e| SimulateError::Io(e.to_string()))?;
-    if let Some(w) = workload {
-        engine.attach_cluster(w);
-    }
     let targets = engine.targets();
     let scraper = engine.scraper.ok_or_else(|| {
         SimulateError::Io(
