@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge::api::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
-use hpa_bridge::api::penalty_box::{AddressRange, PenaltyRules};
-use hpa_bridge::api::server::Listening;
-use hpa_bridge::api::shutdown::{drain, Phase, Shutdown};
-use hpa_bridge::api::{server, ApiHandler};
+use hpa_bridge::api::transport::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
+use hpa_bridge::api::transport::penalty_box::{AddressRange, PenaltyRules};
+use hpa_bridge::api::transport::shutdown::{drain, Phase, Shutdown};
+use hpa_bridge::api::transport::{self, Listening};
+use hpa_bridge::api::{metrics_port, server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{self, Engine, EngineBuilder};
@@ -706,7 +706,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         cert,
         auth.as_ref().map(|(_, verifier)| verifier.clone()),
     )?);
-    let gate = auth.map(|(gate, _)| gate as Arc<dyn server::Gatekeeper>);
+    let gate = auth.map(|(gate, _)| gate as Arc<dyn transport::Gatekeeper>);
 
     let limits = ConnectionLimits {
         max_connections: args.max_connections.max(1),
@@ -773,10 +773,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
             status_pages = loopback,
             "serving /metrics"
         );
-        tokio::spawn(server::serve(
+        tokio::spawn(transport::serve(
             listener,
             listening,
-            server::metrics_responder(adapter.clone(), secure, loopback),
+            metrics_port::metrics_responder(adapter.clone(), secure, loopback),
         ));
     }
     if !args.status_bind_address.is_empty() {
@@ -792,7 +792,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let status_gate = ConnectionGate::new("status", limits.clone(), metrics.clone());
         gates.push(status_gate.clone());
         tracing::info!(%addr, "serving /status over HTTP");
-        tokio::spawn(server::serve(
+        tokio::spawn(transport::serve(
             listener,
             Listening {
                 gate: status_gate,
@@ -800,7 +800,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 shutdown: shutdown.clone(),
                 gatekeeper: None,
             },
-            server::metrics_responder(adapter.clone(), None, true),
+            metrics_port::metrics_responder(adapter.clone(), None, true),
         ));
     }
 
@@ -863,7 +863,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handler = Arc::new(ApiHandler::new(adapter.clone()));
     let api_gate = ConnectionGate::new("api", limits, adapter.self_metrics());
     gates.push(api_gate.clone());
-    tokio::spawn(server::serve(
+    tokio::spawn(transport::serve(
         api_listener,
         Listening {
             gate: api_gate,

@@ -2,14 +2,12 @@
 //! `Status` errors. Every response is `application/json`, whatever the request asked for:
 //! answering 406 to a protobuf-first Accept header would break the HPA (docs/hpa-behaviour.md §2).
 
-pub mod connection;
 pub mod custom_metrics;
 pub mod discovery;
-pub mod drop_filter;
-pub mod penalty_box;
+pub mod metrics_port;
 pub mod server;
-pub mod shutdown;
 pub mod status_page;
+pub mod transport;
 
 use std::borrow::Cow;
 use std::sync::Arc;

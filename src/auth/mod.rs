@@ -28,7 +28,7 @@ use hyper::body::Incoming;
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
-use crate::api::server::{Gatekeeper, Peer};
+use crate::api::transport::{Gatekeeper, Peer};
 use crate::api::{status_response, ApiResponse, Route, StatusReason};
 
 pub use authz::{Attributes, Authorizer, Decision};

@@ -14,38 +14,21 @@ use crate::clock::{Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
 use crate::policy::threshold::EvaluationLog;
-use crate::policy::{self, Answer, RefusalKind};
-use crate::selector::LabelSelector;
+use crate::policy::{self, Answer};
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::EvidenceSource;
 use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
-use super::answer_reuse::AnswerReuse;
-use super::evaluation::{metric_scope, Evaluation};
+use super::answer_reuse::{AnswerReuse, Version};
 use super::history::{self, History};
 use super::metric_query::{MetricQuery, Served};
-use super::object_scope::ObjectRef;
 use super::query_key::QueryKey;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
     UnknownMetric { metric: String, served: String },
-}
-
-/// What a reused answer depends on besides its scope's series: every write to the store (a
-/// shortcut: while none happened, nothing changed) and the cluster's facts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Version {
-    store: u64,
-    cluster: u64,
-}
-
-/// An answer, and the clock readings within which it reads the same while no input changes.
-struct Reusable {
-    answer: Answer,
-    fresh: FreshWindow,
 }
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
@@ -157,7 +140,7 @@ impl Adapter {
         self.clock.now_ms()
     }
 
-    /// Both clocks: reuse is timed on both (`Reusable::fresh`): scraped samples age on
+    /// Both clocks: reuse is timed on both (`Evaluation::fresh_window`): scraped samples age on
     /// the monotonic one, a producer's own timestamps on the wall clock.
     pub fn now(&self) -> Now {
         self.clock.now()
@@ -178,42 +161,11 @@ impl Adapter {
         })
     }
 
-    fn cluster_version(&self) -> Option<u64> {
+    pub(super) fn cluster_version(&self) -> Option<u64> {
         match self.workload_state() {
             None => Some(0),
             Some(cluster) => cluster.version(),
         }
-    }
-
-    /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
-    /// apart from the passing of time (`Reusable::fresh` covers that): the series any rule
-    /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
-    /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
-    /// cluster the store changes hundreds of times a second, but a workload's own series far
-    /// less often. `None` when no answer of `metric` may be reused: a threshold metric (or a
-    /// target over one) counts one `sustain` evaluation per new sample and its windows pass
-    /// with time alone. With a Prometheus source every store write counts (that source has
-    /// its own cache, and the caller bounds reuse to a second).
-    fn answer_version(
-        &self,
-        metric: &str,
-        namespace: &str,
-        selector: &LabelSelector,
-    ) -> Option<Version> {
-        if self.evaluates_every_scrape(metric) {
-            return None;
-        }
-        let cluster = self.cluster_version()?;
-        let store = if self.has_prometheus_source() {
-            self.store.generation()
-        } else {
-            self.store
-                .scope_version(self.config.metrics.iter().flat_map(|spec| {
-                    spec.read_series()
-                        .map(move |series| metric_scope(spec, series, namespace, selector))
-                }))
-        };
-        Some(Version { store, cluster })
     }
 
     /// Count one API request in the self-metrics.
@@ -261,7 +213,7 @@ impl Adapter {
     }
 
     /// Whether `metric` is a threshold or a target with a threshold among its inputs.
-    fn evaluates_every_scrape(&self, metric: &str) -> bool {
+    pub(super) fn evaluates_every_scrape(&self, metric: &str) -> bool {
         let is_threshold = |name: &str| {
             self.config
                 .metric(name)
@@ -343,7 +295,7 @@ impl Adapter {
         query: &MetricQuery,
         key: QueryKey,
     ) -> (Arc<Served>, FreshWindow) {
-        let Reusable { answer, fresh } = self
+        let computed = self
             .serve_answer(
                 spec,
                 &query.namespace,
@@ -352,44 +304,16 @@ impl Adapter {
                 &query.history_scope(),
             )
             .await;
+        let (answer, fresh) = (computed.answer, computed.fresh);
         self.remember_query(key);
         tracing::debug!(namespace = %query.namespace, selector = %query.selector, object = ?query.object, answer = %policy::summary(&answer), "served");
         let served = Served::new(answer, self.answer_window_secs());
         (Arc::new(served), fresh)
     }
 
-    /// One answer served to an HPA, whichever front door asked: evaluated, counted in the
-    /// self-metrics and kept in the history under `scope`.
-    async fn serve_answer(
-        &self,
-        spec: &MetricSpec,
-        namespace: &str,
-        selector: &LabelSelector,
-        object: Option<&ObjectRef>,
-        scope: &str,
-    ) -> Reusable {
-        let ev = Evaluation::new(namespace, selector, self.clock.now(), object, false);
-        let answer = self.answer_spec(spec, &ev).await;
-        self.metrics.answer(
-            spec.name(),
-            answer.refusal().map_or("value", RefusalKind::label),
-        );
-        // Taken before the history's lookup below, which may read evidence the answer did
-        // not: only what the answer read bounds its reuse.
-        let fresh = ev.fresh_window(self.stale_after_ms());
-        let applied = self.applied_replicas(spec, &ev).await;
-        self.record_answer(
-            (spec.name(), namespace, scope),
-            &answer,
-            applied,
-            ev.now.wall,
-        );
-        Reusable { answer, fresh }
-    }
-
     /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
     /// front door); `/status` evaluations are not recorded.
-    fn record_answer(
+    pub(super) fn record_answer(
         &self,
         key: (&str, &str, &str),
         answer: &Answer,

@@ -18,13 +18,20 @@ use foldhash::HashMap;
 
 use crate::clock::{FreshWindow, Millis, Now};
 
-use super::adapter::Version;
 use super::metric_query::Served;
 use super::query_key::QueryKey;
 
 pub(crate) const REUSE_MS: Millis = 1000;
 /// Bounds the entries: keys are what authorised callers ask, a handful per HPA.
 const MAX_ENTRIES: usize = 4096;
+
+/// What a reused answer depends on besides its scope's series: every write to the store (a
+/// shortcut: while none happened, nothing changed) and the cluster's facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Version {
+    pub(super) store: u64,
+    pub(super) cluster: u64,
+}
 
 #[derive(Default)]
 pub(super) struct AnswerReuse {

@@ -10,12 +10,13 @@ use crate::config::{MetricKind, MetricSpec};
 use crate::policy::combine;
 use crate::policy::threshold::{self, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, QueryContext, ScopeText};
+use crate::policy::{self, Answer, QueryContext, RefusalKind, ScopeText};
 use crate::selector::LabelSelector;
 use crate::source::SourceError;
 use crate::store::{Evidence, Scope, ScopeKey, Summarize, WorkloadRef};
 
 use super::adapter::{Adapter, MAX_SEEN_QUERIES};
+use super::answer_reuse::Version;
 use super::object_scope::{self, ObjectRef};
 use super::query_key::QueryKey;
 
@@ -152,7 +153,73 @@ impl<'a> Evaluation<'a> {
     }
 }
 
+/// An answer, and the clock readings within which it reads the same while no input changes.
+pub(super) struct Reusable {
+    pub(super) answer: Answer,
+    pub(super) fresh: FreshWindow,
+}
+
 impl Adapter {
+    /// One answer served to an HPA, whichever front door asked: evaluated, counted in the
+    /// self-metrics and kept in the history under `scope`.
+    pub(super) async fn serve_answer(
+        &self,
+        spec: &MetricSpec,
+        namespace: &str,
+        selector: &LabelSelector,
+        object: Option<&ObjectRef>,
+        scope: &str,
+    ) -> Reusable {
+        let ev = Evaluation::new(namespace, selector, self.clock.now(), object, false);
+        let answer = self.answer_spec(spec, &ev).await;
+        self.metrics.answer(
+            spec.name(),
+            answer.refusal().map_or("value", RefusalKind::label),
+        );
+        // Taken before the history's lookup below, which may read evidence the answer did
+        // not: only what the answer read bounds its reuse.
+        let fresh = ev.fresh_window(self.stale_after_ms());
+        let applied = self.applied_replicas(spec, &ev).await;
+        self.record_answer(
+            (spec.name(), namespace, scope),
+            &answer,
+            applied,
+            ev.now.wall,
+        );
+        Reusable { answer, fresh }
+    }
+
+    /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
+    /// apart from the passing of time (`Reusable::fresh` covers that): the series any rule
+    /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
+    /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
+    /// cluster the store changes hundreds of times a second, but a workload's own series far
+    /// less often. `None` when no answer of `metric` may be reused: a threshold metric (or a
+    /// target over one) counts one `sustain` evaluation per new sample and its windows pass
+    /// with time alone. With a Prometheus source every store write counts (that source has
+    /// its own cache, and the caller bounds reuse to a second).
+    pub(super) fn answer_version(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Option<Version> {
+        if self.evaluates_every_scrape(metric) {
+            return None;
+        }
+        let cluster = self.cluster_version()?;
+        let store = if self.has_prometheus_source() {
+            self.store.generation()
+        } else {
+            self.store
+                .scope_version(self.config.metrics.iter().flat_map(|spec| {
+                    spec.read_series()
+                        .map(move |series| metric_scope(spec, series, namespace, selector))
+                }))
+        };
+        Some(Version { store, cluster })
+    }
+
     /// `spec.replicas` of the one workload an answer is about, for the history: what the HPA
     /// has applied so far. The named object of an Object query; else, for a metric with a
     /// floor, the floor's workload (a recommender's pods belong to another); else the single

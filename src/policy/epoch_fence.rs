@@ -26,33 +26,11 @@ use std::fmt::Write as _;
 use super::answer::{Answer, RefusalKind};
 use super::input_notes::InputNotes;
 use super::observation::{read, target_list, QueryContext};
-use super::recommendation::{max_rule, status_text};
+use super::recommendation::{max_rule, status_text, Epoch};
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation};
 
 const RULE: &str = "max over fresh series of the newest epoch (never sum)";
-
-/// The newest epoch of a fenced answer, for its messages.
-pub(super) struct Epoch<'a> {
-    pub(super) label: &'a str,
-    pub(super) newest: u64,
-    /// Series of older epochs, fenced.
-    pub(super) fenced: usize,
-}
-
-impl Epoch<'_> {
-    /// The inputs a reason cites: `rec at master_epoch 4`.
-    pub(super) fn series_text(&self, q: &QueryContext<'_>) -> String {
-        format!("{} at {} {}", q.series_names(), self.label, self.newest)
-    }
-
-    /// Say how many series were fenced, after a reason.
-    pub(super) fn note_fenced(&self, reason: &mut String) {
-        if self.fenced > 0 {
-            let _ = write!(reason, "; {} series of older epochs fenced", self.fenced);
-        }
-    }
-}
 
 /// Label values cited in messages are the exporter's: cut to this many characters.
 const SHOWN_VALUE_CHARS: usize = 32;

@@ -24,9 +24,20 @@ pub mod valid_when;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
+use crate::store::Evidence;
+
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
 pub use floor::stateful_floor;
 pub use input_notes::{notes_in, InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
 pub use observation::{QueryContext, ScopeText};
-pub use recommendation::recommendation;
 pub use target::target;
+
+/// An absolute replica recommendation: the max over fresh, valid series, never the sum
+/// (recommendation.rs). With an `epoch_label`, only the series of the newest leader epoch are inputs of the max
+/// (epoch_fence.rs).
+pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence, epoch_label: Option<&str>) -> Answer {
+    match epoch_label {
+        None => recommendation::max_over_fresh(q, ev),
+        Some(label) => epoch_fence::fenced(q, ev, label),
+    }
+}

@@ -4,7 +4,6 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::answer::*;
-use super::epoch_fence::{self, Epoch};
 use super::input_notes::InputNotes;
 use super::observation::*;
 use super::reason_text::reason;
@@ -21,13 +20,29 @@ const RULE: &str = "max over fresh series (never sum)";
 /// value, the max, is served. A series that is unknown (stale or invalid) and might hold a
 /// higher value than the fresh max blocks the answer: serving the lower fresh max would let
 /// partial data shrink the workload.
-///
-/// With an `epoch_label`, only the series of the newest leader epoch are inputs of the max
-/// (epoch_fence.rs).
-pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence, epoch_label: Option<&str>) -> Answer {
-    match epoch_label {
-        None => max_rule(q, ev, ev.observations.iter(), RULE, None),
-        Some(label) => epoch_fence::fenced(q, ev, label),
+pub(super) fn max_over_fresh(q: &QueryContext<'_>, ev: &Evidence) -> Answer {
+    max_rule(q, ev, ev.observations.iter(), RULE, None)
+}
+
+/// The newest epoch of a fenced answer, for its messages.
+pub(super) struct Epoch<'a> {
+    pub(super) label: &'a str,
+    pub(super) newest: u64,
+    /// Series of older epochs, fenced.
+    pub(super) fenced: usize,
+}
+
+impl Epoch<'_> {
+    /// The inputs a reason cites: `rec at master_epoch 4`.
+    pub(super) fn series_text(&self, q: &QueryContext<'_>) -> String {
+        format!("{} at {} {}", q.series_names(), self.label, self.newest)
+    }
+
+    /// Say how many series were fenced, after a reason.
+    pub(super) fn note_fenced(&self, reason: &mut String) {
+        if self.fenced > 0 {
+            let _ = write!(reason, "; {} series of older epochs fenced", self.fenced);
+        }
     }
 }
 
@@ -273,6 +288,7 @@ pub(super) fn max_rule<'o>(
 mod tests {
     use super::*;
     use crate::policy::fixtures::*;
+    use crate::policy::recommendation;
     use crate::store::{TargetId, UnknownTarget};
 
     #[test]

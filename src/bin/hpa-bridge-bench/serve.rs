@@ -31,7 +31,8 @@ use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::{quantile, BenchError, Plan};
-use hpa_bridge::api::server::{serve_api, Gatekeeper, Peer};
+use hpa_bridge::api::server::serve_api;
+use hpa_bridge::api::transport::{Gatekeeper, Peer};
 use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
 use hpa_bridge::auth;
 use hpa_bridge::clock::SystemClock;

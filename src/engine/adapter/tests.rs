@@ -4,9 +4,12 @@ use futures::future::BoxFuture;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::engine::evaluation::Evaluation;
 use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
 use crate::engine::status::StatusQuery;
+use crate::engine::ObjectRef;
+use crate::selector::LabelSelector;
 use crate::source::SourceError;
 use crate::store::{Evidence, Scope};
 

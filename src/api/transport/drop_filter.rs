@@ -257,8 +257,8 @@ mod tests {
     /// listener's filter, and taken off when a vouch lifts its penalty; the gauge follows.
     #[tokio::test]
     async fn refresh_lists_what_the_gate_refuses() {
-        use crate::api::connection::ConnectionLimits;
-        use crate::api::penalty_box::Strike;
+        use crate::api::transport::connection::ConnectionLimits;
+        use crate::api::transport::penalty_box::Strike;
         let metrics = std::sync::Arc::new(crate::telemetry::SelfMetrics::new());
         let mut limits = ConnectionLimits::default();
         limits.penalty.strikes = 1;

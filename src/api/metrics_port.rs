@@ -1,0 +1,200 @@
+//! The metrics port: `/metrics` (behind the gate when it faces the network) and, on a loopback
+//! listener only, the status page, `/status` and the answer history.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio::net::TcpListener;
+
+use super::transport::connection::{ConnectionGate, ConnectionLimits};
+use super::transport::shutdown::Shutdown;
+use super::transport::{authenticated, serve, Gatekeeper, Listening, Respond};
+use super::{json_response, plain, ApiResponse, Route, StatusReason};
+use crate::engine::{Adapter, StatusQuery};
+
+/// The metrics port's answer to one request. `/metrics` may face the network, but only behind
+/// `gate` (TLS with delegated authentication and authorization); the status pages (`/`,
+/// `/status`, `/status/*`), which show every workload, label and target, are served only when
+/// `status_pages` says the listener is a loopback one.
+pub fn metrics_responder(
+    adapter: Arc<Adapter>,
+    gate: Option<Arc<dyn Gatekeeper>>,
+    status_pages: bool,
+) -> Respond {
+    // One status document is built at a time per listener: each is linear in the page, but a
+    // crowd of callers must not take every blocking thread.
+    let status_builds = Arc::new(tokio::sync::Semaphore::new(1));
+    Arc::new(move |req, peer| {
+        let adapter = adapter.clone();
+        let gate = gate.clone();
+        let status_builds = status_builds.clone();
+        Box::pin(async move {
+            let path = req.uri().path();
+            if path == "/healthz" {
+                return plain(200, "ok\n");
+            }
+            if is_status_page(path) && !status_pages {
+                return plain(
+                    404,
+                    "not found: the status pages are served only on a loopback listener \
+                     (--metrics-bind-address on loopback, or --status-bind-address)\n",
+                );
+            }
+            if let Some(gate) = &gate {
+                // A non-resource request: SubjectAccessReview of `get` on the path, the
+                // convention of controller-runtime's secure metrics.
+                if let Err(denied) = gate.admit(&req, &peer, &Route::NotFound).await {
+                    return denied;
+                }
+                return authenticated(metrics_response(&adapter, &req, &status_builds).await);
+            }
+            metrics_response(&adapter, &req, &status_builds).await
+        })
+    })
+}
+
+/// The pages that explain answers: every workload, label and target URL.
+pub fn is_status_page(path: &str) -> bool {
+    path == "/" || path == "/status" || path.starts_with("/status/")
+}
+
+/// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
+fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
+    let filter = crate::engine::history::Filter {
+        namespace: super::query_param(query, "namespace")
+            .ok()
+            .flatten()
+            .filter(|v| !v.is_empty()),
+        metric: super::query_param(query, "metric")
+            .ok()
+            .flatten()
+            .filter(|v| !v.is_empty()),
+    };
+    let view = adapter.history(&filter);
+    let mut doc = serde_json::to_value(&view).unwrap_or_default();
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("now".into(), crate::clock::rfc3339(view.now_ms).into());
+        obj.insert(
+            "retentionSeconds".into(),
+            (view.retention_ms as f64 / 1000.0).into(),
+        );
+    }
+    doc
+}
+
+/// The status page: every scope's history and the scrape targets' health.
+pub fn status_page_html(adapter: &Adapter) -> String {
+    use super::status_page::{render, Page, TargetRow};
+    let view = adapter.history(&Default::default());
+    let now = view.now_ms;
+    let targets: Option<Vec<TargetRow>> = (!adapter.has_prometheus_source()).then(|| {
+        adapter
+            .target_health()
+            .into_iter()
+            .map(|(t, h)| TargetRow {
+                id: t.id.to_string(),
+                healthy: h.last_error.is_none() && h.ever_succeeded(),
+                last_error: h.last_error.clone(),
+                last_success_age_seconds: h.last_success_ms.map(|s| (now - s) as f64 / 1000.0),
+                consecutive_failures: h.consecutive_failures,
+            })
+            .collect()
+    });
+    render(&Page {
+        now_ms: now,
+        retention_ms: view.retention_ms,
+        ready: adapter.is_ready(),
+        scopes: &view.scopes,
+        tracked: view.tracked,
+        max_scopes: view.max_scopes,
+        dropped_scopes: view.dropped_scopes,
+        targets: targets.as_deref(),
+    })
+}
+
+/// Serve `/metrics` and `/status` over plain HTTP with default connection limits.
+pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
+    let listening = Listening {
+        gate: ConnectionGate::new(
+            "metrics",
+            ConnectionLimits::default(),
+            adapter.self_metrics(),
+        ),
+        tls: None,
+        shutdown: Shutdown::new(),
+        gatekeeper: None,
+    };
+    serve(listener, listening, metrics_responder(adapter, None, true)).await
+}
+
+async fn metrics_response<B>(
+    adapter: &Arc<Adapter>,
+    req: &http::Request<B>,
+    status_builds: &tokio::sync::Semaphore,
+) -> ApiResponse {
+    let query = req.uri().query();
+    match req.uri().path() {
+        "/metrics" => http::Response::builder()
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .body(Full::new(Bytes::from(adapter.render_self_metrics())))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
+        "/status" => status_document(adapter, query, status_builds).await,
+        "/status/history" => json_response(200, &history_json(adapter, query)),
+        "/" => http::Response::builder()
+            .header(http::header::CONTENT_TYPE, "text/html; charset=utf-8")
+            .header(http::header::CACHE_CONTROL, "no-cache, private")
+            // Nothing on the page may load from anywhere, and nothing may run.
+            .header(
+                http::header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
+            )
+            .body(Full::new(Bytes::from(status_page_html(adapter))))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
+        "/healthz" => plain(200, "ok\n"),
+        _ => plain(
+            404,
+            "not found: try /, /metrics, /status or /status/history\n",
+        ),
+    }
+}
+
+/// `/status?namespace=&metric=&limit=&continue=`. The document is built and encoded on a
+/// blocking thread: for thousands of workloads that is real CPU, and the async workers must
+/// stay free for the HPA's requests and the probes.
+async fn status_document(
+    adapter: &Arc<Adapter>,
+    query: Option<&str>,
+    status_builds: &tokio::sync::Semaphore,
+) -> ApiResponse {
+    let query = match super::query_pairs(query)
+        .map_err(|e| e.to_string())
+        .and_then(|pairs| StatusQuery::from_params(&pairs).map_err(|e| e.to_string()))
+    {
+        Ok(q) => q,
+        Err(message) => {
+            return super::status_response(StatusReason::BadRequest, &message);
+        }
+    };
+    let Ok(_permit) = status_builds.acquire().await else {
+        return plain(503, "shutting down\n");
+    };
+    let adapter = adapter.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let built = tokio::task::spawn_blocking(move || {
+        let doc = runtime.block_on(adapter.status(&query));
+        serde_json::to_vec(&doc)
+    })
+    .await;
+    match built {
+        Ok(Ok(body)) => http::Response::builder()
+            .status(200)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
+        _ => plain(500, "building the status document failed\n"),
+    }
+}
