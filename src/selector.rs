@@ -255,6 +255,13 @@ impl LabelSelector {
         Ok(Self::sorted(checked))
     }
 
+    /// A selector the engine builds over series labels, whose values need not be valid
+    /// Kubernetes label values (an api-version such as `apps/v1` has a `/`). Its text is a
+    /// cache key only, never parsed back or shown as a selector.
+    pub(crate) fn from_series_requirements(requirements: Vec<Requirement>) -> Self {
+        Self::sorted(requirements)
+    }
+
     fn sorted(mut requirements: Vec<Requirement>) -> Self {
         requirements.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
         Self::unchecked(requirements)

@@ -672,8 +672,16 @@ impl Adapter {
                     .await
             }
             (None, _) => self.source.evidence(scope, now.wall).await,
-            (Some(object), _) => {
+            (Some(object), read) => {
                 let cluster = self.workload_state();
+                if let (Read::Summary { after }, None) = (
+                    read,
+                    cluster.as_ref().and_then(|c| c.pods(&object.namespace)),
+                ) {
+                    if let Some(ev) = self.object_summary(object, scope, now, after) {
+                        return Ok(ev);
+                    }
+                }
                 object_scope::evidence(
                     &*self.source,
                     cluster.as_deref(),
@@ -685,6 +693,46 @@ impl Adapter {
                 .await
             }
         }
+    }
+
+    /// An Object query's evidence read as a summary, as External reads are, when discovery
+    /// lists no pods for it (so its scope is the series its workload labels name) and the
+    /// scrape store answers. Exact only while the named scope holds no series of another API
+    /// group, which the Object scope drops and a summary's counted tail could not: checked in
+    /// the same snapshot (no store write between the two reads), else `None` and the caller
+    /// lists every input.
+    fn object_summary(
+        &self,
+        object: &ObjectRef,
+        scope: &Scope<'_>,
+        now: Now,
+        after: usize,
+    ) -> Option<Evidence> {
+        let source: *const u8 = Arc::as_ptr(&self.source).cast();
+        if !std::ptr::eq(source, Arc::as_ptr(&self.store).cast()) {
+            return None;
+        }
+        let wl = &self.config.object_metrics.workload_labels;
+        let (named, foreign) = object_scope::label_scopes(scope.selector, object, wl)?;
+        let before = self.store.generation();
+        let foreign = Scope {
+            selector: &foreign,
+            ..scope.clone()
+        };
+        if !self.store.evidence(&foreign).observations.is_empty() {
+            return None;
+        }
+        let named = Scope {
+            selector: &named,
+            ..scope.clone()
+        };
+        let s = Summarize {
+            after,
+            now,
+            stale_after_ms: self.stale_after_ms(),
+        };
+        let ev = self.store.evidence_summarized(&named, s);
+        (self.store.generation() == before).then(|| object_scope::from_labels(object, wl, ev))
     }
 }
 

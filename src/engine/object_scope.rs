@@ -125,6 +125,49 @@ fn with_workload_labels(
     .ok()
 }
 
+/// The Object scope as two selectors: the series whose workload labels name `object`, and
+/// those among them whose api-version label names another group (which the Object scope
+/// drops). `None` when the name cannot be a label value.
+pub(crate) fn label_scopes(
+    selector: &LabelSelector,
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+) -> Option<(LabelSelector, LabelSelector)> {
+    let named = with_workload_labels(selector, object, wl)?;
+    // `apps/v1` is not a valid label value, so this selector is built, not validated.
+    let foreign = LabelSelector::from_series_requirements(
+        named
+            .requirements()
+            .iter()
+            .cloned()
+            .chain([
+                Requirement {
+                    key: wl.api_version.clone(),
+                    operator: Operator::Exists,
+                    values: Vec::new(),
+                },
+                Requirement {
+                    key: wl.api_version.clone(),
+                    operator: Operator::NotEquals,
+                    values: vec![object.kind.api_version().into()],
+                },
+            ])
+            .collect(),
+    );
+    Some((named, foreign))
+}
+
+/// The evidence of `object` from a read of its named scope alone (no pod set), which may be
+/// summarized: exact only when that scope holds no series of another group, which the caller
+/// has checked.
+pub(crate) fn from_labels(
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+    by_labels: Evidence,
+) -> Evidence {
+    combine(object, wl, by_labels, None, None)
+}
+
 /// The pod a target id names, for ids of the form `<namespace>/<pod>` (discovered targets and
 /// the Prometheus source's unknown pods).
 fn pod_of_target<'a>(id: &'a str, namespace: &str) -> Option<&'a str> {
@@ -192,8 +235,9 @@ pub(crate) fn combine(
         unknown_targets: by_labels.unknown_targets,
         workloads: Arc::from([me.clone()]),
         silent_pods,
-        // Object queries read every input (Adapter::read never summarizes them).
-        clean_tail: None,
+        // Only a read of the named scope alone may be summarized (`from_labels`); the broad
+        // read of the pods is listed.
+        clean_tail: by_labels.clean_tail,
     };
     if let Some(broad) = by_pods {
         for o in broad.observations {

@@ -310,18 +310,8 @@ async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         );
     };
     let answer = |now: Millis, explain: bool| {
-        let (adapter, selector) = (&adapter, &selector);
-        async move {
-            let ev = Evaluation::new("games", selector, now.into(), None, explain);
-            let a = adapter.answer_spec(spec, &ev).await;
-            let fetched = ev.evidence.lock().unwrap();
-            let summarized = fetched
-                .iter()
-                .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
-                .map(|t| t.series)
-                .sum::<usize>();
-            (a, summarized)
-        }
+        let ev = Evaluation::new("games", &selector, now.into(), None, explain);
+        answer_and_summarized(&adapter, spec, ev)
     };
     let (served, summarized) = answer(1_000_000, false).await;
     let (explained, none) = answer(1_000_000, true).await;
@@ -363,4 +353,96 @@ async fn a_target_request_reads_each_series_set_once() {
     // The recommendation's series and the floor's series: the floor's are read once, not
     // again for the workload's current count.
     assert_eq!(counting.reads.load(Ordering::SeqCst), 2);
+}
+
+/// An Object answer without a pod set is read as a summary, as an External one is, and gives
+/// the explained answer; a series naming the workload under another API group, which the
+/// Object scope drops and a summary could only count, makes it list every input instead.
+#[tokio::test]
+async fn an_object_answer_is_summarized_unless_another_group_names_the_workload() {
+    use crate::engine::ObjectKind;
+    use crate::policy::InputCounts;
+    let adapter = crate::engine::fixtures::default_adapter();
+    let store = adapter.scrape_store();
+    let targets = crate::engine::fixtures::lobby_pods(21);
+    store.set_targets(targets[..20].to_vec());
+    crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
+    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let everything = LabelSelector::everything();
+    let lobby = ObjectRef {
+        kind: ObjectKind::StatefulSet,
+        namespace: "games".into(),
+        name: "lobby".into(),
+    };
+    let answer = |explain: bool| {
+        let ev = Evaluation::new(
+            "games",
+            &everything,
+            1_000_000.into(),
+            Some(&lobby),
+            explain,
+        );
+        answer_and_summarized(&adapter, spec, ev)
+    };
+    let compare = |served: &Answer, explained: &Answer| {
+        assert_eq!(served.value(), explained.value());
+        assert_eq!(served.reason, explained.reason);
+        assert_eq!(
+            InputCounts::of(served).total(),
+            InputCounts::of(explained).total()
+        );
+    };
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    assert_eq!(
+        served.value(),
+        Some(20),
+        "{}",
+        crate::policy::summary(&served)
+    );
+    assert!(summarized > 0, "a healthy Object scope is summarized");
+    compare(&served, &explained);
+
+    // A pod past the noted ones, whose series all read clean, names lobby under another
+    // group, higher.
+    let foreign: Vec<_> =
+        crate::engine::fixtures::workload_page("StatefulSet", "lobby", 30.0, 30.0)
+            .into_iter()
+            .map(|mut s| {
+                for (k, v) in &mut s.labels {
+                    if k == "hpa_target_api_version" {
+                        *v = "other.example.com/v1".into();
+                    }
+                }
+                s
+            })
+            .collect();
+    store.set_targets(targets.clone());
+    store.record_success(&targets[20], 990_000, 1, foreign);
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    assert_eq!(summarized, 0, "another group in scope: every input listed");
+    assert_eq!(
+        served.value(),
+        Some(20),
+        "the other group's 30 is not lobby's: {}",
+        crate::policy::summary(&served)
+    );
+    compare(&served, &explained);
+}
+
+/// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
+async fn answer_and_summarized(
+    adapter: &Adapter,
+    spec: &MetricSpec,
+    ev: Evaluation<'_>,
+) -> (Answer, usize) {
+    let a = adapter.answer_spec(spec, &ev).await;
+    let fetched = ev.evidence.lock().unwrap();
+    let summarized = fetched
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
+        .map(|t| t.series)
+        .sum::<usize>();
+    (a, summarized)
 }
