@@ -247,7 +247,7 @@ impl Adapter {
         let spec = self.spec(&query.metric)?;
         // Read before the version: a write after it moves the generation.
         let Some(generation) = self.generation() else {
-            return Ok(self.compute(spec, query, query.key()).await.0);
+            return Ok(self.compute(spec, query, &query.key()).await.0);
         };
         let key = query.key();
         let now = self.clock.now();
@@ -257,13 +257,13 @@ impl Adapter {
         }
         let Some(version) = self.answer_version(spec.name(), &query.namespace, &query.selector)
         else {
-            return Ok(self.compute(spec, query, key).await.0);
+            return Ok(self.compute(spec, query, &key).await.0);
         };
         if let Some(e) = young.filter(|e| e.version == version) {
             self.reuse.checked(&key, version, generation);
             return Ok(e.served);
         }
-        let (served, fresh) = self.compute(spec, query, key.clone()).await;
+        let (served, fresh) = self.compute(spec, query, &key).await;
         self.reuse
             .keep(key, version, generation, now, fresh, served.clone());
         Ok(served)
@@ -275,7 +275,7 @@ impl Adapter {
     #[doc(hidden)]
     pub async fn answer_computed(&self, query: &MetricQuery) -> Result<Arc<Served>, QueryError> {
         let spec = self.spec(&query.metric)?;
-        Ok(self.compute(spec, query, query.key()).await.0)
+        Ok(self.compute(spec, query, &query.key()).await.0)
     }
 
     fn spec(&self, metric: &str) -> Result<&MetricSpec, QueryError> {
@@ -293,7 +293,7 @@ impl Adapter {
         &self,
         spec: &MetricSpec,
         query: &MetricQuery,
-        key: QueryKey,
+        key: &QueryKey,
     ) -> (Arc<Served>, FreshWindow) {
         let computed = self
             .serve_answer(
@@ -357,10 +357,10 @@ impl Adapter {
     }
 
     /// List a served query on `/status`.
-    fn remember_query(&self, key: QueryKey) {
+    fn remember_query(&self, key: &QueryKey) {
         let now = self.clock.now_ms();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = seen.get_mut(&key) {
+        if let Some(at) = seen.get_mut(key) {
             *at = now;
             return;
         }
@@ -374,7 +374,7 @@ impl Adapter {
                 seen.remove(&oldest);
             }
         }
-        seen.insert(key, now);
+        seen.insert(key.clone(), now);
     }
 
     /// Refresh gauges that are derived from the store.

@@ -190,14 +190,14 @@ impl Adapter {
     }
 
     /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
-    /// apart from the passing of time (`Reusable::fresh` covers that): the series any rule
-    /// of any configured metric reads in that scope (its own, its `validWhen` gate, its
-    /// `currentSeries`), the never-scraped targets, and the cluster's facts. In a live
-    /// cluster the store changes hundreds of times a second, but a workload's own series far
-    /// less often. `None` when no answer of `metric` may be reused: a threshold metric (or a
-    /// target over one) counts one `sustain` evaluation per new sample and its windows pass
-    /// with time alone. With a Prometheus source every store write counts (that source has
-    /// its own cache, and the caller bounds reuse to a second).
+    /// apart from the passing of time (`Evaluation::fresh_window` covers that): the series
+    /// any rule of any configured metric reads in that scope (its own, its `validWhen` gate,
+    /// its `currentSeries`), the never-scraped targets, and the cluster's facts. It is scoped
+    /// because the store is written with every scrape of any target, and a workload's own
+    /// series change far less often. `None` when no answer of `metric` may be reused: a
+    /// threshold metric (or a target over one) records a `sustain` evaluation per new sample
+    /// and its windows pass with time alone. With a Prometheus source every store write
+    /// counts (that source has its own cache, and answer_reuse.rs bounds reuse in time).
     pub(super) fn answer_version(
         &self,
         metric: &str,
@@ -673,18 +673,18 @@ impl Adapter {
             }
             (None, _) => self.source.evidence(scope, now.wall).await,
             (Some(object), read) => {
-                let cluster = self.workload_state();
-                if let (Read::Summary { after }, None) = (
-                    read,
-                    cluster.as_ref().and_then(|c| c.pods(&object.namespace)),
-                ) {
+                // Read once: it decides how the scope is read and is the pod set read with.
+                let pods = self
+                    .workload_state()
+                    .and_then(|c| c.pods(&object.namespace));
+                if let (Read::Summary { after }, None) = (read, &pods) {
                     if let Some(ev) = self.object_summary(object, scope, now, after) {
                         return Ok(ev);
                     }
                 }
                 object_scope::evidence(
                     &*self.source,
-                    cluster.as_deref(),
+                    pods.as_ref(),
                     &self.config.object_metrics.workload_labels,
                     object,
                     scope,

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::clock::Millis;
-use crate::cluster::{Cluster, PodFacts, WorkloadRef};
+use crate::cluster::{PodFacts, WorkloadRef};
 use crate::config::WorkloadLabels;
 use crate::selector::{LabelSelector, Operator, Requirement};
 use crate::source::{EvidenceSource, SourceError};
@@ -176,9 +176,10 @@ fn pod_of_target<'a>(id: &'a str, namespace: &str) -> Option<&'a str> {
 
 /// The evidence in `scope` (its series, namespace and `metricLabelSelector`) that belongs to
 /// `object`.
+/// `pods` are the namespace's pods as the cluster lists them, `None` without a pod set.
 pub(crate) async fn evidence(
     source: &dyn EvidenceSource,
-    cluster: Option<&dyn Cluster>,
+    pods: Option<&BTreeMap<String, PodFacts>>,
     wl: &WorkloadLabels,
     object: &ObjectRef,
     scope: &Scope<'_>,
@@ -194,12 +195,11 @@ pub(crate) async fn evidence(
             now,
         )
         .await?;
-    let pods = cluster.and_then(|c| c.pods(&object.namespace));
-    let by_pods = match &pods {
+    let by_pods = match pods {
         Some(_) => Some(source.evidence(scope, now).await?),
         None => None,
     };
-    Ok(combine(object, wl, by_labels, by_pods, pods.as_ref()))
+    Ok(combine(object, wl, by_labels, by_pods, pods))
 }
 
 /// Pure: the label-scoped evidence, plus (with the pod set) the series and never-scraped pods

@@ -402,7 +402,7 @@ fn send_clients_away(resp: &mut ApiResponse, version: http::Version, goaway: &to
 
 /// The answer to a HEAD request: the GET answer's status and headers, with its length, and no
 /// body. hyper drops the body of a HEAD answer on HTTP/1.1 but sends it on HTTP/2, where
-/// strict clients fail on the unexpected DATA (issue 13, item 8).
+/// strict clients fail on the unexpected DATA.
 fn without_body(resp: ApiResponse) -> ApiResponse {
     use hyper::body::Body;
     let (mut parts, body) = resp.into_parts();
