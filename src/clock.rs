@@ -97,6 +97,16 @@ impl FreshWindow {
         }
     }
 
+    /// Narrow the window by one input its producer declared valid until `until` (wall
+    /// clock): it reads the same on whichever side of that time `now` lies.
+    pub fn narrow_until(&mut self, now: Now, until: Millis) {
+        if now.wall > until {
+            self.from_wall = self.from_wall.max(until.saturating_add(1));
+        } else {
+            self.until_wall = self.until_wall.min(until);
+        }
+    }
+
     /// Whether `now` lies within the window.
     pub fn holds(&self, now: Now) -> bool {
         now.mono <= self.until_mono && (self.from_wall..=self.until_wall).contains(&now.wall)

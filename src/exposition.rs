@@ -37,6 +37,8 @@
 //! - Quoted (UTF-8) metric names from the newer `{"name", ...}` syntax are not supported; such
 //!   a line is an error because its name cannot be extracted.
 
+pub mod json_page;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -131,6 +133,40 @@ pub struct ExposedSample {
     pub labels: Vec<(String, String)>,
     pub value: f64,
     pub timestamp_ms: Option<i64>,
+    /// Set by the source when the sample is on the page but cannot be trusted: its value is
+    /// kept for display, never used, and never retained.
+    pub unusable: Option<Unusable>,
+}
+
+/// Why a series on a page cannot be used, whatever its value. Each reads as an invalid input:
+/// the rules that would lower an answer treat it as unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Unusable {
+    /// The page held the series more than once (same name and labels).
+    Duplicated,
+    /// Its producer's timestamp lies further in the future than `scrape.maxClockSkew`: its
+    /// clock, or the value, is wrong, and a time from the future would never age.
+    FromTheFuture,
+    /// Its metric names a `timestampSeries` that the page does not hold once with a valid
+    /// Unix time, so how old the value is is unknown.
+    NoProducerTime,
+    /// A JSON value that is neither a number, a boolean nor a numeric string.
+    NotANumber,
+}
+
+impl Unusable {
+    /// Why, as an input's note and a refusal say it.
+    pub const fn why(self) -> &'static str {
+        match self {
+            Unusable::Duplicated => "exported twice in one scrape, so its value is ambiguous",
+            Unusable::FromTheFuture => "timestamped further in the future than scrape.maxClockSkew",
+            Unusable::NoProducerTime => {
+                "its timestampSeries is missing from the page or not a valid Unix time"
+            }
+            Unusable::NotANumber => "its JSON value is not a number, boolean or numeric string",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -424,6 +460,7 @@ fn parse_sample(
     // Whatever remains starts with `#`: an OpenMetrics exemplar, which we have no use for.
 
     Ok(ExposedSample {
+        unusable: None,
         name: name.to_owned(),
         labels,
         value,

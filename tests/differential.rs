@@ -594,6 +594,7 @@ impl World {
                             .collect(),
                         value: s.value,
                         timestamp_ms: s.ts_offset.map(|d| now + d),
+                        unusable: None,
                     })
                     .collect();
                 let oracle_samples = exposed

@@ -263,6 +263,7 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
             labels: vec![("hpa_target_name".into(), "lobby".into())],
             value,
             timestamp_ms: None,
+            unusable: None,
         }];
         store.record_success(t, clock.now_ms(), 1, page);
     };

@@ -24,7 +24,10 @@ pub use metric::{
     ThresholdSpec, ValidWhen,
 };
 pub use object::{ObjectMetricsConfig, WorkloadLabels};
-pub use scrape::{KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, RESERVED_LABELS};
+pub use scrape::{
+    KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, DEFAULT_MAX_CLOCK_SKEW_MS,
+    RESERVED_LABELS,
+};
 pub use source::{PrometheusSourceConfig, PrometheusTls, SourceConfig};
 
 #[derive(Debug, thiserror::Error)]

@@ -21,6 +21,10 @@ pub struct ScrapeConfig {
     pub stale_after: Option<HumanDuration>,
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
+    /// How far a producer's timestamp may lie ahead of this process's clock. A sample timed
+    /// further ahead is invalid: its clock or its value is wrong, and it would never age.
+    #[serde(default = "default_max_clock_skew")]
+    pub max_clock_skew: HumanDuration,
     /// Parse limits for the lines of wanted series (every scraped pod may be hostile); a page
     /// that exceeds one fails its scrape with an error naming the limit.
     #[serde(default = "default_max_line_bytes")]
@@ -50,6 +54,7 @@ impl Default for ScrapeConfig {
             timeout: None,
             stale_after: None,
             max_body_bytes: default_max_body(),
+            max_clock_skew: default_max_clock_skew(),
             max_line_bytes: default_max_line_bytes(),
             max_labels_per_series: default_max_labels_per_series(),
             max_label_name_bytes: default_max_label_name_bytes(),
@@ -92,6 +97,13 @@ fn default_interval() -> HumanDuration {
 fn default_timeout() -> Duration {
     Duration::from_secs(3)
 }
+/// `scrape.maxClockSkew` unless set.
+pub const DEFAULT_MAX_CLOCK_SKEW_MS: i64 = 10_000;
+
+fn default_max_clock_skew() -> HumanDuration {
+    HumanDuration(Duration::from_millis(DEFAULT_MAX_CLOCK_SKEW_MS as u64))
+}
+
 fn default_max_body() -> u64 {
     16 * 1024 * 1024
 }

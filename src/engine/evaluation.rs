@@ -122,6 +122,9 @@ impl<'a> Evaluation<'a> {
                     o.scraped_mono_ms,
                     stale_after_ms,
                 );
+                if let Some(until) = o.valid_until_ms {
+                    window.narrow_until(self.now, until);
+                }
             }
             // A summary holds only clean, fresh, scraped series (store/family_digest.rs).
             if let Some(t) = ev.clean_tail {

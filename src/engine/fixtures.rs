@@ -32,6 +32,7 @@ pub fn workload_page(kind: &str, name: &str, expect: f64, index: f64) -> Vec<Exp
         labels: labels.clone(),
         value,
         timestamp_ms: None,
+        unusable: None,
     };
     vec![
         sample("hpa_expect_replicas", expect),

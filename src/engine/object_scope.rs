@@ -295,7 +295,8 @@ mod tests {
             last_valid: Some((3, 0)),
             present: true,
             target_failing: false,
-            duplicated: false,
+            unusable: None,
+            valid_until_ms: None,
         }
     }
 

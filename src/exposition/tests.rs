@@ -11,6 +11,7 @@ fn s(name: &str, labels: &[(&str, &str)], value: f64, ts: Option<i64>) -> Expose
             .collect(),
         value,
         timestamp_ms: ts,
+        unusable: None,
     }
 }
 
@@ -638,6 +639,7 @@ fn expected_samples(v: &serde_json::Value) -> Vec<ExposedSample> {
                         .collect(),
                     value: r["value"].as_str().unwrap().parse().unwrap(),
                     timestamp_ms: r["ts_ms"].as_i64(),
+                    unusable: None,
                 })
                 .collect()
         })
@@ -872,6 +874,7 @@ fn sample() -> impl Strategy<Value = (ExposedSample, Style)> {
                         labels,
                         value,
                         timestamp_ms,
+                        unusable: None,
                     },
                     Style {
                         crlf,

@@ -54,6 +54,7 @@ fn page(samples: &[(u8, u8, u8, u8)], at: Millis) -> Vec<ExposedSample> {
             value: VALUES[*value as usize % VALUES.len()],
             // Mostly scrape-time samples, sometimes an exporter timestamp in the past.
             timestamp_ms: (*age > 1).then(|| at - Millis::from(*age) * 1_500),
+            unusable: None,
         })
         .collect()
 }

@@ -53,7 +53,8 @@ pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observa
         last_valid: None,
         present: true,
         target_failing: false,
-        duplicated: false,
+        unusable: None,
+        valid_until_ms: None,
     }
 }
 

@@ -25,12 +25,17 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
     let mut never_valid: Vec<&Observation> = Vec::new();
     let mut retained_from_failing = 0usize;
     for o in &ev.observations {
-        // An index exported twice in one page may be either value: holding the lower one could
-        // release a pod that owns state, so the floor is incomplete until the page is clean.
-        let last_valid = if o.duplicated { None } else { o.last_valid };
+        // An index exported twice in one page, or otherwise unusable (from the future, of no
+        // known time), may be any value: holding a lower one could release a pod that owns
+        // state, so the floor is incomplete until the page is clean.
+        let last_valid = if o.unusable.is_some() {
+            None
+        } else {
+            o.last_valid
+        };
         match last_valid {
             Some((v, at)) => {
-                let fresh = o.age_ms(q.now) <= q.stale_after_ms;
+                let fresh = o.age_ms(q.now) <= q.stale_after_ms && !o.expired(q.now);
                 let status: std::borrow::Cow<'static, str> =
                     if let Some(why) = invalid_reason(o.value) {
                         format!(
@@ -57,8 +62,8 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 }
             }
             None => {
-                let status = if o.duplicated {
-                    format!("unknown: {DUPLICATED}")
+                let status = if let Some(u) = o.unusable {
+                    format!("unknown: {}", u.why())
                 } else {
                     format!("unknown: no valid index seen ({})", fmt_value(o.value))
                 };
@@ -92,9 +97,9 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 None => format!("{} (not scraped yet)", t.target),
             })
             .collect();
-        unknown.extend(never_valid.iter().map(|o| match o.duplicated {
-            true => format!("{} (index {DUPLICATED})", o.id.target),
-            false => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
+        unknown.extend(never_valid.iter().map(|o| match o.unusable {
+            Some(u) => format!("{} (index {})", o.id.target, u.why()),
+            None => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
         }));
         // A pod whose pages carry no index at all is as unknown as one never scraped: it may
         // hold state it does not report.
@@ -200,7 +205,7 @@ mod tests {
         let s = series();
         let mut twice = obs("pod-1", f64::NAN, 0);
         twice.last_valid = Some((2, NOW - 15_000));
-        twice.duplicated = true;
+        twice.unusable = Some(crate::store::Unusable::Duplicated);
         let a = stateful_floor(&ctx(&s), &ev(vec![obs("pod-0", 1.0, 0), twice]), 0);
         assert_eq!(a.value(), None);
         assert!(a.reason.contains("ambiguous"), "{}", a.reason);

@@ -108,6 +108,29 @@ impl std::fmt::Display for ScopeText<'_> {
     }
 }
 
+/// Why a stale input is stale, for messages: `45s old (staleAfter 30s)`, or that its producer's
+/// `validUntil` has passed.
+pub(crate) struct StaleText<'a>(pub &'a QueryContext<'a>, pub &'a Observation);
+
+impl std::fmt::Display for StaleText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let StaleText(q, o) = *self;
+        match o.valid_until_ms.filter(|_| o.expired(q.now)) {
+            Some(until) => write!(
+                f,
+                "past the validUntil its producer gave, by {:.0}s",
+                age_s(q.now.wall - until)
+            ),
+            None => write!(
+                f,
+                "{:.0}s old (staleAfter {})",
+                age_s(o.age_ms(q.now)),
+                fmt_limit(q.stale_after_ms)
+            ),
+        }
+    }
+}
+
 /// An age in seconds, for messages.
 pub(crate) fn age_s(age_ms: Millis) -> f64 {
     (age_ms.max(0) as f64) / 1000.0
@@ -153,14 +176,14 @@ pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
 
 /// Why a series exported twice in one page is not used: which of its values is meant is
 /// unknown, and unknown input never lowers an answer.
-pub const DUPLICATED: &str = "exported twice in one scrape, so its value is ambiguous";
+pub const DUPLICATED: &str = crate::store::Unusable::Duplicated.why();
 
 /// How one observation reads at query time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Reading {
     /// The series is no longer exported by its target.
     Gone,
-    /// Older than `staleAfter`.
+    /// Older than `staleAfter`, or past the `validUntil` its producer gave.
     Stale { age_ms: Millis },
     /// Fresh, but the value cannot be used (the reason says why).
     Invalid(&'static str),
@@ -178,10 +201,10 @@ pub fn read(
         return Reading::Gone;
     }
     let age_ms = o.age_ms(q.now);
-    if age_ms > q.stale_after_ms {
+    if age_ms > q.stale_after_ms || o.expired(q.now) {
         Reading::Stale { age_ms }
-    } else if o.duplicated {
-        Reading::Invalid(DUPLICATED)
+    } else if let Some(u) = o.unusable {
+        Reading::Invalid(u.why())
     } else if let Some(why) = invalid(o.value) {
         Reading::Invalid(why)
     } else {

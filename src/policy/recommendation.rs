@@ -53,10 +53,9 @@ pub(super) fn status_text(
     reading: Reading,
 ) -> Cow<'static, str> {
     match reading {
-        Reading::Stale { age_ms } => format!(
-            "stale: {:.0}s old (staleAfter {}){}",
-            age_ms as f64 / 1000.0,
-            fmt_limit(q.stale_after_ms),
+        Reading::Stale { .. } => format!(
+            "stale: {}{}",
+            StaleText(q, o),
             if o.target_failing {
                 ", target failing"
             } else {
@@ -188,11 +187,10 @@ pub(super) fn max_rule<'o>(
             }
             for o in &blockers_stale {
                 why.push(format!(
-                    "{} from {} is {:.0}s old (staleAfter {}) with last value {}",
+                    "{} from {} is {} with last value {}",
                     o.id.series,
                     o.id.target,
-                    age_s(o.age_ms(q.now)),
-                    fmt_limit(q.stale_after_ms),
+                    StaleText(q, o),
                     o.last_valid
                         .map(|(v, _)| v.to_string())
                         .unwrap_or_else(|| "unknown".into())
@@ -245,13 +243,19 @@ pub(super) fn max_rule<'o>(
         }
     } else if !stale.is_empty() {
         let youngest = stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
+        let expired = stale.iter().filter(|o| o.expired(q.now)).count();
         let reason = format!(
-            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}",
+            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}{}",
             stale.len(),
             names,
             q.scope,
             age_s(youngest),
             fmt_limit(q.stale_after_ms),
+            if expired > 0 {
+                format!(", and {expired} are past the validUntil their producer gave")
+            } else {
+                String::new()
+            },
             if invalid.is_empty() {
                 String::new()
             } else {

@@ -65,7 +65,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, RefusalKind};
 use super::input_notes::InputNotes;
-use super::observation::{age_s, fmt_limit, fmt_value, read, QueryContext, Reading};
+use super::observation::{fmt_limit, fmt_value, read, QueryContext, Reading, StaleText};
 use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -454,11 +454,10 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
             Reading::Stale { .. } => {
                 stale += 1;
                 why.push(format!(
-                    "{} from {} is {:.0}s old (staleAfter {})",
+                    "{} from {} is {}",
                     o.id.series,
                     o.id.target,
-                    age_s(o.age_ms(q.now)),
-                    fmt_limit(q.stale_after_ms)
+                    StaleText(q, o)
                 ));
                 "stale".to_string()
             }

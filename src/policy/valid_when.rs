@@ -39,18 +39,14 @@ pub fn current_from_series(
     for o in &ev.observations {
         let status = match read(q, o, invalid_reason) {
             Reading::Gone => continue,
-            Reading::Stale { age_ms } => {
+            Reading::Stale { .. } => {
                 problems.push(format!(
-                    "{} from {} is {:.0}s old",
+                    "{} from {} is {}",
                     o.id.series,
                     o.id.target,
-                    age_s(o.age_ms(q.now))
+                    StaleText(q, o)
                 ));
-                format!(
-                    "current: stale, {:.0}s old (staleAfter {})",
-                    age_ms as f64 / 1000.0,
-                    fmt_limit(q.stale_after_ms)
-                )
+                format!("current: stale, {}", StaleText(q, o))
             }
             Reading::Invalid(why) => {
                 problems.push(format!(
@@ -112,15 +108,23 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
         // A gate series is compared, not counted: any value is readable.
         let status = match read(q, o, |_| None) {
             Reading::Gone => continue,
-            Reading::Stale { .. } | Reading::Invalid(_) => {
+            Reading::Stale { .. } => {
                 failures.push(format!(
-                    "{} from {} is {:.0}s old (staleAfter {})",
+                    "{} from {} is {}",
                     o.id.series,
                     o.id.target,
-                    age_s(o.age_ms(q.now)),
-                    fmt_limit(q.stale_after_ms)
+                    StaleText(q, o)
                 ));
                 "gate: stale".to_string()
+            }
+            Reading::Invalid(why) => {
+                failures.push(format!(
+                    "{} from {} is {} ({why})",
+                    o.id.series,
+                    o.id.target,
+                    fmt_value(o.value)
+                ));
+                format!("gate: invalid: {why}")
             }
             Reading::Fresh(v) if v != gate.equals => {
                 failures.push(format!(

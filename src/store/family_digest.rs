@@ -86,7 +86,8 @@ impl TargetCell {
                 // A sample with a time of its own ages on the wall clock, which the digest
                 // does not track: its family is listed, and each series read as it reads.
                 clean &= s.present
-                    && !s.duplicated
+                    && s.unusable.is_none()
+                    && s.valid_until.is_none()
                     && invalid_reason(s.latest).is_none()
                     && s.last_valid == Some((value, s.latest_at))
                     && s.latest_mono.is_some();

@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
 use crate::exposition::ExposedSample;
+pub use crate::exposition::Unusable;
 use crate::selector::{LabelSelector, Labels, Operator};
 pub use family_digest::{CleanTail, Summarize};
 use family_digest::{Families, TargetCell};
@@ -61,6 +62,9 @@ pub struct TargetHealth {
     pub last_error: Option<String>,
     pub last_duration_ms: Option<u64>,
     pub consecutive_failures: u32,
+    /// What the producer last said of its value (a JSON source's `reason`), if it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_reason: Option<Arc<str>>,
 }
 
 impl TargetHealth {
@@ -88,9 +92,12 @@ struct SeriesState {
     latest_mono: Option<Millis>,
     /// False once a successful scrape no longer contained the series: the exporter dropped it.
     present: bool,
-    /// The last successful page held the series more than once (same name and labels): its
-    /// value is ambiguous, so it reads as invalid until a page holds it once.
-    duplicated: bool,
+    /// Why the last successful page's sample cannot be used whatever its value (held twice,
+    /// from the future, ...): it reads as invalid until a page holds it usably.
+    unusable: Option<Unusable>,
+    /// The producer said its page holds only until then (a JSON source's `validUntil`): past
+    /// it the series reads as stale, however recently it was scraped.
+    valid_until: Option<Millis>,
     /// Position among its target's series in (name, labels) order, kept up to date on every
     /// insertion, so an answer orders its inputs without comparing label sets.
     rank: u32,
@@ -158,15 +165,23 @@ pub struct Observation {
     pub present: bool,
     /// The target's most recent scrape failed.
     pub target_failing: bool,
-    /// The target's last page held this series more than once, so its value is ambiguous.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub duplicated: bool,
+    /// Why the target's last page's sample cannot be used whatever its value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<Unusable>,
+    /// The producer's own expiry of the value (wall clock): past it, the series reads as stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_until_ms: Option<Millis>,
 }
 
 impl Observation {
     /// How old the value is at `now`, on the clock that can tell (`scraped_mono_ms`).
     pub fn age_ms(&self, now: Now) -> Millis {
         now.age_ms(self.observed_at_ms, self.scraped_mono_ms)
+    }
+
+    /// Past the time its producer said the value holds until: stale, however young.
+    pub fn expired(&self, now: Now) -> bool {
+        self.valid_until_ms.is_some_and(|until| now.wall > until)
     }
 }
 
@@ -222,7 +237,8 @@ pub struct Scope<'a> {
 struct Reading {
     value_bits: u64,
     present: bool,
-    duplicated: bool,
+    unusable: Option<Unusable>,
+    valid_until: Option<Millis>,
     last_valid: Option<u64>,
 }
 
@@ -231,7 +247,8 @@ impl SeriesState {
         Reading {
             value_bits: self.latest.to_bits(),
             present: self.present,
-            duplicated: self.duplicated,
+            unusable: self.unusable,
+            valid_until: self.valid_until,
             last_valid: self.last_valid.map(|(v, _)| v),
         }
     }
@@ -300,6 +317,7 @@ pub struct Store {
     target_set: std::sync::atomic::AtomicU64,
     /// Each asked-about scope's series, while its membership stands (resolved_scope.rs).
     resolved: ResolvedScopes,
+    clock_skew: ClockSkew,
 }
 
 #[derive(Debug, Default)]
@@ -387,6 +405,37 @@ pub fn merge_labels(
 /// churning target loses anything, and it loses the series it stopped exporting longest ago.
 pub const MAX_RETAINED_ABSENT_SERIES: usize = 1024;
 
+/// One successful page: its samples, and what its producer said of the page as a whole.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Page {
+    pub samples: Vec<ExposedSample>,
+    /// Past this wall-clock time every sample of the page reads as stale (`validUntil`).
+    pub valid_until_ms: Option<Millis>,
+    /// The producer's own account of its value (a JSON source's `reason`), shown beside the
+    /// target's health.
+    pub reason: Option<Arc<str>>,
+}
+
+impl From<Vec<ExposedSample>> for Page {
+    fn from(samples: Vec<ExposedSample>) -> Self {
+        Page {
+            samples,
+            ..Page::default()
+        }
+    }
+}
+
+/// How far in the future a producer's timestamp may lie before its sample is not trusted
+/// (`scrape.maxClockSkew`); within it, the time is read as the scrape's.
+#[derive(Clone, Copy, Debug)]
+struct ClockSkew(Millis);
+
+impl Default for ClockSkew {
+    fn default() -> Self {
+        ClockSkew(crate::config::DEFAULT_MAX_CLOCK_SKEW_MS)
+    }
+}
+
 /// What one successful page did to the store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PageOutcome {
@@ -447,6 +496,14 @@ fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
 impl Store {
     pub fn new() -> Self {
         Store::default()
+    }
+
+    /// A store that trusts producers' timestamps up to `max_ms` in the future.
+    pub fn with_max_clock_skew(max_ms: Millis) -> Self {
+        Store {
+            clock_skew: ClockSkew(max_ms),
+            ..Store::default()
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
@@ -581,12 +638,18 @@ impl Store {
         target: &ScrapeTarget,
         scraped_at: impl Into<Now>,
         duration_ms: u64,
-        samples: Vec<ExposedSample>,
+        page: impl Into<Page>,
     ) -> PageOutcome {
         let Now {
             wall: scraped_at,
             mono: scraped_mono,
         } = scraped_at.into();
+        let Page {
+            samples,
+            valid_until_ms,
+            reason,
+        } = page.into();
+        let max_skew = self.clock_skew.0;
         let mut duplicates = 0u64;
         let mut forgotten = 0u64;
         self.with_scraped_record(target, |rec, postings, slots, stamp| {
@@ -594,6 +657,7 @@ impl Store {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
+            rec.health.producer_reason = reason;
             rec.cell
                 .failing
                 .store(false, std::sync::atomic::Ordering::Relaxed);
@@ -609,14 +673,22 @@ impl Store {
             for slot in rec.series.values().flat_map(HashMap::values) {
                 if let Some(s) = slots.get_mut(*slot) {
                     s.present = false;
-                    s.duplicated = false;
+                    s.unusable = None;
                 }
             }
             let mut inserted = false;
             for sample in samples {
                 let labels = SeriesLabels::new(merge_labels(&sample.labels, &rec.target.labels));
-                // An exporter-supplied timestamp says when the value was measured; never trust one
-                // from the future, and keep absurd past ones (before 1970) from overflowing ages.
+                // An exporter-supplied timestamp says when the value was measured. One further in
+                // the future than clocks drift would never age, so the sample is not trusted; a
+                // nearer one reads as the scrape's time, and absurd past ones (before 1970) are
+                // kept from overflowing ages.
+                let from_the_future = sample
+                    .timestamp_ms
+                    .is_some_and(|t| t > scraped_at.saturating_add(max_skew));
+                let unusable = sample
+                    .unusable
+                    .or(from_the_future.then_some(Unusable::FromTheFuture));
                 let at = sample
                     .timestamp_ms
                     .map(|t| t.clamp(0, scraped_at))
@@ -639,7 +711,8 @@ impl Store {
                             last_valid: None,
                             last_valid_before_page: None,
                             present: false,
-                            duplicated: false,
+                            unusable: None,
+                            valid_until: None,
                             rank: 0,
                         });
                         postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
@@ -655,10 +728,10 @@ impl Store {
                 // and reports the page; here neither value is trusted, and the retained value
                 // stays the last one seen unambiguously, so the duplicate never lowers an answer.
                 if state.present {
-                    if !state.duplicated {
+                    if state.unusable != Some(Unusable::Duplicated) {
                         duplicates += 1;
                     }
-                    state.duplicated = true;
+                    state.unusable = Some(Unusable::Duplicated);
                     state.latest = f64::NAN;
                     state.last_valid = state.last_valid_before_page;
                     continue;
@@ -667,8 +740,12 @@ impl Store {
                 state.latest_at = at;
                 state.latest_mono = mono;
                 state.present = true;
+                state.unusable = unusable;
+                state.valid_until = valid_until_ms;
                 state.last_valid_before_page = state.last_valid;
-                if invalid_reason(sample.value).is_none() {
+                // An unusable sample's value is not retained either: a floor holding it could
+                // be lower than the state the pod holds now.
+                if unusable.is_none() && invalid_reason(sample.value).is_none() {
                     state.last_valid = Some((sample.value as u64, at));
                 }
             }
@@ -954,7 +1031,8 @@ impl Store {
                         last_valid: s.last_valid,
                         present: s.present,
                         target_failing: failing,
-                        duplicated: s.duplicated,
+                        unusable: s.unusable,
+                        valid_until_ms: s.valid_until,
                     }),
             );
             if summarize.is_some() {

@@ -21,6 +21,7 @@ fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
             .collect(),
         value,
         timestamp_ms: None,
+        unusable: None,
     }
 }
 
@@ -51,7 +52,10 @@ fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
     let ev = store.evidence(&default_scope(&s, &sel));
     assert_eq!(ev.observations.len(), 1);
     let o = &ev.observations[0];
-    assert!(o.duplicated && o.value.is_nan(), "{o:?}");
+    assert!(
+        o.unusable == Some(Unusable::Duplicated) && o.value.is_nan(),
+        "{o:?}"
+    );
     assert_eq!(o.last_valid, Some((3, 1000)));
     // A clean page ends the ambiguity.
     assert_eq!(
@@ -61,7 +65,7 @@ fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
         0
     );
     let o = store.evidence(&default_scope(&s, &sel)).observations[0].clone();
-    assert!(!o.duplicated && o.value == 4.0);
+    assert!(o.unusable.is_none() && o.value == 4.0);
 }
 
 #[test]
@@ -220,7 +224,7 @@ fn one_target_exporting_many_workloads_is_read_only_for_the_scope() {
     let store = Store::new();
     let t = target("http://ctl/m", &[("namespace", "default")]);
     store.set_targets(vec![t.clone()]);
-    let page = (0..4000)
+    let page: Vec<ExposedSample> = (0..4000)
         .map(|i| sample("rec", &[("hpa_target_name", &format!("w{i}"))], 2.0))
         .collect();
     store.record_success(&t, 1000, 1, page);
@@ -275,7 +279,7 @@ proptest::proptest! {
             .collect();
         store.set_targets(targets.clone());
         for (t, (_, samples)) in targets.iter().zip(&pages) {
-            let page = samples
+            let page: Vec<ExposedSample> = samples
                 .iter()
                 .map(|(name, app, ver)| {
                     sample(&format!("s{name}"), &[("app", &format!("a{app}")), ("ver", &format!("v{ver}"))], 1.0)
@@ -337,7 +341,7 @@ proptest::proptest! {
             let obs: Vec<_> = ev
                 .observations
                 .iter()
-                .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone(), o.value.to_bits(), o.present, o.duplicated, o.last_valid.map(|(v, _)| v), o.target_failing))
+                .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone(), o.value.to_bits(), o.present, o.unusable, o.valid_until_ms, o.last_valid.map(|(v, _)| v), o.target_failing))
                 .collect();
             let unknown: Vec<_> = ev.unknown_targets.iter().map(|u| (u.target.clone(), u.last_error.clone())).collect();
             (obs, unknown)
@@ -347,7 +351,7 @@ proptest::proptest! {
             let at = 1000 * (step as Millis + 2);
             match kind {
                 0 | 1 => {
-                    let page = samples
+                    let page: Vec<ExposedSample> = samples
                         .iter()
                         .map(|(name, app, v)| sample(&format!("s{name}"), &[("app", &format!("a{app}"))], f64::from(*v)))
                         .collect();

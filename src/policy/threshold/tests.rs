@@ -412,7 +412,8 @@ fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
         last_valid: None,
         present: true,
         target_failing: false,
-        duplicated: false,
+        unusable: None,
+        valid_until_ms: None,
     }
 }
 

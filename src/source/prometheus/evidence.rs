@@ -122,7 +122,8 @@ pub fn evidence_from(
                     last_valid,
                     present: true,
                     target_failing: false,
-                    duplicated: false,
+                    unusable: None,
+                    valid_until_ms: None,
                 }
             }
             None => {
@@ -144,7 +145,8 @@ pub fn evidence_from(
                     last_valid: valid(value).map(|v| (v, at)),
                     present,
                     target_failing: present,
-                    duplicated: false,
+                    unusable: None,
+                    valid_until_ms: None,
                 }
             }
         };
