@@ -533,6 +533,7 @@ impl World {
         self.targets = specs
             .iter()
             .map(|s| ScrapeTarget {
+                format: Default::default(),
                 id: TargetId(s.id.as_str().into()),
                 url: format!("http://10.0.0.{}/metrics", s.id.len()),
                 labels: s.labels.clone(),

@@ -249,6 +249,7 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
     let adapter = default_adapter(clock.clone());
     let handler = ApiHandler::new(adapter.clone());
     let target = |name: &str, ns: &str| ScrapeTarget {
+        format: Default::default(),
         id: TargetId(name.into()),
         url: format!("http://{name}/metrics"),
         labels: [("namespace".to_string(), ns.to_string())].into(),

@@ -92,6 +92,10 @@ pub struct RecommendationSpec {
     /// count (policy/epoch_fence.rs).
     #[serde(default)]
     pub epoch_label: Option<String>,
+    /// A series on the same page holding when the recommendation was made (Unix seconds):
+    /// its age counts from then, so a recommender stuck behind a live endpoint goes stale.
+    #[serde(default)]
+    pub timestamp_series: Option<String>,
 }
 
 /// `kind: stateful-floor`: the highest retained one-based stateful index.
@@ -161,6 +165,7 @@ impl MetricSpec {
             valid_when: None,
             current_series: None,
             epoch_label: None,
+            timestamp_series: None,
         })
     }
 
@@ -235,6 +240,14 @@ impl MetricSpec {
     pub fn epoch_label(&self) -> Option<&str> {
         match self {
             MetricSpec::Recommendation(m) => m.epoch_label.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A recommendation's `timestampSeries`.
+    pub fn timestamp_series(&self) -> Option<&str> {
+        match self {
+            MetricSpec::Recommendation(m) => m.timestamp_series.as_deref(),
             _ => None,
         }
     }
@@ -367,6 +380,16 @@ fn validate_metric(all: &[MetricSpec], key: &str, m: &MetricSpec) -> Result<(), 
     if let MetricSpec::Threshold(t) = m {
         validate_threshold(key, t)?;
     }
+    if let Some(ts) = m.timestamp_series() {
+        if !is_valid_series_name(ts) || m.series().iter().any(|s| s == ts) {
+            return Err(invalid(
+                format!("{key}.timestampSeries"),
+                format!(
+                    "{ts:?} must be a valid Prometheus metric name other than the metric's series"
+                ),
+            ));
+        }
+    }
     if let Some(current) = m.current_series() {
         if !is_valid_series_name(current) {
             return Err(invalid(
@@ -494,7 +517,7 @@ fn is_valid_metric_name(name: &str) -> bool {
         })
 }
 
-fn is_valid_series_name(name: &str) -> bool {
+pub(super) fn is_valid_series_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b':')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')

@@ -6,12 +6,13 @@
 
 mod duration;
 mod history;
+mod json_source;
 mod metric;
 mod object;
 mod scrape;
 mod source;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use serde::Deserialize;
 
 pub use duration::HumanDuration;
 pub use history::HistoryConfig;
+pub use json_source::{JsonSampleConfig, JsonSourceConfig, JSON_CONFIG_ANNOTATION};
 pub use metric::{
     default_metrics, FloorSpec, MetricKind, MetricSpec, RecommendationSpec, Sustain, TargetSpec,
     ThresholdSpec, ValidWhen,
@@ -68,6 +70,10 @@ pub struct Config {
     /// How an Object metric query finds its workload's series (custom.metrics.k8s.io).
     #[serde(default)]
     pub object_metrics: ObjectMetricsConfig,
+    /// Named `json:` blocks, for discovered pods that choose one with the annotation
+    /// `hpa-bridge.io/json-config`.
+    #[serde(default)]
+    pub json_configs: BTreeMap<String, JsonSourceConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -124,6 +130,19 @@ impl Config {
             .find(|m| m.name().eq_ignore_ascii_case(name))
     }
 
+    /// Each series whose metric names a `timestampSeries`, and that series.
+    pub fn timestamp_rules(&self) -> BTreeMap<String, String> {
+        let mut rules = BTreeMap::new();
+        for m in &self.metrics {
+            if let Some(ts) = m.timestamp_series() {
+                for s in m.series() {
+                    rules.insert(s.clone(), ts.to_owned());
+                }
+            }
+        }
+        rules
+    }
+
     /// Every source series name any served metric reads, for skipping the rest while parsing.
     pub fn wanted_series(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
@@ -131,6 +150,9 @@ impl Config {
             names.extend(m.series().iter().cloned());
             if let Some(gate) = m.valid_when() {
                 names.insert(gate.series.clone());
+            }
+            if let Some(ts) = m.timestamp_series() {
+                names.insert(ts.to_string());
             }
             if let Some(current) = m.current_series() {
                 names.insert(current.to_string());
@@ -141,6 +163,43 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.scrape.validate()?;
+        for (name, block) in &self.json_configs {
+            block.compile(&format!("jsonConfigs.{name}"))?;
+        }
+        let json_in_use = !self.json_configs.is_empty()
+            || self.scrape.static_targets.iter().any(|t| t.json.is_some());
+        if json_in_use && self.source.is_some() {
+            return Err(invalid(
+                if self.json_configs.is_empty() {
+                    "scrape.static"
+                } else {
+                    "jsonConfigs"
+                },
+                "a json block is read by the embedded scraper, which source.prometheus turns off",
+            ));
+        }
+        let mut timestamp_of: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+        for (i, m) in self.metrics.iter().enumerate() {
+            let Some(ts) = m.timestamp_series() else {
+                continue;
+            };
+            if self.source.is_some() {
+                return Err(invalid(
+                    format!("metrics[{i}].timestampSeries"),
+                    "is applied by the embedded scraper, which source.prometheus turns off",
+                ));
+            }
+            for s in m.series() {
+                if let Some((other_ts, other)) = timestamp_of.insert(s, (ts, m.name())) {
+                    if other_ts != ts {
+                        return Err(invalid(
+                            format!("metrics[{i}].timestampSeries"),
+                            format!("series {s:?} is timed by {ts:?} here but by {other_ts:?} in metric {other:?}"),
+                        ));
+                    }
+                }
+            }
+        }
         self.history.validate()?;
         if let Some(source) = &self.source {
             source.validate(&self.scrape)?;

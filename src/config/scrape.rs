@@ -126,6 +126,9 @@ pub struct StaticTarget {
     pub url: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Read the page as a JSON status document rather than exposition text.
+    #[serde(default)]
+    pub json: Option<super::JsonSourceConfig>,
 }
 
 /// Pod discovery through the Kubernetes API.
@@ -281,6 +284,9 @@ impl ScrapeConfig {
             }
             if uri.host().is_none() {
                 return Err(invalid(&key, format!("{shown:?} has no host")));
+            }
+            if let Some(json) = &t.json {
+                json.compile(&format!("scrape.static[{i}].json"))?;
             }
             let compared = crate::redaction::without_password(&t.url).into_owned();
             if let Some(first) = seen_urls.insert(compared, i) {

@@ -432,6 +432,7 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
                 taken.insert(id.clone());
             }
             ScrapeTarget {
+                format: Default::default(),
                 id,
                 url: t.url.clone(),
                 labels: t.labels.clone(),

@@ -44,6 +44,7 @@ pub fn workload_page(kind: &str, name: &str, expect: f64, index: f64) -> Vec<Exp
 pub fn lobby_pods(n: usize) -> Vec<ScrapeTarget> {
     (0..n)
         .map(|i| ScrapeTarget {
+            format: Default::default(),
             id: TargetId(format!("games/lobby-{i:02}").into()),
             url: format!("http://10.0.0.{i}/metrics"),
             labels: [("namespace".to_string(), "games".to_string())].into(),

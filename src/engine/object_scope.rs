@@ -477,6 +477,7 @@ mod tests {
         let adapter = crate::engine::fixtures::default_adapter();
         let store = adapter.scrape_store();
         let target = |id: &str| ScrapeTarget {
+            format: Default::default(),
             id: TargetId(id.into()),
             url: format!("http://{id}/metrics"),
             labels: [("namespace".to_string(), "games".to_string())].into(),

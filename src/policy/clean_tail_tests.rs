@@ -17,6 +17,7 @@ const STALE_AFTER: Millis = 5_000;
 
 fn target(i: usize, ns: &str) -> ScrapeTarget {
     ScrapeTarget {
+        format: Default::default(),
         id: TargetId(format!("http://t{i}/m").into()),
         url: format!("http://t{i}/m"),
         labels: [("namespace", ns), ("pod", &format!("p{i}"))]

@@ -140,6 +140,7 @@ pub fn pod_target(
         labels.insert("workload_name".into(), w.name.clone());
     }
     Ok(ScrapeTarget {
+        format: Default::default(),
         id: TargetId(format!("{namespace}/{name}").into()),
         url: format!("http://{host}:{port}{path}"),
         labels,

@@ -405,6 +405,7 @@ pub(crate) mod tests {
 
     pub(crate) fn static_target(url: String) -> ScrapeTarget {
         ScrapeTarget {
+            format: Default::default(),
             id: crate::store::TargetId(url.as_str().into()),
             url,
             labels: BTreeMap::from([("namespace".to_owned(), "default".to_owned())]),

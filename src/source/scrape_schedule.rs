@@ -93,6 +93,7 @@ mod tests {
 
     fn target(id: &str) -> Arc<ScrapeTarget> {
         Arc::new(ScrapeTarget {
+            format: Default::default(),
             id: TargetId(id.into()),
             url: format!("http://{id}/metrics"),
             labels: BTreeMap::new(),

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
+use crate::exposition::json_page::JsonExtraction;
 use crate::exposition::ExposedSample;
 pub use crate::exposition::Unusable;
 use crate::selector::{LabelSelector, Labels, Operator};
@@ -48,6 +49,39 @@ pub struct ScrapeTarget {
     pub labels: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadRef>,
+    /// How its pages are read: exposition text unless a `json:` block says otherwise.
+    #[serde(skip_serializing_if = "PageFormat::is_exposition")]
+    pub format: PageFormat,
+}
+
+/// How a target's pages are read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum PageFormat {
+    #[default]
+    Exposition,
+    /// A JSON status document, read as its block says.
+    Json(Arc<JsonExtraction>),
+    /// A pod's annotation names a block `jsonConfigs` does not hold: each scrape fails, naming
+    /// it, so the pod counts as unknown rather than read the wrong way.
+    MissingJsonConfig(Arc<str>),
+}
+
+impl PageFormat {
+    fn is_exposition(&self) -> bool {
+        matches!(self, PageFormat::Exposition)
+    }
+}
+
+impl Serialize for PageFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PageFormat::Exposition => s.serialize_str("exposition"),
+            PageFormat::Json(x) => s.serialize_str(&format!("json ({})", x.name)),
+            PageFormat::MissingJsonConfig(name) => {
+                s.serialize_str(&format!("json (jsonConfigs.{name}, not configured)"))
+            }
+        }
+    }
 }
 
 fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {

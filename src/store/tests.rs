@@ -2,6 +2,7 @@ use super::*;
 
 fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
     ScrapeTarget {
+        format: Default::default(),
         id: TargetId(url.into()),
         url: url.into(),
         labels: labels

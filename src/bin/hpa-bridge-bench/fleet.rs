@@ -169,6 +169,7 @@ pub fn scrape_target(spec: &ExporterSpec, port: u16, i: usize) -> ScrapeTarget {
 pub fn scrape_target_named(spec: &ExporterSpec, port: u16, i: usize, pod: String) -> ScrapeTarget {
     let ip = exporter::target_ip(i, spec.shared_host);
     ScrapeTarget {
+        format: Default::default(),
         id: TargetId(format!("default/{pod}").into()),
         url: format!("http://{ip}:{port}/t/{i}"),
         labels: [("namespace", "default".to_string()), ("pod", pod)]

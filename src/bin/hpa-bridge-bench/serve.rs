@@ -410,6 +410,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     let targets: Vec<ScrapeTarget> = pages
         .iter()
         .map(|(pod, _)| ScrapeTarget {
+            format: Default::default(),
             id: TargetId(format!("default/{pod}").into()),
             url: format!("http://127.0.0.1:1/{pod}"),
             labels: [("namespace", "default"), ("pod", pod)]

@@ -178,6 +178,7 @@ impl Runner {
         for c in &self.controllers {
             if Self::controller_live(&c.spec, t) {
                 targets.push(ScrapeTarget {
+                    format: Default::default(),
                     id: TargetId(format!("{ns}/{}", c.spec.name).into()),
                     url: c.exporter.url.clone(),
                     labels: [
@@ -193,6 +194,7 @@ impl Runner {
         for p in self.pods.values() {
             let name = p.name(&w.name);
             targets.push(ScrapeTarget {
+                format: Default::default(),
                 id: TargetId(format!("{ns}/{name}").into()),
                 url: p.exporter.url.clone(),
                 labels: [
