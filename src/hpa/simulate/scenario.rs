@@ -278,6 +278,12 @@ pub struct ControllerSpec {
     /// More labels on its series, such as the leader epoch an `epochLabel` fences by.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// It runs inside the workload's own pods (the libapp controller in the service processes,
+    /// docs/hpa-behaviour.md §4.1): it exports only while one of the workload's pods is Ready,
+    /// and at 0 replicas nothing runs it (docs/hpa-behaviour.md §7.3). Its `values` are then what
+    /// it would recommend if it ran.
+    #[serde(default)]
+    pub in_workload: bool,
 }
 
 impl ControllerSpec {
@@ -358,7 +364,7 @@ impl Scenario {
         }
         self.kubernetes.controller_config()?;
         self.adapter_config()?;
-        Hpa::new(self.hpa.clone(), ControllerConfig::default())
+        Hpa::new(self.hpa.clone(), self.kubernetes.controller_config()?)
             .map_err(|e| invalid("hpa", e.to_string()))?;
         let w = &self.workload;
         if !(0..=1000).contains(&w.initial_replicas) {
