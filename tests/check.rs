@@ -843,6 +843,12 @@ fn one_writer_per_workload() {
         .as_str()
         .unwrap()
         .contains("AmbiguousSelector"));
+    // The examples hold two versions of one HPA, games/lobby (External and Object metrics):
+    // documents with one name are one object, not two HPAs; and the StatefulSet leaves
+    // spec.replicas to the HPA.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/examples");
+    let r = check(&["-o", "json", "-f", examples.to_str().unwrap()]);
+    assert_eq!((r.code, r.codes()), (0, set(&[])), "{}", r.stdout);
 
     // KEDA: the ScaledObject's own HPA is neither a second HPA nor checked as the user's
     // (its s0-prometheus metric is KEDA's to serve).

@@ -96,12 +96,16 @@ pub(super) fn check_writers(ctx: &mut Ctx) {
             continue;
         }
         let workload = format!("{kind} {ns}/{name}");
-        if hpas.len() > 1 {
+        // Documents with one namespace and name are one object, whichever is applied last
+        // (alternative versions of one HPA side by side): not two HPAs.
+        let names: BTreeSet<String> = hpas.iter().map(|h| hpa_ref(h).name).collect();
+        if names.len() > 1 {
             for h in &hpas {
-                let others: Vec<String> = hpas
+                let own = hpa_ref(h).name;
+                let others: Vec<&str> = names
                     .iter()
-                    .filter(|o| !std::ptr::eq(**o, *h))
-                    .map(|o| hpa_ref(o).name)
+                    .filter(|n| **n != own)
+                    .map(String::as_str)
                     .collect();
                 ctx.push(
                     rules::TWO_HPAS,
