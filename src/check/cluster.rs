@@ -1,4 +1,5 @@
-//! `check --cluster`: read the live objects through the kubeconfig, and ask the adapter for
+//! `check --cluster`: read the live objects (HPAs, their scale targets, KEDA ScaledObjects, the
+//! APIService) through the kubeconfig, and ask the adapter for
 //! every metric the HPAs use, the way the HPA does: through the API server's aggregation
 //! layer (docs/hpa-behaviour.md §1.2).
 

@@ -508,6 +508,24 @@ mod tests {
         assert_eq!(SampleValue::Text("7".into()).replicas(), Some(7));
     }
 
+    /// docs/hpa-behaviour.md §7.1: minReplicas 0 needs HPAScaleToZero, on by default from 1.37.
+    #[test]
+    fn min_replicas_zero_needs_kubernetes_1_37() {
+        let scenario = |version: &str| {
+            Scenario::from_yaml(&format!(
+                "name: x\nduration: 1m\nkubernetes: {{version: \"{version}\"}}\nworkload: {{name: lobby, initialReplicas: 2}}\n\
+                 hpa: {{minReplicas: 0, maxReplicas: 4, metrics: [{{type: External, external: {{metric: {{name: hpa_expect_replicas}}, target: {{type: AverageValue, averageValue: '1'}}}}}}]}}\n\
+                 controllers: [{{name: c, inWorkload: true, values: [{{at: 0s, value: 2}}]}}]\n"
+            ))
+        };
+        let err = scenario("1.36").unwrap_err().to_string();
+        assert!(
+            err.contains("hpa") && err.contains("HPAScaleToZero"),
+            "{err}"
+        );
+        assert!(scenario("1.37").unwrap().controllers[0].in_workload);
+    }
+
     #[test]
     fn unknown_keys_are_rejected() {
         let err = Scenario::from_yaml(
