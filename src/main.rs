@@ -104,16 +104,18 @@ struct CheckArgs {
     /// The cluster's --horizontal-pod-autoscaler-tolerance.
     #[arg(long, default_value_t = 0.1)]
     cluster_tolerance: f64,
-    /// Kubernetes version of the control plane (decides the tolerance rule and field support).
-    #[arg(long, default_value = "1.33")]
-    kube_version: String,
+    /// Kubernetes version of the control plane (decides the tolerance rule, field support and
+    /// whether minReplicas 0 is allowed). Default: the newest version hpa-bridge's HPA model knows.
+    #[arg(long, default_value_t = hpa_bridge::check::KubeVersion::NEWEST, value_parser = hpa_bridge::check::KubeVersion::parse)]
+    kube_version: hpa_bridge::check::KubeVersion,
     /// The recommender's own stabilisation window; shorter HPA scale-down windows are flagged.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     recommender_window: Duration,
     /// Flag scale-up policies that need longer than this to go from minReplicas to maxReplicas.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     max_scale_up_time: Duration,
-    /// The HPAScaleToZero feature gate is enabled (minReplicas 0 is allowed).
+    /// The HPAScaleToZero feature gate is enabled on a cluster older than 1.37, where it is off
+    /// by default (minReplicas 0 is allowed).
     #[arg(long)]
     scale_to_zero: bool,
     /// The Service that should own the external metrics APIService, as namespace/name.
@@ -541,8 +543,7 @@ fn run_check(args: CheckArgs) -> Result<i32> {
     }
     let settings = check::CheckSettings {
         cluster_tolerance: args.cluster_tolerance,
-        kube_version: check::KubeVersion::parse(&args.kube_version)
-            .map_err(|e| anyhow::anyhow!("--kube-version: {e}"))?,
+        kube_version: args.kube_version,
         recommender_window_s: args.recommender_window.as_secs() as i64,
         max_scale_up_s: args.max_scale_up_time.as_secs() as i64,
         scale_to_zero: args.scale_to_zero,
@@ -569,6 +570,7 @@ fn run_check(args: CheckArgs) -> Result<i32> {
         })?;
         inputs.hpas.extend(live.hpas);
         inputs.workloads.extend(live.workloads);
+        inputs.scaled_objects.extend(live.scaled_objects);
         inputs.answers.extend(live.answers);
         inputs.api_service = live.api_service.or(inputs.api_service);
         inputs.live = true;

@@ -130,8 +130,25 @@ fn each_fixture_gives_exactly_its_findings() {
             &[],
             0,
         ),
-        ("min-zero.yaml", &[], &["HB012"], 1),
-        ("min-zero.yaml", &["--scale-to-zero"], &[], 0),
+        // minReplicas 0: allowed by default from 1.37, the default version; whether the
+        // recommendation comes from the workload's own pods cannot be told (HB023, warning).
+        ("min-zero.yaml", &[], &["HB023"], 0),
+        (
+            "min-zero.yaml",
+            &["--kube-version", "1.36"],
+            &["HB012", "HB023"],
+            1,
+        ),
+        (
+            "min-zero.yaml",
+            &["--kube-version", "1.36", "--scale-to-zero"],
+            &["HB023"],
+            0,
+        ),
+        ("two-hpas.yaml", &[], &["HB020"], 1),
+        ("keda.yaml", &[], &["HB021"], 1),
+        ("gitops-replicas.yaml", &[], &["HB022"], 0),
+        ("zero-recommender.yaml", &[], &["HB023"], 0),
         ("deployment-floor.yaml", &[], &["HB013"], 0),
         ("ordinals.yaml", &[], &["HB014"], 1),
         ("no-floor.yaml", &[], &["HB015"], 0),
@@ -313,6 +330,11 @@ fn lists_json_and_stdin_are_read() {
     bad["spec"]["metrics"][0]["external"]["target"] =
         serde_json::json!({"type": "Value", "value": "1"});
     bad["metadata"]["name"] = "arena".into();
+    // Its own workload: a second HPA on lobby would be HB020.
+    bad["spec"]["scaleTargetRef"]["name"] = "arena".into();
+    for m in bad["spec"]["metrics"].as_array_mut().unwrap() {
+        m["external"]["metric"]["selector"]["matchLabels"]["hpa_target_name"] = "arena".into();
+    }
     let list = serde_json::json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscalerList",
         "metadata": {}, "items": [hpa, bad]
@@ -413,7 +435,13 @@ struct FakeApiServer {
 const TOKEN: &str = "check-test-token";
 
 impl FakeApiServer {
-    async fn start(pki: &Pki, apiservice: &'static str, adapter: HttpsClient) -> Self {
+    /// Serves the objects in `tests/fixtures/check/{dir}/`.
+    async fn start(
+        pki: &Pki,
+        dir: &'static str,
+        apiservice: &'static str,
+        adapter: HttpsClient,
+    ) -> Self {
         let issued = pki.server();
         let (certs, key) = (issued.certs(), issued.key());
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -442,7 +470,9 @@ impl FakeApiServer {
                     };
                     let svc = service_fn(move |req: http::Request<Incoming>| {
                         let (log, adapter) = (log.clone(), adapter.clone());
-                        async move { Ok::<_, Infallible>(handle(req, apiservice, &log, &adapter).await) }
+                        async move {
+                            Ok::<_, Infallible>(handle(req, dir, apiservice, &log, &adapter).await)
+                        }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(tls), svc)
@@ -470,6 +500,19 @@ impl FakeApiServer {
     fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
+
+    /// `check --cluster -o json` against this server.
+    async fn check_json(&self, pki: &Pki) -> Run {
+        let kubeconfig = self.kubeconfig(pki, pki.dir.path());
+        run_check_async(vec![
+            "--cluster".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "-o".into(),
+            "json".into(),
+        ])
+        .await
+    }
 }
 
 fn respond(code: u16, body: String) -> http::Response<Full<Bytes>> {
@@ -491,6 +534,7 @@ fn not_found(what: &str) -> http::Response<Full<Bytes>> {
 
 async fn handle(
     req: http::Request<Incoming>,
+    dir: &str,
     apiservice: &str,
     log: &Mutex<Vec<String>>,
     adapter: &HttpsClient,
@@ -513,19 +557,33 @@ async fn handle(
         );
     }
     let path = req.uri().path();
-    let read = |name: &str| std::fs::read_to_string(fixture(&format!("cluster/{name}"))).unwrap();
+    let read = |name: &str| std::fs::read_to_string(fixture(&format!("{dir}/{name}")));
     if path == "/apis/autoscaling/v2/horizontalpodautoscalers" {
-        return respond(200, read("hpas.json"));
+        return respond(200, read("hpas.json").unwrap());
     }
-    if let Some(name) = path.strip_prefix("/apis/apps/v1/namespaces/games/statefulsets/") {
-        let file = fixture(&format!("cluster/statefulset-{name}.json"));
-        return match std::fs::read_to_string(file) {
+    // A cluster without KEDA has no such resource: 404, as the API server answers.
+    if path == "/apis/keda.sh/v1alpha1/scaledobjects" {
+        return match read("scaledobjects.json") {
             Ok(body) => respond(200, body),
-            Err(_) => not_found(&format!("statefulsets.apps \"{name}\"")),
+            Err(_) => not_found("the server could not find the requested resource"),
+        };
+    }
+    let workload = path
+        .strip_prefix("/apis/apps/v1/namespaces/")
+        .and_then(|rest| rest.split_once('/'))
+        .and_then(|(_, rest)| rest.split_once('/'));
+    if let Some((resource @ ("statefulsets" | "deployments"), name)) = workload {
+        let kind = resource.trim_end_matches('s');
+        return match read(&format!("{kind}-{name}.json")) {
+            Ok(body) => respond(200, body),
+            Err(_) => not_found(&format!("{resource}.apps \"{name}\"")),
         };
     }
     if path == "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.external.metrics.k8s.io" {
-        return respond(200, read(apiservice));
+        return respond(
+            200,
+            std::fs::read_to_string(fixture(&format!("cluster/{apiservice}"))).unwrap(),
+        );
     }
     if path.starts_with("/apis/external.metrics.k8s.io/v1beta1/") {
         // The aggregator's job: forward to the adapter over HTTPS, hand back its answer.
@@ -607,7 +665,7 @@ async fn cluster_mode_reports_the_adapters_answers() {
         .await;
 
     let pki = Pki::new("fake-apiserver-ca");
-    let server = FakeApiServer::start(&pki, "apiservice.json", adapter.client()).await;
+    let server = FakeApiServer::start(&pki, "cluster", "apiservice.json", adapter.client()).await;
     let kubeconfig = server.kubeconfig(&pki, pki.dir.path());
     let r = run_check_async(vec![
         "--cluster".into(),
@@ -664,16 +722,10 @@ async fn cluster_mode_reports_the_adapters_answers() {
 async fn cluster_mode_flags_a_foreign_apiservice_and_does_not_query_it() {
     let adapter = AdapterProcess::start("").await;
     let pki = Pki::new("fake-apiserver-ca");
-    let server = FakeApiServer::start(&pki, "apiservice-keda.json", adapter.client()).await;
+    let server =
+        FakeApiServer::start(&pki, "cluster", "apiservice-keda.json", adapter.client()).await;
     let kubeconfig = server.kubeconfig(&pki, pki.dir.path());
-    let r = run_check_async(vec![
-        "--cluster".into(),
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "-o".into(),
-        "json".into(),
-    ])
-    .await;
+    let r = server.check_json(&pki).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.codes(), set(&["HB016"]), "{}", r.stdout);
     let f = &r.findings("HB016")[0];
@@ -719,7 +771,9 @@ fn object_metrics_and_the_selector_typo_scenario() {
     for (file, want, code) in [
         ("object-value.yaml", &["HB001", "HB002"][..], 1),
         ("object-good.yaml", &[][..], 0),
-        ("selector-typo.yaml", &["HB006"][..], 0),
+        // The two HPAs side by side also scale one StatefulSet (HB020); a cluster would hold
+        // only one of them.
+        ("selector-typo.yaml", &["HB006", "HB020"][..], 1),
     ] {
         let r = check_file(file, &[]);
         assert_eq!(r.codes(), set(want), "{file}: {}\n{}", r.stdout, r.stderr);
@@ -744,4 +798,232 @@ fn object_metrics_and_the_selector_typo_scenario() {
         "{}",
         r.stdout
     );
+}
+
+/// Writes `text` to `dir/name`.
+fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `check -o json --config CONFIG -f FILE`.
+fn check_with_config(config: &Path, file: &Path) -> Run {
+    check(&[
+        "-o",
+        "json",
+        "--config",
+        config.to_str().unwrap(),
+        "-f",
+        file.to_str().unwrap(),
+    ])
+}
+
+/// docs/check.md HB020–HB022: one writer per workload.
+#[test]
+fn one_writer_per_workload() {
+    // Two HPAs on games/lobby: each names the other; staging's lobby is another workload.
+    let r = check_file("two-hpas.yaml", &[]);
+    let two = r.findings("HB020");
+    let names: BTreeSet<String> = two
+        .iter()
+        .map(|f| {
+            assert_eq!(f["object"]["namespace"], "games", "{f}");
+            assert_eq!(f["field"], "spec.scaleTargetRef");
+            assert_eq!(f["severity"], "error");
+            f["object"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(names, set(&["lobby", "lobby-cpu"]), "{}", r.stdout);
+    assert!(two[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("StatefulSet games/lobby is also scaled by HorizontalPodAutoscaler lobby-cpu"));
+    assert!(two[0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("AmbiguousSelector"));
+    // The examples hold two versions of one HPA, games/lobby (External and Object metrics):
+    // documents with one name are one object, not two HPAs; and the StatefulSet leaves
+    // spec.replicas to the HPA.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/examples");
+    let r = check(&["-o", "json", "-f", examples.to_str().unwrap()]);
+    assert_eq!((r.code, r.codes()), (0, set(&[])), "{}", r.stdout);
+
+    // KEDA: the ScaledObject's own HPA is neither a second HPA nor checked as the user's
+    // (its s0-prometheus metric is KEDA's to serve).
+    let r = check_file("keda.yaml", &[]);
+    let keda = r.findings("HB021");
+    assert_eq!(keda.len(), 1, "{}", r.stdout);
+    assert_eq!(keda[0]["object"]["name"], "worker");
+    let m = keda[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains("ScaledObject jobs/worker") && m.contains("its HPA keda-hpa-worker"),
+        "{m}"
+    );
+    assert!(!r.stdout.contains("\"keda-hpa-worker\""), "{}", r.stdout);
+    assert_eq!(r.json()["summary"]["hpasChecked"], 1, "{}", r.stdout);
+
+    // A GitOps tree fixing spec.replicas beside the HPA: a warning on the workload's field.
+    let r = check_file("gitops-replicas.yaml", &[]);
+    let fixed = r.findings("HB022");
+    assert_eq!(fixed.len(), 1, "{}", r.stdout);
+    assert_eq!(fixed[0]["severity"], "warning");
+    assert_eq!(fixed[0]["object"]["kind"], "StatefulSet");
+    assert_eq!(fixed[0]["field"], "spec.replicas");
+    let m = fixed[0]["message"].as_str().unwrap();
+    assert!(m.contains("the manifest sets spec.replicas: 3"), "{m}");
+    assert!(fixed[0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("gitops-replicas.yaml (document 1)"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| write_file(dir.path(), name, text);
+    // An HPA handed over to KEDA (transfer-hpa-ownership, the HPA's name in the ScaledObject)
+    // is KEDA's own: no conflict.
+    let keda = std::fs::read_to_string(fixture("keda.yaml")).unwrap();
+    let transferred = keda.replacen(
+        "spec:\n  scaleTargetRef: {name: worker}",
+        "spec:\n  advanced: {horizontalPodAutoscalerConfig: {name: worker}}\n  scaleTargetRef: {name: worker}",
+        1,
+    );
+    assert_ne!(transferred, keda);
+    let p = write("transferred.yaml", &transferred);
+    let r = check(&["-o", "json", "-f", p.to_str().unwrap()]);
+    assert!(!r.codes().contains("HB021"), "{}", r.stdout);
+    // Bad input is named precisely.
+    for (name, text, message) in [
+        (
+            "so.yaml",
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: w}\nspec: {scaleTargetRef: {kind: Deployment}}\n",
+            "so.yaml: document 1: ScaledObject \"w\": spec.scaleTargetRef.name is required",
+        ),
+        (
+            "sts.yaml",
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: s}\nspec: {replicas: three}\n",
+            "sts.yaml: document 1: StatefulSet \"s\": spec.replicas must be an integer, found \"three\"",
+        ),
+    ] {
+        let r = check(&["-f", write(name, text).to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{name}");
+        assert!(r.stderr.contains(message), "{}", r.stderr);
+    }
+}
+
+/// docs/check.md HB012 and HB023: minReplicas 0 by Kubernetes version, and a recommender that
+/// runs inside a workload that scales to zero.
+#[test]
+fn scale_to_zero_follows_the_version_and_flags_an_inside_recommender() {
+    let config = fixture("zero-config.yaml");
+    let r = check_file(
+        "zero-recommender.yaml",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_eq!(r.codes(), set(&["HB023"]), "{}", r.stdout);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let f = &r.findings("HB023")[0];
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["field"], "spec.minReplicas");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("podSelector \"hpa-bridge.io/scrape=true\"")
+            && m.contains("StatefulSet games/lobby"),
+        "{m}"
+    );
+    // Without discovery the check cannot tell: a warning that says so.
+    let r = check_file("zero-recommender.yaml", &[]);
+    let f = &r.findings("HB023")[0];
+    assert_eq!(f["severity"], "warning");
+    assert!(f["message"]
+        .as_str()
+        .unwrap()
+        .contains("no Kubernetes discovery"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| write_file(dir.path(), name, text);
+    // Discovery that does not scrape lobby's pods: the recommendation comes from elsewhere.
+    let other = write(
+        "other.yaml",
+        "scrape:\n  kubernetes:\n    podSelector: app=recommender\n",
+    );
+    let r = check_file(
+        "zero-recommender.yaml",
+        &["--config", other.to_str().unwrap()],
+    );
+    assert_eq!(r.codes(), set(&[]), "{}", r.stdout);
+    // The HPA says the recommender runs outside the workload.
+    let text = std::fs::read_to_string(fixture("zero-recommender.yaml")).unwrap();
+    let annotate = |value: &str| {
+        text.replacen(
+            "metadata: {name: lobby, namespace: games}\nspec:\n  scaleTargetRef",
+            &format!("metadata:\n  name: lobby\n  namespace: games\n  annotations: {{hpa-bridge.io/recommender: {value}}}\nspec:\n  scaleTargetRef"),
+            1,
+        )
+    };
+    let outside = write("outside.yaml", &annotate("outside-workload"));
+    let r = check_with_config(&config, &outside);
+    assert_eq!(r.codes(), set(&[]), "{}", r.stdout);
+    let typo = write("typo.yaml", &annotate("outside"));
+    let r = check_with_config(&config, &typo);
+    let m = r.findings("HB023")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("is not \"outside-workload\", so it is ignored"),
+        "{m}"
+    );
+    // minReplicas 1 needs no recommender at 0.
+    let one = write(
+        "one.yaml",
+        &text.replace("minReplicas: 0", "minReplicas: 1"),
+    );
+    let r = check_with_config(&config, &one);
+    assert_eq!(r.codes(), set(&[]), "{}", r.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_finds_every_writer_of_a_workload() {
+    let adapter = AdapterProcess::start("").await;
+    let pki = Pki::new("fake-apiserver-ca");
+    let server = FakeApiServer::start(
+        &pki,
+        "cluster-writers",
+        "apiservice-keda.json",
+        adapter.client(),
+    )
+    .await;
+    let r = server.check_json(&pki).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    // Beside KEDA the HPAs read Object metrics, so the foreign APIService is only noted.
+    assert_eq!(
+        r.codes(),
+        set(&["HB016", "HB020", "HB021", "HB022"]),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.findings("HB020").len(), 2, "{}", r.stdout);
+    let keda = r.findings("HB021");
+    assert_eq!(keda.len(), 1, "{}", r.stdout);
+    assert_eq!(keda[0]["object"]["name"], "worker");
+    // The StatefulSet's last applied configuration fixes spec.replicas; the Deployment's
+    // server-side apply manager does not own the field.
+    let fixed = r.findings("HB022");
+    assert_eq!(fixed.len(), 1, "{}", r.stdout);
+    assert_eq!(fixed[0]["object"]["name"], "lobby");
+    let m = fixed[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains("last-applied-configuration sets spec.replicas: 3"),
+        "{m}"
+    );
+    let reqs = server.requests();
+    assert!(
+        reqs.iter()
+            .any(|p| p.starts_with("/apis/keda.sh/v1alpha1/scaledobjects")),
+        "{reqs:#?}"
+    );
+    assert!(reqs
+        .iter()
+        .any(|p| p == "/apis/apps/v1/namespaces/jobs/deployments/worker"));
 }

@@ -151,6 +151,50 @@ fault_scripts! {
     object_metric_holds_through_a_stale_controller_and_ignores_a_namesake => "13-object-stale-controller.yaml",
     failover_with_epoch_fencing_follows_the_new_master => "14a-failover-epoch-fenced.yaml",
     failover_without_epoch_fencing_is_pinned_by_the_old_master => "14b-failover-max-pinned.yaml",
+    scale_to_zero_and_back_with_the_recommender_outside => "15a-zero-outside-recommender.yaml",
+    recommender_inside_with_min_one_scales_back_up => "15b-one-recommender-inside.yaml",
+}
+
+#[test]
+fn a_recommender_inside_a_workload_at_zero_is_a_deadlock() {
+    // docs/hpa-behaviour.md §7.3: at 0 replicas nothing runs a recommender inside the
+    // workload, so the demand for 6 at 10m is never served and lobby stays at 0.
+    fails_with("zero-recommender-inside.yaml", "scale-from-zero");
+    let run = simulate(
+        &faults_dir().join("unsafe/zero-recommender-inside.yaml"),
+        None,
+    );
+    assert!(
+        run.stdout
+            .contains("replicas: initial 3 min 0 max 3 final 0"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("no recommender runs"), "{}", run.stdout);
+    // The fixes: the same timeline with the recommender outside (0 and back), or with
+    // minReplicas 1 (never below 1).
+    let outside = simulate(
+        &faults_dir().join("15a-zero-outside-recommender.yaml"),
+        None,
+    );
+    outside.assert_passed("15a-zero-outside-recommender.yaml");
+    assert!(
+        outside
+            .stdout
+            .contains("replicas: initial 3 min 0 max 6 final 6")
+            && outside.stdout.contains("invariant scale-from-zero: ok"),
+        "{}",
+        outside.stdout
+    );
+    let min_one = simulate(&faults_dir().join("15b-one-recommender-inside.yaml"), None);
+    min_one.assert_passed("15b-one-recommender-inside.yaml");
+    assert!(
+        min_one
+            .stdout
+            .contains("replicas: initial 3 min 1 max 6 final 6"),
+        "{}",
+        min_one.stdout
+    );
 }
 
 #[test]

@@ -18,6 +18,26 @@ pub struct WorkloadInput {
     pub name: String,
     /// `spec.ordinals.start` (StatefulSet), 0 when unset.
     pub ordinals_start: i64,
+    /// Who else sets `spec.replicas`, in words, when something does: the manifest itself, or on
+    /// a live object the last applied configuration or a server-side apply manager (HB022).
+    pub replicas_fixed_by: Option<String>,
+    /// `spec.template.metadata.labels`, when known: which pods are the workload's (HB023).
+    pub pod_labels: Option<BTreeMap<String, String>>,
+    pub source: Option<String>,
+}
+
+/// A KEDA `ScaledObject`: another writer of its target's `spec.replicas`, through the HPA KEDA
+/// makes for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaledObjectInput {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.scaleTargetRef.kind`, `Deployment` when unset (as KEDA defaults it).
+    pub target_kind: String,
+    pub target_name: String,
+    /// The HPA KEDA owns for it: `spec.advanced.horizontalPodAutoscalerConfig.name`, else
+    /// `keda-hpa-<name>`.
+    pub hpa_name: String,
     pub source: Option<String>,
 }
 
@@ -88,6 +108,7 @@ pub struct AdapterAnswer {
 pub struct Inputs {
     pub hpas: Vec<HpaInput>,
     pub workloads: Vec<WorkloadInput>,
+    pub scaled_objects: Vec<ScaledObjectInput>,
     pub api_service: Option<ApiServiceInput>,
     pub answers: Vec<AdapterAnswer>,
     /// Read from a live cluster: every scale target was looked up, and the APIService must exist.

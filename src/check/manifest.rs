@@ -7,7 +7,12 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiServiceInput, HpaInput, Inputs, WorkloadInput, EXTERNAL_METRICS_APISERVICE};
+use std::collections::BTreeMap;
+
+use super::{
+    ApiServiceInput, HpaInput, Inputs, ScaledObjectInput, WorkloadInput,
+    EXTERNAL_METRICS_APISERVICE,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
@@ -200,11 +205,6 @@ pub fn inputs_from_objects(objects: Vec<(Origin, Value)>) -> Result<Inputs, Mani
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let namespace = v
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
         match (kind.as_str(), api_version.as_str()) {
             ("HorizontalPodAutoscaler", "autoscaling/v2") => {
                 quantities_as_strings(&mut v);
@@ -216,21 +216,14 @@ pub fn inputs_from_objects(objects: Vec<(Origin, Value)>) -> Result<Inputs, Mani
                 });
             }
             ("StatefulSet" | "Deployment", _) => {
-                let start = match v.pointer("/spec/ordinals/start") {
-                    None | Some(Value::Null) => 0,
-                    Some(s) => s.as_i64().ok_or_else(|| {
-                        origin.error(format!(
-                            "{kind} {name:?}: spec.ordinals.start must be an integer, found {s}"
-                        ))
-                    })?,
-                };
-                inputs.workloads.push(WorkloadInput {
-                    kind,
-                    namespace,
-                    name,
-                    ordinals_start: start,
-                    source: Some(origin.describe()),
-                });
+                let w = workload_from_json(&v, false, Some(origin.describe()))
+                    .map_err(|e| origin.error(format!("{kind} {name:?}: {e}")))?;
+                inputs.workloads.push(w);
+            }
+            ("ScaledObject", group) if group.starts_with("keda.sh/") => {
+                let so = scaled_object_from_json(&v, Some(origin.describe()))
+                    .map_err(|e| origin.error(format!("ScaledObject {name:?}: {e}")))?;
+                inputs.scaled_objects.push(so);
             }
             ("APIService", _) if name == EXTERNAL_METRICS_APISERVICE => {
                 inputs.api_service = Some(api_service_from_json(&v, Some(origin.describe())));
@@ -239,6 +232,124 @@ pub fn inputs_from_objects(objects: Vec<(Origin, Value)>) -> Result<Inputs, Mani
         }
     }
     Ok(inputs)
+}
+
+/// The parts of a KEDA ScaledObject the check needs, from its JSON; the error names the field.
+pub fn scaled_object_from_json(
+    v: &Value,
+    source: Option<String>,
+) -> Result<ScaledObjectInput, String> {
+    let text = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = text("/metadata/name").unwrap_or_default();
+    let target_name = text("/spec/scaleTargetRef/name")
+        .ok_or("spec.scaleTargetRef.name is required (the workload KEDA scales)")?;
+    Ok(ScaledObjectInput {
+        namespace: text("/metadata/namespace").unwrap_or("default").to_string(),
+        name: name.to_string(),
+        target_kind: text("/spec/scaleTargetRef/kind")
+            .unwrap_or("Deployment")
+            .to_string(),
+        target_name: target_name.to_string(),
+        hpa_name: keda_hpa_name(v, name),
+        source,
+    })
+}
+
+/// The HPA KEDA owns for a ScaledObject: `spec.advanced.horizontalPodAutoscalerConfig.name`,
+/// else `keda-hpa-<name>` (KEDA's ScaledObject specification).
+fn keda_hpa_name(scaled_object: &Value, name: &str) -> String {
+    scaled_object
+        .pointer("/spec/advanced/horizontalPodAutoscalerConfig/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .unwrap_or_else(|| format!("keda-hpa-{name}"))
+}
+
+/// The parts of a StatefulSet or Deployment the check needs, from its JSON. A `live` object
+/// always has `spec.replicas` (the API server defaults it), so there only an applier's record
+/// of the field counts as fixing it (docs/check.md, HB022); in a manifest the field itself
+/// does. The error names the field.
+pub fn workload_from_json(
+    v: &Value,
+    live: bool,
+    source: Option<String>,
+) -> Result<WorkloadInput, String> {
+    let text = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let integer = |p: &str| match v.pointer(p) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => n.as_i64().map(Some).ok_or_else(|| {
+            format!(
+                "{} must be an integer, found {n}",
+                p.trim_start_matches('/').replace('/', ".")
+            )
+        }),
+    };
+    let ordinals_start = integer("/spec/ordinals/start")?.unwrap_or(0);
+    let replicas_fixed_by = if live {
+        applied_replicas(v)
+    } else {
+        integer("/spec/replicas")?.map(|n| format!("the manifest sets spec.replicas: {n}"))
+    };
+    let pod_labels = v
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect::<BTreeMap<_, _>>()
+        });
+    Ok(WorkloadInput {
+        kind: text("/kind").to_string(),
+        namespace: Some(text("/metadata/namespace"))
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or("default")
+            .to_string(),
+        name: text("/metadata/name").to_string(),
+        ordinals_start,
+        replicas_fixed_by,
+        pod_labels,
+        source,
+    })
+}
+
+/// Who re-applies `spec.replicas` of a live object: the value kept in
+/// `kubectl.kubernetes.io/last-applied-configuration` (client-side apply), or an Apply entry
+/// of `managedFields` that owns the field (server-side apply). The HPA writes through the
+/// scale subresource with an Update, which neither records.
+fn applied_replicas(v: &Value) -> Option<String> {
+    let meta = v.get("metadata")?;
+    let last_applied = meta
+        .pointer("/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        .and_then(Value::as_str)
+        .and_then(|text| serde_json::from_str::<Value>(text).ok());
+    if let Some(n) = last_applied
+        .as_ref()
+        .and_then(|a| a.pointer("/spec/replicas"))
+        .filter(|n| !n.is_null())
+    {
+        return Some(format!(
+            "its kubectl.kubernetes.io/last-applied-configuration sets spec.replicas: {n} (client-side apply)"
+        ));
+    }
+    meta.get("managedFields")?
+        .as_array()?
+        .iter()
+        .find(|m| {
+            m.get("operation").and_then(Value::as_str) == Some("Apply")
+                && m.pointer("/fieldsV1/f:spec/f:replicas").is_some()
+        })
+        .map(|m| {
+            format!(
+                "field manager {:?} owns spec.replicas through server-side apply",
+                m.get("manager").and_then(Value::as_str).unwrap_or("")
+            )
+        })
 }
 
 /// The parts of an APIService the check needs, from its JSON.
@@ -351,6 +462,47 @@ mod tests {
         let inputs = inputs_from_objects(objs).unwrap();
         assert_eq!(inputs.workloads[0].namespace, "default");
         assert_eq!(inputs.workloads[1].namespace, "x");
+    }
+
+    /// docs/check.md HB022: a live object always has spec.replicas; only an applier's record
+    /// of it counts, and only for that field.
+    #[test]
+    fn live_replicas_count_only_when_an_applier_records_them() {
+        let live = |meta: Value| {
+            let v = serde_json::json!({"kind": "Deployment", "metadata": meta, "spec": {"replicas": 4}});
+            workload_from_json(&v, true, None)
+                .unwrap()
+                .replicas_fixed_by
+        };
+        assert_eq!(live(serde_json::json!({"name": "w"})), None);
+        let ssa = |fields: Value| {
+            live(serde_json::json!({"name": "w", "managedFields": [
+                {"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": fields}
+            ]}))
+        };
+        let owned = ssa(serde_json::json!({"f:spec": {"f:replicas": {}}})).unwrap();
+        assert!(
+            owned.contains("\"kustomize-controller\" owns spec.replicas"),
+            "{owned}"
+        );
+        assert_eq!(ssa(serde_json::json!({"f:spec": {"f:template": {}}})), None);
+        let applied = |spec: &str| {
+            live(serde_json::json!({"name": "w", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": format!("{{\"spec\":{spec}}}")
+            }}))
+        };
+        assert!(applied("{\"replicas\":2}")
+            .unwrap()
+            .contains("spec.replicas: 2"));
+        assert_eq!(applied("{\"paused\":false}"), None);
+        // In a manifest the field itself counts, whatever its value.
+        let manifest = serde_json::json!({"kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": 0}});
+        let w = workload_from_json(&manifest, false, None).unwrap();
+        assert_eq!(
+            w.replicas_fixed_by.as_deref(),
+            Some("the manifest sets spec.replicas: 0")
+        );
+        assert_eq!(w.namespace, "default");
     }
 
     #[test]

@@ -16,19 +16,23 @@ mod inputs;
 mod object_metric;
 mod report;
 mod scale_down;
+mod scale_from_zero;
 mod scale_up;
 mod selector;
 mod settings;
 mod target;
 mod tolerance;
 mod workload;
+mod writers;
 
 use answers::*;
 use api_service::*;
 use object_metric::*;
 use scale_down::*;
+use scale_from_zero::*;
 use target::*;
 use workload::*;
+use writers::*;
 
 pub use finding::*;
 pub use inputs::*;
@@ -38,7 +42,7 @@ pub use selector::*;
 pub use settings::*;
 pub use tolerance::*;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscaler};
@@ -47,8 +51,8 @@ use serde::Serialize;
 
 use crate::config::{Config, MetricKind};
 use crate::hpa::model::{
-    average_value_ratio, legacy_scale_up_limit, Behavior, PolicyType, ToleranceStyle, Tolerances,
-    DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE, SYNC_PERIOD,
+    average_value_ratio, legacy_scale_up_limit, Behavior, PolicyType, ScaleToZero, ToleranceStyle,
+    Tolerances, DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE, NEWEST_KUBE_MINOR, SYNC_PERIOD,
 };
 use crate::hpa::quantity::Quantity;
 
@@ -106,9 +110,17 @@ pub fn check(inputs: &Inputs, config: &Config, settings: &CheckSettings) -> Repo
         findings: Vec::new(),
     };
     check_api_service(&mut ctx);
-    for h in &inputs.hpas {
+    // An HPA KEDA made for a ScaledObject is KEDA's: its spec and metrics are not the user's
+    // to fix, and it counts as the ScaledObject in HB021.
+    let own: Vec<&HpaInput> = inputs
+        .hpas
+        .iter()
+        .filter(|h| !is_keda_owned(h, &inputs.scaled_objects))
+        .collect();
+    for h in &own {
         check_hpa(&mut ctx, h);
     }
+    check_writers(&mut ctx);
     let mut findings = ctx.findings;
     findings.sort_by(|a, b| {
         (a.severity, &a.object, a.code, &a.field).cmp(&(b.severity, &b.object, b.code, &b.field))
@@ -119,7 +131,7 @@ pub fn check(inputs: &Inputs, config: &Config, settings: &CheckSettings) -> Repo
     });
     Report {
         findings,
-        hpas_checked: inputs.hpas.len(),
+        hpas_checked: own.len(),
     }
 }
 
@@ -209,17 +221,20 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
 
     let min = spec.min_replicas.unwrap_or(1) as i64;
     let max = spec.max_replicas as i64;
-    if min == 0 && !ctx.settings.scale_to_zero {
+    if min == 0 && !ctx.settings.allows_min_zero() {
         ctx.push(
             rules::MIN_REPLICAS_ZERO,
             Severity::Error,
             &object,
             "spec.minReplicas",
-            "minReplicas is 0",
-            "minReplicas 0 needs the alpha feature gate HPAScaleToZero (docs/hpa-behaviour.md §1.7.7); without it the API server rejects the HPA. hpa-bridge never serves 0 for unknown input, so a workload at 0 only comes back through a served value, and the first step up from 0 is capped at 4",
-            "set minReplicas to at least 1 (the recommender's own minimum is 2, docs/hpa-behaviour.md §4.1), or enable HPAScaleToZero and pass --scale-to-zero",
+            format!("minReplicas is 0, and Kubernetes {} has the HPAScaleToZero feature gate off by default", ctx.settings.kube_version),
+            "minReplicas 0 needs HPAScaleToZero (alpha and off before 1.37, beta and on from 1.37, docs/hpa-behaviour.md §7.1); without it the API server rejects the HPA",
+            "set minReplicas to at least 1 (the recommender's own minimum is 2, docs/hpa-behaviour.md §4.1); or, on a cluster that enables HPAScaleToZero, pass --scale-to-zero (or --kube-version 1.37 or later)",
             src,
         );
+    }
+    if min == 0 {
+        check_scale_from_zero(ctx, &object, src, hpa, target_ref, &uses);
     }
     let behavior = spec.behavior.as_ref();
     let up = behavior.and_then(|b| b.scale_up.as_ref());

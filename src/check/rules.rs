@@ -76,9 +76,21 @@ rule!(
 );
 rule!(ADAPTER_REFUSES, "HB018", "Adapter refuses the metric");
 rule!(SCALE_TARGET_MISSING, "HB019", "Scale target not found");
+rule!(TWO_HPAS, "HB020", "Two HPAs scale one workload");
+rule!(
+    HPA_AND_SCALED_OBJECT,
+    "HB021",
+    "HPA beside a KEDA ScaledObject"
+);
+rule!(REPLICAS_FIXED, "HB022", "spec.replicas fixed beside an HPA");
+rule!(
+    RECOMMENDER_IN_WORKLOAD,
+    "HB023",
+    "Recommender inside a workload that scales to zero"
+);
 
 /// Every rule, in code order (docs/check.md has one section each).
-pub const ALL: [Rule; 19] = [
+pub const ALL: [Rule; 23] = [
     VALUE_PATH,
     AVERAGE_VALUE_NOT_ONE,
     TYPE_MISMATCH,
@@ -98,4 +110,8 @@ pub const ALL: [Rule; 19] = [
     APISERVICE_UNAVAILABLE,
     ADAPTER_REFUSES,
     SCALE_TARGET_MISSING,
+    TWO_HPAS,
+    HPA_AND_SCALED_OBJECT,
+    REPLICAS_FIXED,
+    RECOMMENDER_IN_WORKLOAD,
 ];

@@ -71,7 +71,7 @@ pub(super) fn check_tolerance(
                 format!("spec.behavior.{dir}.tolerance"),
                 format!("tolerance {text:?} is set, but Kubernetes {} has no per-HPA tolerance", s.kube_version),
                 format!("the field exists from 1.33 behind the HPAConfigurableTolerance gate; older API servers drop it, so the cluster-wide {cluster} applies (docs/hpa-behaviour.md §1.5)"),
-                "upgrade to 1.33+ with HPAConfigurableTolerance enabled (beta, on by default, from 1.35), or lower --horizontal-pod-autoscaler-tolerance on kube-controller-manager; pass --kube-version if the cluster is newer",
+                "upgrade to 1.33+ with HPAConfigurableTolerance enabled (beta, on by default, from 1.35), or lower --horizontal-pod-autoscaler-tolerance on kube-controller-manager; pass the cluster's real --kube-version if it is newer",
                 src,
             );
         } else if t.is_finite() && t >= 0.0 {

@@ -35,7 +35,7 @@ impl Hpa {
     /// A fresh controller for a valid spec. Its first sync records `spec.replicas` as the
     /// initial recommendation (docs/hpa-behaviour.md §1.7.6).
     pub fn new(spec: HpaSpec, config: ControllerConfig) -> Result<Self, SpecError> {
-        spec.validate()?;
+        validate_for(&spec, &config)?;
         Ok(Hpa {
             spec,
             config,
@@ -83,7 +83,7 @@ impl Hpa {
 
     /// Replaces the spec (an `kubectl apply` of the HPA); history is kept, as in the controller.
     pub fn set_spec(&mut self, spec: HpaSpec) -> Result<(), SpecError> {
-        spec.validate()?;
+        validate_for(&spec, &self.config)?;
         self.spec = spec;
         Ok(())
     }
@@ -184,8 +184,8 @@ impl Hpa {
         // docs/hpa-behaviour.md §1.7.6: recorded before anything else, only when no history is kept.
         self.record_initial_recommendation(now, current);
 
-        let (desired, rescale, decision) = if input.spec_replicas == 0 && min != 0 {
-            // docs/hpa-behaviour.md §1.7.1: scaling disabled.
+        let (desired, rescale, decision) = if current == 0 && !self.may_scale_from_zero(min) {
+            // docs/hpa-behaviour.md §1.7.1, §7.2: scaling disabled.
             self.set_condition(
                 now,
                 ConditionType::ScalingActive,
@@ -311,6 +311,7 @@ impl Hpa {
             });
             self.store_scale_event(now, current, desired);
             self.last_scale_time = Some(now);
+            self.record_zero_crossing(now, current, desired, min);
             desired
         } else {
             current
@@ -327,6 +328,44 @@ impl Hpa {
             stabilized_replicas,
             conditions: self.conditions.clone(),
             events,
+        }
+    }
+
+    /// Whether a target at 0 replicas is autoscaled (docs/hpa-behaviour.md §1.7.1, §7.2).
+    fn may_scale_from_zero(&self, min: i32) -> bool {
+        match self.config.scale_to_zero {
+            ScaleToZero::Off | ScaleToZero::ReplicasRule => min == 0,
+            ScaleToZero::Condition => self
+                .conditions
+                .iter()
+                .any(|c| c.condition_type == ConditionType::ScaledToZero && c.status),
+        }
+    }
+
+    /// The 1.37 controller marks its own scale to 0, which alone lets it scale from 0 later,
+    /// and clears the mark when it leaves 0 for any reason, a raised `minReplicas` included
+    /// (docs/hpa-behaviour.md §7.2). Every metric the model runs is External or Object, the
+    /// only kinds that may take a workload to 0.
+    fn record_zero_crossing(&mut self, now: Duration, current: i32, desired: i32, min: i32) {
+        if self.config.scale_to_zero != ScaleToZero::Condition {
+            return;
+        }
+        if current > 0 && desired == 0 && min == 0 {
+            self.set_condition(
+                now,
+                ConditionType::ScaledToZero,
+                true,
+                "ScaledToZero",
+                "the HPA controller scaled the workload to zero".into(),
+            );
+        } else if current == 0 && desired > 0 {
+            self.set_condition(
+                now,
+                ConditionType::ScaledToZero,
+                false,
+                "ScaledFromZero",
+                "the HPA controller scaled the workload from zero".into(),
+            );
         }
     }
 
@@ -621,6 +660,18 @@ impl Hpa {
             None => events.push(event),
         }
     }
+}
+
+/// The API server's validation with the cluster's feature gates: `minReplicas: 0` needs
+/// `HPAScaleToZero` (docs/hpa-behaviour.md §1.7.7, §7.1).
+fn validate_for(spec: &HpaSpec, config: &ControllerConfig) -> Result<(), SpecError> {
+    spec.validate()?;
+    if spec.min_replicas() == 0 && !config.scale_to_zero.allows_min_zero() {
+        return Err(SpecError::Invalid(
+            "minReplicas 0 needs the HPAScaleToZero feature gate (alpha and off before 1.37, beta and on from 1.37)".into(),
+        ));
+    }
+    Ok(())
 }
 
 struct ComputedMetrics {

@@ -43,6 +43,9 @@ pub use spec::*;
 pub use sync_io::*;
 pub use tolerance::*;
 
+/// The newest Kubernetes minor version whose HPA controller this model follows; the default
+/// of `check --kube-version` (docs/hpa-behaviour.md §7).
+pub const NEWEST_KUBE_MINOR: u32 = 37;
 /// The controller syncs every HPA every 15 s, one GET per metric per sync (docs/hpa-behaviour.md §1.7.5).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(15);
 /// `--horizontal-pod-autoscaler-tolerance` default (docs/hpa-behaviour.md §1.5).

@@ -67,6 +67,9 @@ pub enum ConditionType {
     AbleToScale,
     ScalingActive,
     ScalingLimited,
+    /// Set by the 1.37 controller when it scales to 0, cleared when it scales from 0
+    /// (docs/hpa-behaviour.md §7.2).
+    ScaledToZero,
 }
 
 /// An entry of `status.conditions`.
@@ -127,7 +130,8 @@ pub enum Stabilization {
 /// Which branch of the reconcile decided this sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// `spec.replicas == 0` with `minReplicas > 0` (docs/hpa-behaviour.md §1.7.1).
+    /// A target at 0 replicas that the HPA may not scale from: `minReplicas > 0` (docs/hpa-behaviour.md
+    /// §1.7.1), or from 1.37 a 0 the HPA did not set itself (docs/hpa-behaviour.md §7.2).
     ScalingDisabled,
     /// Current above `maxReplicas`: set to max, metrics skipped (docs/hpa-behaviour.md §1.7.1).
     AboveMaxReplicas,

@@ -5,6 +5,39 @@ use std::time::Duration;
 
 use super::{DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE};
 
+/// How the controller treats `minReplicas: 0` and a scale target at 0 replicas: the
+/// `HPAScaleToZero` feature gate and the implementation behind it (docs/hpa-behaviour.md §1.7.7,
+/// §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleToZero {
+    /// The gate is off: the API server rejects `minReplicas: 0`, and a target at 0 replicas
+    /// pauses autoscaling (docs/hpa-behaviour.md §1.7.1).
+    Off,
+    /// The alpha gate switched on before 1.37: a target at 0 is autoscaled only while
+    /// `minReplicas` is 0, so raising `minReplicas` at 0 pauses it (docs/hpa-behaviour.md §7.2).
+    ReplicasRule,
+    /// 1.37 and later (beta, on by default): the HPA records `ScaledToZero=True` when it scales to
+    /// 0 and autoscales a target at 0 only while that condition holds; a 0 set by anyone else
+    /// pauses it (docs/hpa-behaviour.md §7.2).
+    Condition,
+}
+
+impl ScaleToZero {
+    /// The default of a Kubernetes 1.`minor` cluster: on from 1.37 (docs/hpa-behaviour.md §7.1).
+    pub fn for_kube_minor(minor: u32) -> Self {
+        if minor >= 37 {
+            ScaleToZero::Condition
+        } else {
+            ScaleToZero::Off
+        }
+    }
+
+    /// `minReplicas: 0` passes the API server's validation.
+    pub fn allows_min_zero(self) -> bool {
+        self != ScaleToZero::Off
+    }
+}
+
 /// How the tolerance band is tested (docs/hpa-behaviour.md §1.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToleranceStyle {
@@ -37,6 +70,8 @@ pub struct ControllerConfig {
     pub tolerance_style: ToleranceStyle,
     /// `--horizontal-pod-autoscaler-downscale-stabilization` (docs/hpa-behaviour.md §1.7.3/§1.7.4).
     pub downscale_stabilization: Duration,
+    /// The `HPAScaleToZero` gate on kube-apiserver and kube-controller-manager.
+    pub scale_to_zero: ScaleToZero,
 }
 
 impl ControllerConfig {
@@ -46,6 +81,7 @@ impl ControllerConfig {
             tolerance: DEFAULT_TOLERANCE,
             tolerance_style: ToleranceStyle::for_kube_minor(minor),
             downscale_stabilization: DEFAULT_DOWNSCALE_STABILIZATION,
+            scale_to_zero: ScaleToZero::for_kube_minor(minor),
         }
     }
 }

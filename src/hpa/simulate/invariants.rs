@@ -241,6 +241,54 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// What this workload's controllers would recommend at `t` if they ran, whether or not
+    /// they do: a controller inside the workload keeps its timeline at 0 replicas, it just has
+    /// nowhere to run. A controller under a fault is left out: its silence is the fault's.
+    fn wanted(&self, t: Millis) -> Option<i64> {
+        self.controllers
+            .iter()
+            .filter(|c| {
+                c.spec.recommends_for(&self.scenario.workload)
+                    && Self::controller_live(&c.spec, t)
+                    && self.scenario.fault_at(&c.spec.name, false, t).is_none()
+            })
+            .filter_map(|c| step_value(&c.spec.values, t).and_then(SampleValue::replicas))
+            .max()
+    }
+
+    /// Invariant 5 (`minReplicas: 0`): a workload at 0 replicas comes back within the
+    /// convergence budget once its controllers ask for more (docs/hpa-behaviour.md §7.3). A
+    /// recommender that only runs inside the workload never can.
+    pub(super) fn check_scale_from_zero(&mut self, t: Millis, o: &SyncOutcome) {
+        let wanted = self.wanted(t).filter(|w| *w > 0);
+        let (0, Some(wanted)) = (o.replicas, wanted) else {
+            self.zero_wanted_since = None;
+            return;
+        };
+        let since = *self.zero_wanted_since.get_or_insert(t);
+        let budget = self.convergence_budget(0, wanted).unwrap_or(0);
+        if t - since > budget {
+            self.violation(
+                "scale-from-zero",
+                t,
+                format!(
+                    "replicas 0 for {} while the recommender wants {wanted} (budget {}): {}",
+                    fmt_t(t - since),
+                    fmt_t(budget),
+                    if self.exporting_controllers(t).next().is_none() {
+                        "no recommender runs, and nothing brings the workload back"
+                    } else {
+                        "the recommendation is exported but not followed"
+                    }
+                ),
+            );
+            // One report per episode.
+            self.zero_wanted_since = Some(Millis::MAX / 2);
+        }
+    }
+}
+
 /// (direction reversals, scale events) over the syncs.
 pub(super) fn reversals(rows: &[SyncRow]) -> (u32, u32) {
     let mut last: Option<bool> = None;

@@ -127,6 +127,9 @@ impl Report {
         if self.threshold_checked {
             invariants.extend(["flap", "plateau", "refusal"]);
         }
+        if self.zero_checked {
+            invariants.push("scale-from-zero");
+        }
         for inv in invariants {
             let n = self
                 .violations

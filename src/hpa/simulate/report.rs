@@ -100,6 +100,8 @@ pub struct Report {
     pub threshold_notes: Vec<String>,
     /// Whether the threshold invariants were checked (a `load:` block with a threshold metric).
     pub threshold_checked: bool,
+    /// Whether the scale-from-zero invariant was checked (`minReplicas: 0`).
+    pub zero_checked: bool,
 }
 
 impl Report {

@@ -31,6 +31,8 @@ pub(super) struct Runner {
     pub(super) last_scale: Option<(Millis, bool)>,
     /// The adapter's `epochLabel` on the recommendation, if it fences by leader epoch.
     pub(super) epoch_label: Option<String>,
+    /// Since when the workload has been at 0 replicas while its controllers ask for more.
+    pub(super) zero_wanted_since: Option<Millis>,
 }
 
 /// Runs a scenario to its end.
@@ -100,6 +102,7 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         https_requests: 0,
         threshold_notes: Vec::new(),
         threshold_checked: false,
+        zero_checked: scenario.hpa.min_replicas() == 0,
     };
     let threshold = scenario
         .load
@@ -129,6 +132,7 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         threshold,
         load_history: Vec::new(),
         last_scale: None,
+        zero_wanted_since: None,
     };
     runner.report.threshold_checked = threshold.is_some();
     for ordinal in 0..runner.spec_replicas.max(0) as u32 {
@@ -170,13 +174,20 @@ impl Runner {
         c.from.is_none_or(|f| ms(f) <= t) && c.until.is_none_or(|u| t < ms(u))
     }
 
+    /// Live, and for a controller inside the workload, hosted by a Ready pod
+    /// (docs/hpa-behaviour.md §7.3).
+    pub(super) fn controller_running(&self, c: &ControllerSpec, t: Millis) -> bool {
+        let w = &self.scenario.workload;
+        Self::controller_live(c, t) && (!c.in_workload || self.pods.values().any(|p| p.ready(w, t)))
+    }
+
     /// The adapter's targets: live controllers and existing pods, as discovery would list them.
     pub(super) fn sync_targets(&self, t: Millis) {
         let ns = &self.scenario.namespace;
         let w = self.workload();
         let mut targets = Vec::new();
         for c in &self.controllers {
-            if Self::controller_live(&c.spec, t) {
+            if self.controller_running(&c.spec, t) {
                 targets.push(ScrapeTarget {
                     format: Default::default(),
                     id: TargetId(format!("{ns}/{}", c.spec.name).into()),
@@ -221,7 +232,7 @@ impl Runner {
     ) -> impl Iterator<Item = &ControllerRun> + '_ {
         self.controllers.iter().filter(move |c| {
             c.spec.recommends_for(&self.scenario.workload)
-                && Self::controller_live(&c.spec, t)
+                && self.controller_running(&c.spec, t)
                 && self
                     .scenario
                     .fault_at(&c.spec.name, false, t)
@@ -308,6 +319,7 @@ impl Runner {
         let w = self.scenario.workload.clone();
         for i in 0..self.controllers.len() {
             let c = &self.controllers[i];
+            let running = self.controller_running(&c.spec, t);
             let fault = self.scenario.fault_at(&c.spec.name, false, t).cloned();
             let value = step_value(&c.spec.values, t).cloned();
             let body = match &value {
@@ -322,7 +334,7 @@ impl Runner {
             };
             let page = self.page_for(fault.as_ref(), "hpa_expect_replicas", body);
             c.exporter.set(page);
-            if fault.is_none() && Self::controller_live(&c.spec, t) {
+            if fault.is_none() && running {
                 if let Some(v) = value {
                     let d = &mut self.controllers[i].delivered;
                     d.ever_valid |= v.replicas().is_some();
@@ -535,6 +547,7 @@ impl Runner {
         self.check_invariants(t, &outcome, &unknown, floor);
         self.check_flap(t, &outcome);
         self.track_convergence(t, &outcome, unknown.is_empty(), target);
+        self.check_scale_from_zero(t, &outcome);
         let load = self.load_history.last().map(|(_, v)| *v);
         let band = self
             .threshold
@@ -597,7 +610,7 @@ impl Runner {
         let mut live: Vec<bool> = self
             .controllers
             .iter()
-            .map(|c| Self::controller_live(&c.spec, 0))
+            .map(|c| self.controller_running(&c.spec, 0))
             .collect();
         loop {
             let next_restart = restarts.last().copied().unwrap_or(Millis::MAX);
@@ -610,7 +623,7 @@ impl Runner {
             let now_live: Vec<bool> = self
                 .controllers
                 .iter()
-                .map(|c| Self::controller_live(&c.spec, t))
+                .map(|c| self.controller_running(&c.spec, t))
                 .collect();
             if now_live != live {
                 live = now_live;

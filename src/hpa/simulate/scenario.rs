@@ -278,6 +278,12 @@ pub struct ControllerSpec {
     /// More labels on its series, such as the leader epoch an `epochLabel` fences by.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// It runs inside the workload's own pods (the libapp controller in the service processes,
+    /// docs/hpa-behaviour.md §4.1): it exports only while one of the workload's pods is Ready,
+    /// and at 0 replicas nothing runs it (docs/hpa-behaviour.md §7.3). Its `values` are then what
+    /// it would recommend if it ran.
+    #[serde(default)]
+    pub in_workload: bool,
 }
 
 impl ControllerSpec {
@@ -358,7 +364,7 @@ impl Scenario {
         }
         self.kubernetes.controller_config()?;
         self.adapter_config()?;
-        Hpa::new(self.hpa.clone(), ControllerConfig::default())
+        Hpa::new(self.hpa.clone(), self.kubernetes.controller_config()?)
             .map_err(|e| invalid("hpa", e.to_string()))?;
         let w = &self.workload;
         if !(0..=1000).contains(&w.initial_replicas) {
@@ -500,6 +506,24 @@ mod tests {
         assert_eq!(SampleValue::Number(2.5).replicas(), None);
         assert_eq!(SampleValue::Text("NaN".into()).replicas(), None);
         assert_eq!(SampleValue::Text("7".into()).replicas(), Some(7));
+    }
+
+    /// docs/hpa-behaviour.md §7.1: minReplicas 0 needs HPAScaleToZero, on by default from 1.37.
+    #[test]
+    fn min_replicas_zero_needs_kubernetes_1_37() {
+        let scenario = |version: &str| {
+            Scenario::from_yaml(&format!(
+                "name: x\nduration: 1m\nkubernetes: {{version: \"{version}\"}}\nworkload: {{name: lobby, initialReplicas: 2}}\n\
+                 hpa: {{minReplicas: 0, maxReplicas: 4, metrics: [{{type: External, external: {{metric: {{name: hpa_expect_replicas}}, target: {{type: AverageValue, averageValue: '1'}}}}}}]}}\n\
+                 controllers: [{{name: c, inWorkload: true, values: [{{at: 0s, value: 2}}]}}]\n"
+            ))
+        };
+        let err = scenario("1.36").unwrap_err().to_string();
+        assert!(
+            err.contains("hpa") && err.contains("HPAScaleToZero"),
+            "{err}"
+        );
+        assert!(scenario("1.37").unwrap().controllers[0].in_workload);
     }
 
     #[test]

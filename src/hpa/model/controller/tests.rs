@@ -166,7 +166,9 @@ fn value_path_multiplies_by_ready_pods() {
 
     // spec.replicas == 0 (scale to zero, minReplicas 0): ceil(sum / value), first step capped
     // at 4 (docs/hpa-behaviour.md §1.7.7).
-    let mut hpa = Hpa::new(hpa_spec(0, 100, vec![value], None), legacy()).unwrap();
+    let mut alpha = legacy();
+    alpha.scale_to_zero = ScaleToZero::ReplicasRule;
+    let mut hpa = Hpa::new(hpa_spec(0, 100, vec![value], None), alpha).unwrap();
     let o = hpa.sync(t(0), &SyncInput::steady(0, vec![one(5.0)]));
     assert_eq!(proposal(&o, 0).replicas, 5);
     assert_eq!(o.replicas, 4);
@@ -675,7 +677,7 @@ proptest! {
         min in 0..5i32,
         span in 0..40i32,
         behavior in arb_behavior(),
-        minor in prop_oneof![Just(32u32), Just(33), Just(35)],
+        minor in prop_oneof![Just(32u32), Just(33), Just(35), Just(37)],
         steps in prop::collection::vec(
             (0..60i32, 0..60i32, 0..60i32, 1..40u64, arb_input_metric(), arb_input_metric()),
             1..25,
@@ -683,7 +685,11 @@ proptest! {
     ) {
         let max = (min + span).max(1);
         let spec = hpa_spec(min, max, vec![avg("a"), avg("b")], behavior);
-        let mut hpa = Hpa::new(spec, ControllerConfig::for_kube_minor(minor)).unwrap();
+        let mut config = ControllerConfig::for_kube_minor(minor);
+        if min == 0 && !config.scale_to_zero.allows_min_zero() {
+            config.scale_to_zero = ScaleToZero::ReplicasRule;
+        }
+        let mut hpa = Hpa::new(spec, config).unwrap();
         let mut now = t(0);
         for (current, status, ready, dt, a, b) in steps {
             now += t(dt);
@@ -700,6 +706,11 @@ proptest! {
                 prop_assert_eq!(o.replicas, 0);
                 continue;
             }
+            // docs/hpa-behaviour.md §7.2: from 1.37 a 0 the HPA did not set pauses it.
+            if o.decision == Decision::ScalingDisabled {
+                prop_assert_eq!((current, o.replicas), (0, 0));
+                continue;
+            }
             prop_assert!(o.replicas >= min && o.replicas <= max, "{} not in [{}, {}]", o.replicas, min, max);
             if current >= min && current <= max {
                 if invalid == 2 {
@@ -710,5 +721,95 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+fn v137() -> ControllerConfig {
+    ControllerConfig::for_kube_minor(37)
+}
+
+fn scaled_to_zero(o: &SyncOutcome) -> Option<(bool, String)> {
+    o.condition(ConditionType::ScaledToZero)
+        .map(|c| (c.status, c.reason.clone()))
+}
+
+/// A scale-down window of 0 s, default policies otherwise.
+fn prompt_down() -> Option<Behavior> {
+    Some(Behavior {
+        scale_up: None,
+        scale_down: Some(ScalingRules {
+            stabilization_window_seconds: Some(0),
+            ..Default::default()
+        }),
+    })
+}
+
+// docs/hpa-behaviour.md §1.7.7, §7.1: minReplicas 0 passes only with HPAScaleToZero, on by
+// default from 1.37.
+#[test]
+fn min_replicas_zero_needs_the_gate() {
+    let spec = hpa_spec(0, 10, vec![avg("m")], None);
+    let err = Hpa::new(spec.clone(), v135()).unwrap_err().to_string();
+    assert!(err.contains("HPAScaleToZero"), "{err}");
+    assert!(Hpa::new(spec.clone(), v137()).is_ok());
+    let mut alpha = v135();
+    alpha.scale_to_zero = ScaleToZero::ReplicasRule;
+    assert!(Hpa::new(spec.clone(), alpha).is_ok());
+    let mut hpa = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v135()).unwrap();
+    assert!(hpa.set_spec(spec).is_err());
+}
+
+// docs/hpa-behaviour.md §7.2: the 1.37 controller scales to 0 on a served 0, marks it with
+// ScaledToZero, holds 0 while the metric is invalid, and scales from 0 when the metric asks,
+// the first step capped by the scale-up policies (4 with the defaults).
+#[test]
+fn v137_scales_to_zero_and_back_from_an_external_metric() {
+    let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], prompt_down()), v137()).unwrap();
+    let o = hpa.sync(t(0), &SyncInput::steady(3, vec![one(0.0)]));
+    assert_eq!(o.replicas, 0, "{o}");
+    assert_eq!(scaled_to_zero(&o), Some((true, "ScaledToZero".into())));
+    // At 0 the AverageValue ratio is 0/0: never within the band, proposal ceil(0) = 0.
+    let o = hpa.sync(t(15), &SyncInput::steady(0, vec![one(0.0)]));
+    assert_eq!((o.replicas, o.rescaled), (0, false), "{o}");
+    assert!(matches!(o.decision, Decision::Normalized { .. }), "{o}");
+    // No recommendation at 0: every metric invalid, the workload stays at 0.
+    let o = hpa.sync(t(30), &SyncInput::steady(0, vec![broken()]));
+    assert_eq!(o.decision, Decision::AllMetricsInvalid { invalid: 1 });
+    assert_eq!(o.replicas, 0);
+    // The recommender asks for 6: the first step from 0 is the Pods policy's 4.
+    let o = hpa.sync(t(45), &SyncInput::steady(0, vec![one(6.0)]));
+    assert_eq!(o.replicas, 4, "{o}");
+    assert_eq!(scaled_to_zero(&o), Some((false, "ScaledFromZero".into())));
+    let o = hpa.sync(t(60), &SyncInput::steady(4, vec![one(6.0)]));
+    assert_eq!(o.replicas, 6, "{o}");
+}
+
+// docs/hpa-behaviour.md §7.2: a 0 the HPA did not set (a manual scale, a workload created at 0)
+// pauses autoscaling from 1.37, whatever minReplicas says.
+#[test]
+fn v137_a_zero_set_by_someone_else_pauses_the_hpa() {
+    let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], prompt_down()), v137()).unwrap();
+    let o = hpa.sync(t(0), &SyncInput::steady(0, vec![one(5.0)]));
+    assert_eq!((o.decision, o.replicas), (Decision::ScalingDisabled, 0));
+    assert_eq!(scaled_to_zero(&o), None);
+}
+
+// docs/hpa-behaviour.md §7.2: raising minReplicas while the HPA holds 0 scales to the new
+// minimum from 1.37; the alpha rule before it paused the HPA instead (kubernetes#110278).
+#[test]
+fn raising_min_replicas_at_zero_differs_by_implementation() {
+    let mut alpha = v135();
+    alpha.scale_to_zero = ScaleToZero::ReplicasRule;
+    for (config, want) in [
+        (v137(), (Decision::BelowMinReplicas, 1)),
+        (alpha, (Decision::ScalingDisabled, 0)),
+    ] {
+        let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], prompt_down()), config).unwrap();
+        let o = hpa.sync(t(0), &SyncInput::steady(2, vec![one(0.0)]));
+        assert_eq!(o.replicas, 0, "{o}");
+        hpa.set_spec(hpa_spec(1, 10, vec![avg("m")], prompt_down()))
+            .unwrap();
+        let o = hpa.sync(t(15), &SyncInput::steady(0, vec![one(0.0)]));
+        assert_eq!((o.decision, o.replicas), want, "{config:?}: {o}");
     }
 }
