@@ -38,6 +38,7 @@
 //!   a line is an error because its name cannot be extracted.
 
 pub mod json_page;
+pub mod producer_time;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -17,7 +17,6 @@ use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{self, Engine, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::store::Store;
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
 
@@ -671,7 +670,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     // Discovery starts first: it fills the target set the engine scrapes, and its watch
     // caches are the cluster facts the engine is built with.
     let static_targets = engine::static_targets(&config);
-    let targets = Arc::new(Store::new());
+    let targets = Arc::new(engine::store_for(&config));
     targets.set_targets(static_targets.clone());
     let scrape_interval = config.scrape.interval.0;
     let discovery = match &config.scrape.kubernetes {

@@ -427,6 +427,8 @@ fn sample() -> impl Strategy<Value = GenSample> {
         Some(-1000),
         Some(-4000),
         Some(5000),
+        // Beyond scrape.maxClockSkew (10s): the sample is not trusted.
+        Some(15_000),
     ]);
     (
         (name, value, name_label, kind_label, api_label),

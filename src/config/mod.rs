@@ -120,7 +120,16 @@ impl Config {
         .map_err(|e| {
             metric::explain_entry_error(text).unwrap_or_else(|| ConfigError::Yaml(e.to_string()))
         })?;
+        let mut config = config;
         config.validate()?;
+        if let Some(k) = &mut config.scrape.kubernetes {
+            let mut compiled = BTreeMap::new();
+            for (name, block) in &config.json_configs {
+                let x = block.compile(&format!("jsonConfigs.{name}"))?;
+                compiled.insert(name.clone(), std::sync::Arc::new(x));
+            }
+            k.json_configs = std::sync::Arc::new(compiled);
+        }
         Ok(config)
     }
 
@@ -471,5 +480,50 @@ mod tests {
         assert_eq!(ok.metrics.len(), 4);
         assert_eq!(ok.metric("f").unwrap().namespace_label(), "ns");
         assert!(ok.wanted_series().contains("v") && ok.wanted_series().contains("c"));
+    }
+
+    #[test]
+    fn json_blocks_and_timestamp_series_are_checked_naming_the_key() {
+        let cases = [
+            (
+                "scrape:\n  static:\n    - url: http://a/s\n      json: {samples: [{series: rec, value: recommendedWorkers}]}\n",
+                "scrape.static[0].json.samples[0].value: \"recommendedWorkers\" is not an RFC 9535 JSONPath",
+            ),
+            (
+                "jsonConfigs:\n  st: {samples: [{series: rec, value: $.a, labels: {__x: $.b}}]}\n",
+                "jsonConfigs.st.samples[0].labels.__x: \"__x\" is not a label name",
+            ),
+            (
+                "jsonConfigs:\n  st: {samples: [{series: rec, value: $.a, unit: s}]}\n",
+                "unknown field `unit`",
+            ),
+            (
+                "jsonConfigs:\n  st: {samples: []}\n",
+                "jsonConfigs.st.samples: must list at least one series",
+            ),
+            (
+                "jsonConfigs:\n  st: {samples: [{series: rec, value: $.a}]}\nsource: {prometheus: {url: http://p:9090}}\n",
+                "jsonConfigs: a json block is read by the embedded scraper",
+            ),
+            (
+                "metrics:\n  - {name: r, kind: recommendation, series: [rec], timestampSeries: rec}\n",
+                "metrics[0].timestampSeries: \"rec\" must be a valid Prometheus metric name other than the metric's series",
+            ),
+            (
+                "metrics:\n  - {name: r, kind: recommendation, series: [rec], timestampSeries: a}\n  - {name: s, kind: recommendation, series: [rec], timestampSeries: b}\n",
+                "metrics[1].timestampSeries: series \"rec\" is timed by \"b\" here but by \"a\" in metric \"r\"",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let err = Config::from_yaml(yaml).unwrap_err().to_string();
+            assert!(err.contains(want), "{yaml}\n{err}");
+        }
+        let ok = Config::from_yaml(
+            "metrics:\n  - {name: r, kind: recommendation, series: [rec], timestampSeries: rec_at}\nscrape:\n  maxClockSkew: 2s\n",
+        )
+        .unwrap();
+        assert!(ok.wanted_series().contains("rec_at"));
+        assert_eq!(ok.timestamp_rules()["rec"], "rec_at");
+        assert_eq!(ok.scrape.max_clock_skew.0, Duration::from_secs(2));
     }
 }

@@ -151,6 +151,12 @@ pub struct KubernetesDiscoveryConfig {
     /// Pod labels copied onto every sample of the pod.
     #[serde(default)]
     pub copy_labels: Vec<String>,
+    /// The top-level `jsonConfigs`, compiled, which a pod chooses from by the annotation
+    /// `hpa-bridge.io/json-config` (set by `Config` once it has checked them).
+    #[serde(skip)]
+    pub json_configs: std::sync::Arc<
+        BTreeMap<String, std::sync::Arc<crate::exposition::json_page::JsonExtraction>>,
+    >,
 }
 
 /// Target labels set by discovery; `copyLabels` may not reuse them.

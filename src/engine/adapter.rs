@@ -17,7 +17,7 @@ use crate::policy::threshold::EvaluationLog;
 use crate::policy::{self, Answer};
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::EvidenceSource;
-use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
 use super::answer_reuse::{AnswerReuse, Version};
@@ -61,7 +61,7 @@ pub struct Adapter {
 
 impl Adapter {
     pub(crate) fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
-        let store = Arc::new(Store::new());
+        let store = Arc::new(store_for(&config));
         store.set_targets(static_targets(&config));
         let mut limits = history::Limits::for_retention(
             config.history.retention.0.as_millis() as Millis,
@@ -125,6 +125,7 @@ impl Adapter {
                 limits: scrape.limits(),
                 wanted: Arc::new(self.config.wanted_series()),
                 concurrency,
+                timestamp_series: Arc::new(self.config.timestamp_rules().into_iter().collect()),
             },
             self.clock.clone(),
             self.metrics.clone(),
@@ -414,6 +415,11 @@ pub fn static_target_id(url: &str) -> TargetId {
 }
 
 /// The `scrape.static` targets, which carry no workload.
+/// An empty scrape store that applies the config's `scrape.maxClockSkew`.
+pub fn store_for(config: &Config) -> Store {
+    Store::with_max_clock_skew(config.scrape.max_clock_skew.0.as_millis() as Millis)
+}
+
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
     let mut taken = std::collections::HashSet::new();
     config
@@ -431,8 +437,16 @@ pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
                 id = TargetId(format!("{id} (scrape.static[{i}])").into());
                 taken.insert(id.clone());
             }
+            let format = match &t.json {
+                // `Config` compiled every block when it was loaded.
+                Some(json) => match json.compile(&format!("scrape.static[{i}].json")) {
+                    Ok(x) => PageFormat::Json(Arc::new(x)),
+                    Err(e) => PageFormat::UnusableJsonConfig(e.to_string().into()),
+                },
+                None => PageFormat::Exposition,
+            };
             ScrapeTarget {
-                format: Default::default(),
+                format,
                 id,
                 url: t.url.clone(),
                 labels: t.labels.clone(),

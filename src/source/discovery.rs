@@ -20,8 +20,8 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
 use crate::cluster::{Cluster, PodFacts};
-use crate::config::KubernetesDiscoveryConfig;
-use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
+use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
 
 pub use crate::config::RESERVED_LABELS;
 
@@ -139,8 +139,23 @@ pub fn pod_target(
         labels.insert("workload_kind".into(), w.kind.clone());
         labels.insert("workload_name".into(), w.name.clone());
     }
+    // The annotation chooses a JSON block; a name the config does not hold fails each scrape
+    // with that said, so the pod is unknown rather than read as exposition text.
+    let format = match annotations.get(JSON_CONFIG_ANNOTATION) {
+        None => PageFormat::Exposition,
+        Some(name) => match config.json_configs.get(name.as_str()) {
+            Some(x) => PageFormat::Json(x.clone()),
+            None => PageFormat::UnusableJsonConfig(
+                format!(
+                    "the pod's annotation {JSON_CONFIG_ANNOTATION} names {:?}, which jsonConfigs does not hold",
+                    name.chars().take(64).collect::<String>()
+                )
+                .into(),
+            ),
+        },
+    };
     Ok(ScrapeTarget {
-        format: Default::default(),
+        format,
         id: TargetId(format!("{namespace}/{name}").into()),
         url: format!("http://{host}:{port}{path}"),
         labels,
@@ -526,6 +541,36 @@ mod tests {
 
     fn none(_: &str, _: &str) -> Option<Arc<ReplicaSet>> {
         None
+    }
+
+    /// A pod chooses its JSON block by annotation; a name the config does not hold makes
+    /// every scrape of it fail, saying so, rather than read the page as exposition text.
+    #[test]
+    fn the_json_config_annotation_chooses_a_block_from_json_configs() {
+        let config = crate::config::Config::from_yaml(
+            "scrape: {kubernetes: {}}\njsonConfigs:\n  st: {samples: [{series: rec, value: $.a}]}\n",
+        )
+        .unwrap();
+        let k = config.scrape.kubernetes.unwrap();
+        let annotated = |name: &str| {
+            running(
+                json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9100", JSON_CONFIG_ANNOTATION: name}),
+                json!([]),
+            )
+        };
+        let t = pod_target(&annotated("st"), &k, &none).unwrap();
+        assert!(
+            matches!(&t.format, PageFormat::Json(x) if x.name == "jsonConfigs.st"),
+            "{:?}",
+            t.format
+        );
+        let t = pod_target(&annotated("nope"), &k, &none).unwrap();
+        assert_eq!(
+            t.format,
+            PageFormat::UnusableJsonConfig(
+                "the pod's annotation hpa-bridge.io/json-config names \"nope\", which jsonConfigs does not hold".into()
+            )
+        );
     }
 
     #[test]

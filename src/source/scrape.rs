@@ -5,7 +5,7 @@
 //! The parse runs on a blocking thread: however hostile the page, the async workers that serve
 //! the API and `/healthz` never wait for it (issue 13).
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use crate::clock::Clock;
 use crate::exposition;
 use crate::redaction::redact_url;
 use crate::source::scrape_schedule::ScrapeSchedule;
-use crate::store::{ScrapeTarget, Store, TargetId};
+use crate::store::{Page, PageFormat, ScrapeTarget, Store, TargetId};
 use crate::telemetry::SelfMetrics;
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
@@ -43,6 +43,10 @@ pub enum ScrapeError {
     Parser(String),
     #[error("malformed exposition text: {0}")]
     Parse(#[from] exposition::ExpositionError),
+    #[error("JSON status document: {0}")]
+    Json(#[from] exposition::json_page::JsonPageError),
+    #[error("{0}")]
+    JsonConfig(String),
 }
 
 impl ScrapeError {
@@ -56,6 +60,9 @@ impl ScrapeError {
             ScrapeError::TooLarge { .. } => "too_large",
             ScrapeError::Body(_) => "body",
             ScrapeError::Parser(_) => "parse",
+            ScrapeError::Json(e) if e.is_limit() => "limit",
+            ScrapeError::Json(_) => "parse",
+            ScrapeError::JsonConfig(_) => "config",
             ScrapeError::Parse(e) => match e.kind {
                 exposition::ErrorKind::Syntax => "parse",
                 exposition::ErrorKind::Limit => "limit",
@@ -75,6 +82,8 @@ pub struct ScrapeSettings {
     pub wanted: Arc<BTreeSet<String>>,
     /// Scrapes in flight at once.
     pub concurrency: usize,
+    /// Series timed by another series of their page (`timestampSeries`): series → that series.
+    pub timestamp_series: Arc<HashMap<String, String>>,
 }
 
 /// Pages up to this size are parsed on the async worker that fetched them (see
@@ -201,9 +210,11 @@ impl Scraper {
         let duration_ms = elapsed.as_millis() as u64;
         self.metrics.scrape_duration.observe(elapsed.as_secs_f64());
         match result {
-            Ok(samples) => {
-                self.metrics.samples_scraped.inc_by(samples.len() as u64);
-                let page = self.store.record_success(target, at, duration_ms, samples);
+            Ok(page) => {
+                self.metrics
+                    .samples_scraped
+                    .inc_by(page.samples.len() as u64);
+                let page = self.store.record_success(target, at, duration_ms, page);
                 let duplicates = page.duplicates;
                 if page.forgotten > 0 {
                     self.metrics.forgotten_series.inc_by(page.forgotten);
@@ -234,28 +245,48 @@ impl Scraper {
         self.metrics.retain_targets(|id| ids.contains(id));
     }
 
-    async fn fetch_and_parse(
-        &self,
-        target: &ScrapeTarget,
-    ) -> Result<Vec<exposition::ExposedSample>, ScrapeError> {
+    async fn fetch_and_parse(&self, target: &ScrapeTarget) -> Result<Page, ScrapeError> {
+        let json = match &target.format {
+            PageFormat::Exposition => None,
+            PageFormat::Json(x) => Some(x.clone()),
+            PageFormat::UnusableJsonConfig(why) => {
+                return Err(ScrapeError::JsonConfig(why.to_string()))
+            }
+        };
         let (body, format) = self.fetch(target).await?;
         let wanted = self.settings.wanted.clone();
         let limits = self.settings.limits;
+        let timestamp_series = self.settings.timestamp_series.clone();
         let inline = body.len() <= INLINE_PARSE_MAX_BYTES;
-        let parse = move |cancel: Option<&AtomicBool>| {
-            let options = exposition::Options {
-                format,
-                limits,
-                cancel,
+        let parse = move |cancel: Option<&AtomicBool>| -> Result<Page, ScrapeError> {
+            let wanted = |name: &str| wanted.contains(name);
+            let mut page = match &json {
+                None => {
+                    let options = exposition::Options {
+                        format,
+                        limits,
+                        cancel,
+                    };
+                    Page::from(exposition::parse_with(&body, &wanted, &options)?)
+                }
+                Some(x) => {
+                    let read = x.read(&body, &wanted, &limits)?;
+                    Page {
+                        samples: read.samples,
+                        valid_until_ms: read.valid_until_ms,
+                        reason: read.reason.map(Arc::from),
+                    }
+                }
             };
-            exposition::parse_with(&body, &|name: &str| wanted.contains(name), &options)
+            exposition::producer_time::apply(&mut page.samples, &timestamp_series);
+            Ok(page)
         };
         // Handing a page to the blocking pool wakes a thread and costs more CPU than parsing
         // a small page. A page this small is bounded work even at its worst: the parse is
         // linear and the limits bound every line, so even a page of lines full of maximal
         // labels holds the async worker only briefly.
         if inline {
-            return Ok(parse(None)?);
+            return parse(None);
         }
         // The deadline drops this future; the guard then tells the parse, which a dropped
         // JoinHandle cannot stop, to give up at its next line.
@@ -264,7 +295,7 @@ impl Scraper {
         let parsed = tokio::task::spawn_blocking(move || parse(Some(&flag)))
             .await
             .map_err(|e| ScrapeError::Parser(e.to_string()))?;
-        Ok(parsed?)
+        parsed
     }
 
     /// The body, and its format from the Content-Type.
@@ -422,6 +453,7 @@ pub(crate) mod tests {
                 limits: exposition::Limits::DEFAULT,
                 wanted: Arc::new(BTreeSet::from(["idx".to_owned()])),
                 concurrency: 4,
+                timestamp_series: Arc::default(),
             },
             Arc::new(ManualClock::new(1_000_000)),
             metrics,
@@ -523,6 +555,83 @@ pub(crate) mod tests {
                 hostile.url
             )),
             "{rendered}"
+        );
+    }
+
+    /// A JSON status document served over real HTTP is read through its block: the
+    /// producer's time and reason reach the store; a non-JSON body fails the scrape with the
+    /// reason on the target's health; a pod whose annotation names no block fails too.
+    #[tokio::test]
+    async fn a_json_status_document_is_scraped_with_its_time_and_reason() {
+        let status = include_str!("../../tests/fixtures/json/seatunnel-status.json");
+        let json = "application/json".to_owned();
+        let addr = serve_pages(HashMap::from([
+            (
+                "/status".to_owned(),
+                (json.clone(), status.as_bytes().to_vec()),
+            ),
+            ("/garbage".to_owned(), (json, b"idx 3\n".to_vec())),
+        ]))
+        .await;
+        let config = crate::config::Config::from_yaml(
+            "jsonConfigs:\n  st:\n    samples:\n      - {series: idx, value: $.recommendedWorkers, timestamp: $.timestamp, labels: {master_epoch: $.masterEpoch}}\n    reason: $.reason\n    validUntil: $.validUntil\n",
+        )
+        .unwrap();
+        let block = config.json_configs["st"].compile("jsonConfigs.st").unwrap();
+        let json_target = |path: &str| ScrapeTarget {
+            format: PageFormat::Json(Arc::new(block.clone())),
+            ..static_target(format!("http://{addr}{path}"))
+        };
+        let (good, garbage) = (json_target("/status"), json_target("/garbage"));
+        let unconfigured = ScrapeTarget {
+            format: PageFormat::UnusableJsonConfig("names \"nope\"".into()),
+            ..static_target(format!("http://{addr}/status"))
+        };
+        let store = Arc::new(Store::new());
+        store.set_targets(vec![good.clone(), garbage.clone()]);
+        let metrics = Arc::new(SelfMetrics::new());
+        let mut scraper = scraper(store.clone(), metrics.clone());
+        // Half a minute after the document's timestamp.
+        scraper.clock = Arc::new(ManualClock::new(1_764_547_230_000));
+        scraper.scrape_round().await;
+        let health: HashMap<String, _> = store
+            .target_health()
+            .into_iter()
+            .map(|(t, h)| (t.url.clone(), h))
+            .collect();
+        assert_eq!(
+            health[&good.url].producer_reason.as_deref(),
+            Some("backlog drained for 300s; 2 workers idle")
+        );
+        let error = health[&garbage.url].last_error.as_deref().unwrap();
+        assert!(
+            error.starts_with("JSON status document: body is not JSON"),
+            "{error}"
+        );
+        let series = vec!["idx".to_owned()];
+        let selector = crate::selector::LabelSelector::everything();
+        let ev = store.evidence(&crate::store::Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &selector,
+        });
+        let [o] = ev.observations.as_slice() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (o.value, o.observed_at_ms, o.unusable),
+            (4.0, 1_764_547_200_000, None)
+        );
+        assert_eq!(o.valid_until_ms, Some(1_764_547_260_000));
+        assert_eq!(
+            o.id.labels.get("master_epoch").map(String::as_str),
+            Some("4")
+        );
+        let err = scraper.fetch_and_parse(&unconfigured).await.unwrap_err();
+        assert_eq!(
+            (err.to_string().as_str(), err.reason()),
+            ("names \"nope\"", "config")
         );
     }
 

@@ -61,9 +61,10 @@ pub enum PageFormat {
     Exposition,
     /// A JSON status document, read as its block says.
     Json(Arc<JsonExtraction>),
-    /// A pod's annotation names a block `jsonConfigs` does not hold: each scrape fails, naming
-    /// it, so the pod counts as unknown rather than read the wrong way.
-    MissingJsonConfig(Arc<str>),
+    /// The target asks for a JSON block that cannot be used (a pod's annotation names one
+    /// `jsonConfigs` does not hold): each scrape fails with this text, so the target counts
+    /// as unknown rather than read the wrong way.
+    UnusableJsonConfig(Arc<str>),
 }
 
 impl PageFormat {
@@ -77,9 +78,7 @@ impl Serialize for PageFormat {
         match self {
             PageFormat::Exposition => s.serialize_str("exposition"),
             PageFormat::Json(x) => s.serialize_str(&format!("json ({})", x.name)),
-            PageFormat::MissingJsonConfig(name) => {
-                s.serialize_str(&format!("json (jsonConfigs.{name}, not configured)"))
-            }
+            PageFormat::UnusableJsonConfig(why) => s.serialize_str(&format!("json ({why})")),
         }
     }
 }

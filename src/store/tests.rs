@@ -576,3 +576,51 @@ fn invalid_reasons() {
     assert_eq!(invalid_reason(7.0), None);
     assert_eq!(invalid_reason(0.0), None);
 }
+
+/// A producer's time further ahead than `scrape.maxClockSkew` makes the sample unusable and
+/// unretained; within it, the time reads as the scrape's. A page's `validUntil` reaches every
+/// series of it.
+#[test]
+fn samples_from_the_future_are_unusable_and_valid_until_reaches_each_series() {
+    let store = Store::with_max_clock_skew(10_000);
+    let t = target("http://a/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    let at = |ts: i64| ExposedSample {
+        timestamp_ms: Some(ts),
+        ..sample("idx", &[], 3.0)
+    };
+    let s = vec!["idx".to_string()];
+    let sel = LabelSelector::everything();
+    let read = || store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    store.record_success(&t, 100_000, 1, vec![at(110_000)]);
+    let o = read();
+    assert_eq!(
+        (o.unusable, o.observed_at_ms, o.last_valid),
+        (None, 100_000, Some((3, 100_000)))
+    );
+    store.record_success(
+        &t,
+        200_000,
+        1,
+        Page {
+            samples: vec![ExposedSample {
+                value: 5.0,
+                ..at(210_001)
+            }],
+            valid_until_ms: Some(250_000),
+            reason: Some("stuck".into()),
+        },
+    );
+    let o = read();
+    assert_eq!(o.unusable, Some(Unusable::FromTheFuture));
+    assert_eq!(
+        o.last_valid,
+        Some((3, 100_000)),
+        "the future value is not retained"
+    );
+    assert_eq!(o.valid_until_ms, Some(250_000));
+    let now = |wall| Now { wall, mono: 0 };
+    assert!(!o.expired(now(250_000)) && o.expired(now(250_001)));
+    let health = &store.target_health()[0].1;
+    assert_eq!(health.producer_reason.as_deref(), Some("stuck"));
+}

@@ -208,6 +208,7 @@ struct Observed {
     target: usize,
     name: String,
     present: bool,
+    /// Unusable whatever its value: held twice in its last page, or timed from the future.
     duplicated: bool,
     value: f64,
     /// Its age now, in ms.
@@ -372,8 +373,11 @@ impl Oracle {
                     continue;
                 };
                 let last_page = i + 1 == pages.len();
+                // A producer's time further ahead than scrape.maxClockSkew (10s by default)
+                // makes the sample unusable, as a duplicate is: read as invalid, never retained.
+                let from_the_future = first.timestamp.is_some_and(|ts| ts > *wall + 10_000);
                 o.present = last_page;
-                o.duplicated = last_page && of_key.len() > 1;
+                o.duplicated = last_page && (of_key.len() > 1 || from_the_future);
                 o.value = if of_key.len() > 1 {
                     f64::NAN
                 } else {
@@ -385,7 +389,7 @@ impl Oracle {
                     Some(ts) => wall_now - ts.clamp(0, *wall),
                     None => mono_now - mono,
                 };
-                if of_key.len() == 1 && !invalid(first.value) {
+                if of_key.len() == 1 && !invalid(first.value) && !from_the_future {
                     o.last_valid = Some(first.value as u64);
                 }
             }

@@ -1,0 +1,133 @@
+//! `timestampSeries`: a recommendation's age counted from when its producer made it, read from
+//! another series of the same page (Unix seconds), so a recommender whose loop is stuck goes
+//! stale although its endpoint still answers every scrape.
+
+use std::collections::HashMap;
+
+use super::{ExposedSample, Unusable};
+
+/// Give each sample whose series has a timestamp series (`rules`: series → its timestamp
+/// series) the time that series holds on the page. The timestamp sample with the same labels
+/// is used, or the page's only one; a page holding none, several that could apply, or one
+/// that is not a Unix time leaves the sample of unknown age, so it is unusable.
+pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
+    if rules.is_empty() {
+        return;
+    }
+    let mut times: HashMap<&str, Vec<(Vec<(String, String)>, f64)>> = HashMap::new();
+    let timestamp_names: std::collections::HashSet<&str> =
+        rules.values().map(String::as_str).collect();
+    for s in samples.iter() {
+        if timestamp_names.contains(s.name.as_str()) {
+            times
+                .entry(s.name.as_str())
+                .or_default()
+                .push((sorted(&s.labels), s.value));
+        }
+    }
+    let mut found: Vec<(usize, Option<i64>)> = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let Some(ts_name) = rules.get(&s.name) else {
+            continue;
+        };
+        let candidates = times
+            .get(ts_name.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let labels = sorted(&s.labels);
+        let chosen = match candidates.iter().find(|(l, _)| *l == labels) {
+            Some((_, v)) => Some(*v),
+            None if candidates.len() == 1 => Some(candidates[0].1),
+            None => None,
+        };
+        found.push((i, chosen.and_then(unix_seconds_to_ms)));
+    }
+    for (i, at) in found {
+        let s = &mut samples[i];
+        match at {
+            Some(ms) => s.timestamp_ms = Some(ms),
+            None => s.unusable = s.unusable.or(Some(Unusable::NoProducerTime)),
+        }
+    }
+}
+
+fn sorted(labels: &[(String, String)]) -> Vec<(String, String)> {
+    let mut l: Vec<(String, String)> = labels
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .cloned()
+        .collect();
+    l.sort();
+    l
+}
+
+/// Unix seconds as milliseconds, if the value can be a time at all (0 up to year 5138).
+fn unix_seconds_to_ms(v: f64) -> Option<i64> {
+    (v.is_finite() && (0.0..1e11).contains(&v)).then(|| (v * 1000.0).round() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
+        ExposedSample {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+            timestamp_ms: Some(1),
+            unusable: None,
+        }
+    }
+
+    fn rules() -> HashMap<String, String> {
+        HashMap::from([("rec".to_owned(), "rec_at".to_owned())])
+    }
+
+    #[test]
+    fn the_timestamp_series_times_the_recommendation() {
+        let mut page = vec![s("rec", &[], 4.0), s("rec_at", &[], 1_764_547_200.5)];
+        apply(&mut page, &rules());
+        assert_eq!(page[0].timestamp_ms, Some(1_764_547_200_500));
+        assert_eq!(page[0].unusable, None);
+        // The timestamp series itself is left as it is.
+        assert_eq!(page[1].timestamp_ms, Some(1));
+    }
+
+    #[test]
+    fn with_several_timestamps_the_one_with_the_same_labels_counts() {
+        let mut page = vec![
+            s("rec", &[("leader", "b")], 4.0),
+            s("rec_at", &[("leader", "a")], 100.0),
+            s("rec_at", &[("leader", "b")], 200.0),
+            s("rec", &[("leader", "c")], 5.0),
+        ];
+        apply(&mut page, &rules());
+        assert_eq!(page[0].timestamp_ms, Some(200_000));
+        // Several could apply and none has its labels: which is meant is unknown.
+        assert_eq!(page[3].unusable, Some(Unusable::NoProducerTime));
+    }
+
+    #[test]
+    fn a_missing_or_unreadable_time_makes_the_recommendation_unusable() {
+        for ts in [
+            None,
+            Some(f64::NAN),
+            Some(-1.0),
+            Some(f64::INFINITY),
+            Some(1e12),
+        ] {
+            let mut page = vec![s("rec", &[], 4.0)];
+            page.extend(ts.map(|v| s("rec_at", &[], v)));
+            apply(&mut page, &rules());
+            assert_eq!(page[0].unusable, Some(Unusable::NoProducerTime), "{ts:?}");
+        }
+        // A series without a rule is untouched.
+        let mut page = vec![s("other", &[], 4.0)];
+        apply(&mut page, &rules());
+        assert_eq!((page[0].timestamp_ms, page[0].unusable), (Some(1), None));
+    }
+}
