@@ -14,7 +14,7 @@ pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
     if rules.is_empty() {
         return;
     }
-    let mut times: HashMap<&str, Vec<(Vec<(String, String)>, f64)>> = HashMap::new();
+    let mut times: HashMap<&str, Vec<(Labels, f64)>> = HashMap::new();
     let timestamp_names: std::collections::HashSet<&str> =
         rules.values().map(String::as_str).collect();
     for s in samples.iter() {
@@ -51,8 +51,11 @@ pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
     }
 }
 
-fn sorted(labels: &[(String, String)]) -> Vec<(String, String)> {
-    let mut l: Vec<(String, String)> = labels
+/// A sample's labels, sorted and without empty values, for comparing label sets.
+type Labels = Vec<(String, String)>;
+
+fn sorted(labels: &[(String, String)]) -> Labels {
+    let mut l: Labels = labels
         .iter()
         .filter(|(_, v)| !v.is_empty())
         .cloned()
