@@ -526,4 +526,16 @@ mod tests {
         assert_eq!(ok.timestamp_rules()["rec"], "rec_at");
         assert_eq!(ok.scrape.max_clock_skew.0, Duration::from_secs(2));
     }
+
+    #[test]
+    fn the_rest_example_loads_and_compiles_its_json_block() {
+        let c = Config::from_yaml(include_str!("../../examples/seatunnel-rest.yaml")).unwrap();
+        let json = c.scrape.static_targets[0].json.as_ref().unwrap();
+        let x = json.compile("scrape.static[0].json").unwrap();
+        assert_eq!(x.samples.len(), 3);
+        assert_eq!(
+            c.metric("seatunnel_workers").unwrap().epoch_label(),
+            Some("master_epoch")
+        );
+    }
 }
