@@ -434,6 +434,18 @@ pub(crate) mod tests {
         (addr, hits)
     }
 
+    /// Everything the store holds of `idx` in namespace `default`.
+    fn idx_evidence(store: &Store) -> crate::store::Evidence {
+        let series = vec!["idx".to_owned()];
+        let selector = crate::selector::LabelSelector::everything();
+        store.evidence(&crate::store::Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "default",
+            selector: &selector,
+        })
+    }
+
     pub(crate) fn static_target(url: String) -> ScrapeTarget {
         ScrapeTarget {
             format: Default::default(),
@@ -608,14 +620,7 @@ pub(crate) mod tests {
             error.starts_with("JSON status document: body is not JSON"),
             "{error}"
         );
-        let series = vec!["idx".to_owned()];
-        let selector = crate::selector::LabelSelector::everything();
-        let ev = store.evidence(&crate::store::Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &selector,
-        });
+        let ev = idx_evidence(&store);
         let [o] = ev.observations.as_slice() else {
             panic!("{ev:?}")
         };
@@ -661,14 +666,7 @@ pub(crate) mod tests {
         scraper(store.clone(), Arc::new(SelfMetrics::new()))
             .scrape_round()
             .await;
-        let series = vec!["idx".to_owned()];
-        let selector = crate::selector::LabelSelector::everything();
-        let ev = store.evidence(&crate::store::Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &selector,
-        });
+        let ev = idx_evidence(&store);
         let at: HashMap<String, i64> = ev
             .observations
             .iter()
