@@ -209,6 +209,7 @@ impl Cluster for FakeCluster {
                         PodFacts {
                             running: true,
                             workload: w.as_ref().map(workload_ref),
+                            ..PodFacts::default()
                         },
                     )
                 })

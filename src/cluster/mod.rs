@@ -16,14 +16,29 @@ pub struct WorkloadRef {
     pub name: String,
 }
 
+/// The annotation a Deployment carries to let hpa-bridge rank its pods for scale-in by their
+/// stateful index (docs/deletion-cost.md).
+pub const DELETION_COST_OPT_IN: &str = "hpa-bridge.io/deletion-cost";
+/// The only value of `DELETION_COST_OPT_IN` that opts in.
+pub const DELETION_COST_FROM_INDEX: &str = "stateful-index";
+/// The annotation the ReplicaSet controller ranks pods by on scale-in (lower goes first).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 /// What Kubernetes says about one existing pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodFacts {
     /// `status.phase` is Running: only such a pod has an exporter Prometheus could scrape, so
     /// only it makes the evidence incomplete while Prometheus has no series for it.
     pub running: bool,
     /// The owning workload (a ReplicaSet's pods resolve to their Deployment).
     pub workload: Option<WorkloadRef>,
+    /// The pod's `Ready` condition is True: the ReplicaSet controller deletes a pod that is not
+    /// Ready before any Ready one, whatever its deletion cost.
+    pub ready: bool,
+    /// `controller.kubernetes.io/pod-deletion-cost` as the watch shows it, unparsed.
+    pub deletion_cost: Option<String>,
+    /// The ReplicaSet that controls the pod, by name (a Deployment's pods).
+    pub replica_set: Option<String>,
 }
 
 /// Cluster facts for the engine; absent without Kubernetes.
@@ -48,5 +63,12 @@ pub trait Cluster: Send + Sync {
     /// then no answer is reused.
     fn version(&self) -> Option<u64> {
         None
+    }
+
+    /// Whether the workload is a Deployment annotated `hpa-bridge.io/deletion-cost:
+    /// "stateful-index"`: its floor is then the count of pods holding state, which protects
+    /// them only while their deletion cost ranks them last (docs/deletion-cost.md).
+    fn deletion_cost_opt_in(&self, _workload: &WorkloadRef) -> bool {
+        false
     }
 }

@@ -315,6 +315,7 @@ mod tests {
                 namespace: "games".into(),
                 name: name.into(),
             }),
+            ..PodFacts::default()
         };
         [
             ("lobby-0".to_string(), of("lobby", "StatefulSet")),

@@ -19,7 +19,9 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
-use crate::cluster::{Cluster, PodFacts};
+use crate::cluster::{
+    Cluster, PodFacts, DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST,
+};
 use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
 use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
 
@@ -66,6 +68,37 @@ pub fn owner_workload(
         namespace,
         name: owner.name.clone(),
     })
+}
+
+/// What the engine needs to know about one pod. Pure: the caller supplies the ReplicaSet
+/// lookup.
+pub fn pod_facts(
+    pod: &Pod,
+    replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
+) -> PodFacts {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let replica_set = controller_of(pod.owner_references())
+        .filter(|o| o.kind == "ReplicaSet")
+        .map(|o| o.name.clone());
+    PodFacts {
+        running: status.and_then(|s| s.phase.as_deref()) == Some("Running"),
+        workload: owner_workload(pod, replicaset),
+        ready,
+        deletion_cost: pod.annotations().get(POD_DELETION_COST).cloned(),
+        replica_set,
+    }
+}
+
+/// A Deployment that asked for its pods' deletion cost to follow their stateful index.
+pub fn opted_in(deployment: &Deployment) -> bool {
+    deployment
+        .annotations()
+        .get(DELETION_COST_OPT_IN)
+        .is_some_and(|v| v == DELETION_COST_FROM_INDEX)
 }
 
 fn controller_of(owners: &[OwnerReference]) -> Option<&OwnerReference> {
@@ -408,6 +441,14 @@ impl Cluster for Discovery {
         Some(count * 2 + u64::from(*self.synced.borrow()))
     }
 
+    fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
+        w.kind == "Deployment"
+            && self
+                .deployments
+                .get(&w.namespace, &w.name)
+                .is_some_and(|d| opted_in(&d))
+    }
+
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
         if workload.kind != "StatefulSet" {
             return 0;
@@ -437,17 +478,7 @@ impl Cluster for Discovery {
                 .all()
                 .iter()
                 .filter(|p| p.namespace().as_deref() == Some(namespace))
-                .map(|p| {
-                    let running =
-                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                    (
-                        p.name_any(),
-                        PodFacts {
-                            running,
-                            workload: owner_workload(p, &lookup),
-                        },
-                    )
-                })
+                .map(|p| (p.name_any(), pod_facts(p, &lookup)))
                 .collect(),
         )
     }
@@ -643,6 +674,43 @@ mod tests {
         let t = pod_target(&p, &config(), &none).unwrap();
         assert_eq!(t.labels["workload_kind"], "ReplicaSet");
         assert_eq!(t.labels["workload_name"], "web-5d4f");
+    }
+
+    /// The facts the Deployment floor stands on come from the pod object as the API server
+    /// writes it: the Ready condition, the cost annotation, and the controlling ReplicaSet.
+    #[test]
+    fn pod_facts_read_readiness_the_cost_annotation_and_the_replicaset() {
+        let mut p = running(
+            json!({POD_DELETION_COST: "3"}),
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f", "uid": "u", "controller": true}]),
+        );
+        let f = pod_facts(&p, &none);
+        assert!(f.running && !f.ready, "{f:?}");
+        assert_eq!(f.deletion_cost.as_deref(), Some("3"));
+        assert_eq!(f.replica_set.as_deref(), Some("web-5d4f"));
+        p.status.as_mut().unwrap().conditions = Some(
+            serde_json::from_value(json!([
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"}
+            ]))
+            .unwrap(),
+        );
+        assert!(pod_facts(&p, &none).ready);
+        p.status.as_mut().unwrap().conditions =
+            Some(serde_json::from_value(json!([{"type": "Ready", "status": "False"}])).unwrap());
+        assert!(!pod_facts(&p, &none).ready);
+        let orphan = pod_facts(&running(json!({}), json!([])), &none);
+        assert_eq!((orphan.deletion_cost, orphan.replica_set), (None, None));
+
+        let deployment = |annotations: serde_json::Value| -> Deployment {
+            serde_json::from_value(json!({"metadata": {"name": "web", "annotations": annotations}}))
+                .unwrap()
+        };
+        assert!(opted_in(&deployment(
+            json!({DELETION_COST_OPT_IN: "stateful-index"})
+        )));
+        assert!(!opted_in(&deployment(json!({DELETION_COST_OPT_IN: "yes"}))));
+        assert!(!opted_in(&deployment(json!({}))));
     }
 
     #[test]

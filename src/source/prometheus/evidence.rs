@@ -384,6 +384,7 @@ mod tests {
         let facts = |running: bool, w: &WorkloadRef| PodFacts {
             running,
             workload: Some(w.clone()),
+            ..PodFacts::default()
         };
         let pods: BTreeMap<String, PodFacts> = [
             ("c1", facts(true, &lobby)),
