@@ -9,6 +9,7 @@ pub mod check;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod deletion_cost;
 pub mod demo;
 pub mod engine;
 pub mod exposition;

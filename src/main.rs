@@ -15,6 +15,7 @@ use hpa_bridge::api::transport::{self, Listening};
 use hpa_bridge::api::{metrics_port, server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
+use hpa_bridge::deletion_cost::DeletionCostWriter;
 use hpa_bridge::engine::{self, Engine, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{self, SelfMetrics};
@@ -226,6 +227,15 @@ struct ServeArgs {
     /// in-cluster service account are used, in that order.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// Write `controller.kubernetes.io/pod-deletion-cost` on the pods of Deployments annotated
+    /// `hpa-bridge.io/deletion-cost: "stateful-index"`: each Running pod's fresh stateful index
+    /// (docs/deletion-cost.md). Needs scrape.kubernetes and `patch` on pods
+    /// (manifests/overlays/deletion-cost).
+    #[arg(long)]
+    write_deletion_cost: bool,
+    /// Deletion-cost patches per second, across the cluster.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_qps)]
+    deletion_cost_qps: f64,
     #[command(flatten)]
     auth: Box<AuthArgs>,
 }
@@ -438,6 +448,14 @@ struct DemoArgs {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     hpa_bridge::config::HumanDuration::parse(s).map(|d| d.0)
+}
+
+/// A rate: a finite number above 0 and at most 1000.
+fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(q) if q.is_finite() && q > 0.0 && q <= 1000.0 => Ok(q),
+        _ => Err(format!("{s:?} is not a rate in (0, 1000] per second")),
+    }
 }
 
 fn main() {
@@ -673,15 +691,27 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let targets = Arc::new(engine::store_for(&config));
     targets.set_targets(static_targets.clone());
     let scrape_interval = config.scrape.interval.0;
+    if args.write_deletion_cost && config.scrape.kubernetes.is_none() {
+        bail!("--write-deletion-cost needs scrape.kubernetes in the config: it writes to the pods discovery finds");
+    }
     let discovery = match &config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
-            Some(Discovery::start(
-                client,
-                k.clone(),
-                targets.clone(),
-                static_targets,
-            ))
+            let discovery =
+                Discovery::start(client.clone(), k.clone(), targets.clone(), static_targets);
+            if args.write_deletion_cost {
+                DeletionCostWriter::new(
+                    client,
+                    discovery.clone(),
+                    targets.clone(),
+                    clock.clone(),
+                    metrics.clone(),
+                    &config,
+                    args.deletion_cost_qps,
+                )
+                .spawn();
+            }
+            Some(discovery)
         }
         None => None,
     };

@@ -74,6 +74,11 @@ struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: LabelValue,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: LabelValue,
 }
@@ -151,6 +156,7 @@ pub struct SelfMetrics {
     scope_floor_holds: Family<ScopeLabels, Gauge>,
     history_scopes: Gauge,
     history_scopes_dropped: Counter,
+    deletion_cost_patches: Family<ResultLabel, Counter>,
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
@@ -348,8 +354,15 @@ impl SelfMetrics {
             "Scopes dropped from the answer history and the per-scope gauges by history.maxScopes",
             history_scopes_dropped.clone(),
         );
+        let deletion_cost_patches = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "deletion_cost_patches",
+            "Patches of controller.kubernetes.io/pod-deletion-cost sent, by result (success, or the failure's kind)",
+            deletion_cost_patches.clone(),
+        );
         SelfMetrics {
             registry,
+            deletion_cost_patches,
             ready,
             scope_refusing,
             scope_refusing_since,
@@ -381,6 +394,15 @@ impl SelfMetrics {
             absent: Default::default(),
             prometheus_cache_hits,
         }
+    }
+
+    /// One deletion-cost patch sent and how it ended.
+    pub fn deletion_cost_patch(&self, result: &'static str) {
+        self.deletion_cost_patches
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// One PromQL query sent to the Prometheus source and how it ended.

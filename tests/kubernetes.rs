@@ -196,13 +196,33 @@ fn status_row<'a>(
         .unwrap_or_else(|| panic!("{status}"))
 }
 
-/// Why `/status` says `hpa_target_replicas` for `selector` has its answer.
-async fn target_reason(adapter: &AdapterProcess, selector: &str) -> String {
+/// Why `/status` says `metric` for `selector` has its answer.
+async fn answer_reason(adapter: &AdapterProcess, metric: &str, selector: &str) -> String {
     let status = adapter.status().await;
-    status_row(&status, "hpa_target_replicas", selector)["answer"]["reason"]
+    status_row(&status, metric, selector)["answer"]["reason"]
         .as_str()
         .unwrap()
         .to_string()
+}
+
+/// Why `/status` says `hpa_target_replicas` for `selector` has its answer.
+async fn target_reason(adapter: &AdapterProcess, selector: &str) -> String {
+    answer_reason(adapter, "hpa_target_replicas", selector).await
+}
+
+/// Once `hpa_stateful_floor` for `selector` is refused (503), why.
+async fn incomplete_floor(adapter: &AdapterProcess, selector: &str) -> String {
+    let refused = |c: u16, _: &serde_json::Value| c == 503;
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            selector,
+            "an incomplete floor",
+            refused,
+        )
+        .await;
+    answer_reason(adapter, "hpa_stateful_floor", selector).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,6 +548,215 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
         log.matches("promises no deletion order").count(),
         1,
         "the Deployment warning must be logged exactly once:\n{log}"
+    );
+}
+
+fn opted_in_deployment(name: &str, annotated: bool, rs: &str) -> (Deployment, ReplicaSet) {
+    let (selector, template) = template(name);
+    let annotations = annotated.then(|| {
+        BTreeMap::from([(
+            "hpa-bridge.io/deletion-cost".to_string(),
+            "stateful-index".to_string(),
+        )])
+    });
+    let deployment = Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            annotations,
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(4),
+            selector: selector.clone(),
+            template: template.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let replicaset = ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(rs.into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(vec![owner("Deployment", name)]),
+            ..Default::default()
+        },
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(4),
+            selector,
+            template: Some(template),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    (deployment, replicaset)
+}
+
+/// A pod of `rs` whose Ready condition is `ready`.
+fn ready_pod(name: &str, app: &str, rs: &str, ex: &TestExporter, ready: bool) -> Pod {
+    let mut p = pod(
+        name,
+        app,
+        owner("ReplicaSet", rs),
+        ex,
+        &format!("/pods/{name}"),
+    );
+    let status = p.status.as_mut().unwrap();
+    status.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+        type_: "Ready".into(),
+        status: if ready { "True" } else { "False" }.into(),
+        ..Default::default()
+    }]);
+    p
+}
+
+fn cost_of(api: &KubeApi, pod: &str) -> Option<String> {
+    api.object("pods", NS, pod)?["metadata"]["annotations"]
+        ["controller.kubernetes.io/pod-deletion-cost"]
+        .as_str()
+        .map(String::from)
+}
+
+/// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
+/// server applies JSON merge patches to its pod objects and watchers see them): only the
+/// opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;
+/// its floor counts the holding pods once the watch shows every cost, and holds while a
+/// holding pod is not Ready or a patch is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_pods() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    let (web, web_rs) = opted_in_deployment("web", true, "web-7c9d");
+    let (other, other_rs) = opted_in_deployment("other", false, "other-5f5f");
+    api.apply(&web);
+    api.apply(&web_rs);
+    api.apply(&other);
+    api.apply(&other_rs);
+    let pods = [
+        ("web-7c9d-a", 0),
+        ("web-7c9d-b", 1),
+        ("web-7c9d-c", 2),
+        ("web-7c9d-d", 0),
+    ];
+    for (name, index) in pods {
+        ex.page(&format!("/pods/{name}"), index_of("web", name, index));
+        api.apply(&ready_pod(name, "web", "web-7c9d", &ex, true));
+    }
+    ex.page("/pods/other-5f5f-a", index_of("other", "other-5f5f-a", 3));
+    api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", &ex, true));
+    let kubeconfig = api.kubeconfig();
+    let adapter = AdapterProcess::start_with(
+        &config("[games]"),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--write-deletion-cost",
+            "--deletion-cost-qps",
+            "50",
+        ],
+    )
+    .await;
+    let web_sel = "hpa_target_name=web";
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "floor 2 (two holding pods)",
+            value_is("2"),
+        )
+        .await;
+    assert_eq!(cost_of(&api, "web-7c9d-b").as_deref(), Some("1"));
+    assert_eq!(cost_of(&api, "web-7c9d-c").as_deref(), Some("2"));
+    // Idle pods without an annotation already rank first (absent is 0): nothing to write.
+    assert_eq!(cost_of(&api, "web-7c9d-a"), None);
+    // Several intervals later, still one patch per holding pod: values are written when they change.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let patches = api.patches();
+    let mut patched: Vec<&str> = patches.iter().map(|p| p.name.as_str()).collect();
+    patched.sort();
+    assert_eq!(patched, ["web-7c9d-b", "web-7c9d-c"], "{patches:?}");
+    for p in &patches {
+        assert_eq!(p.field_manager.as_deref(), Some("hpa-bridge"), "{p:?}");
+        assert_eq!(
+            p.patch,
+            serde_json::json!({"metadata": {"annotations": {"controller.kubernetes.io/pod-deletion-cost": cost_of(&api, &p.name).unwrap()}}})
+        );
+    }
+    let (_, metrics) = adapter.plain_get("/metrics").await;
+    assert!(
+        metrics.contains("hpa_bridge_deletion_cost_patches_total{result=\"success\"} 2"),
+        "{metrics}"
+    );
+    // The Deployment that did not opt in keeps its floor warning and is never written.
+    let (code, body) = adapter
+        .metric(NS, "hpa_stateful_floor", "hpa_target_name=other")
+        .await;
+    assert_eq!(
+        (code, single_value(&body).as_deref()),
+        (200, Some("3")),
+        "{body}"
+    );
+
+    // A pod hands its state over: its cost follows to 0 and the floor to 1.
+    ex.page("/pods/web-7c9d-c", index_of("web", "web-7c9d-c", 0));
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "floor 1 after a release",
+            value_is("1"),
+        )
+        .await;
+    assert_eq!(cost_of(&api, "web-7c9d-c").as_deref(), Some("0"));
+
+    // A holding pod that is not Ready would be deleted before any Ready one: the floor holds.
+    api.apply(&ready_pod("web-7c9d-b", "web", "web-7c9d", &ex, false));
+    let reason = incomplete_floor(&adapter, web_sel).await;
+    assert!(
+        reason.contains("web-7c9d-b holds state (index 1) but is not Ready"),
+        "{reason}"
+    );
+    let mut b = ready_pod("web-7c9d-b", "web", "web-7c9d", &ex, true);
+    b.metadata.annotations.as_mut().unwrap().insert(
+        "controller.kubernetes.io/pod-deletion-cost".into(),
+        "1".into(),
+    );
+    api.apply(&b);
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "floor 1 once Ready",
+            value_is("1"),
+        )
+        .await;
+
+    // A refused patch is counted, retried with backoff, and the floor holds meanwhile.
+    api.fail_patches(Some(403));
+    ex.page("/pods/web-7c9d-d", index_of("web", "web-7c9d-d", 3));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, metrics) = adapter.plain_get("/metrics").await;
+        if metrics.contains("hpa_bridge_deletion_cost_patches_total{result=\"forbidden\"}") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no forbidden patch counted: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reason = incomplete_floor(&adapter, web_sel).await;
+    assert!(
+        reason.contains("web-7c9d-d's deletion cost is absent in the watch, not its index 3"),
+        "{reason}"
+    );
+    assert!(
+        !api.patches().iter().any(|p| p.name.starts_with("other")),
+        "a Deployment that did not opt in was patched"
     );
 }
 

@@ -53,13 +53,11 @@ pub fn deployment_floor(
         .map(|(n, f)| (n.as_str(), f))
         .collect();
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
-    // Per pod: its index while every series of it reads fresh and valid; `None` once any
-    // does not.
-    let mut index: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+    let index = pod_indices(q, ev);
     let mut problems: Vec<String> = Vec::new();
     for o in &ev.observations {
         let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
-        let Some((pod, facts)) = pod.and_then(|p| members.get_key_value(p)) else {
+        let Some(facts) = pod.and_then(|p| members.get(p)) else {
             inputs.push(q, o, format!("not a pod of {name}"), false);
             problems.push(format!(
                 "{} exports {} but is not a pod of {name}",
@@ -68,15 +66,6 @@ pub fn deployment_floor(
             continue;
         };
         let reading = read(q, o, invalid_reason);
-        let value = match reading {
-            Reading::Fresh(v) => Some(v as u64),
-            _ => None,
-        };
-        let slot = index.entry(pod).or_insert(value);
-        *slot = match (*slot, value) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            _ => None,
-        };
         let status = match reading {
             Reading::Fresh(v) => format!(
                 "index {v}, deletion cost {}",
@@ -86,7 +75,7 @@ pub fn deployment_floor(
             Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)),
             Reading::Invalid(why) => format!("unknown: {why}"),
         };
-        inputs.push(q, o, status, value.is_some());
+        inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
     }
     for u in &ev.unknown_targets {
         problems.push(format!("{} has not been scraped", u.target));
@@ -175,6 +164,25 @@ pub fn deployment_floor(
     };
     inputs.into_answer(&mut answer);
     answer
+}
+
+/// Each pod's index, by the pod label of its series: the highest while every series of the
+/// pod reads fresh and valid, `None` once any does not. The floor counts by it and the
+/// deletion-cost writer writes it, so both see one index per pod.
+pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> BTreeMap<&'e str, Option<u64>> {
+    let mut index: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+    for o in &ev.observations {
+        let Some(pod) = o.id.labels.get(POD_LABEL) else {
+            continue;
+        };
+        let value = match read(q, o, invalid_reason) {
+            Reading::Fresh(v) => Some(v as u64),
+            _ => None,
+        };
+        let slot = index.entry(pod.as_str()).or_insert(value);
+        *slot = slot.zip(value).map(|(a, b)| a.max(b));
+    }
+    index
 }
 
 /// Whether the cost the watch shows for a pod is `index`, as the ReplicaSet controller reads

@@ -374,6 +374,39 @@ impl Discovery {
         discovery
     }
 
+    /// The Deployments that opted in to deletion cost, each with its pods as the watch shows
+    /// them; empty before the first sync.
+    pub fn opted_in_deployments(&self) -> Vec<(WorkloadRef, BTreeMap<String, PodFacts>)> {
+        if !*self.synced.borrow() {
+            return Vec::new();
+        }
+        let mut out: BTreeMap<WorkloadRef, BTreeMap<String, PodFacts>> = self
+            .deployments
+            .all()
+            .iter()
+            .filter(|d| opted_in(d))
+            .map(|d| {
+                let w = WorkloadRef {
+                    kind: "Deployment".into(),
+                    namespace: d.namespace().unwrap_or_default(),
+                    name: d.name_any(),
+                };
+                (w, BTreeMap::new())
+            })
+            .collect();
+        if out.is_empty() {
+            return Vec::new();
+        }
+        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
+        for p in self.pods.all() {
+            let facts = pod_facts(&p, &lookup);
+            if let Some(pods) = facts.workload.as_ref().and_then(|w| out.get_mut(w)) {
+                pods.insert(p.name_any(), facts);
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Resolves once the first complete target set is in the store.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced.clone();

@@ -7,7 +7,9 @@
 //! - WATCH the same paths with `watch=true&resourceVersion=N`: the events after N, then live
 //!   ones, as newline-delimited `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK","object":...}`;
 //! - GET `/apis/apps/v1/namespaces/{ns}/{statefulsets,deployments}/{name}/scale`
-//!   (autoscaling/v1 Scale from the object's `spec.replicas`).
+//!   (autoscaling/v1 Scale from the object's `spec.replicas`);
+//! - PATCH `/api/v1/namespaces/{ns}/pods/{name}` with `application/merge-patch+json`: applied,
+//!   recorded with its `fieldManager`, and seen by watchers as MODIFIED.
 //!
 //! - faults: `break_watches` ends every open watch with a 410 `ERROR` event, `begin_outage` /
 //!   `end_outage` stand in for an API server restart (every request answers 503 meanwhile,
@@ -57,6 +59,34 @@ struct Event {
     object: Value,
 }
 
+/// One PATCH as received.
+#[derive(Clone, Debug)]
+pub struct Patched {
+    pub namespace: String,
+    pub name: String,
+    pub field_manager: Option<String>,
+    pub patch: Value,
+}
+
+/// RFC 7386: objects merge key by key, `null` removes a key, anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let object = target.as_object_mut().unwrap();
+    for (k, v) in fields {
+        if v.is_null() {
+            object.remove(k);
+        } else {
+            merge(object.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     rv: u64,
@@ -67,6 +97,9 @@ struct State {
     outage: bool,
     /// Requests refused during outages.
     refused: usize,
+    patches: Vec<Patched>,
+    /// Every PATCH is answered with this status, unapplied.
+    patch_failure: Option<u16>,
     /// A watch from a `resourceVersion` below this one is too old (410 Gone): the watch cache
     /// of a restarted API server starts at its restart.
     oldest_watchable_rv: u64,
@@ -137,7 +170,15 @@ impl KubeApi {
                     };
                     let svc = service_fn(move |req: http::Request<Incoming>| {
                         let a = a.clone();
-                        async move { Ok::<_, Infallible>(a.handle(req)) }
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            Ok::<_, Infallible>(a.handle(http::Request::from_parts(parts, body)))
+                        }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(tls), svc)
@@ -256,7 +297,7 @@ impl KubeApi {
         let _ = self.events.send(event);
     }
 
-    fn handle(&self, req: http::Request<Incoming>) -> http::Response<BoxBody<Bytes, Infallible>> {
+    fn handle(&self, req: http::Request<Bytes>) -> http::Response<BoxBody<Bytes, Infallible>> {
         let path = req.uri().path().to_string();
         let query: HashMap<String, String> = req
             .uri()
@@ -291,10 +332,18 @@ impl KubeApi {
         if !authorized {
             return status(401, "Unauthorized", "no valid bearer token");
         }
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        if req.method() == http::Method::PATCH {
+            return match segments.as_slice() {
+                ["api", "v1", "namespaces", ns, "pods", name] => {
+                    self.patch_pod(ns, name, &query, &req)
+                }
+                _ => status(405, "MethodNotAllowed", "only pods are patched here"),
+            };
+        }
         if req.method() != http::Method::GET {
             return status(405, "MethodNotAllowed", "read-only test server");
         }
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let (rest, prefix) = match segments.as_slice() {
             ["api", "v1", rest @ ..] => (rest, "/api/v1"),
             ["apis", "apps", "v1", rest @ ..] => (rest, "/apis/apps/v1"),
@@ -322,6 +371,81 @@ impl KubeApi {
             }
             _ => status(404, "NotFound", &format!("{path} is not served")),
         }
+    }
+
+    /// A JSON merge patch (RFC 7386) of a pod, as the API server applies one: the object
+    /// changes, its resourceVersion moves, and watchers see MODIFIED.
+    fn patch_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        query: &HashMap<String, String>,
+        req: &http::Request<Bytes>,
+    ) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let content_type = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if content_type != "application/merge-patch+json" {
+            return status(
+                415,
+                "UnsupportedMediaType",
+                &format!("{content_type} is not served"),
+            );
+        }
+        let Ok(patch) = serde_json::from_slice::<Value>(req.body()) else {
+            return status(400, "BadRequest", "the patch is not JSON");
+        };
+        let mut st = self.state.lock().unwrap();
+        st.patches.push(Patched {
+            namespace: ns.into(),
+            name: name.into(),
+            field_manager: query.get("fieldManager").cloned(),
+            patch: patch.clone(),
+        });
+        if let Some(code) = st.patch_failure {
+            return status(code, "Forbidden", "patches are refused by the test");
+        }
+        let key = ("pods", ns.to_string(), name.to_string());
+        let Some(mut object) = st.objects.get(&key).cloned() else {
+            return status(404, "NotFound", &format!("pods \"{name}\" not found"));
+        };
+        merge(&mut object, &patch);
+        st.rv += 1;
+        let rv = st.rv;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let _: k8s_openapi::api::core::v1::Pod = serde_json::from_value(object.clone()).unwrap();
+        st.objects.insert(key, object.clone());
+        let event = Event {
+            rv,
+            resource: "pods",
+            namespace: ns.into(),
+            kind: "MODIFIED",
+            object: object.clone(),
+        };
+        st.log.push(event.clone());
+        let _ = self.events.send(event);
+        json_response(200, &object)
+    }
+
+    /// Every PATCH received, in order.
+    pub fn patches(&self) -> Vec<Patched> {
+        self.state.lock().unwrap().patches.clone()
+    }
+
+    /// From now on every PATCH is answered `code` (`None`: applied again).
+    pub fn fail_patches(&self, code: Option<u16>) {
+        self.state.lock().unwrap().patch_failure = code;
+    }
+
+    /// The object as the server holds it.
+    pub fn object(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let resource = resource_of(plural)?;
+        let st = self.state.lock().unwrap();
+        st.objects
+            .get(&(resource, ns.to_string(), name.to_string()))
+            .cloned()
     }
 
     fn scale(

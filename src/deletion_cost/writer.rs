@@ -1,0 +1,218 @@
+//! The task that writes deletion costs: once per scrape interval it reads each opted-in
+//! Deployment's pods from the watch cache and their indices from the store, and patches the
+//! annotation where it differs, paced cluster-wide and backing off per pod on failure.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
+use tokio::time::Instant;
+
+use super::cost_patch::{cost_patches, CostPatch};
+use crate::clock::{Clock, Millis};
+use crate::cluster::{WorkloadRef, POD_DELETION_COST};
+use crate::config::{Config, MetricSpec};
+use crate::policy::{pod_indices, QueryContext};
+use crate::selector::LabelSelector;
+use crate::source::discovery::Discovery;
+use crate::store::{Evidence, Scope, Store};
+use crate::telemetry::SelfMetrics;
+
+/// The field manager of every patch, so `managedFields` names who owns the annotation.
+pub const FIELD_MANAGER: &str = "hpa-bridge";
+/// How long a written cost may take to show in the watch before it is written again.
+const CONFIRM_WAIT: Duration = Duration::from_secs(30);
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// Writes `pod-deletion-cost` on the pods of opted-in Deployments.
+pub struct DeletionCostWriter {
+    client: Client,
+    discovery: Arc<Discovery>,
+    store: Arc<Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<SelfMetrics>,
+    /// The floor metrics' series, grouped by the label that carries their namespace.
+    floors: Vec<(String, Vec<String>)>,
+    stale_after_ms: Millis,
+    interval: Duration,
+    /// Time between two patches, cluster-wide (1 / `--deletion-cost-qps`).
+    gap: Duration,
+}
+
+/// Per pod: the cost last sent and when, and how its failures back off.
+#[derive(Default)]
+struct PodWrites {
+    sent: HashMap<(String, String), (i32, Instant)>,
+    failing: HashMap<(String, String), (u32, Instant)>,
+}
+
+impl DeletionCostWriter {
+    pub fn new(
+        client: Client,
+        discovery: Arc<Discovery>,
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<SelfMetrics>,
+        config: &Config,
+        qps: f64,
+    ) -> DeletionCostWriter {
+        let mut floors: Vec<(String, Vec<String>)> = Vec::new();
+        for m in &config.metrics {
+            if let MetricSpec::StatefulFloor(f) = m {
+                match floors.iter_mut().find(|(l, _)| *l == f.namespace_label) {
+                    Some((_, series)) => series.extend(f.series.iter().cloned()),
+                    None => floors.push((f.namespace_label.clone(), f.series.clone())),
+                }
+            }
+        }
+        DeletionCostWriter {
+            client,
+            discovery,
+            store,
+            clock,
+            metrics,
+            floors,
+            stale_after_ms: config.scrape.stale_after().as_millis() as Millis,
+            interval: config.scrape.interval.0,
+            gap: Duration::from_secs_f64(1.0 / qps),
+        }
+    }
+
+    /// Run until the process ends.
+    pub fn spawn(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            tracing::info!(
+                qps = 1.0 / self.gap.as_secs_f64(),
+                "writing pod-deletion-cost on Deployments annotated hpa-bridge.io/deletion-cost"
+            );
+            let mut writes = PodWrites::default();
+            let mut next_patch = Instant::now();
+            let mut tick = tokio::time::interval(self.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                for (deployment, patches) in self.plan() {
+                    for p in patches {
+                        let key = (deployment.namespace.clone(), p.pod.clone());
+                        if !writes.due(&key, p.cost) {
+                            continue;
+                        }
+                        tokio::time::sleep_until(next_patch).await;
+                        next_patch = Instant::now().max(next_patch) + self.gap;
+                        let result = self.patch(&deployment, &p).await;
+                        writes.record(key, p.cost, result.is_ok());
+                        self.metrics
+                            .deletion_cost_patch(result.err().unwrap_or("success"));
+                    }
+                }
+            }
+        })
+    }
+
+    /// For each opted-in Deployment, the patches its pods need now.
+    fn plan(&self) -> Vec<(WorkloadRef, Vec<CostPatch>)> {
+        let everything = LabelSelector::everything();
+        let now = self.clock.now();
+        self.discovery
+            .opted_in_deployments()
+            .into_iter()
+            .filter_map(|(deployment, pods)| {
+                let mut ev = Evidence::default();
+                for (label, series) in &self.floors {
+                    let scope = Scope {
+                        series,
+                        namespace_label: label,
+                        namespace: &deployment.namespace,
+                        selector: &everything,
+                    };
+                    ev.observations
+                        .extend(self.store.evidence_once(&scope).observations);
+                }
+                let q = QueryContext {
+                    metric: "deletion-cost",
+                    series: &[],
+                    scope: "".into(),
+                    now,
+                    stale_after_ms: self.stale_after_ms,
+                    notes_kept: 0,
+                };
+                let patches = cost_patches(&pods, &pod_indices(&q, &ev));
+                (!patches.is_empty()).then_some((deployment, patches))
+            })
+            .collect()
+    }
+
+    /// One merge patch of the annotation; the error is the metric's result label.
+    async fn patch(&self, deployment: &WorkloadRef, p: &CostPatch) -> Result<(), &'static str> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &deployment.namespace);
+        let body = serde_json::json!({
+            "metadata": {"annotations": {POD_DELETION_COST: p.cost.to_string()}}
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match pods.patch(&p.pod, &params, &Patch::Merge(&body)).await {
+            Ok(_) => {
+                tracing::debug!(namespace = %deployment.namespace, pod = %p.pod, cost = p.cost, "pod-deletion-cost written");
+                Ok(())
+            }
+            Err(e) => {
+                let result = match &e {
+                    kube::Error::Api(s) if s.code == 404 => "not_found",
+                    kube::Error::Api(s) if s.code == 403 => "forbidden",
+                    kube::Error::Api(s) if s.code == 409 => "conflict",
+                    _ => "error",
+                };
+                tracing::warn!(
+                    namespace = %deployment.namespace,
+                    deployment = %deployment.name,
+                    pod = %p.pod,
+                    cost = p.cost,
+                    error = %e,
+                    "writing pod-deletion-cost failed"
+                );
+                Err(result)
+            }
+        }
+    }
+}
+
+impl PodWrites {
+    /// Whether `cost` should be sent to the pod now: not while a failure backs off, and not
+    /// again while the same value, just sent, has yet to show in the watch.
+    fn due(&mut self, key: &(String, String), cost: i32) -> bool {
+        let now = Instant::now();
+        if self.failing.get(key).is_some_and(|(_, until)| now < *until) {
+            return false;
+        }
+        !self
+            .sent
+            .get(key)
+            .is_some_and(|(c, at)| *c == cost && now < *at + CONFIRM_WAIT)
+    }
+
+    fn record(&mut self, key: (String, String), cost: i32, ok: bool) {
+        let now = Instant::now();
+        if ok {
+            self.failing.remove(&key);
+            self.sent.insert(key, (cost, now));
+        } else {
+            let failures = self.failing.get(&key).map_or(0, |(n, _)| *n) + 1;
+            let wait = BACKOFF_FIRST
+                .saturating_mul(1 << failures.min(16))
+                .min(BACKOFF_MAX);
+            self.sent.remove(&key);
+            self.failing.insert(key, (failures, now + wait));
+        }
+        // Pods come and go: forget the ones not written for long.
+        if self.sent.len() + self.failing.len() > 100_000 {
+            self.sent.retain(|_, (_, at)| now < *at + CONFIRM_WAIT);
+            self.failing.retain(|_, (_, until)| now < *until);
+        }
+    }
+}
