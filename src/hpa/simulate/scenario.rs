@@ -605,6 +605,35 @@ mod tests {
         assert!(scenario("1.37").unwrap().controllers[0].in_workload);
     }
 
+    /// docs/hpa-behaviour.md §9.4: a Deployment's cost, rollout and not-ready faults.
+    #[test]
+    fn deployment_fields_are_validated() {
+        let scenario = |kind: &str, extra: &str, faults: &str| {
+            Scenario::from_yaml(&format!(
+                "name: x\nduration: 1m\nworkload: {{name: lobby, kind: {kind}, initialReplicas: 2{extra}}}\n\
+                 hpa: {{maxReplicas: 4, metrics: [{{type: External, external: {{metric: {{name: hpa_target_replicas}}, target: {{type: AverageValue, averageValue: '1'}}}}}}]}}\n\
+                 faults: [{faults}]\n"
+            ))
+        };
+        let cost = ", deletionCost: {writeDelay: 5s}";
+        let ok = scenario(
+            "Deployment",
+            cost,
+            "{target: lobby, from: 0s, to: 30s, mode: rollout}, {target: lobby-1, from: 0s, to: 30s, mode: not-ready}",
+        )
+        .unwrap();
+        assert!(ok.workload.deletion_cost.unwrap().opt_in);
+        let err = |r: Result<Scenario, SimulateError>| r.unwrap_err().to_string();
+        assert!(err(scenario("StatefulSet", cost, "")).contains("workload.deletionCost"));
+        assert!(err(scenario("DaemonSet", "", "")).contains("workload.kind"));
+        let rollout_of_a_pod = "{target: lobby-1, from: 0s, to: 30s, mode: rollout}";
+        assert!(err(scenario("Deployment", "", rollout_of_a_pod)).contains("faults[0].target"));
+        let two = "{target: lobby, from: 0s, to: 30s, mode: rollout}, {target: lobby, from: 40s, to: 50s, mode: rollout}";
+        assert!(err(scenario("Deployment", "", two)).contains("faults[0].target"));
+        let not_ready_controller = "{target: pods, from: 0s, to: 30s, mode: not-ready}";
+        assert!(err(scenario("Deployment", "", not_ready_controller)).contains("faults[0].target"));
+    }
+
     #[test]
     fn unknown_keys_are_rejected() {
         let err = Scenario::from_yaml(
