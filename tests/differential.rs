@@ -29,7 +29,8 @@ use http_body_util::BodyExt;
 use proptest::prelude::*;
 
 use oracle::{
-    ClusterFacts, Kind, Metric, Ms, Oracle, Outcome, Query, Req, Sample, TargetSpec, Workload,
+    ClusterFacts, Kind, Metric, Ms, Oracle, Outcome, PodState, Query, Req, Sample, TargetSpec,
+    Workload,
 };
 
 const STALE_AFTER: Ms = 3500;
@@ -142,6 +143,7 @@ fn target_labels(i: usize, relabelled: bool) -> BTreeMap<String, String> {
         2 => [("namespace", "games"), ("pod", "ctl-0")].as_slice(),
         3 => [("namespace", "other"), ("pod", "x-0")].as_slice(),
         4 => [("namespace", "games"), ("hpa_target_name", "lobby")].as_slice(),
+        6 => [("namespace", "games"), ("pod", "ctl-1")].as_slice(),
         _ => [("pod", "free")].as_slice(),
     }
     .iter()
@@ -152,7 +154,7 @@ fn target_labels(i: usize, relabelled: bool) -> BTreeMap<String, String> {
     }
     l
 }
-const TARGETS: usize = 6;
+const TARGETS: usize = 7;
 
 fn workload(kind: &str, namespace: &str, name: &str) -> Workload {
     (kind.to_string(), namespace.to_string(), name.to_string())
@@ -162,7 +164,7 @@ fn workload(kind: &str, namespace: &str, name: &str) -> Workload {
 fn workload_of(i: usize) -> Option<Workload> {
     match i {
         0 | 1 => Some(workload("StatefulSet", "games", "lobby")),
-        2 => Some(workload("Deployment", "games", "ctl")),
+        2 | 6 => Some(workload("Deployment", "games", "ctl")),
         3 => Some(workload("StatefulSet", "other", "x")),
         _ => None,
     }
@@ -198,6 +200,7 @@ impl FakeCluster {
 impl Cluster for FakeCluster {
     fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
         let facts = self.facts.lock().unwrap();
+        let state = |pod: &str| facts.0.pod_state.get(pod).cloned().unwrap_or_default();
         facts.0.pods_known.then(|| {
             facts
                 .1
@@ -209,7 +212,9 @@ impl Cluster for FakeCluster {
                         PodFacts {
                             running: true,
                             workload: w.as_ref().map(workload_ref),
-                            ..PodFacts::default()
+                            ready: state(pod).ready,
+                            deletion_cost: state(pod).cost,
+                            replica_set: state(pod).replica_set,
                         },
                     )
                 })
@@ -236,6 +241,10 @@ impl Cluster for FakeCluster {
     }
     fn version(&self) -> Option<u64> {
         Some(self.version.load(Ordering::SeqCst))
+    }
+    fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
+        let key = workload(&w.kind, &w.namespace, &w.name);
+        self.facts.lock().unwrap().0.opted_in.contains(&key)
     }
 }
 
@@ -273,6 +282,18 @@ enum Event {
     OrdinalsStart(u64),
     /// Whether the cluster's pod list is known (synced) or not.
     PodsKnown(bool),
+    /// Whether the ctl Deployment opted in to deletion cost.
+    OptIn(bool),
+    /// Each ctl pod's cost annotation becomes the last valid `idx` its pages carried, as the
+    /// deletion-cost writer would write it.
+    CostsWritten,
+    /// What the watch shows of ctl's pod `pod` (0: ctl-0, 1: ctl-1).
+    PodState {
+        pod: usize,
+        ready: bool,
+        cost: Option<&'static str>,
+        replica_set: &'static str,
+    },
     /// Time passes: both clocks move.
     Advance(Ms),
     /// The wall clock steps (NTP, an operator) while no time passes.
@@ -303,7 +324,7 @@ const METRICS: [&str; 8] = [
 ];
 /// The metrics Object queries ask: every configured one.
 const OBJECT_METRICS: usize = METRICS.len() - 1;
-const SELECTORS: [&str; 8] = [
+const SELECTORS: [&str; 9] = [
     "",
     "hpa_target_name=lobby",
     "hpa_target_name in (chat,lobby)",
@@ -312,6 +333,7 @@ const SELECTORS: [&str; 8] = [
     "!tier",
     "hpa_target_name=lobby,tier=a",
     "hpa_target_name notin (chat)",
+    "pod in (ctl-0,ctl-1)",
 ];
 
 fn requirements(selector: &str) -> Vec<Req> {
@@ -330,6 +352,7 @@ fn requirements(selector: &str) -> Vec<Req> {
             Req::Eq(s("tier"), s("a")),
         ],
         "hpa_target_name notin (chat)" => vec![Req::NotIn(s("hpa_target_name"), vec![s("chat")])],
+        "pod in (ctl-0,ctl-1)" => vec![Req::In(s("pod"), vec![s("ctl-0"), s("ctl-1")])],
         other => panic!("no requirements written for {other}"),
     }
 }
@@ -473,6 +496,14 @@ fn event() -> impl Strategy<Value = Event> {
             .prop_map(|(workload, replicas)| Event::Replicas { workload, replicas }),
         1 => prop::sample::select(vec![0u64, 1, 2]).prop_map(Event::OrdinalsStart),
         1 => any::<bool>().prop_map(Event::PodsKnown),
+        1 => any::<bool>().prop_map(Event::OptIn),
+        2 => (
+            0..2usize,
+            prop::bool::weighted(0.8),
+            prop::sample::select(vec![None, Some("0"), Some("1"), Some("1"), Some("2"), Some("3"), Some("+2"), Some("x")]),
+            prop::sample::select(vec!["a", "a", "a", "b"]),
+        )
+            .prop_map(|(pod, ready, cost, replica_set)| Event::PodState { pod, ready, cost, replica_set }),
         3 => prop::sample::select(vec![0, 100, 300, 700, 1000, 2500, 3400, 3600, 5000])
             .prop_map(Event::Advance),
         1 => prop::sample::select(vec![-5000, -2000, -600, 600, 2000, 5000]).prop_map(Event::StepWall),
@@ -488,6 +519,8 @@ struct World {
     handler: ApiHandler,
     oracle: Oracle,
     targets: Vec<ScrapeTarget>,
+    /// The last valid `idx` each target's pages carried, for `CostsWritten`.
+    last_index: BTreeMap<usize, u64>,
 }
 
 const START: Ms = 1_700_000_000_000;
@@ -511,7 +544,22 @@ impl World {
             handler,
             oracle: Oracle::new(oracle_metrics(), STALE_AFTER),
             targets: Vec::new(),
+            last_index: BTreeMap::new(),
         };
+        // ctl starts opted in to deletion cost, its pods Ready in one ReplicaSet with no cost
+        // written: events change each fact.
+        world
+            .facts
+            .opted_in
+            .push(workload("Deployment", "games", "ctl"));
+        for pod in ["ctl-0", "ctl-1"] {
+            let state = PodState {
+                ready: true,
+                cost: None,
+                replica_set: Some("a".into()),
+            };
+            world.facts.pod_state.insert(pod.into(), state);
+        }
         world.oracle.cluster = Some(world.facts.clone());
         world.set_targets(0b11111, 0, false);
         world
@@ -610,6 +658,14 @@ impl World {
                         timestamp: s.timestamp_ms,
                     })
                     .collect();
+                if let Some(v) = exposed
+                    .iter()
+                    .rev()
+                    .find(|s| s.name == "idx" && s.value >= 0.0 && s.value.fract() == 0.0)
+                    .map(|s| s.value as u64)
+                {
+                    self.last_index.insert(*target, v);
+                }
                 self.store.record_success(&t, self.clock.now(), 1, exposed);
                 self.oracle
                     .page(&t.id.0, now, self.clock.mono_ms(), oracle_samples);
@@ -650,6 +706,44 @@ impl World {
             }
             Event::PodsKnown(known) => {
                 self.facts.pods_known = *known;
+                self.publish_cluster();
+            }
+            Event::CostsWritten => {
+                for (pod, target) in [(0, 2), (1, 6)] {
+                    let Some(v) = self.last_index.get(&target) else {
+                        continue;
+                    };
+                    let state = self
+                        .facts
+                        .pod_state
+                        .entry(format!("ctl-{pod}"))
+                        .or_default();
+                    state.cost = Some(v.to_string());
+                }
+                self.publish_cluster();
+            }
+            Event::OptIn(on) => {
+                let ctl = workload("Deployment", "games", "ctl");
+                self.facts.opted_in.retain(|w| *w != ctl);
+                if *on {
+                    self.facts.opted_in.push(ctl);
+                }
+                self.publish_cluster();
+            }
+            Event::PodState {
+                pod,
+                ready,
+                cost,
+                replica_set,
+            } => {
+                self.facts.pod_state.insert(
+                    format!("ctl-{pod}"),
+                    PodState {
+                        ready: *ready,
+                        cost: cost.map(String::from),
+                        replica_set: Some(replica_set.to_string()),
+                    },
+                );
                 self.publish_cluster();
             }
             Event::Advance(ms) => self.clock.advance(*ms),
@@ -788,18 +882,85 @@ proptest! {
 
     #[test]
     fn every_served_answer_equals_a_fresh_computation(events in prop::collection::vec(event(), 1..80)) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let result: Result<(), String> = runtime.block_on(async {
-            let mut world = World::new();
-            for (i, e) in events.iter().enumerate() {
-                world.apply(e).await.map_err(|m| format!("event {i}: {m}"))?;
-            }
-            Ok(())
+        if let Err(m) = run_sequence(&[], &events) {
+            prop_assert!(false, "{}", m);
+        }
+    }
+}
+
+/// A fresh world, `prelude` applied, then `events`: the first answer that differs from the
+/// oracle's, if any.
+fn run_sequence(prelude: &[Event], events: &[Event]) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut world = World::new();
+        for e in prelude {
+            world.apply(e).await?;
+        }
+        for (i, e) in events.iter().enumerate() {
+            world
+                .apply(e)
+                .await
+                .map_err(|m| format!("event {i}: {m}"))?;
+        }
+        Ok(())
+    })
+}
+
+/// Events around the opted-in Deployment ctl (pods ctl-0 and ctl-1): its pages carry mostly
+/// indices, its pods' Ready, cost and ReplicaSet change, and the questions are about it. The
+/// general sequences reach its floor too rarely to try every condition.
+fn deployment_event() -> impl Strategy<Value = Event> {
+    let index = (
+        prop::sample::select(vec!["idx", "idx", "idx", "rec_a"]),
+        prop::sample::select(vec![0.0, 0.0, 1.0, 2.0, 3.0, f64::NAN]),
+    )
+        .prop_map(|(name, value)| GenSample {
+            name,
+            labels: Vec::new(),
+            value,
+            ts_offset: None,
         });
-        if let Err(m) = result {
+    let asked = prop::sample::select(vec!["floor", "target", "combined"])
+        .prop_map(|m| query(m, "games", "pod in (ctl-0,ctl-1)", None));
+    prop_oneof![
+        6 => (prop::sample::select(vec![2usize, 6]), prop::collection::vec(index, 0..3))
+            .prop_map(|(target, samples)| Event::Page { target, samples }),
+        1 => prop::sample::select(vec![2usize, 6]).prop_map(|target| Event::Fail { target }),
+        1 => (prop::sample::select(vec![0b100_0111u8, 0b000_0111, 0b100_0011]), prop::bool::weighted(0.9))
+            .prop_map(|(present, discovered)| Event::Targets { present, relabelled: 0, discovered }),
+        1 => prop::sample::select(vec![None, Some(1), Some(3)])
+            .prop_map(|replicas| Event::Replicas { workload: 1, replicas }),
+        1 => prop::bool::weighted(0.9).prop_map(Event::PodsKnown),
+        1 => prop::bool::weighted(0.8).prop_map(Event::OptIn),
+        4 => (
+            0..2usize,
+            prop::bool::weighted(0.8),
+            prop::sample::select(vec![None, Some("0"), Some("1"), Some("2"), Some("3"), Some("x")]),
+            prop::sample::select(vec!["a", "a", "a", "b"]),
+        )
+            .prop_map(|(pod, ready, cost, replica_set)| Event::PodState { pod, ready, cost, replica_set }),
+        3 => Just(Event::CostsWritten),
+        2 => prop::sample::select(vec![0, 300, 1000, 2500, 3600]).prop_map(Event::Advance),
+        5 => (asked, 1u8..3).prop_map(|(query, times)| Event::Ask { query, times }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases() / 4,
+        max_shrink_iters: 20_000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_deployment_floor_served_equals_a_fresh_computation(events in prop::collection::vec(deployment_event(), 1..40)) {
+        let discovered = Event::Targets { present: 0b100_0111, relabelled: 0, discovered: true };
+        if let Err(m) = run_sequence(&[Event::PodsKnown(true), discovered], &events) {
             prop_assert!(false, "{}", m);
         }
     }

@@ -290,6 +290,23 @@ impl Adapter {
                     }
                 };
                 let state = self.workload_state();
+                if let (Some(state), [w]) = (&state, &*evidence.workloads) {
+                    if state.deletion_cost_opt_in(w) {
+                        // Each pod is weighed on its own: a summary would count them.
+                        let listed = match self.evidence(ev, &scope).await {
+                            Ok(listed) => listed,
+                            Err(e) => {
+                                return policy::source_unavailable(
+                                    spec.name(),
+                                    spec.kind(),
+                                    &e.to_string(),
+                                )
+                            }
+                        };
+                        let pods = state.pods(&w.namespace);
+                        return policy::deployment_floor(&q, &listed, w, pods.as_ref());
+                    }
+                }
                 let (ordinals_start, warnings) = match (&state, &*evidence.workloads) {
                     (Some(state), [w]) => (state.ordinals_start(w), floor_warnings(w)),
                     _ => (0, Vec::new()),
@@ -794,7 +811,7 @@ fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {
     if w.kind == "Deployment" {
         vec![format!(
-            "the floor is served for Deployment {}/{}, which promises no deletion order: it gives no protection (docs/hpa-behaviour.md §4.1)",
+            "the floor is served for Deployment {}/{}, which promises no deletion order: it gives no protection; annotate the Deployment hpa-bridge.io/deletion-cost: \"stateful-index\" and run with --write-deletion-cost (docs/deletion-cost.md)",
             w.namespace, w.name
         )]
     } else {

@@ -11,6 +11,7 @@ pub mod answer;
 #[cfg(test)]
 mod clean_tail_tests;
 pub mod combine;
+mod deployment_floor;
 mod epoch_fence;
 mod floor;
 pub mod input_notes;
@@ -27,6 +28,7 @@ pub(crate) mod fixtures;
 use crate::store::Evidence;
 
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
+pub use deployment_floor::{cost_confirms, deployment_floor};
 pub use floor::stateful_floor;
 pub use input_notes::{notes_in, InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
 pub use observation::{QueryContext, ScopeText};

@@ -95,6 +95,19 @@ pub struct ClusterFacts {
     pub replicas: BTreeMap<Workload, u64>,
     pub ordinals_start: BTreeMap<Workload, u64>,
     pub pods_known: bool,
+    /// Deployments annotated `hpa-bridge.io/deletion-cost: stateful-index`.
+    pub opted_in: Vec<Workload>,
+    /// What the watch shows of a pod beyond its workload, by pod name; a pod not here is not
+    /// Ready, has no cost annotation and no ReplicaSet.
+    pub pod_state: BTreeMap<String, PodState>,
+}
+
+/// A pod's Ready condition, its `pod-deletion-cost` annotation and its ReplicaSet.
+#[derive(Clone, Debug, Default)]
+pub struct PodState {
+    pub ready: bool,
+    pub cost: Option<String>,
+    pub replica_set: Option<String>,
 }
 
 impl ClusterFacts {
@@ -594,6 +607,11 @@ impl Oracle {
     /// The highest retained index; a pod in scope that never reported a valid one leaves it
     /// incomplete.
     fn floor(&self, ev: &Ev) -> Rule {
+        if let (Some(c), [w]) = (&self.cluster, ev.workloads.as_slice()) {
+            if c.opted_in.contains(w) {
+                return self.deployment_floor(c, ev, w);
+            }
+        }
         let retained = |o: &Observed| if o.duplicated { None } else { o.last_valid };
         let best = ev.obs.iter().filter_map(|(_, o)| retained(o)).max();
         let never_valid = ev.obs.iter().any(|(_, o)| retained(o).is_none());
@@ -608,6 +626,62 @@ impl Oracle {
             Rule::Value(offset(b))
         } else {
             Rule::Refused(Kind::NoMatch, None)
+        }
+    }
+
+    /// An opted-in Deployment: how many of its pods hold state, complete only while every
+    /// pod's index is fresh and valid and its cost annotation says the same (absent is 0),
+    /// every holding pod is Ready, one ReplicaSet holds them all, no series in scope comes
+    /// from elsewhere and no target in scope is unscraped.
+    fn deployment_floor(&self, c: &ClusterFacts, ev: &Ev, w: &Workload) -> Rule {
+        let Some(pods) = c.pods(&self.pod_list(), &w.1) else {
+            return Rule::Refused(Kind::IncompleteFloor, None);
+        };
+        let members: Vec<&String> = pods
+            .iter()
+            .filter(|(_, pw)| pw.as_ref() == Some(w))
+            .map(|(p, _)| p)
+            .collect();
+        let mut incomplete = !ev.unknown.is_empty();
+        let mut index: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+        for (labels, o) in &ev.obs {
+            let Some(pod) = labels.get("pod").filter(|p| members.contains(p)) else {
+                incomplete = true;
+                continue;
+            };
+            let v = (o.present && self.fresh(o) && !o.duplicated && !invalid(o.value))
+                .then_some(o.value as u64);
+            let slot = index.entry(pod.as_str()).or_insert(v);
+            *slot = slot.zip(v).map(|(a, b)| a.max(b));
+        }
+        let mut holding = 0;
+        let mut replica_sets = Vec::new();
+        for pod in &members {
+            let state = c.pod_state.get(*pod).cloned().unwrap_or_default();
+            match index.get(pod.as_str()).copied().flatten() {
+                None => incomplete = true,
+                Some(i) => {
+                    if i > 0 {
+                        holding += 1;
+                        incomplete |= !state.ready;
+                    }
+                    let cost = match &state.cost {
+                        None => Some(0),
+                        Some(t) => t.parse::<i32>().ok().map(i64::from),
+                    };
+                    incomplete |= cost != Some(i as i64);
+                }
+            }
+            if !replica_sets.contains(&state.replica_set) {
+                replica_sets.push(state.replica_set);
+            }
+        }
+        if incomplete || replica_sets.len() > 1 {
+            Rule::Refused(Kind::IncompleteFloor, Some(holding))
+        } else if members.is_empty() {
+            Rule::Refused(Kind::NoMatch, None)
+        } else {
+            Rule::Value(holding)
         }
     }
 

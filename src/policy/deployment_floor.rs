@@ -1,0 +1,339 @@
+//! The floor of a Deployment that ranks its pods for scale-in by deletion cost: how many of
+//! its pods hold state, served only while the ReplicaSet controller is sure to remove idle
+//! pods first (docs/deletion-cost.md).
+
+use std::collections::BTreeMap;
+
+use super::answer::*;
+use super::input_notes::InputNotes;
+use super::observation::*;
+use crate::cluster::{PodFacts, WorkloadRef};
+use crate::config::MetricKind;
+use crate::store::{invalid_reason, Evidence};
+
+/// The label that names an observation's pod (discovery's target labels).
+const POD_LABEL: &str = "pod";
+
+/// The floor of an opted-in Deployment: the number of its pods whose fresh index is above 0.
+///
+/// A ReplicaSet removes pods in rank order (docs/hpa-behaviour.md §9): not Ready before Ready,
+/// then lower `pod-deletion-cost` first. Scaling to the number of holding pods removes only
+/// idle ones while every pod's cost is its index (idle 0, holding ≥ 1) as the watch shows it,
+/// every holding pod is Ready, and one ReplicaSet holds every pod (a rollout splits a
+/// scale-down across ReplicaSets by size, not by cost). Anything else, or a pod whose index is
+/// not fresh, makes the floor incomplete: the count of holding pods known is then only a
+/// lower bound, and the target holds.
+///
+/// `pods` is the namespace's pod list from the watch cache, `None` while it is not known.
+pub fn deployment_floor(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    deployment: &WorkloadRef,
+    pods: Option<&BTreeMap<String, PodFacts>>,
+) -> Answer {
+    const RULE: &str = "count of pods holding state, ranked last by deletion cost";
+    let kind = MetricKind::StatefulFloor;
+    let name = format!("Deployment {}/{}", deployment.namespace, deployment.name);
+    let Some(pods) = pods else {
+        return Answer::refused(
+            q.metric,
+            kind,
+            RefusalKind::IncompleteFloor,
+            None,
+            RULE,
+            format!(
+                "the floor for {} is incomplete: the pods of {name} are not known yet (the watch has not synced)",
+                q.scope
+            ),
+        );
+    };
+    let members: BTreeMap<&str, &PodFacts> = pods
+        .iter()
+        .filter(|(_, f)| f.workload.as_ref() == Some(deployment))
+        .map(|(n, f)| (n.as_str(), f))
+        .collect();
+    let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
+    // Per pod: its index while every series of it reads fresh and valid; `None` once any
+    // does not.
+    let mut index: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+    let mut problems: Vec<String> = Vec::new();
+    for o in &ev.observations {
+        let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
+        let Some((pod, facts)) = pod.and_then(|p| members.get_key_value(p)) else {
+            inputs.push(q, o, format!("not a pod of {name}"), false);
+            problems.push(format!(
+                "{} exports {} but is not a pod of {name}",
+                o.id.target, o.id.series
+            ));
+            continue;
+        };
+        let reading = read(q, o, invalid_reason);
+        let value = match reading {
+            Reading::Fresh(v) => Some(v as u64),
+            _ => None,
+        };
+        let slot = index.entry(pod).or_insert(value);
+        *slot = match (*slot, value) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        let status = match reading {
+            Reading::Fresh(v) => format!(
+                "index {v}, deletion cost {}",
+                facts.deletion_cost.as_deref().unwrap_or("absent")
+            ),
+            Reading::Gone => "unknown: no longer exported".into(),
+            Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)),
+            Reading::Invalid(why) => format!("unknown: {why}"),
+        };
+        inputs.push(q, o, status, value.is_some());
+    }
+    for u in &ev.unknown_targets {
+        problems.push(format!("{} has not been scraped", u.target));
+    }
+    let mut holding = 0u64;
+    let mut replica_sets: Vec<Option<&str>> = Vec::new();
+    for (pod, facts) in &members {
+        match index.get(pod).copied().flatten() {
+            None => problems.push(format!("{pod} has no fresh, valid index")),
+            Some(i) => {
+                if i > 0 {
+                    holding += 1;
+                    if !facts.ready {
+                        problems.push(format!(
+                            "{pod} holds state (index {i}) but is not Ready, so it goes before any Ready pod"
+                        ));
+                    }
+                }
+                if !cost_confirms(facts.deletion_cost.as_deref(), i) {
+                    problems.push(format!(
+                        "{pod}'s deletion cost is {} in the watch, not its index {i}",
+                        facts.deletion_cost.as_deref().unwrap_or("absent")
+                    ));
+                }
+            }
+        }
+        let rs = facts.replica_set.as_deref();
+        if !replica_sets.contains(&rs) {
+            replica_sets.push(rs);
+        }
+    }
+    if replica_sets.len() > 1 {
+        problems.push(format!(
+            "the pods of {name} are in {} ReplicaSets (a rollout scales each down by its size, not by cost)",
+            replica_sets.len()
+        ));
+    }
+    let mut answer = if !problems.is_empty() {
+        let shown = problems.len().min(8);
+        let more = problems.len() - shown;
+        Answer::refused(
+            q.metric,
+            kind,
+            RefusalKind::IncompleteFloor,
+            Some(holding),
+            RULE,
+            format!(
+                "the floor for {} is incomplete: {}{}; at least {holding} pod(s) of {name} hold state",
+                q.scope,
+                problems[..shown].join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    } else if members.is_empty() {
+        Answer::refused(
+            q.metric,
+            kind,
+            RefusalKind::NoMatch,
+            None,
+            RULE,
+            format!("{name} has no pods in {}", q.scope),
+        )
+    } else {
+        let newest = ev
+            .observations
+            .iter()
+            .map(|o| o.observed_at_ms)
+            .max()
+            .unwrap_or(q.now.wall);
+        Answer::valued(
+            q.metric,
+            kind,
+            holding,
+            newest,
+            RULE,
+            format!(
+                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet",
+                members.len(),
+                q.series_names()
+            ),
+        )
+    };
+    inputs.into_answer(&mut answer);
+    answer
+}
+
+/// Whether the cost the watch shows for a pod is `index`, as the ReplicaSet controller reads
+/// it: an absent annotation is 0, otherwise a decimal 32-bit integer.
+pub fn cost_confirms(annotation: Option<&str>, index: u64) -> bool {
+    match annotation {
+        None => index == 0,
+        Some(text) => text
+            .parse::<i32>()
+            .is_ok_and(|c| i64::from(c) == index as i64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::fixtures::*;
+    use crate::store::{Observation, TargetId, UnknownTarget};
+
+    fn web() -> WorkloadRef {
+        WorkloadRef {
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+        }
+    }
+
+    fn pod(ready: bool, cost: Option<&str>, rs: &str) -> PodFacts {
+        PodFacts {
+            running: true,
+            workload: Some(web()),
+            ready,
+            deletion_cost: cost.map(Into::into),
+            replica_set: Some(rs.into()),
+        }
+    }
+
+    fn index_of(pod: &str, value: f64, age_ms: i64) -> Observation {
+        let mut o = obs(pod, value, age_ms);
+        o.id = crate::store::SeriesRef::new(
+            TargetId(format!("default/{pod}").into()),
+            "hpa_stateful_index".into(),
+            BTreeMap::from([(POD_LABEL.to_string(), pod.to_string())]).into(),
+        );
+        o
+    }
+
+    /// Six pods, three holding (indices 1..3) with their cost written, three idle.
+    fn six() -> (BTreeMap<String, PodFacts>, Vec<Observation>) {
+        let mut pods = BTreeMap::new();
+        let mut observations = Vec::new();
+        for i in 0..6u64 {
+            let name = format!("web-{i}");
+            let index = if i < 3 { i + 1 } else { 0 };
+            let cost = (index > 0).then(|| index.to_string());
+            pods.insert(name.clone(), pod(true, cost.as_deref(), "web-5d4f"));
+            observations.push(index_of(&name, index as f64, 1_000));
+        }
+        (pods, observations)
+    }
+
+    fn floor(pods: &BTreeMap<String, PodFacts>, observations: Vec<Observation>) -> Answer {
+        let s = series();
+        deployment_floor(&ctx(&s), &ev(observations), &web(), Some(pods))
+    }
+
+    #[test]
+    fn the_floor_counts_holding_pods_when_every_condition_holds() {
+        let (pods, o) = six();
+        let a = floor(&pods, o);
+        assert_eq!(a.value(), Some(3), "{}", a.reason);
+        assert!(a.reason.contains("3 of the 6 pods"), "{}", a.reason);
+    }
+
+    #[test]
+    fn each_broken_condition_makes_it_incomplete_at_the_known_count() {
+        let incomplete =
+            |pods: &BTreeMap<String, PodFacts>, o: Vec<Observation>, says: &str, known: u64| {
+                let a = floor(pods, o);
+                assert_eq!(
+                    a.outcome,
+                    Outcome::Refused {
+                        kind: RefusalKind::IncompleteFloor,
+                        known_lower_bound: Some(known)
+                    },
+                    "{}",
+                    a.reason
+                );
+                assert!(a.reason.contains(says), "{says:?} not in {}", a.reason);
+            };
+        // A holding pod that is not Ready.
+        let (mut pods, o) = six();
+        pods.get_mut("web-1").unwrap().ready = false;
+        incomplete(&pods, o, "web-1 holds state (index 2) but is not Ready", 3);
+        // An idle pod that is not Ready goes first anyway: still complete.
+        let (mut pods, o) = six();
+        pods.get_mut("web-4").unwrap().ready = false;
+        assert_eq!(floor(&pods, o).value(), Some(3));
+        // A cost not yet written, or stale from when an idle pod held state.
+        let (mut pods, o) = six();
+        pods.get_mut("web-2").unwrap().deletion_cost = None;
+        incomplete(
+            &pods,
+            o,
+            "web-2's deletion cost is absent in the watch, not its index 3",
+            3,
+        );
+        let (mut pods, o) = six();
+        pods.get_mut("web-5").unwrap().deletion_cost = Some("7".into());
+        incomplete(&pods, o, "web-5's deletion cost is 7", 3);
+        // A rollout.
+        let (mut pods, o) = six();
+        pods.get_mut("web-5").unwrap().replica_set = Some("web-77aa".into());
+        incomplete(&pods, o, "in 2 ReplicaSets", 3);
+        // A pod with no index, a stale one, an invalid one, one never scraped.
+        let (pods, mut o) = six();
+        o.remove(4);
+        incomplete(&pods, o, "web-4 has no fresh, valid index", 3);
+        let (pods, mut o) = six();
+        o[0] = index_of("web-0", 1.0, STALE + 1);
+        incomplete(&pods, o, "web-0 has no fresh, valid index", 2);
+        let (pods, mut o) = six();
+        o[3] = index_of("web-3", 0.5, 0);
+        incomplete(&pods, o, "web-3 has no fresh, valid index", 3);
+        let (pods, o) = six();
+        let mut e = ev(o);
+        e.unknown_targets.push(UnknownTarget {
+            target: TargetId("default/web-9".into()),
+            last_error: None,
+        });
+        let s = series();
+        let a = deployment_floor(&ctx(&s), &e, &web(), Some(&pods));
+        assert!(a.reason.contains("has not been scraped"), "{}", a.reason);
+        // A series from a pod that is not the Deployment's.
+        let (pods, mut o) = six();
+        o.push(index_of("stranger", 4.0, 0));
+        incomplete(&pods, o, "is not a pod of Deployment default/web", 3);
+    }
+
+    #[test]
+    fn an_unknown_pod_list_and_an_empty_deployment_are_refused() {
+        let s = series();
+        let (_, o) = six();
+        let a = deployment_floor(&ctx(&s), &ev(o), &web(), None);
+        assert_eq!(a.refusal(), Some(RefusalKind::IncompleteFloor));
+        assert!(a.reason.contains("not known yet"), "{}", a.reason);
+        let a = floor(&BTreeMap::new(), Vec::new());
+        assert_eq!(a.refusal(), Some(RefusalKind::NoMatch));
+    }
+
+    #[test]
+    fn a_cost_confirms_an_index_as_the_replicaset_controller_reads_it() {
+        assert!(cost_confirms(None, 0));
+        assert!(!cost_confirms(None, 1));
+        assert!(cost_confirms(Some("0"), 0));
+        assert!(cost_confirms(Some("3"), 3));
+        assert!(cost_confirms(Some("+3"), 3));
+        assert!(!cost_confirms(Some("3.0"), 3));
+        assert!(!cost_confirms(Some("x"), 0));
+        assert!(!cost_confirms(Some("2147483648"), 2_147_483_648));
+    }
+}
