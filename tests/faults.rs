@@ -153,6 +153,102 @@ fault_scripts! {
     failover_without_epoch_fencing_is_pinned_by_the_old_master => "14b-failover-max-pinned.yaml",
     scale_to_zero_and_back_with_the_recommender_outside => "15a-zero-outside-recommender.yaml",
     recommender_inside_with_min_one_scales_back_up => "15b-one-recommender-inside.yaml",
+    deployment_with_deletion_cost_loses_only_idle_pods => "16a-deployment-deletion-cost.yaml",
+    deployment_holds_while_a_holding_pod_is_not_ready => "16b-deployment-holder-not-ready.yaml",
+    deployment_holds_during_a_rollout => "16c-deployment-rollout.yaml",
+}
+
+/// A copy of a scenario with another `seed`, in `dir`.
+fn with_seed(file: &Path, seed: u64, dir: &Path) -> PathBuf {
+    let mut scenario: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    scenario["seed"] = yaml_serde::Value::from(seed);
+    let copy = dir.join(format!("seed-{seed}.yaml"));
+    std::fs::write(&copy, yaml_serde::to_string(&scenario).unwrap()).unwrap();
+    copy
+}
+
+const SEEDS: std::ops::Range<u64> = 0..16;
+
+#[test]
+fn deployment_scale_in_without_deletion_cost_deletes_a_holding_pod() {
+    // docs/hpa-behaviour.md §9.1: six Ready pods created together are not told apart, so the
+    // listing order picks the two that go. The scenario's own seed deletes a holding pod; over
+    // several seeds some runs keep all three and some do not.
+    fails_with("deployment-without-deletion-cost.yaml", "holder-deleted");
+    let file = faults_dir().join("unsafe/deployment-without-deletion-cost.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut failed, mut kept) = (0, 0);
+    for seed in SEEDS {
+        let run = simulate(&with_seed(&file, seed, dir.path()), None);
+        assert!(
+            run.stdout
+                .contains("replicas: initial 6 min 4 max 6 final 4"),
+            "seed {seed}: {}",
+            run.stdout
+        );
+        if run.code == Some(1) {
+            run.assert_failed("deployment-without-deletion-cost.yaml");
+            assert!(
+                run.stdout.contains("invariant holder-deleted: VIOLATED"),
+                "seed {seed}: {}",
+                run.stdout
+            );
+            failed += 1;
+        } else {
+            run.assert_passed("deployment-without-deletion-cost.yaml");
+            kept += 1;
+        }
+    }
+    // Two of six go: all three holding pods stay in one draw of five.
+    assert!(
+        failed > 0 && kept > 0,
+        "{failed} seeds deleted a holding pod, {kept} did not"
+    );
+}
+
+#[test]
+fn deployment_scenarios_keep_every_holding_pod_whatever_the_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, summary) in [
+        (
+            "16a-deployment-deletion-cost.yaml",
+            "replicas: initial 6 min 4 max 6 final 4",
+        ),
+        (
+            "16b-deployment-holder-not-ready.yaml",
+            "replicas: initial 6 min 6 max 6 final 6",
+        ),
+        (
+            "16c-deployment-rollout.yaml",
+            "replicas: initial 6 min 6 max 6 final 6",
+        ),
+    ] {
+        for seed in SEEDS {
+            let run = simulate(&with_seed(&faults_dir().join(name), seed, dir.path()), None);
+            run.assert_passed(name);
+            let context = format!("{name} seed {seed}: {}", run.stdout);
+            assert!(run.stdout.contains(summary), "{context}");
+            assert!(
+                run.stdout.contains("invariant holder-deleted: ok"),
+                "{context}"
+            );
+            // Every pod deleted was idle: two by the scale-in in 16a, three by the rollout in
+            // 16c, none in 16b.
+            let deleted: Vec<&str> = run
+                .stdout
+                .lines()
+                .filter(|l| l.contains(" deleted lobby-"))
+                .collect();
+            assert!(deleted.iter().all(|l| l.contains(": idle")), "{context}");
+            let expected = match name {
+                "16a-deployment-deletion-cost.yaml" => 2,
+                "16c-deployment-rollout.yaml" => 3,
+                _ => 0,
+            };
+            assert_eq!(deleted.len(), expected, "{context}");
+        }
+    }
 }
 
 #[test]

@@ -25,10 +25,15 @@
 //! [`tolerance`] (controller flags and the tolerance band), [`replicas`] (one metric's
 //! proposal), [`rate_limits`] (behaviour policies and the legacy cap), [`sync_io`] (what one
 //! sync reads and decides) and [`controller`] (the controller's memory and the reconcile).
+//! Beside the HPA, what happens to its decision in a Deployment: [`deployment_scale`] (how
+//! `spec.replicas` is split among ReplicaSets) and [`pod_deletion_rank`] (which pods a
+//! ReplicaSet deletes, docs/hpa-behaviour.md §9).
 
 use std::time::Duration;
 
 mod controller;
+mod deployment_scale;
+mod pod_deletion_rank;
 mod rate_limits;
 mod replicas;
 mod scale_event;
@@ -37,6 +42,8 @@ mod sync_io;
 mod tolerance;
 
 pub use controller::*;
+pub use deployment_scale::*;
+pub use pod_deletion_rank::*;
 pub use rate_limits::legacy_scale_up_limit;
 pub use scale_event::ScaleEvent;
 pub use spec::*;

@@ -3,12 +3,23 @@
 
 use super::*;
 
-/// What discovery would report about the simulated StatefulSet.
+/// What discovery would report about the simulated workload.
 pub(super) struct SimWorkload {
     pub(super) spec_replicas: AtomicI64,
+    /// A Deployment's pods as the watch shows them; `None` for a StatefulSet, whose pods the
+    /// adapter knows only from their series.
+    pub(super) pods: Mutex<Option<BTreeMap<String, crate::cluster::PodFacts>>>,
+    /// The Deployment carries the deletion-cost opt-in annotation.
+    pub(super) deletion_cost_opt_in: bool,
 }
 
 impl Cluster for SimWorkload {
+    fn pods(&self, _namespace: &str) -> Option<BTreeMap<String, crate::cluster::PodFacts>> {
+        self.pods.lock().ok()?.clone()
+    }
+    fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
+        self.deletion_cost_opt_in && w.kind == "Deployment"
+    }
     fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
         Some(self.spec_replicas.load(Ordering::SeqCst).max(0) as u64)
     }

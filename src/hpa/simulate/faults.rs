@@ -15,6 +15,18 @@ pub enum FaultMode {
     Garbage,
     /// A 200 page without the series: the exporter stopped exporting it.
     Absent,
+    /// The pod keeps exporting, but its Ready condition is False (a failing readiness probe).
+    NotReady,
+    /// The Deployment's template changes at `from`: a new ReplicaSet, rolled out with maxSurge 1
+    /// and maxUnavailable 0 until `to`, when the rollout is paused (docs/hpa-behaviour.md §9.3).
+    Rollout,
+}
+
+impl FaultMode {
+    /// The fault is in what an exporter serves, rather than in the cluster.
+    pub(super) fn is_exporter_fault(self) -> bool {
+        !matches!(self, FaultMode::NotReady | FaultMode::Rollout)
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -7,7 +7,8 @@
 //! the HPA sends (docs/hpa-behaviour.md §1.2; for an Object metric the custom.metrics.k8s.io GET of
 //! §6.2). What is simulated: time (a `ManualClock` the runner moves
 //! from one scrape tick or HPA sync to the next), the HPA controller (`hpa::model`), and the
-//! StatefulSet (pods 0..N-1 follow the HPA's decision).
+//! workload: a StatefulSet (pods 0..N-1 follow the HPA's decision) or a Deployment (ReplicaSets
+//! that delete pods by the ReplicaSet's ranking, docs/hpa-behaviour.md §9).
 //!
 //! Every sync is checked against ground truth taken from the scenario, never from the adapter:
 //! the floor the pods really hold, which inputs the adapter could not have known, and the
@@ -15,10 +16,12 @@
 //!
 //! One concern per file: `scenario` (the file format), `faults` (fault injection),
 //! `expectations`, `truth` (ground truth from the scenario), `exporter` (loopback exporters),
-//! `adapter_instance` (the real adapter and the HPA's HTTPS client), `run` (the loop),
+//! `adapter_instance` (the real adapter and the HPA's HTTPS client), `deployment` (the
+//! simulated Deployment), `run` (the loop),
 //! `invariants` (what every sync is checked against), `report` and `output`.
 
 mod adapter_instance;
+mod deployment;
 mod expectations;
 mod exporter;
 mod faults;
@@ -30,6 +33,7 @@ mod scenario;
 mod truth;
 
 use adapter_instance::*;
+use deployment::*;
 use exporter::*;
 use invariants::*;
 use truth::*;
@@ -60,7 +64,7 @@ use tokio::task::JoinHandle;
 
 use super::model::{
     ControllerConfig, Decision, DescribedObject, Hpa, HpaSpec, MetricInput, PolicyType,
-    ResolvedRules, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
+    RankingGates, ResolvedRules, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
 use crate::api::{server, ApiHandler};

@@ -115,7 +115,7 @@ impl Report {
                     .unwrap_or_default()
             );
         }
-        for n in &self.threshold_notes {
+        for n in self.threshold_notes.iter().chain(&self.pod_notes) {
             let _ = writeln!(out, "{n}");
         }
         let mut invariants = vec![
@@ -129,6 +129,9 @@ impl Report {
         }
         if self.zero_checked {
             invariants.push("scale-from-zero");
+        }
+        if self.deployment_checked {
+            invariants.push("holder-deleted");
         }
         for inv in invariants {
             let n = self

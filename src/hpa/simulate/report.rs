@@ -102,6 +102,11 @@ pub struct Report {
     pub threshold_checked: bool,
     /// Whether the scale-from-zero invariant was checked (`minReplicas: 0`).
     pub zero_checked: bool,
+    /// Whether pods were deleted by a ReplicaSet's choice (a Deployment): the holder-deleted
+    /// invariant.
+    pub deployment_checked: bool,
+    /// Every pod a Deployment's ReplicaSet deleted, and why.
+    pub pod_notes: Vec<String>,
 }
 
 impl Report {

@@ -33,6 +33,8 @@ pub(super) struct Runner {
     pub(super) epoch_label: Option<String>,
     /// Since when the workload has been at 0 replicas while its controllers ask for more.
     pub(super) zero_wanted_since: Option<Millis>,
+    /// The workload is a Deployment: its ReplicaSets.
+    pub(super) deployment: Option<SimDeployment>,
 }
 
 /// Runs a scenario to its end.
@@ -42,11 +44,20 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
     let hpa = Hpa::new(scenario.hpa.clone(), controller_config)
         .map_err(|e| invalid("hpa", e.to_string()))?;
     let clock = Arc::new(ManualClock::new(EPOCH_MS));
+    let is_deployment = scenario.workload.kind == "Deployment";
     let workload_state = scenario.workload.discovery.then(|| {
         Arc::new(SimWorkload {
             spec_replicas: AtomicI64::new(i64::from(scenario.workload.initial_replicas)),
+            pods: Mutex::new(None),
+            deletion_cost_opt_in: scenario
+                .workload
+                .deletion_cost
+                .as_ref()
+                .is_some_and(|c| c.opt_in),
         })
     });
+    let gates = RankingGates::for_kube_minor(scenario.kubernetes.minor()?);
+    let deployment = is_deployment.then(|| SimDeployment::new(&scenario.workload, gates));
     let instance =
         AdapterInstance::start(config.clone(), clock.clone(), workload_state.clone()).await?;
     let mut controllers = Vec::new();
@@ -103,6 +114,8 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         threshold_notes: Vec::new(),
         threshold_checked: false,
         zero_checked: scenario.hpa.min_replicas() == 0,
+        deployment_checked: is_deployment,
+        pod_notes: Vec::new(),
     };
     let threshold = scenario
         .load
@@ -133,12 +146,14 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         load_history: Vec::new(),
         last_scale: None,
         zero_wanted_since: None,
+        deployment,
     };
     runner.report.threshold_checked = threshold.is_some();
     for ordinal in 0..runner.spec_replicas.max(0) as u32 {
         // Initial pods have been Ready for long.
-        runner.add_pod(ordinal, Millis::MIN / 4).await?;
+        runner.add_pod(ordinal, Millis::MIN / 4, 0).await?;
     }
+    runner.advance_deployment(0).await?;
     runner.sync_targets(0);
     runner.run_loop().await?;
     runner.finish();
@@ -154,6 +169,7 @@ impl Runner {
         &mut self,
         ordinal: u32,
         created_at: Millis,
+        replica_set: usize,
     ) -> Result<(), SimulateError> {
         let exporter = Exporter::start().await?;
         self.pods.insert(
@@ -165,6 +181,10 @@ impl Runner {
                 above_since: None,
                 truth_index: 0,
                 delivered: Delivered::default(),
+                replica_set,
+                uid: pod_uid(self.scenario.seed, ordinal),
+                cost: None,
+                cost_pending: None,
             },
         );
         Ok(())
@@ -262,7 +282,13 @@ impl Runner {
             .max()
     }
 
+    /// The count the workload must keep: a StatefulSet its highest index (it removes the highest
+    /// ordinals first), a Deployment the number of pods that hold state (its ReplicaSets choose
+    /// which go, docs/hpa-behaviour.md §9).
     pub(super) fn truth_floor(&self) -> i64 {
+        if self.deployment.is_some() {
+            return self.holders().count() as i64;
+        }
         self.pods.values().map(|p| p.truth_index).max().unwrap_or(0)
     }
 
@@ -304,6 +330,7 @@ impl Runner {
             Some((FaultMode::Error, _)) => Page::Status(500),
             Some((FaultMode::Garbage, _)) => Page::Ok(garbage_page(series)),
             Some((FaultMode::Absent, _)) => Page::Ok("# nothing exported\n".into()),
+            Some((FaultMode::NotReady | FaultMode::Rollout, _)) => Page::Ok(body),
             Some((FaultMode::Slow, delay)) => Page::Slow(
                 body,
                 delay
@@ -344,7 +371,7 @@ impl Runner {
         }
         let ordinals: Vec<u32> = self.pods.keys().copied().collect();
         // The load goes to the Ready pods, evenly; the others carry none (docs/hpa-behaviour.md §4.2).
-        let ready = self.pods.values().filter(|p| p.ready(&w, t)).count();
+        let ready = self.pods.values().filter(|p| self.pod_ready(p, t)).count();
         let total = self.scenario.load.as_ref().map(|l| l.exported(t));
         if let Some(v) = total {
             self.load_history.push((t, v));
@@ -354,14 +381,14 @@ impl Runner {
             let name = p.name(&w.name);
             let fault = self.scenario.fault_at(&name, true, t).cloned();
             let value = p.index_at(&w, t);
-            let mut body = index_page(&w.name, &name, &value.exposition());
+            let mut body = index_page(&w, &name, &value.exposition());
             if let (Some(l), Some(v)) = (&self.scenario.load, total) {
-                let share = if p.ready(&w, t) && ready > 0 {
+                let share = if self.pod_ready(p, t) && ready > 0 {
                     v / ready as f64
                 } else {
                     0.0
                 };
-                body.push_str(&load_line(&l.series, &w.name, &name, share));
+                body.push_str(&load_line(&l.series, &w, &name, share));
             }
             let page = self.page_for(fault.as_ref(), "hpa_stateful_index", body);
             p.exporter.set(page);
@@ -444,6 +471,7 @@ impl Runner {
         if !incomplete.is_empty() {
             unknown.push(format!("floor incomplete ({})", incomplete.join(",")));
         }
+        unknown.extend(self.deployment_hazards(t));
         unknown
     }
 
@@ -506,11 +534,7 @@ impl Runner {
             inputs.push(got);
         }
         let pods = self.pods.len() as i32;
-        let ready = self
-            .pods
-            .values()
-            .filter(|p| p.ready(&self.scenario.workload, t))
-            .count() as i32;
+        let ready = self.pods.values().filter(|p| self.pod_ready(p, t)).count() as i32;
         let input = SyncInput {
             spec_replicas: self.spec_replicas,
             status_replicas: pods,
@@ -582,13 +606,18 @@ impl Runner {
         Ok(())
     }
 
-    /// StatefulSet semantics: pods 0..N-1 exist; scale-in removes the highest ordinals.
+    /// StatefulSet semantics: pods 0..N-1 exist; scale-in removes the highest ordinals. A
+    /// Deployment passes the count to its ReplicaSets.
     pub(super) async fn scale_to(&mut self, replicas: i32, t: Millis) -> Result<(), SimulateError> {
-        let n = replicas.max(0) as u32;
-        self.pods.retain(|o, _| *o < n);
-        for o in 0..n {
-            if !self.pods.contains_key(&o) {
-                self.add_pod(o, t).await?;
+        if self.deployment.is_some() {
+            self.scale_deployment(replicas, t).await?;
+        } else {
+            let n = replicas.max(0) as u32;
+            self.pods.retain(|o, _| *o < n);
+            for o in 0..n {
+                if !self.pods.contains_key(&o) {
+                    self.add_pod(o, t, 0).await?;
+                }
             }
         }
         self.spec_replicas = replicas;
@@ -620,6 +649,7 @@ impl Runner {
             }
             self.clock.set(EPOCH_MS + t);
             self.advance_pods(t);
+            self.advance_deployment(t).await?;
             let now_live: Vec<bool> = self
                 .controllers
                 .iter()

@@ -39,6 +39,10 @@ pub struct Scenario {
     /// What the run must show; any failure makes the run fail.
     #[serde(default)]
     pub expect: Vec<Expectation>,
+    /// Draws what a cluster leaves to chance: the order a ReplicaSet lists pods that its ranking
+    /// does not tell apart, and the pods' UIDs (docs/hpa-behaviour.md §9.1).
+    #[serde(default)]
+    pub seed: u64,
 }
 
 pub(super) fn default_namespace() -> String {
@@ -75,9 +79,9 @@ impl Default for KubernetesStyle {
 }
 
 impl KubernetesStyle {
-    pub fn controller_config(&self) -> Result<ControllerConfig, SimulateError> {
-        let minor = self
-            .version
+    /// The minor version of `1.<minor>`.
+    pub fn minor(&self) -> Result<u32, SimulateError> {
+        self.version
             .strip_prefix("1.")
             .and_then(|m| m.parse::<u32>().ok())
             .ok_or_else(|| {
@@ -85,7 +89,11 @@ impl KubernetesStyle {
                     "kubernetes.version",
                     format!("{:?} is not of the form 1.<minor>", self.version),
                 )
-            })?;
+            })
+    }
+
+    pub fn controller_config(&self) -> Result<ControllerConfig, SimulateError> {
+        let minor = self.minor()?;
         let mut config = ControllerConfig::for_kube_minor(minor);
         if let Some(t) = self.tolerance {
             if !(t.is_finite() && t >= 0.0) {
@@ -118,7 +126,9 @@ pub enum StatefulMode {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadSpec {
     pub name: String,
-    /// `StatefulSet` (ordinals 0..N-1, highest removed first).
+    /// `StatefulSet` (ordinals 0..N-1, highest removed first) or `Deployment` (pods numbered in
+    /// creation order, in ReplicaSets that delete by the ReplicaSet's ranking,
+    /// docs/hpa-behaviour.md §9).
     #[serde(default = "default_kind")]
     pub kind: String,
     pub initial_replicas: i32,
@@ -136,6 +146,26 @@ pub struct WorkloadSpec {
     /// an incomplete floor refuses instead of holding at the current count.
     #[serde(default = "yes")]
     pub discovery: bool,
+    /// A Deployment's pod-deletion-cost: absent, the Deployment has not opted in and nothing
+    /// writes the annotation.
+    #[serde(default)]
+    pub deletion_cost: Option<DeletionCostSpec>,
+}
+
+/// The Deployment carries `hpa-bridge.io/deletion-cost: stateful-index`, and a writer sets every
+/// Running pod's `controller.kubernetes.io/pod-deletion-cost` to the index it last exported.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeletionCostSpec {
+    /// The opt-in annotation is on the Deployment.
+    #[serde(default = "yes")]
+    pub opt_in: bool,
+    /// The writer runs.
+    #[serde(default = "yes")]
+    pub writer: bool,
+    /// How long after a scrape shows a new index the annotation the watch shows follows it.
+    #[serde(default = "zero_duration")]
+    pub write_delay: HumanDuration,
 }
 
 pub(super) fn default_kind() -> String {
@@ -154,6 +184,8 @@ pub(super) fn yes() -> bool {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IndexOverride {
+    /// A StatefulSet's ordinal; a Deployment's pod number (its pods are numbered from 0 in
+    /// creation order, and named `<workload>-<number>`).
     pub ordinal: u32,
     pub values: Vec<Step>,
 }
@@ -239,10 +271,7 @@ impl LoadSpec {
     /// The exported total at `t`: the clean total with its pseudo-noise (splitmix64 of `t`, so
     /// every run and every reader sees the same figure).
     pub fn exported(&self, t: Millis) -> f64 {
-        let mut z = (t as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = splitmix64(t as u64);
         let u = (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         self.clean(t) * (1.0 + self.noise * u)
     }
@@ -299,6 +328,14 @@ impl ControllerSpec {
     pub(super) fn kind_label<'a>(&'a self, workload: &'a WorkloadSpec) -> &'a str {
         self.target_kind.as_deref().unwrap_or(&workload.kind)
     }
+}
+
+/// splitmix64: a well-mixed 64-bit value from any input, the same on every run.
+pub(super) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 pub(super) fn ms(d: HumanDuration) -> Millis {
@@ -373,10 +410,20 @@ impl Scenario {
                 "must be between 0 and 1000",
             ));
         }
-        if w.kind != "StatefulSet" {
+        let deployment = match w.kind.as_str() {
+            "StatefulSet" => false,
+            "Deployment" => true,
+            _ => {
+                return Err(invalid(
+                    "workload.kind",
+                    "only StatefulSet and Deployment are simulated",
+                ))
+            }
+        };
+        if w.deletion_cost.is_some() && !deployment {
             return Err(invalid(
-                "workload.kind",
-                "only StatefulSet is simulated (ordinals 0..N-1, highest removed first)",
+                "workload.deletionCost",
+                "only a Deployment ranks its pods by deletion cost",
             ));
         }
         let check_steps = |key: &str, steps: &[Step]| {
@@ -458,6 +505,22 @@ impl Scenario {
             if f.from >= f.to {
                 return Err(invalid(format!("faults[{i}]"), "from must be before to"));
             }
+            if f.mode == FaultMode::Rollout {
+                let rollouts = self.faults.iter().filter(|f| f.mode == FaultMode::Rollout);
+                if !deployment || f.target != w.name || rollouts.count() > 1 {
+                    return Err(invalid(
+                        format!("faults[{i}].target"),
+                        "one rollout, naming the Deployment itself",
+                    ));
+                }
+                continue;
+            }
+            if f.mode == FaultMode::NotReady && !f.target.starts_with(&format!("{}-", w.name)) {
+                return Err(invalid(
+                    format!("faults[{i}].target"),
+                    "not-ready names a pod",
+                ));
+            }
             let known = matches!(f.target.as_str(), "all" | "pods" | "controllers")
                 || names.contains(&f.target)
                 || f.target
@@ -476,10 +539,26 @@ impl Scenario {
         Ok(())
     }
 
+    /// The fault an exporter shows at `t`; faults of the cluster (a pod not Ready, a rollout)
+    /// leave the exporters alone.
     pub(super) fn fault_at(&self, exporter: &str, is_pod: bool, t: Millis) -> Option<&FaultSpec> {
+        self.faults.iter().find(|f| {
+            f.mode.is_exporter_fault() && f.applies_to(exporter, is_pod) && f.active_at(t)
+        })
+    }
+
+    /// A `not-ready` fault holds the pod's Ready condition False at `t`.
+    pub(super) fn not_ready_at(&self, pod: &str, t: Millis) -> bool {
         self.faults
             .iter()
-            .find(|f| f.applies_to(exporter, is_pod) && f.active_at(t))
+            .any(|f| f.mode == FaultMode::NotReady && f.target == pod && f.active_at(t))
+    }
+
+    /// A `rollout` fault runs the Deployment's rollout at `t`; after it the rollout is paused.
+    pub(super) fn rollout_at(&self, t: Millis) -> Option<&FaultSpec> {
+        self.faults
+            .iter()
+            .find(|f| f.mode == FaultMode::Rollout && f.active_at(t))
     }
 }
 
@@ -524,6 +603,35 @@ mod tests {
             "{err}"
         );
         assert!(scenario("1.37").unwrap().controllers[0].in_workload);
+    }
+
+    /// docs/hpa-behaviour.md §9.4: a Deployment's cost, rollout and not-ready faults.
+    #[test]
+    fn deployment_fields_are_validated() {
+        let scenario = |kind: &str, extra: &str, faults: &str| {
+            Scenario::from_yaml(&format!(
+                "name: x\nduration: 1m\nworkload: {{name: lobby, kind: {kind}, initialReplicas: 2{extra}}}\n\
+                 hpa: {{maxReplicas: 4, metrics: [{{type: External, external: {{metric: {{name: hpa_target_replicas}}, target: {{type: AverageValue, averageValue: '1'}}}}}}]}}\n\
+                 faults: [{faults}]\n"
+            ))
+        };
+        let cost = ", deletionCost: {writeDelay: 5s}";
+        let ok = scenario(
+            "Deployment",
+            cost,
+            "{target: lobby, from: 0s, to: 30s, mode: rollout}, {target: lobby-1, from: 0s, to: 30s, mode: not-ready}",
+        )
+        .unwrap();
+        assert!(ok.workload.deletion_cost.unwrap().opt_in);
+        let err = |r: Result<Scenario, SimulateError>| r.unwrap_err().to_string();
+        assert!(err(scenario("StatefulSet", cost, "")).contains("workload.deletionCost"));
+        assert!(err(scenario("DaemonSet", "", "")).contains("workload.kind"));
+        let rollout_of_a_pod = "{target: lobby-1, from: 0s, to: 30s, mode: rollout}";
+        assert!(err(scenario("Deployment", "", rollout_of_a_pod)).contains("faults[0].target"));
+        let two = "{target: lobby, from: 0s, to: 30s, mode: rollout}, {target: lobby, from: 40s, to: 50s, mode: rollout}";
+        assert!(err(scenario("Deployment", "", two)).contains("faults[0].target"));
+        let not_ready_controller = "{target: pods, from: 0s, to: 30s, mode: not-ready}";
+        assert!(err(scenario("Deployment", "", not_ready_controller)).contains("faults[0].target"));
     }
 
     #[test]

@@ -96,6 +96,14 @@ pub(super) struct Pod {
     /// The last valid index the pod really held (ground truth for the floor).
     pub(super) truth_index: i64,
     pub(super) delivered: Delivered,
+    /// A Deployment's pod: the ReplicaSet it belongs to (an index into the Deployment's list).
+    pub(super) replica_set: usize,
+    /// `metadata.uid`, drawn from the scenario's seed.
+    pub(super) uid: String,
+    /// `controller.kubernetes.io/pod-deletion-cost` as the watch shows it.
+    pub(super) cost: Option<String>,
+    /// A cost the writer has sent and the watch does not show yet: (when it shows, value).
+    pub(super) cost_pending: Option<(Millis, String)>,
 }
 
 impl Pod {
@@ -131,15 +139,17 @@ impl Pod {
     }
 }
 
-pub(super) fn index_page(workload: &str, pod: &str, value: &str) -> String {
+pub(super) fn index_page(w: &WorkloadSpec, pod: &str, value: &str) -> String {
     format!(
-        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"{}\",hpa_target_name=\"{}\",service_instance_id=\"{pod}\"}} {value}\n",
+        w.kind, w.name
     )
 }
 
-pub(super) fn load_line(series: &str, workload: &str, pod: &str, value: f64) -> String {
+pub(super) fn load_line(series: &str, w: &WorkloadSpec, pod: &str, value: f64) -> String {
     format!(
-        "# TYPE {series} gauge\n{series}{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
+        "# TYPE {series} gauge\n{series}{{hpa_target_kind=\"{}\",hpa_target_name=\"{}\",service_instance_id=\"{pod}\"}} {value}\n",
+        w.kind, w.name
     )
 }
 
