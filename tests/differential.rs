@@ -939,7 +939,7 @@ fn deployment_event() -> impl Strategy<Value = Event> {
         4 => (
             0..2usize,
             prop::bool::weighted(0.8),
-            prop::sample::select(vec![None, Some("0"), Some("1"), Some("2"), Some("3"), Some("x")]),
+            prop::sample::select(vec![None, Some("0"), Some("1"), Some("2"), Some("3"), Some("x"), Some("+1"), Some("01")]),
             prop::sample::select(vec!["a", "a", "a", "b"]),
         )
             .prop_map(|(pod, ready, cost, replica_set)| Event::PodState { pod, ready, cost, replica_set }),

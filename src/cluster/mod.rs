@@ -24,6 +24,24 @@ pub const DELETION_COST_FROM_INDEX: &str = "stateful-index";
 /// The annotation the ReplicaSet controller ranks pods by on scale-in (lower goes first).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
+/// The cost the ReplicaSet controller reads from the annotation, as `GetDeletionCostFromPodAnnotations`
+/// parses it: a decimal int32 without a plus sign or leading zeros; absent or invalid is 0.
+pub fn deletion_cost(annotation: Option<&str>) -> i32 {
+    let Some(value) = annotation else {
+        return 0;
+    };
+    let valid_first = match value.as_bytes().first() {
+        Some(b'-') => true,
+        Some(b'0') => value == "0",
+        Some(b'1'..=b'9') => true,
+        _ => false,
+    };
+    if !valid_first {
+        return 0;
+    }
+    value.parse::<i32>().unwrap_or(0)
+}
+
 /// What Kubernetes says about one existing pod.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodFacts {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
-use crate::cluster::{PodFacts, WorkloadRef};
+use crate::cluster::{deletion_cost, PodFacts, WorkloadRef};
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence};
 
@@ -185,15 +185,10 @@ pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> BTreeMap<&'e s
     index
 }
 
-/// Whether the cost the watch shows for a pod is `index`, as the ReplicaSet controller reads
-/// it: an absent annotation is 0, otherwise a decimal 32-bit integer.
+/// Whether the cost the ReplicaSet controller reads from a pod's annotation is `index`: an
+/// absent or invalid annotation is 0 (`cluster::deletion_cost`).
 pub fn cost_confirms(annotation: Option<&str>, index: u64) -> bool {
-    match annotation {
-        None => index == 0,
-        Some(text) => text
-            .parse::<i32>()
-            .is_ok_and(|c| i64::from(c) == index as i64),
-    }
+    i64::from(deletion_cost(annotation)) == index as i64
 }
 
 #[cfg(test)]
@@ -339,9 +334,12 @@ mod tests {
         assert!(!cost_confirms(None, 1));
         assert!(cost_confirms(Some("0"), 0));
         assert!(cost_confirms(Some("3"), 3));
-        assert!(cost_confirms(Some("+3"), 3));
+        // The controller reads "+3" and "03" as invalid, hence 0: they confirm no holding pod.
+        assert!(!cost_confirms(Some("+3"), 3));
+        assert!(!cost_confirms(Some("03"), 3));
+        assert!(cost_confirms(Some("+3"), 0));
         assert!(!cost_confirms(Some("3.0"), 3));
-        assert!(!cost_confirms(Some("x"), 0));
+        assert!(cost_confirms(Some("x"), 0));
         assert!(!cost_confirms(Some("2147483648"), 2_147_483_648));
     }
 }

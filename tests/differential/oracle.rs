@@ -665,11 +665,19 @@ impl Oracle {
                         holding += 1;
                         incomplete |= !state.ready;
                     }
-                    let cost = match &state.cost {
-                        None => Some(0),
-                        Some(t) => t.parse::<i32>().ok().map(i64::from),
-                    };
-                    incomplete |= cost != Some(i as i64);
+                    // The ReplicaSet controller reads an absent or invalid cost (a plus sign,
+                    // a leading zero, not an int32) as 0.
+                    let cost = state
+                        .cost
+                        .as_deref()
+                        .filter(|t| {
+                            t.starts_with('-')
+                                || *t == "0"
+                                || t.starts_with(|c: char| ('1'..='9').contains(&c))
+                        })
+                        .and_then(|t| t.parse::<i32>().ok())
+                        .unwrap_or(0);
+                    incomplete |= i64::from(cost) != i as i64;
                 }
             }
             if !replica_sets.contains(&state.replica_set) {

@@ -10,6 +10,8 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
+pub use crate::cluster::deletion_cost;
+
 /// `status.phase` of an active pod (`Succeeded` and `Failed` pods are not active and never
 /// ranked). The order is `podPhaseToOrdinal`: Pending before Unknown before Running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,24 +59,6 @@ impl RankingGates {
             logarithmic_scale_down: minor >= 22,
         }
     }
-}
-
-/// The cost the controller reads from the annotation, as `GetDeletionCostFromPodAnnotations`
-/// parses it: a decimal int32 without a plus sign or leading zeros; absent or invalid is 0.
-pub fn deletion_cost(annotation: Option<&str>) -> i32 {
-    let Some(value) = annotation else {
-        return 0;
-    };
-    let valid_first = match value.as_bytes().first() {
-        Some(b'-') => true,
-        Some(b'0') => value == "0",
-        Some(b'1'..=b'9') => true,
-        _ => false,
-    };
-    if !valid_first {
-        return 0;
-    }
-    value.parse::<i32>().unwrap_or(0)
 }
 
 /// `ActivePodsWithRanks.Less` as an ordering: `Less` means `a` is deleted before `b`. `rank_a`
