@@ -150,6 +150,7 @@ fn each_fixture_gives_exactly_its_findings() {
         ("gitops-replicas.yaml", &[], &["HB022"], 0),
         ("zero-recommender.yaml", &[], &["HB023"], 0),
         ("deployment-floor.yaml", &[], &["HB013"], 0),
+        ("deployment-floor-opted-in.yaml", &[], &[], 0),
         ("ordinals.yaml", &[], &["HB014"], 1),
         ("no-floor.yaml", &[], &["HB015"], 0),
         ("apiservice.yaml", &[], &["HB016", "HB017"], 1),
@@ -170,6 +171,20 @@ fn each_fixture_gives_exactly_its_findings() {
             r.stderr
         );
         assert_eq!(r.code, *code, "{file} {extra:?} exit code: {}", r.stdout);
+    }
+}
+
+/// HB013's fix names the opt-in annotation and the flag.
+#[test]
+fn a_floor_on_a_deployment_points_at_deletion_cost() {
+    let r = check_file("deployment-floor.yaml", &[]);
+    let fix = r.findings("HB013")[0]["fix"].as_str().unwrap().to_string();
+    for part in [
+        "hpa-bridge.io/deletion-cost",
+        "stateful-index",
+        "--write-deletion-cost",
+    ] {
+        assert!(fix.contains(part), "{part:?} not in {fix}");
     }
 }
 

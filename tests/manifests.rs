@@ -53,6 +53,10 @@ fn every_manifest_validates_against_the_kubernetes_schemas() {
             "kustomize custom-metrics",
             manifests().join("overlays/custom-metrics"),
         ),
+        (
+            "kustomize deletion-cost",
+            manifests().join("overlays/deletion-cost"),
+        ),
     ] {
         let rendered = stage(label, &docs(&kustomize(&dir)), tmp.path()).unwrap();
         assert!(rendered.1 >= 11, "{label}: {rendered:?}");
@@ -461,4 +465,67 @@ fn custom_metrics_overlay_registers_both_versions_and_the_object_example_uses_av
         );
         assert!(object["target"].get("value").is_none(), "{m}");
     }
+}
+
+/// Whether any role in `docs` bound to hpa-bridge's ServiceAccount lets it `verb` pods.
+fn may_on_pods(docs: &[Value], verb: &str) -> bool {
+    let bound: Vec<&str> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+        .filter(|d| {
+            d["subjects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == "hpa-bridge")
+        })
+        .map(|d| d["roleRef"]["name"].as_str().unwrap())
+        .collect();
+    docs.iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+        .filter(|r| bound.iter().any(|n| r["metadata"]["name"] == *n))
+        .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+        .any(|rule| {
+            let has = |key: &str, want: &str| {
+                rule[key]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|v| v == want || v == "*"))
+            };
+            has("apiGroups", "") && has("resources", "pods") && has("verbs", verb)
+        })
+}
+
+/// The base never writes to pods; the deletion-cost overlay adds `patch` on pods (and nothing
+/// else that writes) and turns the writer on with flags the binary accepts.
+#[test]
+fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
+    let base = base();
+    for verb in ["patch", "update", "delete", "create"] {
+        assert!(!may_on_pods(&base, verb), "the base may {verb} pods");
+    }
+    let overlay = docs(&kustomize(&manifests().join("overlays/deletion-cost")));
+    assert!(may_on_pods(&overlay, "patch"));
+    for verb in ["update", "delete", "create"] {
+        assert!(!may_on_pods(&overlay, verb), "the overlay may {verb} pods");
+    }
+    let a = args(one(&overlay, "Deployment"));
+    assert!(a.contains(&"--write-deletion-cost".to_string()), "{a:?}");
+    assert!(a.contains(&"--deletion-cost-qps=10".to_string()), "{a:?}");
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in ["--write-deletion-cost", "--deletion-cost-qps"] {
+        assert!(help.contains(flag), "serve has no {flag}:\n{help}");
+    }
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["serve", "--deletion-cost-qps=0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not a rate in (0, 1000] per second"),
+        "{refused:?}"
+    );
 }

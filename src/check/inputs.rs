@@ -23,6 +23,8 @@ pub struct WorkloadInput {
     pub replicas_fixed_by: Option<String>,
     /// `spec.template.metadata.labels`, when known: which pods are the workload's (HB023).
     pub pod_labels: Option<BTreeMap<String, String>>,
+    /// A Deployment annotated `hpa-bridge.io/deletion-cost: "stateful-index"` (HB013).
+    pub deletion_cost_opt_in: bool,
     pub source: Option<String>,
 }
 

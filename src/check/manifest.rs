@@ -314,6 +314,11 @@ pub fn workload_from_json(
         ordinals_start,
         replicas_fixed_by,
         pod_labels,
+        deletion_cost_opt_in: v
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(crate::cluster::DELETION_COST_OPT_IN))
+            .and_then(Value::as_str)
+            == Some(crate::cluster::DELETION_COST_FROM_INDEX),
         source,
     })
 }

@@ -18,14 +18,16 @@ pub(super) fn check_workload(
         .find(|w| w.kind == target_ref.kind && w.namespace == ns && w.name == target_ref.name)
         .cloned();
     match target_ref.kind.as_str() {
-        "Deployment" if uses.floor => ctx.push(
+        // An opted-in Deployment's floor is the count of holding pods, kept safe by their
+        // deletion cost (docs/deletion-cost.md).
+        "Deployment" if uses.floor && !workload.as_ref().is_some_and(|w| w.deletion_cost_opt_in) => ctx.push(
             rules::FLOOR_ON_DEPLOYMENT,
             Severity::Warning,
             object,
             "spec.scaleTargetRef.kind",
             format!("a stateful floor metric is used for Deployment {}", target_ref.name),
             "a Deployment promises no deletion order, so keeping the highest state-owning index protects nothing: any pod may be removed on scale-in (docs/hpa-behaviour.md §4.1)",
-            "run stateful workloads as a StatefulSet, or drop the floor metric for this Deployment",
+            "annotate the Deployment hpa-bridge.io/deletion-cost: \"stateful-index\" and run the adapter with --write-deletion-cost (manifests/overlays/deletion-cost), so idle pods go first (docs/deletion-cost.md); or run it as a StatefulSet",
             src,
         ),
         "StatefulSet" => {

@@ -67,10 +67,18 @@ pub fn deployment_floor(
         };
         let reading = read(q, o, invalid_reason);
         let status = match reading {
-            Reading::Fresh(v) => format!(
-                "index {v}, deletion cost {}",
-                facts.deletion_cost.as_deref().unwrap_or("absent")
-            ),
+            Reading::Fresh(v) => {
+                let cost = facts.deletion_cost.as_deref();
+                let confirmed = if cost_confirms(cost, v as u64) {
+                    "confirmed by the watch"
+                } else {
+                    "not confirmed"
+                };
+                format!(
+                    "index {v}, deletion cost {} ({confirmed})",
+                    cost.unwrap_or("absent")
+                )
+            }
             Reading::Gone => "unknown: no longer exported".into(),
             Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)),
             Reading::Invalid(why) => format!("unknown: {why}"),
@@ -250,6 +258,10 @@ mod tests {
         let a = floor(&pods, o);
         assert_eq!(a.value(), Some(3), "{}", a.reason);
         assert!(a.reason.contains("3 of the 6 pods"), "{}", a.reason);
+        assert_eq!(
+            a.inputs[1].status,
+            "index 2, deletion cost 2 (confirmed by the watch)"
+        );
     }
 
     #[test]
