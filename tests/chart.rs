@@ -142,6 +142,27 @@ fn matrix() -> Vec<Case> {
                 assert!(names(d, "ClusterRole").contains(&"hpa-bridge:discovery".into()));
                 assert!(find(d, "ServiceMonitor").is_empty());
                 assert!(find(d, "PrometheusRule").is_empty());
+                // Nothing writes to pods unless asked.
+                assert!(!names(d, "ClusterRole").contains(&"hpa-bridge:deletion-cost".into()));
+                assert!(!args(one(d, "Deployment")).contains(&"--write-deletion-cost".into()));
+            },
+        },
+        Case {
+            label: "deletionCost.write=true",
+            values: json!({"deletionCost": {"write": true, "qps": 25}}),
+            check: |d| {
+                assert!(names(d, "ClusterRole").contains(&"hpa-bridge:deletion-cost".into()));
+                let role = find(d, "ClusterRole")
+                    .into_iter()
+                    .find(|r| r["metadata"]["name"] == "hpa-bridge:deletion-cost")
+                    .unwrap();
+                assert_eq!(
+                    role["rules"],
+                    json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}])
+                );
+                let a = args(one(d, "Deployment"));
+                assert!(a.contains(&"--write-deletion-cost".to_string()), "{a:?}");
+                assert!(a.contains(&"--deletion-cost-qps=25".to_string()), "{a:?}");
             },
         },
         Case {
@@ -398,6 +419,10 @@ fn values_the_chart_cannot_honour_fail_the_render_naming_the_value() {
         (
             json!({"tls": {"mode": "existingSecret"}}),
             "tls.existingSecret.name",
+        ),
+        (
+            json!({"deletionCost": {"write": true}, "kubernetesDiscovery": {"enabled": false}, "config": {"scrape": {"kubernetes": null}}}),
+            "deletionCost.write",
         ),
         (
             json!({"apiServices": {"external": {"enabled": false}}}),
