@@ -233,7 +233,7 @@ struct ServeArgs {
     /// (manifests/overlays/deletion-cost).
     #[arg(long)]
     write_deletion_cost: bool,
-    /// Deletion-cost patches per second, across the cluster.
+    /// Deletion-cost patches per second from this replica, across the cluster's pods.
     #[arg(long, default_value_t = 10.0, value_parser = parse_qps)]
     deletion_cost_qps: f64,
     #[command(flatten)]
@@ -450,11 +450,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     hpa_bridge::config::HumanDuration::parse(s).map(|d| d.0)
 }
 
-/// A rate: a finite number above 0 and at most 1000.
+/// A rate: a number from 0.001 to 1000.
 fn parse_qps(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(q) if q.is_finite() && q > 0.0 && q <= 1000.0 => Ok(q),
-        _ => Err(format!("{s:?} is not a rate in (0, 1000] per second")),
+        Ok(q) if (0.001..=1000.0).contains(&q) => Ok(q),
+        _ => Err(format!("{s:?} is not a rate in [0.001, 1000] per second")),
     }
 }
 

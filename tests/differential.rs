@@ -215,6 +215,7 @@ impl Cluster for FakeCluster {
                             ready: state(pod).ready,
                             deletion_cost: state(pod).cost,
                             replica_set: state(pod).replica_set,
+                            terminated: false,
                         },
                     )
                 })
@@ -1114,6 +1115,24 @@ fn a_reused_answer_ends_when_its_input_turns_stale() {
         Event::Advance(600),
     ];
     assert_eq!(served_after(&events, rec), Outcome::Refused(Kind::Stale));
+}
+
+/// A stale answer is not reused once a page refreshes its input, even with the same value and
+/// at the same instant: the store counts a page that refreshes a series that may have read
+/// stale as a change.
+#[test]
+fn a_stale_input_scraped_again_with_the_same_value_is_fresh() {
+    let rec = query("rec", "games", "hpa_target_name=lobby", None);
+    let events = [
+        page(2, &[("rec_a", LOBBY, 3.0)]),
+        Event::Advance(3600),
+        Event::Ask {
+            query: rec,
+            times: 1,
+        },
+        page(2, &[("rec_a", LOBBY, 3.0)]),
+    ];
+    assert_eq!(served_after(&events, rec), Outcome::Value(3));
 }
 
 /// A pod of the workload whose pages carry no index is unknown to the floor, as a pod never

@@ -525,7 +525,8 @@ fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("is not a rate in (0, 1000] per second"),
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("is not a rate in [0.001, 1000] per second"),
         "{refused:?}"
     );
 }

@@ -57,6 +57,8 @@ pub struct PodFacts {
     pub deletion_cost: Option<String>,
     /// The ReplicaSet that controls the pod, by name (a Deployment's pods).
     pub replica_set: Option<String>,
+    /// `status.phase` is Succeeded or Failed (an evicted pod, say): not an active pod.
+    pub terminated: bool,
 }
 
 /// Cluster facts for the engine; absent without Kubernetes.

@@ -1,6 +1,6 @@
 //! The task that writes deletion costs: once per scrape interval it reads each opted-in
 //! Deployment's pods from the watch cache and their indices from the store, and patches the
-//! annotation where it differs, paced cluster-wide and backing off per pod on failure.
+//! annotation where it differs, paced across the cluster's pods and backing off per pod on failure.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,8 +23,10 @@ use crate::telemetry::SelfMetrics;
 
 /// The field manager of every patch, so `managedFields` names who owns the annotation.
 pub const FIELD_MANAGER: &str = "hpa-bridge";
-/// How long a written cost may take to show in the watch before it is written again.
-const CONFIRM_WAIT: Duration = Duration::from_secs(30);
+/// How long a written cost may take to show in the watch before it is written again: long
+/// enough for the watch to catch up, short enough that a value another writer changed is put
+/// back soon.
+const CONFIRM_WAIT: Duration = Duration::from_secs(5);
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
@@ -39,7 +41,7 @@ pub struct DeletionCostWriter {
     floors: Vec<(String, Vec<String>)>,
     stale_after_ms: Millis,
     interval: Duration,
-    /// Time between two patches, cluster-wide (1 / `--deletion-cost-qps`).
+    /// Time between two patches of this replica (1 / `--deletion-cost-qps`).
     gap: Duration,
 }
 
@@ -95,8 +97,14 @@ impl DeletionCostWriter {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                for (deployment, patches) in self.plan() {
+                let planned = Instant::now();
+                'plan: for (deployment, patches) in self.plan() {
                     for p in patches {
+                        // A plan older than an interval may write an index the store has
+                        // since replaced: plan again instead.
+                        if next_patch.max(Instant::now()) > planned + self.interval {
+                            break 'plan;
+                        }
                         let key = (deployment.namespace.clone(), p.pod.clone());
                         if !writes.due(&key, p.cost) {
                             continue;

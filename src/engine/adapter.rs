@@ -418,6 +418,7 @@ pub fn static_target_id(url: &str) -> TargetId {
 /// An empty scrape store that applies the config's `scrape.maxClockSkew`.
 pub fn store_for(config: &Config) -> Store {
     Store::with_max_clock_skew(config.scrape.max_clock_skew.0.as_millis() as Millis)
+        .with_stale_after(config.scrape.stale_after().as_millis() as Millis)
 }
 
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {

@@ -290,6 +290,15 @@ impl Adapter {
                     }
                 };
                 let state = self.workload_state();
+                if let Some(state) = &state {
+                    let ws = &*evidence.workloads;
+                    let opted = ws.iter().find(|w| state.deletion_cost_opt_in(w));
+                    if let (Some(w), true) = (opted, ws.len() > 1) {
+                        // The count of holding pods covers one Deployment's pods; the highest
+                        // index of a mix protects nothing of it.
+                        return policy::mixed_workloads_floor(&q, w, ws);
+                    }
+                }
                 if let (Some(state), [w]) = (&state, &*evidence.workloads) {
                     if state.deletion_cost_opt_in(w) {
                         // Each pod is weighed on its own: a summary would count them.

@@ -49,7 +49,9 @@ pub fn deployment_floor(
     };
     let members: BTreeMap<&str, &PodFacts> = pods
         .iter()
-        .filter(|(_, f)| f.workload.as_ref() == Some(deployment))
+        // Succeeded and Failed pods are not active: the ReplicaSet neither counts nor deletes
+        // them (docs/hpa-behaviour.md §9.1), and they export nothing.
+        .filter(|(_, f)| f.workload.as_ref() == Some(deployment) && !f.terminated)
         .map(|(n, f)| (n.as_str(), f))
         .collect();
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
@@ -174,6 +176,35 @@ pub fn deployment_floor(
     answer
 }
 
+/// A floor whose series come from several workloads, one of them a Deployment that opted in
+/// to deletion cost: incomplete, since neither the count of its holding pods nor a highest
+/// index over the mix tells how many of its pods must stay.
+pub fn mixed_workloads_floor(
+    q: &QueryContext<'_>,
+    deployment: &WorkloadRef,
+    workloads: &[WorkloadRef],
+) -> Answer {
+    let names: Vec<String> = workloads
+        .iter()
+        .map(|w| format!("{} {}/{}", w.kind, w.namespace, w.name))
+        .collect();
+    Answer::refused(
+        q.metric,
+        MetricKind::StatefulFloor,
+        RefusalKind::IncompleteFloor,
+        None,
+        "count of pods holding state, ranked last by deletion cost",
+        format!(
+            "the floor for {} is incomplete: its series come from {} workloads ({}), and Deployment {}/{} counts its own pods only; narrow the selector to it",
+            q.scope,
+            names.len(),
+            names.join(", "),
+            deployment.namespace,
+            deployment.name
+        ),
+    )
+}
+
 /// Each pod's index, by the pod label of its series: the highest while every series of the
 /// pod reads fresh and valid, `None` once any does not. The floor counts by it and the
 /// deletion-cost writer writes it, so both see one index per pod.
@@ -220,6 +251,7 @@ mod tests {
             ready,
             deletion_cost: cost.map(Into::into),
             replica_set: Some(rs.into()),
+            terminated: false,
         }
     }
 
@@ -327,6 +359,27 @@ mod tests {
         let (pods, mut o) = six();
         o.push(index_of("stranger", 4.0, 0));
         incomplete(&pods, o, "is not a pod of Deployment default/web", 3);
+    }
+
+    #[test]
+    fn finished_pods_are_not_members_and_a_mix_of_workloads_is_refused() {
+        let (mut pods, o) = six();
+        pods.insert(
+            "web-evicted".into(),
+            PodFacts {
+                terminated: true,
+                ..pod(false, None, "web-5d4f")
+            },
+        );
+        assert_eq!(floor(&pods, o).value(), Some(3));
+        let s = series();
+        let other = WorkloadRef {
+            name: "api".into(),
+            ..web()
+        };
+        let a = mixed_workloads_floor(&ctx(&s), &web(), &[web(), other]);
+        assert_eq!(a.refusal(), Some(RefusalKind::IncompleteFloor));
+        assert!(a.reason.contains("2 workloads"), "{}", a.reason);
     }
 
     #[test]

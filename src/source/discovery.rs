@@ -84,8 +84,10 @@ pub fn pod_facts(
     let replica_set = controller_of(pod.owner_references())
         .filter(|o| o.kind == "ReplicaSet")
         .map(|o| o.name.clone());
+    let phase = status.and_then(|s| s.phase.as_deref());
     PodFacts {
-        running: status.and_then(|s| s.phase.as_deref()) == Some("Running"),
+        running: phase == Some("Running"),
+        terminated: matches!(phase, Some("Succeeded" | "Failed")),
         workload: owner_workload(pod, replicaset),
         ready,
         deletion_cost: pod.annotations().get(POD_DELETION_COST).cloned(),

@@ -351,6 +351,9 @@ pub struct Store {
     /// Each asked-about scope's series, while its membership stands (resolved_scope.rs).
     resolved: ResolvedScopes,
     clock_skew: ClockSkew,
+    /// `scrape.staleAfter`: a series whose value was older than this before a page may have
+    /// read as stale, so the page that refreshes it changes answers even with the same value.
+    stale_after_ms: Millis,
 }
 
 #[derive(Debug, Default)]
@@ -539,6 +542,15 @@ impl Store {
         }
     }
 
+    /// The age past which answers read a series as stale (`scrape.staleAfter`). Without it
+    /// every page that arrives after any time has passed counts as a change.
+    pub fn with_stale_after(self, stale_after_ms: Millis) -> Self {
+        Store {
+            stale_after_ms,
+            ..self
+        }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -696,12 +708,24 @@ impl Store {
                 .store(false, std::sync::atomic::Ordering::Relaxed);
             rec.health.last_duration_ms = Some(duration_ms);
             rec.health.consecutive_failures = 0;
-            // How each series read before the page, to stamp the postings of those it changes.
-            let before: Vec<(SlotId, Reading)> = rec
+            // How each series read before the page, to stamp the postings of those it changes:
+            // its reading, and whether it may have read as stale by now (then a page with the
+            // same value still turns it fresh, which no answer from before may hide).
+            let stale_after = self.stale_after_ms;
+            let before: Vec<(SlotId, Reading, bool)> = rec
                 .series
                 .values()
                 .flat_map(HashMap::values)
-                .filter_map(|slot| slots.get(*slot).map(|s| (*slot, s.reading())))
+                .filter_map(|slot| {
+                    slots.get(*slot).map(|s| {
+                        let age = match s.latest_mono {
+                            Some(mono) => scraped_mono.saturating_sub(mono),
+                            None => scraped_at.saturating_sub(s.latest_at),
+                        };
+                        let expired = s.valid_until.is_some_and(|u| scraped_at > u);
+                        (*slot, s.reading(), age > stale_after || expired)
+                    })
+                })
                 .collect();
             for slot in rec.series.values().flat_map(HashMap::values) {
                 if let Some(s) = slots.get_mut(*slot) {
@@ -784,10 +808,10 @@ impl Store {
             }
             // Series added by this page are present, so the absent ones are all in `before`.
             let mut absent = Vec::new();
-            for (slot, reading) in before {
+            for (slot, reading, may_have_been_stale) in before {
                 if let Some(s) = slots.get(slot) {
                     // A target that recovers changes how every series of it reads.
-                    if was_failing || s.reading() != reading {
+                    if was_failing || may_have_been_stale || s.reading() != reading {
                         postings.touch(&s.name, &s.labels, stamp);
                     }
                     if !s.present {

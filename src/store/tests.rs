@@ -114,7 +114,7 @@ fn a_target_churning_label_sets_keeps_at_most_the_retained_limit() {
 
 #[test]
 fn a_scope_version_moves_with_its_own_evidence_and_not_with_time() {
-    let store = Store::new();
+    let store = Store::new().with_stale_after(1500);
     let t = |name: &str, ns: &str| {
         target(
             &format!("http://{name}/m"),
@@ -137,6 +137,12 @@ fn a_scope_version_moves_with_its_own_evidence_and_not_with_time() {
         version(),
         v0,
         "re-scraped with the same value: only time passed"
+    );
+    store.record_success(&a, 3600, 1, page("lobby", 3.0));
+    assert_ne!(
+        version(),
+        v0,
+        "re-scraped with the same value after staleAfter: it may have read stale meanwhile"
     );
     store.record_success(&b, 2000, 1, page("arena", 6.0));
     store.record_success(&other, 2000, 1, page("lobby", 8.0));

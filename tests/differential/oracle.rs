@@ -607,9 +607,13 @@ impl Oracle {
     /// The highest retained index; a pod in scope that never reported a valid one leaves it
     /// incomplete.
     fn floor(&self, ev: &Ev) -> Rule {
-        if let (Some(c), [w]) = (&self.cluster, ev.workloads.as_slice()) {
-            if c.opted_in.contains(w) {
-                return self.deployment_floor(c, ev, w);
+        if let Some(c) = &self.cluster {
+            let opted = ev.workloads.iter().any(|w| c.opted_in.contains(w));
+            match ev.workloads.as_slice() {
+                [w] if opted => return self.deployment_floor(c, ev, w),
+                // An opted-in Deployment's count covers its own pods only.
+                [_, _, ..] if opted => return Rule::Refused(Kind::IncompleteFloor, None),
+                _ => {}
             }
         }
         let retained = |o: &Observed| if o.duplicated { None } else { o.last_valid };

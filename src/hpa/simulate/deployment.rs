@@ -357,6 +357,7 @@ impl Runner {
                         ready: self.pod_ready(p, t),
                         deletion_cost: p.cost.clone(),
                         replica_set: Some(self.replica_set_name(p.replica_set)),
+                        terminated: false,
                     },
                 )
             })
