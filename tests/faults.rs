@@ -156,6 +156,7 @@ fault_scripts! {
     deployment_with_deletion_cost_loses_only_idle_pods => "16a-deployment-deletion-cost.yaml",
     deployment_holds_while_a_holding_pod_is_not_ready => "16b-deployment-holder-not-ready.yaml",
     deployment_holds_during_a_rollout => "16c-deployment-rollout.yaml",
+    stuck_loop_behind_a_live_endpoint_goes_stale_by_producer_time => "17-stuck-loop-producer-time.yaml",
 }
 
 /// A copy of a scenario with another `seed`, in `dir`.
@@ -315,6 +316,56 @@ fn failover_scenarios_differ_only_in_epoch_fencing() {
             .contains("replicas: initial 9 min 9 max 9 final 9"),
         "{}",
         pinned.stdout
+    );
+}
+
+#[test]
+fn a_stuck_loop_is_refused_only_with_producer_time() {
+    // The same exporter: the loop stuck on 3 at 2m10s while every scrape succeeds. Aged by its
+    // evaluation time the recommendation is refused from 2m40s and the workload holds 8 until
+    // the loop runs again; aged by the scrape it is served and the workload scales in on it.
+    let name = "17-stuck-loop-producer-time.yaml";
+    let aged = simulate(&faults_dir().join(name), None);
+    aged.assert_passed(name);
+    assert!(
+        aged.stdout
+            .contains("replicas: initial 8 min 3 max 8 final 3"),
+        "{}",
+        aged.stdout
+    );
+    // Refused as stale at every sync from 2m45s (the first after 2m10s + staleAfter 30s) to
+    // 5m45s, while every scrape of the page succeeds.
+    let refused: Vec<&str> = aged
+        .stdout
+        .lines()
+        .filter(|l| l.contains("| 503 is stale"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(refused.len(), 13, "{}", aged.stdout);
+    assert_eq!(
+        (refused[0], refused[12]),
+        ("2m45s", "5m45s"),
+        "{}",
+        aged.stdout
+    );
+    fails_with(
+        "stuck-loop-without-producer-time.yaml",
+        "decrease-on-unknown",
+    );
+    let served = simulate(
+        &faults_dir().join("unsafe/stuck-loop-without-producer-time.yaml"),
+        None,
+    );
+    assert!(
+        served
+            .stdout
+            .contains("replicas: initial 8 min 3 max 8 final 3")
+            && !served.stdout.contains("503")
+            && served
+                .stdout
+                .contains("VIOLATION decrease-on-unknown at 3m45s"),
+        "{}",
+        served.stdout
     );
 }
 

@@ -5,7 +5,8 @@
 //!
 //! - `serve`: the HPA's request over TLS keep-alive with client-certificate authentication,
 //!   against a bare hyper + rustls server returning the same bytes.
-//! - `parse`: the exposition skip path against a `memchr` newline scan of the same page.
+//! - `parse`: the exposition skip path against a `memchr` newline scan of the same page; the
+//!   JSON source's read of a status document, and of a deeply nested and a very wide one.
 //! - `scale`: thousands of targets scraped from a separate exporter process: CPU per round,
 //!   round duration against the interval, resident memory, freshness.
 //! - `live`: the serve path over thousands of targets the scraper keeps rewriting, many
@@ -22,6 +23,7 @@ mod answer_cost;
 mod exporter;
 mod fleet;
 mod hostile;
+mod json_parse;
 mod kubeapi;
 mod live;
 mod page;

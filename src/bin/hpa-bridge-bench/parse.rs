@@ -47,6 +47,8 @@ pub struct AdversarialPage {
 pub struct ParseResult {
     pub pages: Vec<ParsePage>,
     pub adversarial: Vec<AdversarialPage>,
+    /// The JSON source's parse: a status document, then a deeply nested and a very wide one.
+    pub json: Vec<super::json_parse::JsonDocument>,
 }
 
 /// The faster of two ways to find every newline of `page`: no parser skips lines faster.
@@ -66,7 +68,7 @@ fn newline_scans(page: &[u8]) -> [Box<dyn Fn() -> usize + '_>; 2] {
 /// MB/s of each of `fs` over `bytes` per call. The functions take turns in ~20 ms slices until
 /// each has run for at least `min`, so a change in the machine's load (other processes) hits
 /// all of them alike instead of whichever happened to run at the time.
-fn throughputs<const N: usize>(
+pub(super) fn throughputs<const N: usize>(
     bytes: usize,
     min: Duration,
     fs: [&dyn Fn() -> usize; N],
@@ -146,6 +148,7 @@ pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {
     Ok(ParseResult {
         pages: pages_out,
         adversarial,
+        json: super::json_parse::run(plan)?,
     })
 }
 

@@ -148,8 +148,10 @@ fn cpu_model() -> String {
 fn size_label(bytes: usize) -> String {
     if bytes >= 1 << 20 {
         format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
-    } else {
+    } else if bytes >= 1024 {
         format!("{:.0} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -302,6 +304,39 @@ impl Report {
                         Some(Goal::AtLeast(0.5)),
                     ),
                 );
+            }
+            // A hostile document costs what its size costs: the paths never walk the extra keys or
+            // levels, so time per page grows no faster than the bytes parsed.
+            for doc in &p.json {
+                f.push(
+                    Figure::new(
+                        "parse",
+                        format!(
+                            "Parse JSON {} document ({}) vs `serde_json::from_slice` into a Value alone",
+                            doc.document,
+                            size_label(doc.bytes)
+                        ),
+                        "µs/page",
+                    )
+                    .compare(doc.value_only_us_per_page, doc.us_per_page, None),
+                );
+            }
+            if let [status, hostile @ ..] = p.json.as_slice() {
+                for doc in hostile {
+                    f.push(
+                        Figure::new(
+                            "parse",
+                            format!(
+                                "Parse JSON {} document ({}) vs the SeaTunnel status document ({})",
+                                doc.document,
+                                size_label(doc.bytes),
+                                size_label(status.bytes)
+                            ),
+                            "µs/page",
+                        )
+                        .compare(status.us_per_page, doc.us_per_page, None),
+                    );
+                }
             }
         }
         if let Some(s) = &self.scale {
@@ -597,6 +632,20 @@ impl Report {
                      newline scan {:.0} MB/s, `exposition::parse_with` with the default limits {:.0} MB/s",
                     page.bytes, page.lines, page.labels_per_line, page.line_bytes_limit,
                     page.newline_scan_mb_s, page.adapter_mb_s
+                );
+            }
+            for doc in &p.json {
+                let _ = writeln!(
+                    md,
+                    "- JSON `{}` ({} bytes, {} samples): `JsonExtraction::read` with the `json:` block of \
+                     examples/seatunnel-rest.yaml, {:.1} µs per page ({:.1}× the status document); \
+                     `serde_json::from_slice` into a `Value` alone {:.1} µs",
+                    doc.document,
+                    doc.bytes,
+                    doc.samples,
+                    doc.us_per_page,
+                    doc.ratio_to_status,
+                    doc.value_only_us_per_page
                 );
             }
             let _ = writeln!(md);

@@ -15,6 +15,10 @@ pub enum FaultMode {
     Garbage,
     /// A 200 page without the series: the exporter stopped exporting it.
     Absent,
+    /// A controller's loop is stuck while its endpoint still answers 200: until `to` every
+    /// page is the one it served at `from`, the same value and, on its `timestampSeries`, the
+    /// same evaluation time.
+    Frozen,
     /// The pod keeps exporting, but its Ready condition is False (a failing readiness probe).
     NotReady,
     /// The Deployment's template changes at `from`: a new ReplicaSet, rolled out with maxSurge 1
@@ -87,5 +91,24 @@ mod tests {
         assert!(!f.active_at(80_000));
         assert!(f.active_at(100_000));
         assert!(!f.active_at(180_000));
+    }
+
+    #[test]
+    fn a_frozen_loop_names_a_controller() {
+        let scenario = |target: &str| {
+            Scenario::from_yaml(&format!(
+                "name: x\nduration: 1m\nworkload: {{name: lobby, initialReplicas: 2}}\n\
+                 hpa: {{maxReplicas: 4, metrics: [{{type: External, external: {{metric: {{name: hpa_target_replicas}}, target: {{type: AverageValue, averageValue: '1'}}}}}}]}}\n\
+                 controllers: [{{name: c, timestampSeries: hpa_expect_evaluated_seconds, values: [{{at: 0s, value: 2}}]}}]\n\
+                 faults: [{{target: {target}, from: 10s, to: 30s, mode: frozen}}]\n"
+            ))
+        };
+        let ok = scenario("c").unwrap();
+        assert_eq!(ok.faults[0].mode, FaultMode::Frozen);
+        assert!(scenario("controllers").is_ok());
+        for pod in ["lobby-0", "pods", "all"] {
+            let err = scenario(pod).unwrap_err().to_string();
+            assert!(err.contains("faults[0].target"), "{pod}: {err}");
+        }
     }
 }

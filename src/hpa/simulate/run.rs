@@ -330,7 +330,9 @@ impl Runner {
             Some((FaultMode::Error, _)) => Page::Status(500),
             Some((FaultMode::Garbage, _)) => Page::Ok(garbage_page(series)),
             Some((FaultMode::Absent, _)) => Page::Ok("# nothing exported\n".into()),
-            Some((FaultMode::NotReady | FaultMode::Rollout, _)) => Page::Ok(body),
+            Some((FaultMode::NotReady | FaultMode::Rollout | FaultMode::Frozen, _)) => {
+                Page::Ok(body)
+            }
             Some((FaultMode::Slow, delay)) => Page::Slow(
                 body,
                 delay
@@ -348,7 +350,17 @@ impl Runner {
             let c = &self.controllers[i];
             let running = self.controller_running(&c.spec, t);
             let fault = self.scenario.fault_at(&c.spec.name, false, t).cloned();
-            let value = step_value(&c.spec.values, t).cloned();
+            // A stuck loop serves what it evaluated at the freeze, as of then.
+            let evaluated = match &fault {
+                Some(f) if f.mode == FaultMode::Frozen => ms(f.from),
+                _ => t,
+            };
+            let value = step_value(&c.spec.values, evaluated).cloned();
+            let stamp = c
+                .spec
+                .timestamp_series
+                .as_deref()
+                .map(|series| (series, (EPOCH_MS + evaluated) as f64 / 1000.0));
             let body = match &value {
                 Some(v) => expect_page(
                     c.spec.kind_label(&w),
@@ -356,16 +368,18 @@ impl Runner {
                     &c.spec.name,
                     &c.spec.labels,
                     &v.exposition(),
+                    stamp,
                 ),
                 None => "# no value yet\n".into(),
             };
             let page = self.page_for(fault.as_ref(), "hpa_expect_replicas", body);
             c.exporter.set(page);
-            if fault.is_none() && running {
+            let delivered = fault.as_ref().is_none_or(|f| f.mode == FaultMode::Frozen);
+            if delivered && running {
                 if let Some(v) = value {
                     let d = &mut self.controllers[i].delivered;
                     d.ever_valid |= v.replicas().is_some();
-                    d.last = Some((t, v));
+                    d.last = Some((evaluated, v));
                 }
             }
         }

@@ -313,6 +313,10 @@ pub struct ControllerSpec {
     /// it would recommend if it ran.
     #[serde(default)]
     pub in_workload: bool,
+    /// It also exports this gauge: when its loop last evaluated (Unix seconds), with the same
+    /// labels as its recommendation, for an adapter `timestampSeries` to age it by.
+    #[serde(default)]
+    pub timestamp_series: Option<String>,
 }
 
 impl ControllerSpec {
@@ -457,6 +461,14 @@ impl Scenario {
                     "values may not hold quotes, backslashes or newlines",
                 ));
             }
+            if let Some(ts) = &c.timestamp_series {
+                if !crate::selector::is_prometheus_label_name(ts) || ts == "hpa_expect_replicas" {
+                    return Err(invalid(
+                        format!("controllers[{i}].timestampSeries"),
+                        format!("{ts:?} must be a series name other than hpa_expect_replicas"),
+                    ));
+                }
+            }
             if let Some(k) = &c.target_kind {
                 if k.is_empty() || !k.chars().all(|ch| ch.is_ascii_alphanumeric()) {
                     return Err(invalid(
@@ -514,6 +526,16 @@ impl Scenario {
                     ));
                 }
                 continue;
+            }
+            // A stuck loop is a recommender's; a pod's index has no evaluation time.
+            if f.mode == FaultMode::Frozen
+                && f.target != "controllers"
+                && !names.contains(&f.target)
+            {
+                return Err(invalid(
+                    format!("faults[{i}].target"),
+                    "frozen names a controller, or controllers",
+                ));
             }
             if f.mode == FaultMode::NotReady && !f.target.starts_with(&format!("{}-", w.name)) {
                 return Err(invalid(

@@ -153,20 +153,30 @@ pub(super) fn load_line(series: &str, w: &WorkloadSpec, pod: &str, value: f64) -
     )
 }
 
+/// A controller's page: its recommendation, and with `evaluated` = (series, Unix seconds) when
+/// its loop last evaluated, under the same labels.
 pub(super) fn expect_page(
     kind: &str,
     workload: &str,
     instance: &str,
     labels: &BTreeMap<String, String>,
     value: &str,
+    evaluated: Option<(&str, f64)>,
 ) -> String {
     let extra: String = labels
         .iter()
         .map(|(k, v)| format!(",{k}=\"{v}\""))
         .collect();
-    format!(
-        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"{kind}\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"{extra}}} {value}\n"
-    )
+    let line = |series: &str, value: &str| {
+        format!(
+            "# TYPE {series} gauge\n{series}{{hpa_target_kind=\"{kind}\",hpa_target_name=\"{workload}\",service_instance_id=\"{instance}\"{extra}}} {value}\n"
+        )
+    };
+    let mut page = line("hpa_expect_replicas", value);
+    if let Some((series, at)) = evaluated {
+        page.push_str(&line(series, &at.to_string()));
+    }
+    page
 }
 
 /// Not exposition text: an unterminated label set on a wanted family, then HTML.
