@@ -758,6 +758,27 @@ async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_po
         !api.patches().iter().any(|p| p.name.starts_with("other")),
         "a Deployment that did not opt in was patched"
     );
+
+    // While the watches fail, Ready and the costs are of unknown age: the floor holds.
+    api.fail_patches(None);
+    ex.page("/pods/web-7c9d-d", index_of("web", "web-7c9d-d", 0));
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "floor 1 again",
+            value_is("1"),
+        )
+        .await;
+    api.begin_outage();
+    api.break_watches();
+    let reason = incomplete_floor(&adapter, web_sel).await;
+    assert!(
+        reason.contains("a watch has not synced, or is failing"),
+        "{reason}"
+    );
+    api.end_outage();
 }
 
 /// `GET` list requests (not watches) for StatefulSets in the test namespace.

@@ -85,6 +85,13 @@ pub trait Cluster: Send + Sync {
         None
     }
 
+    /// Whether every watch behind these facts is live. While one fails, its mirror keeps the
+    /// last state it saw, which a rule that needs the pods' state now (the Deployment floor)
+    /// must not trust.
+    fn facts_current(&self) -> bool {
+        true
+    }
+
     /// Whether the workload is a Deployment annotated `hpa-bridge.io/deletion-cost:
     /// "stateful-index"`: its floor is then the count of pods holding state, which protects
     /// them only while their deletion cost ranks them last (docs/deletion-cost.md).

@@ -312,7 +312,10 @@ impl Adapter {
                                 )
                             }
                         };
-                        let pods = state.pods(&w.namespace);
+                        let pods = state
+                            .facts_current()
+                            .then(|| state.pods(&w.namespace))
+                            .flatten();
                         return policy::deployment_floor(&q, &listed, w, pods.as_ref());
                     }
                 }

@@ -42,7 +42,7 @@ pub fn deployment_floor(
             None,
             RULE,
             format!(
-                "the floor for {} is incomplete: the pods of {name} are not known yet (the watch has not synced)",
+                "the floor for {} is incomplete: the pods of {name} are not known now (a watch has not synced, or is failing)",
                 q.scope
             ),
         );
@@ -388,7 +388,7 @@ mod tests {
         let (_, o) = six();
         let a = deployment_floor(&ctx(&s), &ev(o), &web(), None);
         assert_eq!(a.refusal(), Some(RefusalKind::IncompleteFloor));
-        assert!(a.reason.contains("not known yet"), "{}", a.reason);
+        assert!(a.reason.contains("not known now"), "{}", a.reason);
         let a = floor(&BTreeMap::new(), Vec::new());
         assert_eq!(a.refusal(), Some(RefusalKind::NoMatch));
     }

@@ -279,6 +279,8 @@ pub struct Discovery {
 struct Changed {
     notify: Notify,
     count: std::sync::atomic::AtomicU64,
+    /// Watches failing now: their mirrors show the last state they saw, of unknown age.
+    failing: std::sync::atomic::AtomicUsize,
 }
 
 impl Changed {
@@ -476,6 +478,13 @@ impl Cluster for Discovery {
         Some(count * 2 + u64::from(*self.synced.borrow()))
     }
 
+    fn facts_current(&self) -> bool {
+        self.changed
+            .failing
+            .load(std::sync::atomic::Ordering::Acquire)
+            == 0
+    }
+
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
         w.kind == "Deployment"
             && self
@@ -568,6 +577,9 @@ where
                 if failing {
                     tracing::info!(%kind, namespace = %ns, "watch recovered");
                     failing = false;
+                    changed
+                        .failing
+                        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                 }
                 changed.mark();
             }
@@ -576,8 +588,12 @@ where
                 // The backoff retries; log the first failure of a run, not every retry.
                 if !failing {
                     tracing::warn!(%kind, namespace = %ns, error = %e, "watch failed; retrying with backoff");
+                    failing = true;
+                    changed
+                        .failing
+                        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                    changed.mark();
                 }
-                failing = true;
             }
         }
     }
