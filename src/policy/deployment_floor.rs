@@ -14,6 +14,8 @@ use crate::store::{invalid_reason, Evidence};
 /// The label that names an observation's pod (discovery's target labels).
 const POD_LABEL: &str = "pod";
 
+const RULE: &str = "count of pods holding state, ranked last by deletion cost";
+
 /// The floor of an opted-in Deployment: the number of its pods whose fresh index is above 0.
 ///
 /// A ReplicaSet removes pods in rank order (docs/hpa-behaviour.md §9): not Ready before Ready,
@@ -31,7 +33,6 @@ pub fn deployment_floor(
     deployment: &WorkloadRef,
     pods: Option<&BTreeMap<String, PodFacts>>,
 ) -> Answer {
-    const RULE: &str = "count of pods holding state, ranked last by deletion cost";
     let kind = MetricKind::StatefulFloor;
     let name = format!("Deployment {}/{}", deployment.namespace, deployment.name);
     let Some(pods) = pods else {
@@ -193,7 +194,7 @@ pub fn mixed_workloads_floor(
         MetricKind::StatefulFloor,
         RefusalKind::IncompleteFloor,
         None,
-        "count of pods holding state, ranked last by deletion cost",
+        RULE,
         format!(
             "the floor for {} is incomplete: its series come from {} workloads ({}), and Deployment {}/{} counts its own pods only; narrow the selector to it",
             q.scope,

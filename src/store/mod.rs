@@ -685,10 +685,11 @@ impl Store {
         duration_ms: u64,
         page: impl Into<Page>,
     ) -> PageOutcome {
+        let page_now: Now = scraped_at.into();
         let Now {
             wall: scraped_at,
             mono: scraped_mono,
-        } = scraped_at.into();
+        } = page_now;
         let Page {
             samples,
             valid_until_ms,
@@ -718,10 +719,7 @@ impl Store {
                 .flat_map(HashMap::values)
                 .filter_map(|slot| {
                     slots.get(*slot).map(|s| {
-                        let age = match s.latest_mono {
-                            Some(mono) => scraped_mono.saturating_sub(mono),
-                            None => scraped_at.saturating_sub(s.latest_at),
-                        };
+                        let age = page_now.age_ms(s.latest_at, s.latest_mono);
                         let expired = s.valid_until.is_some_and(|u| scraped_at > u);
                         (*slot, s.reading(), age > stale_after || expired)
                     })
