@@ -218,3 +218,106 @@ async fn object_answers_are_listed_in_status_with_their_workload() {
         .collect();
     assert_eq!(seen, all);
 }
+
+/// A JSON recommender's own `reason` travels with its value through the real binary: beside
+/// the answer on /status, in the history and on the page, and quoted in the Status message of
+/// the refusal its stuck loop causes (issue 28).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producers_reason_is_shown_beside_its_answer_and_quoted_in_its_refusal() {
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let document = |timestamp: i64, reason: &str| {
+        serde_json::json!({
+            "recommendedWorkers": 4,
+            "reason": reason,
+            "timestamp": timestamp,
+        })
+        .to_string()
+    };
+    let ex = TestExporter::start().await;
+    let reason = "backlog drained for 300s; 2 workers \"idle\"";
+    ex.page("/autoscaler/status", document(now_ms(), reason));
+    let config = format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  static:\n    - url: {}\n      labels: {{namespace: seatunnel, pod: seatunnel-master-0, cluster: seatunnel}}\n      json:\n        samples:\n          - series: seatunnel_autoscaler_recommended_workers\n            value: $.recommendedWorkers\n            timestamp: $.timestamp\n        reason: $.reason\nmetrics:\n  - name: seatunnel_workers\n    kind: recommendation\n    series: [seatunnel_autoscaler_recommended_workers]\n",
+        ex.url("/autoscaler/status")
+    );
+    let adapter = AdapterProcess::start(&config).await;
+    // The recommender keeps its document current while the first answers are read.
+    let fresh = {
+        let ex = ex.clone();
+        tokio::spawn(async move {
+            loop {
+                ex.page("/autoscaler/status", document(now_ms(), reason));
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+    };
+    adapter
+        .eventually_value("seatunnel", "seatunnel_workers", "cluster=seatunnel", "4")
+        .await;
+    let said = |v: &serde_json::Value| -> Vec<(String, String)> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["target"].as_str().unwrap_or_default().to_string(),
+                    r["reason"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let target = ex.url("/autoscaler/status");
+    let expected = vec![(target.clone(), reason.to_string())];
+    let status = adapter.status().await;
+    let row = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "seatunnel_workers")
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(said(&row["answer"]["producerReasons"]), expected, "{row}");
+    let (code, body) = adapter
+        .plain_get("/status/history?namespace=seatunnel&metric=seatunnel_workers")
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let history: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        said(&history["scopes"][0]["producerReasons"]),
+        expected,
+        "{history}"
+    );
+    let (code, html) = adapter.plain_get("/").await;
+    assert_eq!(code, 200);
+    assert!(
+        html.contains("says <q>backlog drained for 300s; 2 workers &quot;idle&quot;</q>"),
+        "{html}"
+    );
+
+    // The loop sticks behind a live endpoint: its document stops moving, the value goes stale,
+    // and the refusal the HPA reads quotes what the recommender last said.
+    fresh.abort();
+    let _ = fresh.await;
+    ex.page("/autoscaler/status", document(now_ms() - 60_000, reason));
+    let refused = adapter
+        .eventually(
+            "seatunnel",
+            "seatunnel_workers",
+            "cluster=seatunnel",
+            "a stale refusal",
+            |c, _| c == 503,
+        )
+        .await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains(" is stale: "), "{message}");
+    assert!(
+        message.contains(&format!(
+            "; producer {target} says \"backlog drained for 300s; 2 workers \\\"idle\\\"\""
+        )),
+        "{message}"
+    );
+}

@@ -178,8 +178,9 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
     timeline(out, &h.entries, page.now_ms, page.retention_ms);
     let _ = write!(
         out,
-        "</td><td class=\"why\">{}{}",
+        "</td><td class=\"why\">{}{}{}",
         escape(&row_text(h)),
+        producers(h),
         inputs(h)
     );
     out.push_str("</td></tr>");
@@ -275,6 +276,20 @@ pub fn axis_ticks(retention_ms: Millis) -> Vec<Tick> {
             },
         })
         .collect()
+}
+
+/// What the producers behind the newest answer said of their values, beside it.
+fn producers(h: &ScopeHistory) -> String {
+    let mut out = String::new();
+    for r in &h.last_producer_reasons {
+        let _ = write!(
+            out,
+            "<div class=\"producer\">producer {} says <q>{}</q></div>",
+            escape(&r.target.0),
+            escape(&r.reason)
+        );
+    }
+    out
 }
 
 /// The newest answer's inputs, folded (`<details>` opens without JavaScript).
@@ -506,6 +521,7 @@ mod tests {
             last_reason: last_reason.into(),
             last_inputs: Vec::new(),
             last_inputs_total: 0,
+            last_producer_reasons: Vec::new(),
         }
     }
 
@@ -546,6 +562,10 @@ mod tests {
             status: evil.into(),
         }];
         s.last_inputs_total = 9;
+        s.last_producer_reasons = vec![crate::store::ProducerReason {
+            target: crate::store::TargetId(evil.into()),
+            reason: evil.into(),
+        }];
         s.key.metric = format!("m'{evil}");
         let targets = [TargetRow {
             id: format!("http://x/{evil}"),
@@ -560,6 +580,10 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("<summary>9 inputs</summary>"), "{html}");
         assert!(html.contains("<li>and 8 more</li>"), "{html}");
+        assert!(
+            html.contains("says <q>&lt;script&gt;alert(1)&lt;/script&gt;</q>"),
+            "{html}"
+        );
         // No external resource of any kind, and no script.
         for banned in [
             "src=",

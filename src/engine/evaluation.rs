@@ -491,6 +491,7 @@ impl Adapter {
                 open: false,
                 reason: format!("validWhen {} is unknown: {e}", valid_when.series),
                 inputs: Default::default(),
+                producer_reasons: Vec::new(),
             },
         };
         if check.open {

@@ -22,7 +22,7 @@ use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
 pub use crate::policy::InputCounts;
 use crate::policy::{Answer, Outcome, RawValue, RefusalKind};
-use crate::store::SeriesId;
+use crate::store::{ProducerReason, SeriesId};
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
@@ -286,6 +286,19 @@ fn first_inputs(answer: &Answer, out: &mut Vec<KeptInput>, kept: &mut usize, tot
     }
 }
 
+/// What the producers behind `answer` and the answers it was built from said, each producer
+/// once and at most `MAX_INPUTS_KEPT` of them, as the inputs are kept.
+fn producer_reasons(answer: &Answer, out: &mut Vec<ProducerReason>) {
+    for r in &answer.producer_reasons {
+        if out.len() < MAX_INPUTS_KEPT && !out.iter().any(|o| o.target == r.target) {
+            out.push(r.clone());
+        }
+    }
+    for part in &answer.parts {
+        producer_reasons(part, out);
+    }
+}
+
 impl InputSummary {
     fn of(input: &KeptInput) -> InputSummary {
         let mut series = String::with_capacity(128);
@@ -336,6 +349,8 @@ struct Ring {
     /// The first inputs of the newest answer, and how many it had.
     last_inputs: Vec<KeptInput>,
     last_inputs_total: usize,
+    /// What the producers behind the newest answer said of their values.
+    last_producer_reasons: Vec<ProducerReason>,
 }
 
 impl Ring {
@@ -354,6 +369,8 @@ impl Ring {
             &mut self.last_inputs_total,
         );
         self.last_inputs.truncate(kept);
+        self.last_producer_reasons.clear();
+        producer_reasons(answer, &mut self.last_producer_reasons);
         let mut entry = Entry::from_answer(answer, now, self.entries.back());
         // Out of an int32's range is not a Kubernetes value: unknown rather than cut.
         entry.spec_replicas = spec_replicas.and_then(|r| u32::try_from(r).ok());
@@ -463,6 +480,7 @@ impl History {
             last_reason: String::new(),
             last_inputs: Vec::new(),
             last_inputs_total: 0,
+            last_producer_reasons: Vec::new(),
         };
         ring.record(answer, spec_replicas, now, limits);
         let (metric, namespace, scope) = parts;
@@ -507,6 +525,7 @@ impl History {
                 last_reason: r.last_reason.clone(),
                 last_inputs: r.last_inputs.iter().map(InputSummary::of).collect(),
                 last_inputs_total: r.last_inputs_total,
+                last_producer_reasons: r.last_producer_reasons.clone(),
             })
             .collect();
         // In key order, as a reader expects (the map has none).
@@ -546,6 +565,9 @@ pub struct ScopeHistory {
     /// The first `MAX_INPUTS_KEPT` inputs of the newest answer, and how many it had.
     pub last_inputs: Vec<InputSummary>,
     pub last_inputs_total: usize,
+    /// What the producers behind the newest answer said (a JSON source's `reason`), each cut
+    /// when its page was read.
+    pub last_producer_reasons: Vec<ProducerReason>,
 }
 
 /// Which scopes `/status/history` returns: all, or those of one namespace and/or metric.

@@ -238,8 +238,22 @@ pub(crate) fn combine(
         // Only a read of the named scope alone may be summarized (`from_labels`); the broad
         // read of the pods is listed.
         clean_tail: by_labels.clean_tail,
+        producer_reasons: Vec::new(),
+    };
+    // A summarized read is of the named scope alone, whose every series is the object's
+    // (`from_labels`): its reasons all stand. Otherwise a reason stands with its target's series.
+    let mut reasons = by_labels.producer_reasons;
+    let from_labels = if ev.clean_tail.is_some_and(|t| t.series > 0) {
+        reasons.len()
+    } else {
+        0
     };
     if let Some(broad) = by_pods {
+        for r in broad.producer_reasons {
+            if !reasons.iter().any(|e| e.target == r.target) {
+                reasons.push(r);
+            }
+        }
         for o in broad.observations {
             let own = o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p));
             let seen = ev.observations.iter().any(|e| {
@@ -261,6 +275,14 @@ pub(crate) fn combine(
     ev.observations.sort_by(|a, b| {
         (&a.id.target, &a.id.series, &a.id.labels).cmp(&(&b.id.target, &b.id.series, &b.id.labels))
     });
+    ev.producer_reasons = reasons
+        .into_iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            *i < from_labels || ev.observations.iter().any(|o| o.id.target == r.target)
+        })
+        .map(|(_, r)| r)
+        .collect();
     ev
 }
 
@@ -383,12 +405,15 @@ mod tests {
             workloads: Arc::from([]),
             silent_pods: Vec::new(),
             clean_tail: None,
+            producer_reasons: vec![said("games/lobby-0"), said("games/lobby-1")],
         };
         let ev = combine(&lobby(), &wl, by_labels, None, None);
         assert_eq!(ev.observations.len(), 1);
         assert_eq!(&*ev.observations[0].id.target.0, "games/lobby-0");
         assert_eq!(ev.unknown_targets.len(), 1, "unknown input stays unknown");
         assert_eq!(*ev.workloads, [lobby().workload()]);
+        // A reason stands with its target's series.
+        assert_eq!(ev.producer_reasons, [said("games/lobby-0")]);
     }
 
     #[test]
@@ -406,12 +431,21 @@ mod tests {
             workloads: Arc::from([]),
             silent_pods: Vec::new(),
             clean_tail: None,
+            producer_reasons: vec![said("games/chat-0"), said("games/lobby-0")],
         };
         let ev = combine(&lobby(), &wl, Evidence::default(), Some(broad), Some(&pods));
         let targets: Vec<&str> = ev.observations.iter().map(|o| &*o.id.target.0).collect();
         assert_eq!(targets, ["games/lobby-0"]);
         let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
         assert_eq!(unknown, ["games/lobby-1"]);
+        assert_eq!(ev.producer_reasons, [said("games/lobby-0")]);
+    }
+
+    fn said(target: &str) -> crate::store::ProducerReason {
+        crate::store::ProducerReason {
+            target: TargetId(target.into()),
+            reason: format!("{target} is busy").into(),
+        }
     }
 
     #[test]

@@ -195,7 +195,7 @@ fn scopes_json<S: serde::Serializer>(
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(scopes.len()))?;
     for h in scopes {
-        seq.serialize_element(&json!({
+        let mut scope = json!({
             "metric": h.key.metric,
             "namespace": h.key.namespace,
             "scope": h.key.scope,
@@ -204,7 +204,12 @@ fn scopes_json<S: serde::Serializer>(
             "inputs": h.last_inputs,
             "inputsTotal": h.last_inputs_total,
             "entries": h.entries,
-        }))?;
+        });
+        // As on an answer: only for scopes whose producers say something.
+        if !h.last_producer_reasons.is_empty() {
+            scope["producerReasons"] = json!(h.last_producer_reasons);
+        }
+        seq.serialize_element(&scope)?;
     }
     seq.end()
 }

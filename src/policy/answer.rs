@@ -143,6 +143,10 @@ pub struct Answer {
     pub parts: Vec<Answer>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What the producers of this answer's inputs said of their values (a JSON source's
+    /// `reason`), beside the answer they fed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub producer_reasons: Vec<crate::store::ProducerReason>,
 }
 
 impl Answer {
@@ -188,6 +192,7 @@ impl Answer {
             omitted_inputs: Default::default(),
             parts: Vec::new(),
             warnings: Vec::new(),
+            producer_reasons: Vec::new(),
         }
     }
 
@@ -212,6 +217,7 @@ impl Answer {
             omitted_inputs: Default::default(),
             parts: Vec::new(),
             warnings: Vec::new(),
+            producer_reasons: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::producer_quote::{attach, quote_producers};
 use crate::cluster::{deletion_cost, PodFacts, WorkloadRef};
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence};
@@ -58,6 +59,7 @@ pub fn deployment_floor(
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
     let index = pod_indices(q, ev);
     let mut problems: Vec<String> = Vec::new();
+    let mut causes = Vec::new();
     for o in &ev.observations {
         let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
         let Some(facts) = pod.and_then(|p| members.get(p)) else {
@@ -86,6 +88,9 @@ pub fn deployment_floor(
             Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)),
             Reading::Invalid(why) => format!("unknown: {why}"),
         };
+        if !matches!(reading, Reading::Fresh(_)) {
+            causes.push(&o.id.target);
+        }
         inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
     }
     for u in &ev.unknown_targets {
@@ -127,22 +132,24 @@ pub fn deployment_floor(
     let mut answer = if !problems.is_empty() {
         let shown = problems.len().min(8);
         let more = problems.len() - shown;
+        let mut reason = format!(
+            "the floor for {} is incomplete: {}{}; at least {holding} pod(s) of {name} hold state",
+            q.scope,
+            problems[..shown].join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        );
+        quote_producers(&mut reason, ev, causes);
         Answer::refused(
             q.metric,
             kind,
             RefusalKind::IncompleteFloor,
             Some(holding),
             RULE,
-            format!(
-                "the floor for {} is incomplete: {}{}; at least {holding} pod(s) of {name} hold state",
-                q.scope,
-                problems[..shown].join("; "),
-                if more > 0 {
-                    format!("; and {more} more")
-                } else {
-                    String::new()
-                }
-            ),
+            reason,
         )
     } else if members.is_empty() {
         Answer::refused(
@@ -174,6 +181,7 @@ pub fn deployment_floor(
         )
     };
     inputs.into_answer(&mut answer);
+    attach(&mut answer, ev);
     answer
 }
 

@@ -26,6 +26,7 @@ use std::fmt::Write as _;
 use super::answer::{Answer, RefusalKind};
 use super::input_notes::InputNotes;
 use super::observation::{read, target_list, QueryContext};
+use super::producer_quote::{attach, quote_producers};
 use super::recommendation::{max_rule, status_text, Epoch};
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence, Observation};
@@ -133,12 +134,13 @@ fn unreadable(
         }
         let _ = write!(why, "{summarized} series were read without their labels");
     }
-    let reason = format!(
+    let mut reason = format!(
         "the epoch of {} series of {} matching {} cannot be read from {label}: {why}; any of them could be the newest leader's, so no series can be fenced",
         bad.len() + summarized,
         q.series_names(),
         q.scope,
     );
+    quote_producers(&mut reason, ev, bad.iter().map(|(o, _)| &o.id.target));
     let mut answer = Answer::refused(
         q.metric,
         MetricKind::Recommendation,
@@ -157,6 +159,7 @@ fn unreadable(
         notes.push(q, o, status, false);
     }
     notes.into_answer(&mut answer);
+    attach(&mut answer, ev);
     answer
 }
 

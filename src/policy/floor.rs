@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::producer_quote::{attach, quote_producers};
 use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -115,7 +116,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 )
             }));
         }
-        let reason = format!(
+        let mut reason = format!(
             "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
             q.scope,
             unknown.len(),
@@ -125,6 +126,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                 None => String::new(),
             }
         );
+        quote_producers(&mut reason, ev, never_valid.iter().map(|o| &o.id.target));
         Answer::refused(
             q.metric,
             kind,
@@ -177,6 +179,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         )
     };
     inputs.into_answer(&mut answer);
+    attach(&mut answer, ev);
     answer
 }
 

@@ -16,6 +16,7 @@ mod epoch_fence;
 mod floor;
 pub mod input_notes;
 pub mod observation;
+mod producer_quote;
 mod reason_text;
 mod recommendation;
 mod target;

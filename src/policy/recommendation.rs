@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::producer_quote::{attach, quote_producers};
 use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
@@ -196,12 +197,15 @@ pub(super) fn max_rule<'o>(
                         .unwrap_or_else(|| "unknown".into())
                 ));
             }
-            let reason = format!(
+            let mut reason = format!(
                 "the fresh max of {} for {} is {best_value}, but {}: serving {best_value} could shrink the workload on unknown input",
                 names,
                 q.scope,
                 why.join("; ")
             );
+            let causes = invalid.iter().map(|(o, _)| *o);
+            let causes = causes.chain(blockers_stale.iter().map(|o| **o));
+            quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
             Answer::refused(
                 q.metric,
                 kind,
@@ -244,7 +248,7 @@ pub(super) fn max_rule<'o>(
     } else if !stale.is_empty() {
         let youngest = stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
         let expired = stale.iter().filter(|o| o.expired(q.now)).count();
-        let reason = format!(
+        let mut reason = format!(
             "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}{}",
             stale.len(),
             names,
@@ -267,9 +271,11 @@ pub(super) fn max_rule<'o>(
                 ""
             }
         );
+        let causes = stale.iter().copied().chain(invalid.iter().map(|(o, _)| *o));
+        quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
         Answer::refused(q.metric, kind, RefusalKind::Stale, None, rule, reason)
     } else {
-        let reason = format!(
+        let mut reason = format!(
             "every fresh series of {} matching {} is invalid: {}",
             names,
             q.scope,
@@ -279,8 +285,10 @@ pub(super) fn max_rule<'o>(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        quote_producers(&mut reason, ev, invalid.iter().map(|(o, _)| &o.id.target));
         Answer::refused(q.metric, kind, RefusalKind::Invalid, None, rule, reason)
     };
+    attach(&mut answer, ev);
     if let Some(e) = epoch {
         e.note_fenced(&mut answer.reason);
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
+use super::producer_quote::{keep_reasons, quote_producers};
 use crate::config::{MetricKind, ValidWhen};
 use crate::store::{invalid_reason, Evidence};
 
@@ -93,6 +94,8 @@ pub struct GateCheck {
     /// `validWhen seatunnel_autoscaler_metrics_valid == 1 holds (1 fresh series)` or why not.
     pub reason: String,
     pub inputs: InputNotes,
+    /// What the producers of the gate's series said (a JSON source's `reason`).
+    pub producer_reasons: Vec<crate::store::ProducerReason>,
 }
 
 /// The gate holds only when every gate series in scope is fresh and equals the configured
@@ -103,6 +106,7 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
     let condition = format!("validWhen {} == {}", gate.series, fmt_value(gate.equals));
     let mut inputs = InputNotes::default();
     let mut failures = Vec::new();
+    let mut causes = Vec::new();
     let mut holding = 0usize;
     for o in &ev.observations {
         // A gate series is compared, not counted: any value is readable.
@@ -141,16 +145,18 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
             }
         };
         let used = status == "gate: true";
+        if !used {
+            causes.push(&o.id.target);
+        }
         inputs.push(q, o, status, used);
     }
     for t in &ev.unknown_targets {
         failures.push(format!("{} has never been scraped successfully", t.target));
     }
     let (open, reason) = if !failures.is_empty() {
-        (
-            false,
-            format!("{condition} does not hold: {}", failures.join("; ")),
-        )
+        let mut reason = format!("{condition} does not hold: {}", failures.join("; "));
+        quote_producers(&mut reason, ev, causes);
+        (false, reason)
     } else if holding == 0 {
         (
             false,
@@ -166,6 +172,7 @@ pub fn check_gate(gate: &ValidWhen, q: &QueryContext<'_>, ev: &Evidence) -> Gate
         open,
         reason,
         inputs,
+        producer_reasons: ev.producer_reasons.clone(),
     }
 }
 
@@ -180,12 +187,14 @@ pub fn apply_gate(
     if gate.open {
         let _ = write!(answer.reason, "; {}", gate.reason);
         gate.inputs.into_answer(&mut answer);
+        keep_reasons(&mut answer, gate.producer_reasons);
         return answer;
     }
     let Some(value) = answer.value() else {
         // Already a refusal: the HPA freezes scale-in either way (docs/hpa-behaviour.md §1.6).
         let _ = write!(answer.reason, "; also {}", gate.reason);
         gate.inputs.into_answer(&mut answer);
+        keep_reasons(&mut answer, gate.producer_reasons);
         return answer;
     };
     let timestamp = answer.timestamp_ms().unwrap_or_default();
@@ -223,6 +232,7 @@ pub fn apply_gate(
         ),
     };
     gate.inputs.into_answer(&mut gated);
+    keep_reasons(&mut gated, gate.producer_reasons);
     gated.parts.push(answer);
     gated
 }

@@ -633,6 +633,17 @@ pub(crate) mod tests {
             o.id.labels.get("master_epoch").map(String::as_str),
             Some("4")
         );
+        // The reason travels with the evidence its target feeds.
+        let [r] = ev.producer_reasons.as_slice() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (&*r.target.0, &*r.reason),
+            (
+                good.url.as_str(),
+                "backlog drained for 300s; 2 workers idle"
+            )
+        );
         let err = scraper.fetch_and_parse(&unconfigured).await.unwrap_err();
         assert_eq!(
             (err.to_string().as_str(), err.reason()),

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -43,6 +43,11 @@ pub(super) struct TargetCell {
     pub(super) failing: AtomicBool,
     count: AtomicU8,
     families: [FamilyCell; FAMILIES],
+    /// Whether the producer's last page gave a reason, so that an answer locks `reason` only
+    /// for the few targets that give one (JSON sources with `reason:`).
+    has_reason: AtomicBool,
+    /// What the producer last said of its values, quoted beside the answers they feed.
+    reason: Mutex<Option<Arc<str>>>,
 }
 
 /// One family: which (by the address of the target's own name string, which the resolved
@@ -65,6 +70,23 @@ fn address(name: &Arc<str>) -> usize {
 impl TargetCell {
     pub(super) fn failing(&self) -> bool {
         self.failing.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_reason(&self, reason: Option<Arc<str>>) {
+        self.has_reason.store(reason.is_some(), Ordering::Relaxed);
+        // A poisoned lock holds a whole `Option`: nothing is half-written.
+        *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = reason;
+    }
+
+    /// The producer's reason, if its last page gave one.
+    pub(super) fn reason(&self) -> Option<Arc<str>> {
+        if !self.has_reason.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Work out the digest of every family of a target.

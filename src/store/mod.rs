@@ -245,6 +245,19 @@ pub struct Evidence {
     /// when asked for, and only from the scrape store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clean_tail: Option<CleanTail>,
+    /// What the producers of the scope's targets last said of their values, for the targets
+    /// that say (a JSON source's `reason`), listed or summarized.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub producer_reasons: Vec<ProducerReason>,
+}
+
+/// A producer's own account of its values, as its last good page gave it (already cut to
+/// `exposition::json_page::REASON_MAX_CHARS`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerReason {
+    pub target: TargetId,
+    pub reason: Arc<str>,
 }
 
 /// Pods of a workload that were scraped but export nothing in a scope.
@@ -448,7 +461,7 @@ pub struct Page {
     /// Past this wall-clock time every sample of the page reads as stale (`validUntil`).
     pub valid_until_ms: Option<Millis>,
     /// The producer's own account of its value (a JSON source's `reason`), shown beside the
-    /// target's health.
+    /// target's health and the answers its series feed.
     pub reason: Option<Arc<str>>,
 }
 
@@ -703,6 +716,10 @@ impl Store {
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
             rec.health.last_error = None;
+            // A new reason changes what every answer this target feeds shows beside itself,
+            // so no answer from before may be reused for them.
+            let reason_changed = rec.health.producer_reason != reason;
+            rec.cell.set_reason(reason.clone());
             rec.health.producer_reason = reason;
             rec.cell
                 .failing
@@ -809,7 +826,11 @@ impl Store {
             for (slot, reading, may_have_been_stale) in before {
                 if let Some(s) = slots.get(slot) {
                     // A target that recovers changes how every series of it reads.
-                    if was_failing || may_have_been_stale || s.reading() != reading {
+                    if was_failing
+                        || reason_changed
+                        || may_have_been_stale
+                        || s.reading() != reading
+                    {
                         postings.touch(&s.name, &s.labels, stamp);
                     }
                     if !s.present {
@@ -1061,6 +1082,14 @@ impl Store {
             let first = index;
             index += t.slots.len();
             let failing = t.cell.failing();
+            if let Some(reason) = t.cell.reason() {
+                if let Some(id) = resolved.ids.get(first).filter(|_| !t.slots.is_empty()) {
+                    ev.producer_reasons.push(ProducerReason {
+                        target: id.target.clone(),
+                        reason,
+                    });
+                }
+            }
             if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
                 if let Some((max, newest, oldest)) = t.cell.clean_and_fresh(&t.families, s) {
                     tail.add(t.slots.len(), max, newest, oldest);

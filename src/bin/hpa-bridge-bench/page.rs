@@ -53,6 +53,7 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
         omitted_inputs: Default::default(),
         parts: Vec::new(),
         warnings: Vec::new(),
+        producer_reasons: Vec::new(),
     }
 }
 

@@ -446,3 +446,45 @@ async fn answer_and_summarized(
         .sum::<usize>();
     (a, summarized)
 }
+
+/// A producer that changes only its reason changes what its answers show: a reused answer
+/// carries the reason of the page it was computed from, so the new reason ends the reuse.
+#[tokio::test]
+async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
+    use crate::engine::fixtures::{default_adapter, lobby_pods, workload_page};
+    use crate::store::Page;
+
+    let adapter = default_adapter();
+    let store = adapter.scrape_store();
+    let targets = lobby_pods(1);
+    store.set_targets(targets.clone());
+    let query = MetricQuery::external(
+        "hpa_expect_replicas",
+        "games",
+        LabelSelector::parse("hpa_target_name=lobby").unwrap(),
+    );
+    let page = |reason: &str| Page {
+        samples: workload_page("StatefulSet", "lobby", 2.0, 1.0),
+        valid_until_ms: None,
+        reason: Some(reason.into()),
+    };
+    let said = |served: &Served| -> Vec<String> {
+        let a = &served.answer;
+        assert_eq!(a.value(), Some(2), "{a:?}");
+        a.producer_reasons
+            .iter()
+            .map(|r| r.reason.to_string())
+            .collect()
+    };
+    store.record_success(&targets[0], 990_000, 1, page("warming up"));
+    let first = adapter.answer(&query).await.unwrap();
+    assert_eq!(said(&first), ["warming up"]);
+    // The same page again is the same answer, reused.
+    store.record_success(&targets[0], 990_000, 1, page("warming up"));
+    let again = adapter.answer(&query).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "an unchanged page reuses");
+    // The same values with another reason.
+    store.record_success(&targets[0], 990_000, 1, page("steady"));
+    let next = adapter.answer(&query).await.unwrap();
+    assert_eq!(said(&next), ["steady"]);
+}

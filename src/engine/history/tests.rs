@@ -327,3 +327,28 @@ fn memory_per_tracked_scope_is_bounded() {
     const { assert!(ENTRY_BYTES <= 96) };
     assert!(per_scope <= 24 * 1024, "{per_scope}");
 }
+
+/// The producers behind the newest answer and its parts are kept for the page, each once; the
+/// next answer without them clears them.
+#[test]
+fn the_newest_answer_keeps_what_its_producers_said() {
+    let said = |t: &str| crate::store::ProducerReason {
+        target: crate::store::TargetId(t.into()),
+        reason: format!("{t} says so").into(),
+    };
+    let mut rec = value(2);
+    rec.producer_reasons = vec![said("a"), said("b")];
+    let mut f = floor(5);
+    f.producer_reasons = vec![said("b"), said("c")];
+    let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
+    let mut h = History::new(Limits::default());
+    h.record(&key("a", "x=1"), &t, None, 7);
+    let snap = &h.snapshot(&Filter::default(), 7)[0];
+    assert_eq!(
+        snap.last_producer_reasons,
+        [said("a"), said("b"), said("c")]
+    );
+    h.record(&key("a", "x=1"), &value(3), None, 8);
+    let snap = &h.snapshot(&Filter::default(), 8)[0];
+    assert!(snap.last_producer_reasons.is_empty());
+}
