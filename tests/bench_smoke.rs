@@ -130,6 +130,25 @@ fn quick_bench_writes_every_section() {
         json["soak"]["trackedSeriesAtSettle"], json["soak"]["trackedSeriesAtEnd"],
         "replaced pods leave no series behind"
     );
+    // The deletion-cost writer over churning pods (issue 29): its patches, how soon, how fast,
+    // and the floor's latency with it on and off; every patch is its own.
+    for field in [
+        "changes",
+        "patches",
+        "patchesPerChange",
+        "changeToPatchP50Seconds",
+        "changeToPatchP99Seconds",
+        "peakPatchesPerSecond",
+        "writerOn.p99Us",
+        "writerOff.p99Us",
+    ] {
+        positive(&json, &format!("deletionCost.{field}"));
+    }
+    assert_eq!(
+        json["deletionCost"]["foreignPatches"], 0,
+        "{:#}",
+        json["deletionCost"]
+    );
 
     for field in [
         "targets",

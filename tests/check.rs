@@ -444,7 +444,10 @@ fn unusable_input_exits_2_naming_file_and_document() {
 /// metrics API proxied to the real adapter.
 struct FakeApiServer {
     port: u16,
-    requests: Arc<Mutex<Vec<String>>>,
+    /// Every request as (method, path and query).
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+    /// Paths answered 403, as for a checker whose role does not allow them.
+    forbidden: Arc<Mutex<BTreeSet<String>>>,
 }
 
 const TOKEN: &str = "check-test-token";
@@ -471,22 +474,31 @@ impl FakeApiServer {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
-        let log = requests.clone();
+        let requests: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let forbidden: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+        let (log, refused) = (requests.clone(), forbidden.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     continue;
                 };
-                let (acceptor, log, adapter) = (acceptor.clone(), log.clone(), adapter.clone());
+                let (acceptor, log, refused, adapter) = (
+                    acceptor.clone(),
+                    log.clone(),
+                    refused.clone(),
+                    adapter.clone(),
+                );
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
                     let svc = service_fn(move |req: http::Request<Incoming>| {
-                        let (log, adapter) = (log.clone(), adapter.clone());
+                        let (log, refused, adapter) =
+                            (log.clone(), refused.clone(), adapter.clone());
                         async move {
-                            Ok::<_, Infallible>(handle(req, dir, apiservice, &log, &adapter).await)
+                            Ok::<_, Infallible>(
+                                handle(req, dir, apiservice, &log, &refused, &adapter).await,
+                            )
                         }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -495,7 +507,11 @@ impl FakeApiServer {
                 });
             }
         });
-        FakeApiServer { port, requests }
+        FakeApiServer {
+            port,
+            requests,
+            forbidden,
+        }
     }
 
     fn kubeconfig(&self, pki: &Pki, dir: &Path) -> PathBuf {
@@ -513,7 +529,17 @@ impl FakeApiServer {
     }
 
     fn requests(&self) -> Vec<String> {
+        self.calls().into_iter().map(|(_, path)| path).collect()
+    }
+
+    /// Every request as (method, path and query).
+    fn calls(&self) -> Vec<(String, String)> {
         self.requests.lock().unwrap().clone()
+    }
+
+    /// From now on `path` answers 403 Forbidden.
+    fn forbid(&self, path: &str) {
+        self.forbidden.lock().unwrap().insert(path.into());
     }
 
     /// `check --cluster -o json` against this server.
@@ -551,7 +577,8 @@ async fn handle(
     req: http::Request<Incoming>,
     dir: &str,
     apiservice: &str,
-    log: &Mutex<Vec<String>>,
+    log: &Mutex<Vec<(String, String)>>,
+    forbidden: &Mutex<BTreeSet<String>>,
     adapter: &HttpsClient,
 ) -> http::Response<Full<Bytes>> {
     let path_and_query = req
@@ -559,7 +586,9 @@ async fn handle(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    log.lock().unwrap().push(path_and_query.clone());
+    log.lock()
+        .unwrap()
+        .push((req.method().to_string(), path_and_query.clone()));
     let authorized = req
         .headers()
         .get("authorization")
@@ -572,6 +601,14 @@ async fn handle(
         );
     }
     let path = req.uri().path();
+    if forbidden.lock().unwrap().contains(path) {
+        return respond(
+            403,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("{path} is forbidden: User \"checker\" cannot list it"), "reason": "Forbidden", "code": 403})
+            .to_string(),
+        );
+    }
     let read = |name: &str| std::fs::read_to_string(fixture(&format!("{dir}/{name}")));
     if path == "/apis/autoscaling/v2/horizontalpodautoscalers" {
         return respond(200, read("hpas.json").unwrap());
@@ -1041,4 +1078,199 @@ async fn cluster_mode_finds_every_writer_of_a_workload() {
     assert!(reqs
         .iter()
         .any(|p| p == "/apis/apps/v1/namespaces/jobs/deployments/worker"));
+}
+
+// ---- the role for --cluster --------------------------------------------------------------
+
+/// What the API server's authorizer sees of a request, as k8s.io/apiserver's
+/// `RequestInfoFactory` derives it from the path: API group, resource (`resource/subresource`),
+/// object name, and verb (GET of a collection is `list`, of a named object `get`).
+#[derive(Debug)]
+struct Attributes {
+    group: String,
+    resource: String,
+    name: Option<String>,
+    verb: &'static str,
+}
+
+/// The attributes of a resource request; None for a non-resource URL (`/version`, ...).
+fn attributes(method: &str, path_and_query: &str) -> Option<Attributes> {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _namespace, rest @ ..] if !rest.is_empty() => rest,
+        rest => rest,
+    };
+    let (resource, name) = match rest {
+        [] => return None,
+        [resource] => (resource.to_string(), None),
+        [resource, name] => (resource.to_string(), Some(name.to_string())),
+        [resource, name, subresource, ..] => {
+            (format!("{resource}/{subresource}"), Some(name.to_string()))
+        }
+    };
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let verb = match (method, &name) {
+        ("GET", _) if watch => "watch",
+        ("GET", Some(_)) => "get",
+        ("GET", None) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", _) => "delete",
+        _ => "other",
+    };
+    Some(Attributes {
+        group: group.to_string(),
+        resource,
+        name,
+        verb,
+    })
+}
+
+/// One rule of a ClusterRole.
+#[derive(Debug)]
+struct Rule {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    names: Vec<String>,
+    verbs: Vec<String>,
+}
+
+impl Rule {
+    /// RBAC's match: each list holds the value or `*`; `resourceNames`, when set, the name.
+    fn allows(&self, a: &Attributes) -> bool {
+        let has = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+        has(&self.groups, &a.group)
+            && has(&self.resources, &a.resource)
+            && has(&self.verbs, a.verb)
+            && (self.names.is_empty() || a.name.as_ref().is_some_and(|n| self.names.contains(n)))
+    }
+}
+
+/// The rules of `hpa-bridge:check` in manifests/check/rbac.yaml.
+fn check_role() -> Vec<Rule> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/check/rbac.yaml");
+    let docs = common::kube_objects::docs(&std::fs::read_to_string(path).unwrap());
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "hpa-bridge:check")
+        .expect("ClusterRole hpa-bridge:check");
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(r.get("nonResourceURLs").is_none(), "{r}");
+            Rule {
+                groups: strings(&r["apiGroups"]),
+                resources: strings(&r["resources"]),
+                names: strings(&r["resourceNames"]),
+                verbs: strings(&r["verbs"]),
+            }
+        })
+        .collect()
+}
+
+/// The ClusterRole for `check --cluster` (manifests/check/rbac.yaml) allows every request the
+/// check makes, and every grant in it is used by one, so it neither falls short nor grows
+/// stale. The check runs against a cluster without KEDA whose APIService is the adapter's, so
+/// the adapter's answers are asked for, and against one with KEDA and a Deployment target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_role_allows_exactly_what_check_reads() {
+    let adapter = AdapterProcess::start("").await;
+    let pki = Pki::new("fake-apiserver-ca");
+    let plain = FakeApiServer::start(&pki, "cluster", "apiservice.json", adapter.client()).await;
+    let r = plain.check_json(&pki).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    // Without KEDA's CRD the list answers 404: nothing to find, so nothing is said.
+    assert!(
+        plain
+            .requests()
+            .iter()
+            .any(|p| p.split('?').next() == Some("/apis/keda.sh/v1alpha1/scaledobjects")),
+        "{:#?}",
+        plain.requests()
+    );
+    assert!(!r.stderr.contains("ScaledObject"), "{}", r.stderr);
+    assert!(!r.codes().contains("HB021"), "{}", r.stdout);
+    let writers = FakeApiServer::start(
+        &pki,
+        "cluster-writers",
+        "apiservice-keda.json",
+        adapter.client(),
+    )
+    .await;
+    let w = writers.check_json(&pki).await;
+    assert!(w.codes().contains("HB021"), "{}\n{}", w.stdout, w.stderr);
+
+    let calls: Vec<(String, String)> = plain.calls().into_iter().chain(writers.calls()).collect();
+    let seen: Vec<Attributes> = calls
+        .iter()
+        .map(|(method, path)| {
+            attributes(method, path)
+                .unwrap_or_else(|| panic!("{method} {path} is not a resource request"))
+        })
+        .collect();
+    let rules = check_role();
+    for (a, (method, path)) in seen.iter().zip(&calls) {
+        assert!(
+            rules.iter().any(|r| r.allows(a)),
+            "{method} {path} ({a:?}) is not allowed by hpa-bridge:check: {rules:#?}"
+        );
+    }
+    for rule in &rules {
+        for verb in &rule.verbs {
+            assert!(["get", "list"].contains(&verb.as_str()), "{rule:?}");
+        }
+        let names: Vec<Option<&String>> = match rule.names.as_slice() {
+            [] => vec![None],
+            names => names.iter().map(Some).collect(),
+        };
+        for group in &rule.groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    for name in &names {
+                        let grant = Rule {
+                            groups: vec![group.clone()],
+                            resources: vec![resource.clone()],
+                            names: name.map(|n| vec![n.clone()]).unwrap_or_default(),
+                            verbs: vec![verb.clone()],
+                        };
+                        assert!(
+                            seen.iter().any(|a| grant.allows(a)),
+                            "{verb} {group}/{resource} {name:?} is granted but never used: {calls:#?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // A role without the ScaledObject rule: listing them is forbidden, check warns that
+    // HB021 went unchecked and finds the rest.
+    writers.forbid("/apis/keda.sh/v1alpha1/scaledobjects");
+    let f = writers.check_json(&pki).await;
+    assert_eq!(f.code, 1, "{}\n{}", f.stdout, f.stderr);
+    assert!(
+        f.stderr
+            .contains("HB021, an HPA beside a ScaledObject, is not checked"),
+        "{}",
+        f.stderr
+    );
+    assert_eq!(f.codes(), set(&["HB016", "HB020", "HB022"]), "{}", f.stdout);
 }

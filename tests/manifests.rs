@@ -530,3 +530,26 @@ fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
         "{refused:?}"
     );
 }
+
+/// manifests/check renders the ClusterRole for `check --cluster` alone, read-only; the
+/// adapter's install does not carry it (docs/check.md#permissions). tests/check.rs holds its
+/// rules to the requests the check makes.
+#[test]
+fn the_check_role_is_read_only_and_installed_apart() {
+    let rendered = docs(&kustomize(&manifests().join("check")));
+    assert_eq!(rendered.len(), 1, "{rendered:#?}");
+    let role = &rendered[0];
+    assert_eq!(role["kind"], "ClusterRole");
+    assert_eq!(role["metadata"]["name"], "hpa-bridge:check");
+    for rule in role["rules"].as_array().unwrap() {
+        for verb in rule["verbs"].as_array().unwrap() {
+            assert!(verb == "get" || verb == "list", "{rule}");
+        }
+    }
+    assert!(
+        !base()
+            .iter()
+            .any(|d| d["metadata"]["name"] == "hpa-bridge:check"),
+        "the base installs the check's role"
+    );
+}

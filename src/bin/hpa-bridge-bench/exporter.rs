@@ -30,6 +30,8 @@ pub struct ExporterSpec {
     /// Wanted series on each page (at least the pod's stateful index and, for ordinals 0 and
     /// 1, a recommendation): issue 14 asks for 10 per target, 50,000 over 5,000 targets.
     pub wanted_series: usize,
+    /// The pages' series name a Deployment as their scale target, not a StatefulSet.
+    pub deployment: bool,
 }
 
 /// The address of target `i`.
@@ -51,12 +53,22 @@ pub fn initial_recommendation(w: usize) -> u32 {
     2 + (w % 5) as u32
 }
 
+/// The stateful index target `i` exports until changed: ordinals 0 to 2 hold state.
+pub fn initial_index(i: usize, workloads: usize) -> usize {
+    let (_, k) = workload_of(i, workloads);
+    if k < 3 {
+        k + 1
+    } else {
+        0
+    }
+}
+
 /// Target `i`'s page: ~40 unwanted series of escape-heavy filler, then its pod's stateful index
 /// and, for ordinals 0 and 1 (a leader and a former leader), a recommendation; the rest of the
 /// page's `wanted_series` are recommendations of 1 from further controller instances (distinct
 /// `service_instance_id`), which the store must hold and the answer must read but which never
 /// change the maximum, so every answer stays the same as with the two controllers alone.
-pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32) -> Bytes {
+pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32, index: usize) -> Bytes {
     let (w, k) = workload_of(i, spec.workloads);
     let mut page = String::with_capacity(spec.page_bytes + 1024);
     pages::filler(
@@ -66,8 +78,13 @@ pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32) -> Bytes 
         8,
         &format!("t{i}"),
     );
+    let kind = if spec.deployment {
+        "Deployment"
+    } else {
+        "StatefulSet"
+    };
     let common = format!(
-        "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"w{w}\",hpa_target_api_version=\"apps/v1\""
+        "hpa_target_kind=\"{kind}\",hpa_target_name=\"w{w}\",hpa_target_api_version=\"apps/v1\""
     );
     // One family per name, as an exporter writes it: the recommendations, then the index.
     let leader = k < 2;
@@ -90,7 +107,6 @@ pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32) -> Bytes 
             "hpa_expect_replicas{{{common},service_instance_id=\"w{w}-{k}-r{j}\"}} 1"
         );
     }
-    let index = if k < 3 { k + 1 } else { 0 };
     let _ = writeln!(
         page,
         "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{{common},service_instance_id=\"w{w}-{k}\"}} {index}"
@@ -98,14 +114,21 @@ pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32) -> Bytes 
     Bytes::from(page)
 }
 
-type Pages = Arc<Vec<RwLock<Bytes>>>;
+/// One target's exported values and the page that says them.
+struct Page {
+    recommendation: u32,
+    index: usize,
+    bytes: Bytes,
+}
+
+type Pages = Arc<Vec<RwLock<Page>>>;
 
 fn page_response(pages: &Pages, path: &str) -> http::Response<Full<Bytes>> {
     let page = path
         .strip_prefix("/t/")
         .and_then(|i| i.parse::<usize>().ok())
         .and_then(|i| pages.get(i))
-        .map(|p| p.read().unwrap_or_else(|e| e.into_inner()).clone());
+        .map(|p| p.read().unwrap_or_else(|e| e.into_inner()).bytes.clone());
     match page {
         Some(body) => http::Response::builder()
             .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
@@ -147,7 +170,13 @@ pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
         (0..spec.targets)
             .map(|i| {
                 let (w, _) = workload_of(i, spec.workloads);
-                RwLock::new(target_page(&spec, i, initial_recommendation(w)))
+                let (recommendation, index) =
+                    (initial_recommendation(w), initial_index(i, spec.workloads));
+                RwLock::new(Page {
+                    recommendation,
+                    index,
+                    bytes: target_page(&spec, i, recommendation, index),
+                })
             })
             .collect(),
     );
@@ -168,28 +197,35 @@ pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
             page_response(&pages, req.uri().path())
         }));
     }
-    // `/set?target=I&value=V` changes target I's recommendation (for the freshness measurement).
+    // `/set?target=I&value=V` changes target I's recommendation (for the freshness
+    // measurement), `/set?target=I&index=N` its pod's stateful index (for the deletion-cost churn).
     let control_pages = pages.clone();
     let control_spec = spec.clone();
     tokio::spawn(accept_loop(control, move |req| {
         let mut target = None;
         let mut value = None;
+        let mut index = None;
         for pair in req.uri().query().unwrap_or("").split('&') {
             match pair.split_once('=') {
                 Some(("target", v)) => target = v.parse::<usize>().ok(),
                 Some(("value", v)) => value = v.parse::<u32>().ok(),
+                Some(("index", v)) => index = v.parse::<usize>().ok(),
                 _ => {}
             }
         }
-        match (target, value) {
-            (Some(t), Some(v)) if t < control_pages.len() => {
-                *control_pages[t].write().unwrap_or_else(|e| e.into_inner()) =
-                    target_page(&control_spec, t, v);
+        match (target, value.is_some() || index.is_some()) {
+            (Some(t), true) if t < control_pages.len() => {
+                let mut page = control_pages[t].write().unwrap_or_else(|e| e.into_inner());
+                page.recommendation = value.unwrap_or(page.recommendation);
+                page.index = index.unwrap_or(page.index);
+                page.bytes = target_page(&control_spec, t, page.recommendation, page.index);
                 http::Response::new(Full::new(Bytes::from_static(b"ok\n")))
             }
             _ => http::Response::builder()
                 .status(400)
-                .body(Full::new(Bytes::from_static(b"want ?target=I&value=V\n")))
+                .body(Full::new(Bytes::from_static(
+                    b"want ?target=I&value=V or ?target=I&index=N\n",
+                )))
                 .unwrap_or_default(),
         }
     }));

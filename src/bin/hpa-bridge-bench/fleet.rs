@@ -16,6 +16,7 @@ use super::BenchError;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{Adapter, Engine, EngineBuilder};
+use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::source::scrape::Scraper;
 use hpa_bridge::store::{ScrapeTarget, Store, TargetId};
 use hpa_bridge::telemetry::SelfMetrics;
@@ -45,6 +46,9 @@ impl ExporterProcess {
             .arg(spec.wanted_series.to_string());
         if spec.shared_host {
             cmd.arg("--shared-host");
+        }
+        if spec.deployment {
+            cmd.arg("--deployment");
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -106,8 +110,18 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<Vec<u8>> {
     Ok(reply)
 }
 
+/// Target `target`'s recommendation becomes `value`.
 pub async fn set_value(control: &str, target: usize, value: u32) -> Result<(), BenchError> {
-    let reply = http_get(control, &format!("/set?target={target}&value={value}"))
+    set(control, &format!("target={target}&value={value}")).await
+}
+
+/// Target `target`'s pod exports stateful index `index`.
+pub async fn set_index(control: &str, target: usize, index: usize) -> Result<(), BenchError> {
+    set(control, &format!("target={target}&index={index}")).await
+}
+
+async fn set(control: &str, query: &str) -> Result<(), BenchError> {
+    let reply = http_get(control, &format!("/set?{query}"))
         .await
         .map_err(err)?;
     if !reply.starts_with(b"HTTP/1.0 200") && !reply.starts_with(b"HTTP/1.1 200") {
@@ -119,8 +133,7 @@ pub async fn set_value(control: &str, target: usize, value: u32) -> Result<(), B
     Ok(())
 }
 
-/// The exporter for `targets` pages, after checking that this process may hold one connection
-/// per target; one loopback address per target where the machine allows it.
+/// The exporter process serving [`exporter_spec`]'s pages.
 pub fn start_exporter(
     exe: &Path,
     targets: usize,
@@ -128,6 +141,19 @@ pub fn start_exporter(
     page_bytes: usize,
     wanted_series: usize,
 ) -> Result<(ExporterSpec, ExporterProcess), BenchError> {
+    let spec = exporter_spec(targets, workloads, page_bytes, wanted_series)?;
+    let process = ExporterProcess::start(exe, &spec)?;
+    Ok((spec, process))
+}
+
+/// The pages of `targets` StatefulSet pods, after checking that this process may hold one
+/// connection per target; one loopback address per target where the machine allows it.
+pub fn exporter_spec(
+    targets: usize,
+    workloads: usize,
+    page_bytes: usize,
+    wanted_series: usize,
+) -> Result<ExporterSpec, BenchError> {
     // The adapter holds one connection per target; the exporter, a separate process, its own.
     let needed = targets as u64 + 256;
     match open_files_limit() {
@@ -144,9 +170,9 @@ pub fn start_exporter(
         page_bytes,
         shared_host: !distinct_hosts_available(),
         wanted_series,
+        deployment: false,
     };
-    let process = ExporterProcess::start(exe, &spec)?;
-    Ok((spec, process))
+    Ok(spec)
 }
 
 impl ExporterProcess {
@@ -196,6 +222,41 @@ pub fn config(interval: Duration, yaml: &str) -> Result<Config, BenchError> {
         "scrape:\n  interval: {interval_ms}ms\n  timeout: {timeout_ms}ms\n{yaml}"
     ))
     .map_err(err)
+}
+
+/// An engine wired to a cluster as `serve` wires it.
+pub struct Discovered {
+    pub client: kube::Client,
+    pub discovery: Arc<Discovery>,
+    pub engine: Engine,
+}
+
+/// Discovery (`scrape.kubernetes` of `config`) against the API server at `url` first, then
+/// the engine built with its facts over the target store it fills, as `serve` wires them;
+/// returned once the first complete target set is published (60 s at most).
+pub async fn discovered(url: &str, config: Config) -> Result<Discovered, BenchError> {
+    let k = config
+        .scrape
+        .kubernetes
+        .clone()
+        .ok_or_else(|| err("the config has no kubernetes discovery"))?;
+    let uri: http::Uri = url.parse().map_err(err)?;
+    let client = kube::Client::try_from(kube::Config::new(uri)).map_err(err)?;
+    let targets = Arc::new(Store::new());
+    let discovery = Discovery::start(client.clone(), k, targets.clone(), Vec::new());
+    let engine = builder(config, SCRAPE_CONCURRENCY)
+        .targets(targets)
+        .cluster(discovery.clone())
+        .build()
+        .map_err(err)?;
+    tokio::time::timeout(Duration::from_secs(60), discovery.wait_synced())
+        .await
+        .map_err(|_| err(format!("discovery against {url} did not sync in 60 s")))?;
+    Ok(Discovered {
+        client,
+        discovery,
+        engine,
+    })
 }
 
 /// The engine's assembly as `serve` makes it, on the system clock.

@@ -39,7 +39,7 @@ pub struct Objects {
     pub statefulsets: Vec<Value>,
 }
 
-fn meta(name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
+pub fn meta(name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
     ObjectMeta {
         uid: Some(format!("uid-{name}")),
         name: Some(name),
@@ -111,7 +111,7 @@ impl Objects {
 }
 
 /// The object's JSON with the `apiVersion` and `kind` a list item carries.
-fn typed_json<T: serde::Serialize>(object: &T, api_version: &str, kind: &str) -> Option<Value> {
+pub fn typed_json<T: serde::Serialize>(object: &T, api_version: &str, kind: &str) -> Option<Value> {
     let mut v = serde_json::to_value(object).ok()?;
     let map = v.as_object_mut()?;
     map.insert("apiVersion".into(), json!(api_version));

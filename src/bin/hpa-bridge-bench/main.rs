@@ -15,17 +15,23 @@
 //!   delays every response, against the same with a prompt one.
 //! - `prometheus`: PromQL queries per HPA request under 100 concurrent identical requests,
 //!   against what a naive adapter would send.
+//! - `deletion-cost`: the pod-deletion-cost writer over an opted-in Deployment whose pods keep
+//!   changing their stateful index: patches per change, change to patch against the scrape
+//!   interval, patch rate against `--deletion-cost-qps`, and the floor's answer latency
+//!   against the same churn without the writer.
 //!
 //! Absolute numbers depend on the machine and on whatever else runs on it; ratios measured in
 //! the same run with the same client are what the goals are stated in.
 
 mod answer_cost;
+mod deletion_cost;
 mod exporter;
 mod fleet;
 mod hostile;
 mod json_parse;
 mod kubeapi;
 mod live;
+mod liveapi;
 mod page;
 mod pages;
 mod parse;
@@ -90,7 +96,7 @@ struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
     /// Parts to run (default all): serve, parse, scale, live, slowapi, prometheus, hostile, page,
-    /// spread, soak.
+    /// spread, soak, deletion-cost.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -107,6 +113,8 @@ struct BenchExporterArgs {
     shared_host: bool,
     #[arg(long, default_value_t = 2)]
     wanted_series: usize,
+    #[arg(long)]
+    deployment: bool,
 }
 
 #[derive(Args, Debug)]
@@ -152,6 +160,7 @@ fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
             page_bytes: args.page_bytes,
             shared_host: args.shared_host,
             wanted_series: args.wanted_series,
+            deployment: args.deployment,
         }))
         .map_err(|e| format!("bench exporter: {e}"))?;
     Ok(ExitCode::SUCCESS)
@@ -233,7 +242,7 @@ pub struct BenchOptions {
     pub quick: bool,
     pub out_dir: PathBuf,
     /// Parts to run: any of `serve`, `parse`, `scale`, `live`, `slowapi`, `prometheus`,
-    /// `hostile`, `page`, `spread`, `soak`.
+    /// `hostile`, `page`, `spread`, `soak`, `deletion-cost`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -361,6 +370,11 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
         let plan = soak::SoakPlan::new(opts.quick);
         eprintln!("bench: soak ({} rounds)...", plan.rounds);
         report.soak = Some(soak::run(&plan, &opts.exe)?);
+    }
+    if opts.wants("deletion-cost") {
+        let churn = deletion_cost::DeletionCostPlan::new(opts.quick);
+        eprintln!("bench: deletion cost ({} pods churning)...", churn.pods);
+        report.deletion_cost = Some(deletion_cost::run(&plan, &churn, &opts.exe)?);
     }
     report.build_figures();
     report.write(&opts.out_dir)?;

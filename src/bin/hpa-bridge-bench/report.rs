@@ -125,6 +125,7 @@ pub struct Report {
     pub page: Option<super::page::PageResult>,
     pub soak: Option<super::soak::SoakResult>,
     pub spread: Option<super::spread::SpreadResult>,
+    pub deletion_cost: Option<super::deletion_cost::DeletionCostResult>,
 }
 
 fn load_average() -> String {
@@ -185,6 +186,7 @@ impl Report {
             page: None,
             soak: None,
             spread: None,
+            deletion_cost: None,
         }
     }
 
@@ -523,6 +525,9 @@ impl Report {
         if let Some(s) = &self.soak {
             f.extend(super::soak::figures(s));
         }
+        if let Some(d) = &self.deletion_cost {
+            f.extend(super::deletion_cost::figures(d));
+        }
         self.figures = f;
     }
 
@@ -769,6 +774,9 @@ impl Report {
         }
         if let Some(s) = &self.soak {
             let _ = writeln!(md, "{}", super::soak::note(s));
+        }
+        if let Some(d) = &self.deletion_cost {
+            let _ = writeln!(md, "{}", super::deletion_cost::note(d));
         }
         md
     }

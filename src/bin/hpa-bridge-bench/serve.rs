@@ -527,8 +527,10 @@ pub struct Client {
     tls: Arc<rustls::ClientConfig>,
     /// Request paths, asked round-robin by each connection (from its own starting point).
     paths: Arc<Vec<String>>,
-    /// Every response must have these bytes, when given; status 200 always.
+    /// Every response must have these bytes, when given; status 200 always, unless
+    /// `refusals` allows the adapter's 503 too.
     expected_body: Option<Bytes>,
+    refusals: bool,
 }
 
 impl Client {
@@ -597,7 +599,9 @@ impl Client {
                     let t0 = Instant::now();
                     let (parts, body) = Self::get(&mut sender, addr, path).await?;
                     let us = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-                    if parts.status != http::StatusCode::OK
+                    let refused =
+                        me.refusals && parts.status == http::StatusCode::SERVICE_UNAVAILABLE;
+                    if (parts.status != http::StatusCode::OK && !refused)
                         || me.expected_body.as_ref().is_some_and(|b| *b != body)
                     {
                         return Err(format!(
@@ -745,6 +749,7 @@ pub fn start_baseline(
         tls: pki.client_config()?,
         paths: Arc::new(Vec::new()),
         expected_body: None,
+        refusals: false,
     });
     let path = path.to_owned();
     let (parts, body) = run_client(async move {
@@ -805,7 +810,14 @@ impl Client {
             tls: pki.client_config()?,
             paths: Arc::new(paths),
             expected_body,
+            refusals: false,
         })
+    }
+
+    /// The same, also accepting the adapter's refusal (503): an incomplete floor is an answer.
+    pub fn accepting_refusals(mut self) -> Self {
+        self.refusals = true;
+        self
     }
 }
 

@@ -22,7 +22,6 @@ use hpa_bridge::api::ApiHandler;
 use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::store::Store;
 
 /// What the HPA asks for: a recommendation behind a `validWhen` gate that never opens (no
 /// pod's stateful index is 99), so every answer is `max(recommendation, current)` and needs
@@ -117,11 +116,6 @@ impl Side {
             Duration::from_secs(10),
             &format!("  staleAfter: 1h\n  kubernetes:\n    namespaces: [default]\n{GATED_METRIC}"),
         )?;
-        let k = config
-            .scrape
-            .kubernetes
-            .clone()
-            .ok_or_else(|| err("the config has no kubernetes discovery"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("bench-discovery-{name}"))
@@ -131,19 +125,9 @@ impl Side {
         let started = Instant::now();
         let url = format!("http://{}", api.addr);
         let (engine, discovery) = runtime.block_on(async {
-            let uri: http::Uri = url.parse().map_err(err)?;
-            let client = kube::Client::try_from(kube::Config::new(uri)).map_err(err)?;
-            // Discovery first, as `serve` wires it: the engine is built with its facts.
-            let targets = Arc::new(Store::new());
-            let discovery = Discovery::start(client, k, targets.clone(), Vec::new());
-            let engine = fleet::builder(config, fleet::SCRAPE_CONCURRENCY)
-                .targets(targets)
-                .cluster(discovery.clone())
-                .build()
-                .map_err(err)?;
-            tokio::time::timeout(Duration::from_secs(60), discovery.wait_synced())
-                .await
-                .map_err(|_| err(format!("discovery against {url} did not sync in 60 s")))?;
+            let fleet::Discovered {
+                engine, discovery, ..
+            } = fleet::discovered(&url, config).await?;
             let scraper = engine
                 .scraper
                 .as_ref()
