@@ -48,7 +48,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Scrape the configured targets and serve external.metrics.k8s.io/v1beta1 over TLS.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the demo exporter on its own (the local demo also starts it from `demo:` in the config).
     DemoExporter(DemoArgs),
     /// Run a fault scenario: the real adapter against loopback exporters, polled over HTTPS by a
@@ -528,7 +528,7 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
             Command::Check(_) | Command::Bench(_) => unreachable!("handled above"),
@@ -761,7 +761,6 @@ async fn serve(args: ServeArgs) -> Result<()> {
                     metrics.clone(),
                 );
                 DeletionCostWriter::new(
-                    client,
                     discovery.clone(),
                     targets.clone(),
                     clock.clone(),

@@ -14,8 +14,8 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use serde_json::json;
 
+use super::cost_patch::FIELD_MANAGER;
 use super::election::{Election, LeaseRecord, Step};
-use super::writer::FIELD_MANAGER;
 use crate::clock::{Clock, Millis};
 use crate::telemetry::SelfMetrics;
 
@@ -142,6 +142,7 @@ fn process_unique_suffix() -> String {
 /// Whether this replica holds the deletion-cost lease, kept current by a task that reads and
 /// writes it every retry period.
 pub struct Leadership {
+    client: Client,
     api: Api<Lease>,
     namespace: String,
     name: String,
@@ -174,7 +175,8 @@ impl Leadership {
     ) -> Arc<Leadership> {
         let duration_s = timings.lease_duration.as_secs().min(i32::MAX as u64) as i32;
         let leadership = Arc::new(Leadership {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(client.clone(), namespace),
+            client,
             namespace: namespace.into(),
             name: name.into(),
             timings,
@@ -224,6 +226,11 @@ impl Leadership {
 
     fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The client the lease is held through, for the writes it permits.
+    pub fn client(&self) -> Client {
+        self.client.clone()
     }
 
     /// Whether this replica may write now.

@@ -8,7 +8,7 @@ mod election;
 mod lease;
 mod writer;
 
-pub use cost_patch::{cost_patches, CostPatch};
+pub use cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
 pub use election::{Election, LeaseRecord, Step};
 pub use lease::{identity, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};
-pub use writer::{DeletionCostWriter, FIELD_MANAGER};
+pub use writer::DeletionCostWriter;

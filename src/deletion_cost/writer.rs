@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use tokio::time::Instant;
 
-use super::cost_patch::{cost_patches, CostPatch};
+use super::cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
 use super::lease::Leadership;
 use crate::clock::{Clock, Millis};
 use crate::cluster::{WorkloadRef, POD_DELETION_COST};
@@ -24,8 +24,6 @@ use crate::source::discovery::Discovery;
 use crate::store::{Evidence, Scope, Store};
 use crate::telemetry::SelfMetrics;
 
-/// The field manager of every patch, so `managedFields` names who owns the annotation.
-pub const FIELD_MANAGER: &str = "hpa-bridge";
 /// How long a written cost may take to show in the watch before it is written again: long
 /// enough for the watch to catch up, short enough that a value another writer changed is put
 /// back soon.
@@ -58,8 +56,8 @@ struct PodWrites {
 }
 
 impl DeletionCostWriter {
+    /// It writes through the client `leadership` holds its lease with.
     pub fn new(
-        client: Client,
         discovery: Arc<Discovery>,
         store: Arc<Store>,
         clock: Arc<dyn Clock>,
@@ -78,7 +76,7 @@ impl DeletionCostWriter {
             }
         }
         DeletionCostWriter {
-            client,
+            client: leadership.client(),
             discovery,
             store,
             clock,
