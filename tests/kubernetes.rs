@@ -634,10 +634,10 @@ fn opted_in_web_and_other(api: &KubeApi, ex: &TestExporter) {
     ];
     for (name, index) in pods {
         ex.page(&format!("/pods/{name}"), index_of("web", name, index));
-        api.apply(&ready_pod(name, "web", "web-7c9d", &ex, true));
+        api.apply(&ready_pod(name, "web", "web-7c9d", ex, true));
     }
     ex.page("/pods/other-5f5f-a", index_of("other", "other-5f5f-a", 3));
-    api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", &ex, true));
+    api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", ex, true));
 }
 
 /// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
