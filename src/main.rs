@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use hpa_bridge::api::transport::connection::{ConnectionGate, ConnectionLimits, MIN_HEADER_BYTES};
 use hpa_bridge::api::transport::penalty_box::{AddressRange, PenaltyRules};
@@ -15,7 +15,9 @@ use hpa_bridge::api::transport::{self, Listening};
 use hpa_bridge::api::{metrics_port, server, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
-use hpa_bridge::deletion_cost::DeletionCostWriter;
+use hpa_bridge::deletion_cost::{
+    self, DeletionCostWriter, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME,
+};
 use hpa_bridge::engine::{self, Engine, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{self, SelfMetrics};
@@ -46,7 +48,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Scrape the configured targets and serve external.metrics.k8s.io/v1beta1 over TLS.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the demo exporter on its own (the local demo also starts it from `demo:` in the config).
     DemoExporter(DemoArgs),
     /// Run a fault scenario: the real adapter against loopback exporters, polled over HTTPS by a
@@ -229,13 +231,31 @@ struct ServeArgs {
     kubeconfig: Option<PathBuf>,
     /// Write `controller.kubernetes.io/pod-deletion-cost` on the pods of Deployments annotated
     /// `hpa-bridge.io/deletion-cost: "stateful-index"`: each Running pod's fresh stateful index
-    /// (docs/deletion-cost.md). Needs scrape.kubernetes and `patch` on pods
+    /// (docs/deletion-cost.md). Only the replica holding --deletion-cost-lease writes. Needs
+    /// scrape.kubernetes, `patch` on pods and get, create and update on that Lease
     /// (manifests/overlays/deletion-cost).
     #[arg(long)]
     write_deletion_cost: bool,
-    /// Deletion-cost patches per second from this replica, across the cluster's pods.
+    /// Deletion-cost patches per second, across the cluster's pods (one replica writes).
     #[arg(long, default_value_t = 10.0, value_parser = parse_qps)]
     deletion_cost_qps: f64,
+    /// The coordination.k8s.io Lease that elects the one replica writing deletion costs.
+    /// Without a namespace: POD_NAMESPACE (the downward API), else the kubeconfig's namespace
+    /// (in a pod, the service account's).
+    #[arg(long, value_name = "[NAMESPACE/]NAME", default_value = DEFAULT_LEASE_NAME)]
+    deletion_cost_lease: LeaseName,
+    /// How long another replica waits, on its own clock, for the writer to renew the lease
+    /// before it takes over (whole seconds).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    deletion_cost_lease_duration: Duration,
+    /// How long the writer keeps writing without renewing the lease; shorter than
+    /// --deletion-cost-lease-duration.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    deletion_cost_renew_deadline: Duration,
+    /// The time between two reads (or renewals) of the lease; shorter than
+    /// --deletion-cost-renew-deadline.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    deletion_cost_retry_period: Duration,
     #[command(flatten)]
     auth: Box<AuthArgs>,
 }
@@ -458,8 +478,28 @@ fn parse_qps(s: &str) -> Result<f64, String> {
     }
 }
 
+impl ServeArgs {
+    fn lease_timings(&self) -> LeaseTimings {
+        LeaseTimings {
+            lease_duration: self.deletion_cost_lease_duration,
+            renew_deadline: self.deletion_cost_renew_deadline,
+            retry_period: self.deletion_cost_retry_period,
+        }
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if let Command::Serve(args) = &cli.command {
+        if let Err(e) = args.lease_timings().check() {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ValueValidation,
+                    format!("--deletion-cost-lease-duration, --deletion-cost-renew-deadline, --deletion-cost-retry-period: {e}"),
+                )
+                .exit();
+        }
+    }
     if matches!(cli.command, Command::Simulate(_)) && cli.verbose == 0 {
         // The table is simulate's output; every failed scrape it provokes on purpose would
         // otherwise log a warning. -v brings the adapter's logs back.
@@ -488,7 +528,7 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
             Command::Check(_) | Command::Bench(_) => unreachable!("handled above"),
@@ -694,22 +734,43 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if args.write_deletion_cost && config.scrape.kubernetes.is_none() {
         bail!("--write-deletion-cost needs scrape.kubernetes in the config: it writes to the pods discovery finds");
     }
+    let mut leadership = None;
     let discovery = match &config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
             let discovery =
                 Discovery::start(client.clone(), k.clone(), targets.clone(), static_targets);
             if args.write_deletion_cost {
+                let lease = &args.deletion_cost_lease;
+                let namespace = lease
+                    .namespace
+                    .clone()
+                    .or_else(|| {
+                        std::env::var("POD_NAMESPACE")
+                            .ok()
+                            .filter(|s| !s.is_empty())
+                    })
+                    .unwrap_or_else(|| client.default_namespace().to_string());
+                let l = Leadership::start(
+                    client.clone(),
+                    &namespace,
+                    &lease.name,
+                    deletion_cost::identity(),
+                    args.lease_timings(),
+                    clock.clone(),
+                    metrics.clone(),
+                );
                 DeletionCostWriter::new(
-                    client,
                     discovery.clone(),
                     targets.clone(),
                     clock.clone(),
                     metrics.clone(),
+                    l.clone(),
                     &config,
                     args.deletion_cost_qps,
                 )
                 .spawn();
+                leadership = Some(l);
             }
             Some(discovery)
         }
@@ -720,6 +781,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .targets(targets);
     if let Some(d) = &discovery {
         builder = builder.cluster(d.clone());
+    }
+    if let Some(l) = &leadership {
+        let l = l.clone();
+        builder = builder.status_section(("deletionCostLease", Arc::new(move || l.status())));
     }
     let engine = builder.build()?;
     let adapter = engine.adapter.clone();
@@ -905,6 +970,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         server::api_responder(handler, gate, shutdown.clone()),
     ));
     let signal = termination_signal().await?;
+    // The deletion-cost lease is given up at once, so another replica takes over writing
+    // while this one still serves.
+    let resigning = leadership.map(|l| tokio::spawn(async move { l.resign().await }));
     // kube-apiserver's order (--shutdown-delay-duration): fail readiness, keep serving while
     // the endpoints and the aggregator catch up, then stop accepting and drain.
     shutdown.advance(Phase::Terminating);
@@ -922,6 +990,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "shutdown delay over: listeners closed; draining in-flight requests"
     );
     let left = drain(&gates, args.shutdown_timeout).await;
+    if let Some(resigning) = resigning {
+        // A release that cannot finish is not waited for: the lease then expires.
+        let _ = tokio::time::timeout(args.deletion_cost_renew_deadline, resigning).await;
+    }
     if left == 0 {
         tracing::info!("drained; exiting");
     } else {

@@ -157,6 +157,7 @@ pub struct SelfMetrics {
     history_scopes: Gauge,
     history_scopes_dropped: Counter,
     deletion_cost_patches: Family<ResultLabel, Counter>,
+    deletion_cost_leader: Gauge,
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
@@ -360,9 +361,16 @@ impl SelfMetrics {
             "Patches of controller.kubernetes.io/pod-deletion-cost sent, by result (success, or the failure's kind)",
             deletion_cost_patches.clone(),
         );
+        let deletion_cost_leader = Gauge::default();
+        registry.register(
+            "deletion_cost_leader",
+            "1 while this replica holds the deletion-cost Lease and may write pod-deletion-cost, else 0",
+            deletion_cost_leader.clone(),
+        );
         SelfMetrics {
             registry,
             deletion_cost_patches,
+            deletion_cost_leader,
             ready,
             scope_refusing,
             scope_refusing_since,
@@ -403,6 +411,11 @@ impl SelfMetrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// Whether this replica holds the deletion-cost Lease.
+    pub fn deletion_cost_leader(&self, leading: bool) {
+        self.deletion_cost_leader.set(i64::from(leading));
     }
 
     /// One PromQL query sent to the Prometheus source and how it ended.

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::kube_objects::{
-    args, container, docs, find, kustomize, manifests, one, root, serving_secret_is_mounted, stage,
-    validate, NEWEST,
+    args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
+    serving_secret_is_mounted, stage, validate, NEWEST,
 };
 use serde_json::{json, Value};
 
@@ -145,6 +145,15 @@ fn matrix() -> Vec<Case> {
                 // Nothing writes to pods unless asked.
                 assert!(!names(d, "ClusterRole").contains(&"hpa-bridge:deletion-cost".into()));
                 assert!(!args(one(d, "Deployment")).contains(&"--write-deletion-cost".into()));
+                assert!(find(d, "Role").is_empty(), "no Lease access unless asked");
+                // The downward API, as in the base: it grants nothing.
+                let env = &container(one(d, "Deployment"))["env"];
+                for name in ["POD_NAME", "POD_NAMESPACE"] {
+                    assert!(
+                        env.as_array().unwrap().iter().any(|e| e["name"] == name),
+                        "{env}"
+                    );
+                }
             },
         },
         Case {
@@ -163,6 +172,19 @@ fn matrix() -> Vec<Case> {
                 let a = args(one(d, "Deployment"));
                 assert!(a.contains(&"--write-deletion-cost".to_string()), "{a:?}");
                 assert!(a.contains(&"--deletion-cost-qps=25".to_string()), "{a:?}");
+                // One writer: the Lease in the release namespace, named after the release.
+                assert!(
+                    a.contains(&format!(
+                        "--deletion-cost-lease={NAMESPACE}/{RELEASE}-deletion-cost"
+                    )),
+                    "{a:?}"
+                );
+                lease_role_is(
+                    d,
+                    NAMESPACE,
+                    "hpa-bridge:deletion-cost-lease",
+                    &format!("{RELEASE}-deletion-cost"),
+                );
             },
         },
         Case {

@@ -617,15 +617,9 @@ fn cost_of(api: &KubeApi, pod: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
-/// server applies JSON merge patches to its pod objects and watchers see them): only the
-/// opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;
-/// its floor counts the holding pods once the watch shows every cost, and holds while a
-/// holding pod is not Ready or a patch is refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_pods() {
-    let ex = TestExporter::start().await;
-    let api = KubeApi::start().await;
+/// The Deployment `web` (opted in; pods a..d with indices 0, 1, 2, 0) and `other` (not opted
+/// in; one pod with index 3).
+fn opted_in_web_and_other(api: &KubeApi, ex: &TestExporter) {
     let (web, web_rs) = opted_in_deployment("web", true, "web-7c9d");
     let (other, other_rs) = opted_in_deployment("other", false, "other-5f5f");
     api.apply(&web);
@@ -640,10 +634,22 @@ async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_po
     ];
     for (name, index) in pods {
         ex.page(&format!("/pods/{name}"), index_of("web", name, index));
-        api.apply(&ready_pod(name, "web", "web-7c9d", &ex, true));
+        api.apply(&ready_pod(name, "web", "web-7c9d", ex, true));
     }
     ex.page("/pods/other-5f5f-a", index_of("other", "other-5f5f-a", 3));
-    api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", &ex, true));
+    api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", ex, true));
+}
+
+/// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
+/// server applies JSON merge patches to its pod objects and watchers see them): only the
+/// opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;
+/// its floor counts the holding pods once the watch shows every cost, and holds while a
+/// holding pod is not Ready or a patch is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_pods() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    opted_in_web_and_other(&api, &ex);
     let kubeconfig = api.kubeconfig();
     let adapter = AdapterProcess::start_with(
         &config("[games]"),
@@ -779,6 +785,248 @@ async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_po
         "{reason}"
     );
     api.end_outage();
+}
+
+const LEASE_NS: &str = "hpa-bridge";
+const LEASE: &str = "hpa-bridge-deletion-cost";
+/// Short election timings (kube-controller-manager's are 15 s, 10 s and 2 s).
+const LEASE_DURATION: Duration = Duration::from_secs(2);
+const RENEW_DEADLINE: Duration = Duration::from_millis(1500);
+
+/// A deletion-cost writer replica with short lease timings, whose API requests the server
+/// records as `caller`'s.
+async fn start_writer(api: &KubeApi, caller: &str) -> AdapterProcess {
+    let kubeconfig = api.kubeconfig_as(caller);
+    AdapterProcess::start_with(
+        &config("[games]"),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--write-deletion-cost",
+            "--deletion-cost-qps",
+            "50",
+            "--deletion-cost-lease",
+            &format!("{LEASE_NS}/{LEASE}"),
+            "--deletion-cost-lease-duration",
+            "2s",
+            "--deletion-cost-renew-deadline",
+            "1500ms",
+            "--deletion-cost-retry-period",
+            "200ms",
+        ],
+    )
+    .await
+}
+
+/// Poll `check` every 50 ms until it gives a value; fail after 15 s.
+async fn until<T>(what: &str, check: impl Fn() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn lease_holder(api: &KubeApi) -> Option<String> {
+    api.lease_object(LEASE_NS, LEASE)?["spec"]["holderIdentity"]
+        .as_str()
+        .map(String::from)
+}
+
+/// The lease as a replica's `/status` shows it.
+async fn lease_status(adapter: &AdapterProcess) -> serde_json::Value {
+    adapter.status().await["deletionCostLease"].clone()
+}
+
+/// Two writers, each with its own caller name: once one holds the lease, (leader, follower)
+/// with their caller names and identities.
+async fn elect(
+    api: &KubeApi,
+    a: AdapterProcess,
+    b: AdapterProcess,
+) -> (
+    (AdapterProcess, &'static str, String),
+    (AdapterProcess, &'static str, String),
+) {
+    let holder = until("a lease holder", || lease_holder(api)).await;
+    let id_a = lease_status(&a).await["identity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id_b = lease_status(&b).await["identity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(id_a, id_b);
+    if holder == id_a {
+        ((a, "a", id_a), (b, "b", id_b))
+    } else {
+        assert_eq!(holder, id_b);
+        ((b, "b", id_b), (a, "a", id_a))
+    }
+}
+
+/// Lease writes by `caller` that the server applied with `holder` in them.
+fn applied_writes(api: &KubeApi, caller: &str, holder: &str) -> Vec<kubeapi::LeaseWrite> {
+    api.lease_writes()
+        .into_iter()
+        .filter(|w| w.caller == caller && w.holder == holder && (200..300).contains(&w.code))
+        .collect()
+}
+
+/// Issue 29, one writer per workload: two replicas with `--write-deletion-cost` against one
+/// API server. Exactly one holds the Lease and only it patches; killed without a release, the
+/// other takes the lease only once it has seen the same record for the lease duration, then
+/// writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_writes_deletion_costs_and_another_takes_over_only_once_the_lease_expires() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    opted_in_web_and_other(&api, &ex);
+    let a = start_writer(&api, "a").await;
+    let b = start_writer(&api, "b").await;
+    until("the holding pods' costs", || {
+        (cost_of(&api, "web-7c9d-b").as_deref() == Some("1")
+            && cost_of(&api, "web-7c9d-c").as_deref() == Some("2"))
+        .then_some(())
+    })
+    .await;
+    let ((leader, lc, lid), (follower, fc, fid)) = elect(&api, a, b).await;
+    // Several retry periods and scrape intervals later, still one writer.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let patches = api.patches();
+    assert!(
+        patches.iter().all(|p| p.caller == lc),
+        "only the holder {lc} patches: {patches:?}"
+    );
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    assert_eq!(lease_holder(&api).as_deref(), Some(lid.as_str()));
+    let (ls, fs) = (lease_status(&leader).await, lease_status(&follower).await);
+    assert_eq!(ls["leading"], true, "{ls}");
+    assert_eq!(fs["leading"], false, "{fs}");
+    assert_eq!(fs["holder"], lid.as_str(), "{fs}");
+    assert_eq!(fs["lease"], format!("{LEASE_NS}/{LEASE}"), "{fs}");
+    let (_, lm) = leader.plain_get("/metrics").await;
+    let (_, fm) = follower.plain_get("/metrics").await;
+    assert!(lm.contains("hpa_bridge_deletion_cost_leader 1\n"), "{lm}");
+    assert!(fm.contains("hpa_bridge_deletion_cost_leader 0\n"), "{fm}");
+    let transitions = api.lease_object(LEASE_NS, LEASE).unwrap()["spec"]["leaseTransitions"]
+        .as_i64()
+        .unwrap();
+
+    // The leader dies without releasing; an index changes meanwhile.
+    drop(leader);
+    let last_renewal = applied_writes(&api, lc, &lid).last().unwrap().at;
+    ex.page("/pods/web-7c9d-d", index_of("web", "web-7c9d-d", 3));
+    let patched = until("the new holder's patch", || {
+        api.patches()
+            .into_iter()
+            .find(|p| p.caller == fc && p.name == "web-7c9d-d")
+    })
+    .await;
+    let takeover = applied_writes(&api, fc, &fid)[0].at;
+    assert!(
+        takeover.duration_since(last_renewal) >= LEASE_DURATION,
+        "taken over {:?} after the last renewal, before the lease expired",
+        takeover.duration_since(last_renewal)
+    );
+    assert!(patched.at > takeover, "patched before holding the lease");
+    assert_eq!(cost_of(&api, "web-7c9d-d").as_deref(), Some("3"));
+    let spec = &api.lease_object(LEASE_NS, LEASE).unwrap()["spec"];
+    assert_eq!(spec["holderIdentity"], fid.as_str());
+    assert_eq!(spec["leaseTransitions"], transitions + 1, "{spec}");
+    assert_eq!(lease_status(&follower).await["leading"], true);
+}
+
+/// A writer that shuts down cleanly releases the Lease, so the other replica takes over at once
+/// instead of after the lease duration; a writer whose renewals fail stops patching within the
+/// renew deadline, and writes again once it renews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_passes_at_once_and_a_writer_that_cannot_renew_stops() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    opted_in_web_and_other(&api, &ex);
+    let a = start_writer(&api, "a").await;
+    let b = start_writer(&api, "b").await;
+    let ((leader, lc, lid), (follower, fc, fid)) = elect(&api, a, b).await;
+
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &leader.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    until("the follower holding the lease", || {
+        (lease_holder(&api).as_deref() == Some(fid.as_str())).then_some(())
+    })
+    .await;
+    let released = applied_writes(&api, lc, "");
+    assert_eq!(released.len(), 1, "one release: {:?}", api.lease_writes());
+    let last_renewal = applied_writes(&api, lc, &lid).last().unwrap().at;
+    let takeover = applied_writes(&api, fc, &fid)[0].at;
+    assert!(
+        takeover.duration_since(last_renewal) < LEASE_DURATION,
+        "taken over {:?} after the last renewal: the release was not used",
+        takeover.duration_since(last_renewal)
+    );
+    assert!(
+        api.patches()
+            .iter()
+            .all(|p| p.caller != lc || p.at < released[0].at),
+        "patched after releasing"
+    );
+
+    // The holder's index changes all the time, so the writer always has a patch to send.
+    let toggling = {
+        let ex = ex.clone();
+        tokio::spawn(async move {
+            for i in 0.. {
+                let index = 1 + i % 2;
+                ex.page("/pods/web-7c9d-d", index_of("web", "web-7c9d-d", index));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    let patches_by = |caller: &str, after: Instant| {
+        api.patches()
+            .into_iter()
+            .filter(|p| p.caller == caller && p.at > after)
+            .count()
+    };
+    let before = Instant::now();
+    until("the new holder patching", || {
+        (patches_by(fc, before) >= 2).then_some(())
+    })
+    .await;
+
+    // Its renewals fail: within the renew deadline it stops, and stays stopped.
+    api.fail_lease_writes(fc, Some(500));
+    let failing = Instant::now();
+    tokio::time::sleep(RENEW_DEADLINE + Duration::from_secs(1)).await;
+    let stopped = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        patches_by(fc, stopped),
+        0,
+        "patched more than {RENEW_DEADLINE:?} after its renewals began to fail at {:?}",
+        failing
+    );
+    let fs = lease_status(&follower).await;
+    assert_eq!(fs["leading"], false, "{fs}");
+    let (_, fm) = follower.plain_get("/metrics").await;
+    assert!(fm.contains("hpa_bridge_deletion_cost_leader 0\n"), "{fm}");
+
+    // Renewals work again: the lease still names it, so it renews and writes.
+    api.fail_lease_writes(fc, None);
+    let renewed = Instant::now();
+    until("patches after renewing", || {
+        (patches_by(fc, renewed) >= 1).then_some(())
+    })
+    .await;
+    toggling.abort();
+    drop(leader);
 }
 
 /// `GET` list requests (not watches) for StatefulSets in the test namespace.

@@ -8,8 +8,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::kube_objects::{
-    args, container, docs, find, kustomize, manifests, one, root, serving_secret_is_mounted, stage,
-    validate, VERSIONS,
+    args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
+    serving_secret_is_mounted, stage, validate, VERSIONS,
 };
 use serde_json::Value;
 
@@ -511,13 +511,78 @@ fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
     let a = args(one(&overlay, "Deployment"));
     assert!(a.contains(&"--write-deletion-cost".to_string()), "{a:?}");
     assert!(a.contains(&"--deletion-cost-qps=10".to_string()), "{a:?}");
+    lease_role_is(
+        &overlay,
+        "hpa-bridge",
+        "hpa-bridge:deletion-cost-lease",
+        "hpa-bridge-deletion-cost",
+    );
+    assert!(
+        !find(&base, "Role")
+            .iter()
+            .chain(find(&base, "ClusterRole").iter())
+            .any(|r| r["rules"].to_string().contains("coordination.k8s.io")),
+        "the base may not touch Leases"
+    );
+    // The writer's identity and the Lease's namespace come from the downward API.
+    let env = &container(one(&base, "Deployment"))["env"];
+    for (name, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert!(
+            env.as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == name && e["valueFrom"]["fieldRef"]["fieldPath"] == field),
+            "{name} from {field}: {env}"
+        );
+    }
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
         .args(["serve", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    for flag in ["--write-deletion-cost", "--deletion-cost-qps"] {
+    for flag in [
+        "--write-deletion-cost",
+        "--deletion-cost-qps",
+        "--deletion-cost-lease",
+        "--deletion-cost-lease-duration",
+        "--deletion-cost-renew-deadline",
+        "--deletion-cost-retry-period",
+    ] {
         assert!(help.contains(flag), "serve has no {flag}:\n{help}");
+    }
+    for (flags, says) in [
+        (
+            &["--deletion-cost-renew-deadline=15s"][..],
+            "must be shorter than the lease duration",
+        ),
+        (
+            &["--deletion-cost-retry-period=10s"][..],
+            "must be above zero and shorter than the renew deadline",
+        ),
+        (
+            &[
+                "--deletion-cost-lease-duration=1500ms",
+                "--deletion-cost-renew-deadline=1s",
+                "--deletion-cost-retry-period=100ms",
+            ][..],
+            "must be a whole number of seconds",
+        ),
+        (
+            &["--deletion-cost-lease=a/b/c"][..],
+            "is not [NAMESPACE/]NAME",
+        ),
+    ] {
+        let refused = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+            .arg("serve")
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
     }
     let refused = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
         .args(["serve", "--deletion-cost-qps=0"])

@@ -1,9 +1,14 @@
 //! Keeping `controller.kubernetes.io/pod-deletion-cost` equal to each pod's stateful index on
 //! the Deployments that ask for it, so that their ReplicaSet removes idle pods first
-//! (docs/deletion-cost.md). Off unless `serve --write-deletion-cost` is given.
+//! (docs/deletion-cost.md). Off unless `serve --write-deletion-cost` is given; then only the
+//! replica that holds the deletion-cost Lease writes.
 
 mod cost_patch;
+mod election;
+mod lease;
 mod writer;
 
-pub use cost_patch::{cost_patches, CostPatch};
-pub use writer::{DeletionCostWriter, FIELD_MANAGER};
+pub use cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
+pub use election::{Election, LeaseRecord, Step};
+pub use lease::{identity, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};
+pub use writer::DeletionCostWriter;

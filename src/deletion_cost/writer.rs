@@ -1,6 +1,8 @@
 //! The task that writes deletion costs: once per scrape interval it reads each opted-in
 //! Deployment's pods from the watch cache and their indices from the store, and patches the
 //! annotation where it differs, paced across the cluster's pods and backing off per pod on failure.
+//! It writes only while this replica holds the deletion-cost Lease (`lease.rs`), checked before
+//! each patch, so the pace is the cluster's, not each replica's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use tokio::time::Instant;
 
-use super::cost_patch::{cost_patches, CostPatch};
+use super::cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
+use super::lease::Leadership;
 use crate::clock::{Clock, Millis};
 use crate::cluster::{WorkloadRef, POD_DELETION_COST};
 use crate::config::{Config, MetricSpec};
@@ -21,8 +24,6 @@ use crate::source::discovery::Discovery;
 use crate::store::{Evidence, Scope, Store};
 use crate::telemetry::SelfMetrics;
 
-/// The field manager of every patch, so `managedFields` names who owns the annotation.
-pub const FIELD_MANAGER: &str = "hpa-bridge";
 /// How long a written cost may take to show in the watch before it is written again: long
 /// enough for the watch to catch up, short enough that a value another writer changed is put
 /// back soon.
@@ -37,11 +38,13 @@ pub struct DeletionCostWriter {
     store: Arc<Store>,
     clock: Arc<dyn Clock>,
     metrics: Arc<SelfMetrics>,
+    /// Whether this replica is the one writer.
+    leadership: Arc<Leadership>,
     /// The floor metrics' series, grouped by the label that carries their namespace.
     floors: Vec<(String, Vec<String>)>,
     stale_after_ms: Millis,
     interval: Duration,
-    /// Time between two patches of this replica (1 / `--deletion-cost-qps`).
+    /// Time between two patches (1 / `--deletion-cost-qps`); one replica writes at a time.
     gap: Duration,
 }
 
@@ -53,12 +56,13 @@ struct PodWrites {
 }
 
 impl DeletionCostWriter {
+    /// It writes through the client `leadership` holds its lease with.
     pub fn new(
-        client: Client,
         discovery: Arc<Discovery>,
         store: Arc<Store>,
         clock: Arc<dyn Clock>,
         metrics: Arc<SelfMetrics>,
+        leadership: Arc<Leadership>,
         config: &Config,
         qps: f64,
     ) -> DeletionCostWriter {
@@ -72,11 +76,12 @@ impl DeletionCostWriter {
             }
         }
         DeletionCostWriter {
-            client,
+            client: leadership.client(),
             discovery,
             store,
             clock,
             metrics,
+            leadership,
             floors,
             stale_after_ms: config.scrape.stale_after().as_millis() as Millis,
             interval: config.scrape.interval.0,
@@ -97,6 +102,9 @@ impl DeletionCostWriter {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                if !self.leadership.leading() {
+                    continue;
+                }
                 let planned = Instant::now();
                 'plan: for (deployment, patches) in self.plan() {
                     for p in patches {
@@ -110,6 +118,11 @@ impl DeletionCostWriter {
                             continue;
                         }
                         tokio::time::sleep_until(next_patch).await;
+                        // Checked before every patch, not once per plan: a replica that lost
+                        // the lease while pacing drops the rest of its plan at once.
+                        let Some(_permit) = self.leadership.permit().await else {
+                            break 'plan;
+                        };
                         next_patch = Instant::now().max(next_patch) + self.gap;
                         let result = self.patch(&deployment, &p).await;
                         writes.record(key, p.cost, result.is_ok());

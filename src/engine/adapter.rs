@@ -57,6 +57,8 @@ pub struct Adapter {
     /// The answers served to HPAs, per scope, bounded (history.rs).
     pub(super) history: Mutex<History>,
     pub(super) reuse: AnswerReuse,
+    /// Parts of `/status` kept outside the engine.
+    pub(super) sections: Vec<super::StatusSection>,
 }
 
 impl Adapter {
@@ -84,6 +86,7 @@ impl Adapter {
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),
             reuse: AnswerReuse::default(),
+            sections: Vec::new(),
         }
     }
 
@@ -99,6 +102,12 @@ impl Adapter {
     /// Know the cluster's facts: workloads, their pods and `spec.replicas`.
     pub(crate) fn with_cluster(mut self, cluster: Arc<dyn Cluster>) -> Self {
         self.cluster = Some(cluster);
+        self
+    }
+
+    /// Show `section` in `/status`.
+    pub(crate) fn with_status_section(mut self, section: super::StatusSection) -> Self {
+        self.sections.push(section);
         self
     }
 

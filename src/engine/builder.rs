@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::engine::Adapter;
+use crate::engine::{Adapter, StatusSection};
 use crate::source::prometheus::{PrometheusSetupError, PrometheusSource};
 use crate::source::scrape::Scraper;
 use crate::source::EvidenceSource;
@@ -25,6 +25,7 @@ pub struct EngineBuilder {
     source: Option<Arc<dyn EvidenceSource>>,
     targets: Option<Arc<Store>>,
     cluster: Option<Arc<dyn Cluster>>,
+    sections: Vec<StatusSection>,
 }
 
 /// An assembled engine and the parts that feed it.
@@ -48,6 +49,7 @@ impl EngineBuilder {
             source: None,
             targets: None,
             cluster: None,
+            sections: Vec::new(),
         }
     }
 
@@ -83,6 +85,12 @@ impl EngineBuilder {
         self
     }
 
+    /// Show a part of `/status` that is kept outside the engine.
+    pub fn status_section(mut self, section: StatusSection) -> Self {
+        self.sections.push(section);
+        self
+    }
+
     pub fn build(self) -> Result<Engine, PrometheusSetupError> {
         let prometheus = match self
             .config
@@ -112,6 +120,9 @@ impl EngineBuilder {
         }
         if let Some(p) = &prometheus {
             adapter = adapter.with_source(p.clone());
+        }
+        for section in self.sections {
+            adapter = adapter.with_status_section(section);
         }
         if let Some(s) = self.source {
             adapter = adapter.with_source(s);

@@ -24,4 +24,4 @@ pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};
-pub use status_document::HistoryView;
+pub use status_document::{HistoryView, StatusSection};

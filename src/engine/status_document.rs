@@ -20,6 +20,13 @@ use super::metric_query::history_scope;
 use super::object_scope::ObjectRef;
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
+/// A part of `/status` that something outside the engine keeps (the deletion-cost lease as
+/// this replica sees it): its field name and what it shows now.
+pub type StatusSection = (
+    &'static str,
+    std::sync::Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
+);
+
 impl Adapter {
     /// The answer history of the scopes `filter` selects, oldest entry first.
     pub fn history(&self, filter: &Filter) -> HistoryView {
@@ -128,7 +135,7 @@ impl Adapter {
             metadata.insert("continue".into(), token.into());
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
-        json!({
+        let mut document = json!({
             "metadata": metadata,
             "now": rfc3339(now.wall),
             "ready": self.is_ready(),
@@ -140,7 +147,11 @@ impl Adapter {
             "workloads": workloads,
             "targets": targets,
             "source": self.source.status(),
-        })
+        });
+        for (field, section) in &self.sections {
+            document[*field] = section();
+        }
+        document
     }
 
     /// (namespace, selector) pairs found in the recommendation series, using the label that

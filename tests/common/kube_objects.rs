@@ -170,3 +170,29 @@ pub fn serving_secret_is_mounted(deployment: &Value, secret: &str) {
         "{a:?}"
     );
 }
+
+/// `namespace` holds a Role `role`, bound to the service account, that may get and update the
+/// Lease `lease` only, and create Leases (RBAC cannot narrow a create by name).
+pub fn lease_role_is(docs: &[Value], namespace: &str, role: &str, lease: &str) {
+    let r = find(docs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == role)
+        .unwrap_or_else(|| panic!("no Role {role}"));
+    assert_eq!(r["metadata"]["namespace"], namespace);
+    assert_eq!(
+        r["rules"],
+        serde_json::json!([
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease], "verbs": ["get", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
+        ])
+    );
+    let b = find(docs, "RoleBinding")
+        .into_iter()
+        .find(|b| b["metadata"]["name"] == role)
+        .unwrap_or_else(|| panic!("no RoleBinding {role}"));
+    assert_eq!(b["metadata"]["namespace"], namespace);
+    assert_eq!(b["roleRef"]["kind"], "Role");
+    assert_eq!(b["roleRef"]["name"], role);
+    assert_eq!(b["subjects"][0]["kind"], "ServiceAccount");
+    assert_eq!(b["subjects"][0]["namespace"], namespace);
+}

@@ -10,6 +10,9 @@
 //!   (autoscaling/v1 Scale from the object's `spec.replicas`);
 //! - PATCH `/api/v1/namespaces/{ns}/pods/{name}` with `application/merge-patch+json`: applied,
 //!   recorded with its `fieldManager`, and seen by watchers as MODIFIED.
+//! - Leases (`/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]`): GET, POST
+//!   (409 AlreadyExists when present) and PUT (409 Conflict unless the body's
+//!   `resourceVersion` is the stored one), each write recorded; not watched.
 //!
 //! - faults: `break_watches` ends every open watch with a 410 `ERROR` event, `begin_outage` /
 //!   `end_outage` stand in for an API server restart (every request answers 503 meanwhile,
@@ -18,7 +21,8 @@
 //!
 //! Every object is built from k8s-openapi types and serialized, so the JSON is schema-valid;
 //! the server stamps `resourceVersion`, `uid` and `creationTimestamp` as the API server does.
-//! Requests without the kubeconfig's bearer token get 401.
+//! Requests without the kubeconfig's bearer token get 401. `kubeconfig_as(caller)` gives a
+//! client its own token, so the server can tell which process sent a PATCH or a lease write.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -26,6 +30,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
@@ -66,6 +71,20 @@ pub struct Patched {
     pub name: String,
     pub field_manager: Option<String>,
     pub patch: Value,
+    /// The kubeconfig that sent it (`kubeconfig_as`); empty for `kubeconfig`.
+    pub caller: String,
+    pub at: Instant,
+}
+
+/// One lease write (POST or PUT) as received, and how it was answered.
+#[derive(Clone, Debug)]
+pub struct LeaseWrite {
+    pub method: String,
+    pub caller: String,
+    /// `spec.holderIdentity` of the body (empty when absent).
+    pub holder: String,
+    pub code: u16,
+    pub at: Instant,
 }
 
 /// RFC 7386: objects merge key by key, `null` removes a key, anything else replaces.
@@ -103,6 +122,10 @@ struct State {
     /// A watch from a `resourceVersion` below this one is too old (410 Gone): the watch cache
     /// of a restarted API server starts at its restart.
     oldest_watchable_rv: u64,
+    leases: BTreeMap<(String, String), Value>,
+    lease_writes: Vec<LeaseWrite>,
+    /// Lease writes from these callers are answered with the status, unapplied.
+    lease_write_failures: HashMap<String, u16>,
 }
 
 #[derive(Clone)]
@@ -191,6 +214,17 @@ impl KubeApi {
 
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("kubeconfig")
+    }
+
+    /// A kubeconfig whose requests the server records as `caller`'s.
+    pub fn kubeconfig_as(&self, caller: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kubeconfig-{caller}"));
+        let text = std::fs::read_to_string(self.kubeconfig()).unwrap().replace(
+            &format!("token: {TOKEN}"),
+            &format!("token: {TOKEN}-{caller}"),
+        );
+        std::fs::write(&path, text).unwrap();
+        path
     }
 
     /// Requests seen, as `METHOD path?query`.
@@ -324,19 +358,28 @@ impl KubeApi {
                 return status(503, "ServiceUnavailable", "the API server is restarting");
             }
         }
-        let authorized = req
+        let caller = req
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            == Some(&format!("Bearer {TOKEN}"));
-        if !authorized {
+            .and_then(|v| v.strip_prefix(&format!("Bearer {TOKEN}")))
+            .and_then(|rest| match rest {
+                "" => Some(String::new()),
+                _ => rest.strip_prefix('-').map(String::from),
+            });
+        let Some(caller) = caller else {
             return status(401, "Unauthorized", "no valid bearer token");
-        }
+        };
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        if let ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", rest @ ..] =
+            segments.as_slice()
+        {
+            return self.lease(ns, rest.first().copied(), &caller, &req);
+        }
         if req.method() == http::Method::PATCH {
             return match segments.as_slice() {
                 ["api", "v1", "namespaces", ns, "pods", name] => {
-                    self.patch_pod(ns, name, &query, &req)
+                    self.patch_pod(ns, name, &query, &req, caller)
                 }
                 _ => status(405, "MethodNotAllowed", "only pods are patched here"),
             };
@@ -381,6 +424,7 @@ impl KubeApi {
         name: &str,
         query: &HashMap<String, String>,
         req: &http::Request<Bytes>,
+        caller: String,
     ) -> http::Response<BoxBody<Bytes, Infallible>> {
         let content_type = req
             .headers()
@@ -403,6 +447,8 @@ impl KubeApi {
             name: name.into(),
             field_manager: query.get("fieldManager").cloned(),
             patch: patch.clone(),
+            caller,
+            at: Instant::now(),
         });
         if let Some(code) = st.patch_failure {
             return status(code, "Forbidden", "patches are refused by the test");
@@ -427,6 +473,149 @@ impl KubeApi {
         st.log.push(event.clone());
         let _ = self.events.send(event);
         json_response(200, &object)
+    }
+
+    /// A Lease: GET, POST (create) or PUT (replace, only from the stored resourceVersion).
+    fn lease(
+        &self,
+        ns: &str,
+        name: Option<&str>,
+        caller: &str,
+        req: &http::Request<Bytes>,
+    ) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let mut st = self.state.lock().unwrap();
+        let method = req.method().clone();
+        if method == http::Method::GET {
+            let Some(name) = name else {
+                return status(405, "MethodNotAllowed", "leases are not listed here");
+            };
+            return match st.leases.get(&(ns.to_string(), name.to_string())) {
+                Some(lease) => json_response(200, lease),
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("leases.coordination.k8s.io \"{name}\" not found"),
+                ),
+            };
+        }
+        let Ok(mut body) = serde_json::from_slice::<Value>(req.body()) else {
+            return status(400, "BadRequest", "the body is not JSON");
+        };
+        if serde_json::from_value::<k8s_openapi::api::coordination::v1::Lease>(body.clone())
+            .is_err()
+        {
+            return status(400, "BadRequest", "the body is not a Lease");
+        }
+        let holder = body["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let body_name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let record = |st: &mut State, code: u16| {
+            st.lease_writes.push(LeaseWrite {
+                method: method.to_string(),
+                caller: caller.into(),
+                holder: holder.clone(),
+                code,
+                at: Instant::now(),
+            });
+        };
+        if let Some(&code) = st.lease_write_failures.get(caller) {
+            record(&mut st, code);
+            return status(
+                code,
+                "InternalError",
+                "lease writes are refused by the test",
+            );
+        }
+        let key = match (&method, name) {
+            (&http::Method::POST, None) => (ns.to_string(), body_name.clone()),
+            (&http::Method::PUT, Some(name)) if name == body_name => {
+                (ns.to_string(), name.to_string())
+            }
+            _ => return status(405, "MethodNotAllowed", "GET, POST and PUT only"),
+        };
+        let existing = st.leases.get(&key).cloned();
+        let rejected = match (&method, &existing) {
+            (&http::Method::POST, Some(_)) => Some((
+                409,
+                "AlreadyExists",
+                format!("leases.coordination.k8s.io \"{}\" already exists", key.1),
+            )),
+            (&http::Method::PUT, None) => Some((
+                404,
+                "NotFound",
+                format!("leases.coordination.k8s.io \"{}\" not found", key.1),
+            )),
+            (&http::Method::PUT, Some(old))
+                if body["metadata"]["resourceVersion"].is_string()
+                    && body["metadata"]["resourceVersion"] != old["metadata"]["resourceVersion"] =>
+            {
+                Some((
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on leases.coordination.k8s.io \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+                        key.1
+                    ),
+                ))
+            }
+            _ => None,
+        };
+        if let Some((code, reason, message)) = rejected {
+            record(&mut st, code);
+            return status(code, reason, &message);
+        }
+        st.rv += 1;
+        let rv = st.rv;
+        let meta = body["metadata"].as_object_mut().unwrap();
+        meta.insert("namespace".into(), json!(ns));
+        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        match &existing {
+            Some(old) => {
+                meta.insert("uid".into(), old["metadata"]["uid"].clone());
+                meta.insert(
+                    "creationTimestamp".into(),
+                    old["metadata"]["creationTimestamp"].clone(),
+                );
+            }
+            None => {
+                meta.insert(
+                    "uid".into(),
+                    json!(format!("uid-lease-{ns}-{}-{rv}", key.1)),
+                );
+                meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
+            }
+        }
+        body["kind"] = json!("Lease");
+        body["apiVersion"] = json!("coordination.k8s.io/v1");
+        st.leases.insert(key, body.clone());
+        let code = if existing.is_some() { 200 } else { 201 };
+        record(&mut st, code);
+        json_response(code, &body)
+    }
+
+    /// The Lease as the server holds it.
+    pub fn lease_object(&self, ns: &str, name: &str) -> Option<Value> {
+        let st = self.state.lock().unwrap();
+        st.leases.get(&(ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// Every lease write received, in order.
+    pub fn lease_writes(&self) -> Vec<LeaseWrite> {
+        self.state.lock().unwrap().lease_writes.clone()
+    }
+
+    /// From now on `caller`'s lease writes are answered `code` (`None`: applied again).
+    pub fn fail_lease_writes(&self, caller: &str, code: Option<u16>) {
+        let mut st = self.state.lock().unwrap();
+        match code {
+            Some(code) => st.lease_write_failures.insert(caller.into(), code),
+            None => st.lease_write_failures.remove(caller),
+        };
     }
 
     /// Every PATCH received, in order.
