@@ -34,7 +34,9 @@ use super::{quantile, BenchError, Plan};
 use hpa_bridge::api::ApiHandler;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::cluster::{DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST};
-use hpa_bridge::deletion_cost::{DeletionCostWriter, FIELD_MANAGER};
+use hpa_bridge::deletion_cost::{
+    DeletionCostWriter, Leadership, LeaseTimings, DEFAULT_LEASE_NAME, FIELD_MANAGER,
+};
 use hpa_bridge::engine::{Adapter, MetricQuery};
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
@@ -527,12 +529,23 @@ pub fn run(
     let writer = {
         let _entered = bench.runtime.enter();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        DeletionCostWriter::new(
+        let metrics = Arc::new(SelfMetrics::new());
+        // Writes only while it holds the lease, renewed every retry period, as `serve` runs it.
+        let leadership = Leadership::start(
             bench.client.clone(),
+            "hpa-bridge",
+            DEFAULT_LEASE_NAME,
+            "bench-writer".into(),
+            LeaseTimings::default(),
+            clock.clone(),
+            metrics.clone(),
+        );
+        DeletionCostWriter::new(
             bench.discovery.clone(),
             bench.targets.clone(),
             clock,
-            Arc::new(SelfMetrics::new()),
+            metrics,
+            leadership,
             &bench.config,
             plan.qps,
         )

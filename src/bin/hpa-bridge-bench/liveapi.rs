@@ -8,7 +8,10 @@
 //!   newline-delimited `{"type":"ADDED|MODIFIED","object":...}`;
 //! - PATCH of a pod with `application/merge-patch+json` (RFC 7386): applied, the
 //!   `resourceVersion` moves, and every pod watch sees MODIFIED. Each one is recorded with
-//!   the moment it arrived and its `fieldManager`.
+//!   the moment it arrived and its `fieldManager`;
+//! - the deletion-cost Lease (`coordination.k8s.io/v1`): GET, POST (create) and PUT (replace,
+//!   only from the stored `resourceVersion`, else 409), since the writer patches only while
+//!   it holds the lease and renews it every retry period, as in production.
 //!
 //! Objects are k8s-openapi values serialized, so kube-runtime's reflectors decode them as they
 //! would the real thing.
@@ -60,6 +63,7 @@ struct State {
     /// Every event, so a watch from any resourceVersion gets what it missed.
     log: Vec<Event>,
     patches: Vec<Patched>,
+    leases: BTreeMap<String, Value>,
 }
 
 pub struct LiveApi {
@@ -148,6 +152,56 @@ impl LiveApi {
             .clone()
     }
 
+    /// A Lease: GET, POST (create) or PUT (replace from the stored `resourceVersion`).
+    fn lease(
+        &self,
+        method: &http::Method,
+        name: Option<&str>,
+        body: &[u8],
+    ) -> http::Response<Body> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if *method == http::Method::GET {
+            let name = name.unwrap_or_default();
+            return match st.leases.get(name) {
+                Some(lease) => json_response(200, lease),
+                None => status(404, "NotFound", &format!("leases \"{name}\" not found")),
+            };
+        }
+        let Ok(mut lease) = serde_json::from_slice::<Value>(body) else {
+            return status(400, "BadRequest", "the body is not JSON");
+        };
+        let key = lease["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let stored = st
+            .leases
+            .get(&key)
+            .map(|l| l["metadata"]["resourceVersion"].clone());
+        match (method.as_str(), stored) {
+            ("POST", Some(_)) => return status(409, "AlreadyExists", "the lease exists"),
+            ("PUT", None) => return status(404, "NotFound", "no such lease"),
+            ("PUT", Some(rv)) if rv != lease["metadata"]["resourceVersion"] => {
+                return status(409, "Conflict", "the object has been modified");
+            }
+            ("POST" | "PUT", _) => {}
+            _ => return status(405, "MethodNotAllowed", "GET, POST and PUT only"),
+        }
+        st.rv += 1;
+        lease["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        lease["apiVersion"] = json!("coordination.k8s.io/v1");
+        lease["kind"] = json!("Lease");
+        st.leases.insert(key, lease.clone());
+        json_response(
+            if method == http::Method::POST {
+                201
+            } else {
+                200
+            },
+            &lease,
+        )
+    }
+
     fn respond(
         &self,
         method: &http::Method,
@@ -161,6 +215,11 @@ impl LiveApi {
                 .split('&')
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
         };
+        if let ["apis", "coordination.k8s.io", "v1", "namespaces", _, "leases", rest @ ..] =
+            segments.as_slice()
+        {
+            return self.lease(method, rest.first().copied(), body);
+        }
         if method == http::Method::PATCH {
             let ["api", "v1", "namespaces", "default", "pods", name] = segments.as_slice() else {
                 return status(405, "MethodNotAllowed", "only pods are patched here");
