@@ -992,7 +992,7 @@ fn deployment_event() -> impl Strategy<Value = Event> {
             .prop_map(|replicas| Event::Replicas { workload: 1, replicas }),
         1 => prop::bool::weighted(0.9).prop_map(Event::PodsKnown),
         1 => prop::bool::weighted(0.8).prop_map(Event::OptIn),
-        1 => prop::bool::weighted(0.9).prop_map(Event::ReplicaSetsKnown),
+        2 => prop::bool::weighted(0.7).prop_map(Event::ReplicaSetsKnown),
         3 => replica_set_replicas(),
         4 => (
             0..2usize,
