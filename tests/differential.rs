@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use hpa_bridge::api::ApiHandler;
 use hpa_bridge::clock::{Clock, ManualClock};
-use hpa_bridge::cluster::{Cluster, PodFacts, WorkloadRef};
+use hpa_bridge::cluster::{Cluster, PodFacts, ReplicaSetFacts, WorkloadRef};
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::EngineBuilder;
 use hpa_bridge::exposition::ExposedSample;
@@ -247,6 +247,23 @@ impl Cluster for FakeCluster {
         let key = workload(&w.kind, &w.namespace, &w.name);
         self.facts.lock().unwrap().0.opted_in.contains(&key)
     }
+    fn replica_sets(&self, w: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
+        let key = workload(&w.kind, &w.namespace, &w.name);
+        let facts = self.facts.lock().unwrap();
+        facts.0.replica_sets_known.then(|| {
+            facts
+                .0
+                .replica_sets
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .map(|(name, replicas)| ReplicaSetFacts {
+                    name: name.clone(),
+                    replicas: *replicas,
+                })
+                .collect()
+        })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -294,6 +311,14 @@ enum Event {
         ready: bool,
         cost: Option<&'static str>,
         replica_set: &'static str,
+    },
+    /// Whether the ReplicaSet watch has synced.
+    ReplicaSetsKnown(bool),
+    /// `spec.replicas` of ctl's ReplicaSet `rs` ("a" holds the pods at the start; "b" is a
+    /// rollout's other one, with or without pods of its own).
+    ReplicaSetReplicas {
+        rs: &'static str,
+        replicas: u64,
     },
     /// Time passes: both clocks move.
     Advance(Ms),
@@ -482,6 +507,16 @@ fn sample() -> impl Strategy<Value = GenSample> {
         })
 }
 
+/// A rollout's moves on ctl's ReplicaSets: the new one given replicas before its pods exist,
+/// the old one scaled to 0 while its pods remain.
+fn replica_set_replicas() -> impl Strategy<Value = Event> {
+    (
+        prop::sample::select(vec!["a", "b", "b"]),
+        prop::sample::select(vec![0u64, 0, 1, 2]),
+    )
+        .prop_map(|(rs, replicas)| Event::ReplicaSetReplicas { rs, replicas })
+}
+
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         6 => (0..TARGETS, prop::collection::vec(sample(), 0..7))
@@ -498,6 +533,8 @@ fn event() -> impl Strategy<Value = Event> {
         1 => prop::sample::select(vec![0u64, 1, 2]).prop_map(Event::OrdinalsStart),
         1 => any::<bool>().prop_map(Event::PodsKnown),
         1 => any::<bool>().prop_map(Event::OptIn),
+        1 => prop::bool::weighted(0.8).prop_map(Event::ReplicaSetsKnown),
+        1 => replica_set_replicas(),
         2 => (
             0..2usize,
             prop::bool::weighted(0.8),
@@ -561,6 +598,12 @@ impl World {
             };
             world.facts.pod_state.insert(pod.into(), state);
         }
+        // Its one ReplicaSet, known, has the pods' count.
+        world.facts.replica_sets_known = true;
+        world.facts.replica_sets.insert(
+            workload("Deployment", "games", "ctl"),
+            BTreeMap::from([("a".to_string(), 2)]),
+        );
         world.oracle.cluster = Some(world.facts.clone());
         world.set_targets(0b11111, 0, false);
         world
@@ -721,6 +764,18 @@ impl World {
                         .or_default();
                     state.cost = Some(v.to_string());
                 }
+                self.publish_cluster();
+            }
+            Event::ReplicaSetsKnown(known) => {
+                self.facts.replica_sets_known = *known;
+                self.publish_cluster();
+            }
+            Event::ReplicaSetReplicas { rs, replicas } => {
+                self.facts
+                    .replica_sets
+                    .entry(workload("Deployment", "games", "ctl"))
+                    .or_default()
+                    .insert(rs.to_string(), *replicas);
                 self.publish_cluster();
             }
             Event::OptIn(on) => {
@@ -937,6 +992,8 @@ fn deployment_event() -> impl Strategy<Value = Event> {
             .prop_map(|replicas| Event::Replicas { workload: 1, replicas }),
         1 => prop::bool::weighted(0.9).prop_map(Event::PodsKnown),
         1 => prop::bool::weighted(0.8).prop_map(Event::OptIn),
+        2 => prop::bool::weighted(0.7).prop_map(Event::ReplicaSetsKnown),
+        3 => replica_set_replicas(),
         4 => (
             0..2usize,
             prop::bool::weighted(0.8),

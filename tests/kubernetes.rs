@@ -777,6 +777,30 @@ async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_po
             value_is("1"),
         )
         .await;
+
+    // A rollout's new ReplicaSet has replicas before any of its pods exist: a scale-down
+    // would be split between the two by size, so the floor holds until the new one is at 0.
+    let (_, mut new_rs) = opted_in_deployment("web", true, "web-8e8e");
+    new_rs.spec.as_mut().unwrap().replicas = Some(1);
+    api.apply(&new_rs);
+    let reason = incomplete_floor(&adapter, web_sel).await;
+    assert!(
+        reason.contains(
+            "2 ReplicaSets of Deployment games/web have replicas (web-7c9d has 4, web-8e8e has 1)"
+        ),
+        "{reason}"
+    );
+    new_rs.spec.as_mut().unwrap().replicas = Some(0);
+    api.apply(&new_rs);
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "floor 1 with the new ReplicaSet at 0",
+            value_is("1"),
+        )
+        .await;
     api.begin_outage();
     api.break_watches();
     let reason = incomplete_floor(&adapter, web_sel).await;

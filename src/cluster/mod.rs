@@ -61,6 +61,15 @@ pub struct PodFacts {
     pub terminated: bool,
 }
 
+/// What Kubernetes says about one ReplicaSet a Deployment controls.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaSetFacts {
+    pub name: String,
+    /// `spec.replicas` (the API server defaults it to 1). Above 0, the deployment controller
+    /// gives the ReplicaSet its share of a scale-down, whether or not its pods exist yet.
+    pub replicas: u64,
+}
+
 /// Cluster facts for the engine; absent without Kubernetes.
 pub trait Cluster: Send + Sync {
     /// Every pod object that exists in `namespace`, whatever its phase, by name; `None` while
@@ -97,5 +106,12 @@ pub trait Cluster: Send + Sync {
     /// them only while their deletion cost ranks them last (docs/deletion-cost.md).
     fn deletion_cost_opt_in(&self, _workload: &WorkloadRef) -> bool {
         false
+    }
+
+    /// The ReplicaSets whose controller is `deployment`, by name; `None` while not known. The
+    /// default is `None`, not an empty list: an implementation that cannot tell must leave an
+    /// opted-in Deployment's floor incomplete, never complete it by saying "no rollout".
+    fn replica_sets(&self, _deployment: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
+        None
     }
 }

@@ -312,11 +312,18 @@ impl Adapter {
                                 )
                             }
                         };
-                        let pods = state
-                            .facts_current()
-                            .then(|| state.pods(&w.namespace))
-                            .flatten();
-                        return policy::deployment_floor(&q, &listed, w, pods.as_ref());
+                        // A failing watch's mirror shows a past state: neither the pods nor
+                        // the ReplicaSets are trusted then.
+                        let current = state.facts_current();
+                        let pods = current.then(|| state.pods(&w.namespace)).flatten();
+                        let replica_sets = current.then(|| state.replica_sets(w)).flatten();
+                        return policy::deployment_floor(
+                            &q,
+                            &listed,
+                            w,
+                            pods.as_ref(),
+                            replica_sets.as_deref(),
+                        );
                     }
                 }
                 let (ordinals_start, warnings) = match (&state, &*evidence.workloads) {

@@ -8,7 +8,7 @@ use super::answer::*;
 use super::input_notes::InputNotes;
 use super::observation::*;
 use super::producer_quote::{attach, quote_producers};
-use crate::cluster::{deletion_cost, PodFacts, WorkloadRef};
+use crate::cluster::{deletion_cost, PodFacts, ReplicaSetFacts, WorkloadRef};
 use crate::config::MetricKind;
 use crate::store::{invalid_reason, Evidence};
 
@@ -22,17 +22,21 @@ const RULE: &str = "count of pods holding state, ranked last by deletion cost";
 /// A ReplicaSet removes pods in rank order (docs/hpa-behaviour.md §9): not Ready before Ready,
 /// then lower `pod-deletion-cost` first. Scaling to the number of holding pods removes only
 /// idle ones while every pod's cost is its index (idle 0, holding ≥ 1) as the watch shows it,
-/// every holding pod is Ready, and one ReplicaSet holds every pod (a rollout splits a
-/// scale-down across ReplicaSets by size, not by cost). Anything else, or a pod whose index is
-/// not fresh, makes the floor incomplete: the count of holding pods known is then only a
-/// lower bound, and the target holds.
+/// every holding pod is Ready, one ReplicaSet holds every pod, and one ReplicaSet of the
+/// Deployment has `spec.replicas` above 0: a rollout splits a scale-down across the
+/// ReplicaSets that have replicas by their size, not by cost (docs/hpa-behaviour.md §9.3),
+/// and a new ReplicaSet has replicas before any of its pods exist. Anything else, or a pod
+/// whose index is not fresh, makes the floor incomplete: the count of holding pods known is
+/// then only a lower bound, and the target holds.
 ///
-/// `pods` is the namespace's pod list from the watch cache, `None` while it is not known.
+/// `pods` is the namespace's pod list from the watch cache and `replica_sets` the
+/// Deployment's ReplicaSets, each `None` while it is not known.
 pub fn deployment_floor(
     q: &QueryContext<'_>,
     ev: &Evidence,
     deployment: &WorkloadRef,
     pods: Option<&BTreeMap<String, PodFacts>>,
+    replica_sets: Option<&[ReplicaSetFacts]>,
 ) -> Answer {
     let kind = MetricKind::StatefulFloor;
     let name = format!("Deployment {}/{}", deployment.namespace, deployment.name);
@@ -97,7 +101,7 @@ pub fn deployment_floor(
         problems.push(format!("{} has not been scraped", u.target));
     }
     let mut holding = 0u64;
-    let mut replica_sets: Vec<Option<&str>> = Vec::new();
+    let mut replica_sets_of_pods: Vec<Option<&str>> = Vec::new();
     for (pod, facts) in &members {
         match index.get(pod).copied().flatten() {
             None => problems.push(format!("{pod} has no fresh, valid index")),
@@ -119,15 +123,32 @@ pub fn deployment_floor(
             }
         }
         let rs = facts.replica_set.as_deref();
-        if !replica_sets.contains(&rs) {
-            replica_sets.push(rs);
+        if !replica_sets_of_pods.contains(&rs) {
+            replica_sets_of_pods.push(rs);
         }
     }
-    if replica_sets.len() > 1 {
+    if replica_sets_of_pods.len() > 1 {
         problems.push(format!(
             "the pods of {name} are in {} ReplicaSets (a rollout scales each down by its size, not by cost)",
-            replica_sets.len()
+            replica_sets_of_pods.len()
         ));
+    }
+    match replica_sets {
+        None => problems.push(format!("the ReplicaSets of {name} are not known now")),
+        Some(sets) => {
+            let writers: Vec<String> = sets
+                .iter()
+                .filter(|r| r.replicas > 0)
+                .map(|r| format!("{} has {}", r.name, r.replicas))
+                .collect();
+            if writers.len() > 1 {
+                problems.push(format!(
+                    "{} ReplicaSets of {name} have replicas ({}), so a scale-down is split between them by size, not by cost, whether or not their pods exist yet",
+                    writers.len(),
+                    writers.join(", ")
+                ));
+            }
+        }
     }
     let mut answer = if !problems.is_empty() {
         let shown = problems.len().min(8);
@@ -174,7 +195,7 @@ pub fn deployment_floor(
             newest,
             RULE,
             format!(
-                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet",
+                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet has replicas",
                 members.len(),
                 q.series_names()
             ),
@@ -288,9 +309,35 @@ mod tests {
         (pods, observations)
     }
 
+    /// The ReplicaSet of `six`'s pods, at their count.
+    fn one_replica_set() -> Vec<ReplicaSetFacts> {
+        vec![rs("web-5d4f", 6)]
+    }
+
+    fn rs(name: &str, replicas: u64) -> ReplicaSetFacts {
+        ReplicaSetFacts {
+            name: name.into(),
+            replicas,
+        }
+    }
+
     fn floor(pods: &BTreeMap<String, PodFacts>, observations: Vec<Observation>) -> Answer {
+        floor_with(pods, observations, Some(&one_replica_set()))
+    }
+
+    fn floor_with(
+        pods: &BTreeMap<String, PodFacts>,
+        observations: Vec<Observation>,
+        replica_sets: Option<&[ReplicaSetFacts]>,
+    ) -> Answer {
         let s = series();
-        deployment_floor(&ctx(&s), &ev(observations), &web(), Some(pods))
+        deployment_floor(
+            &ctx(&s),
+            &ev(observations),
+            &web(),
+            Some(pods),
+            replica_sets,
+        )
     }
 
     #[test]
@@ -362,12 +409,51 @@ mod tests {
             last_error: None,
         });
         let s = series();
-        let a = deployment_floor(&ctx(&s), &e, &web(), Some(&pods));
+        let a = deployment_floor(&ctx(&s), &e, &web(), Some(&pods), Some(&one_replica_set()));
         assert!(a.reason.contains("has not been scraped"), "{}", a.reason);
         // A series from a pod that is not the Deployment's.
         let (pods, mut o) = six();
         o.push(index_of("stranger", 4.0, 0));
         incomplete(&pods, o, "is not a pod of Deployment default/web", 3);
+    }
+
+    /// A rollout's new ReplicaSet has replicas before any of its pods exist: scaling 8 to 3
+    /// then splits the scale-down by size (old 6 to 2, new 2 to 1), and the old ReplicaSet
+    /// deletes four pods with three idle. An old ReplicaSet scaled to 0 takes no share.
+    #[test]
+    fn a_second_replica_set_with_replicas_makes_it_incomplete_even_without_pods() {
+        let refused_at_three = |a: &Answer| {
+            assert_eq!(
+                a.outcome,
+                Outcome::Refused {
+                    kind: RefusalKind::IncompleteFloor,
+                    known_lower_bound: Some(3)
+                },
+                "{}",
+                a.reason
+            );
+        };
+        let (pods, o) = six();
+        let sets = [rs("web-5d4f", 6), rs("web-77aa", 2)];
+        let a = floor_with(&pods, o, Some(&sets));
+        refused_at_three(&a);
+        assert!(
+            a.reason.contains("2 ReplicaSets of Deployment default/web have replicas (web-5d4f has 6, web-77aa has 2)"),
+            "{}",
+            a.reason
+        );
+        let (pods, o) = six();
+        let sets = [rs("web-0ld0", 0), rs("web-5d4f", 6)];
+        assert_eq!(floor_with(&pods, o, Some(&sets)).value(), Some(3));
+        let (pods, o) = six();
+        let a = floor_with(&pods, o, None);
+        refused_at_three(&a);
+        assert!(
+            a.reason
+                .contains("the ReplicaSets of Deployment default/web are not known now"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]
@@ -395,7 +481,7 @@ mod tests {
     fn an_unknown_pod_list_and_an_empty_deployment_are_refused() {
         let s = series();
         let (_, o) = six();
-        let a = deployment_floor(&ctx(&s), &ev(o), &web(), None);
+        let a = deployment_floor(&ctx(&s), &ev(o), &web(), None, Some(&one_replica_set()));
         assert_eq!(a.refusal(), Some(RefusalKind::IncompleteFloor));
         assert!(a.reason.contains("not known now"), "{}", a.reason);
         let a = floor(&BTreeMap::new(), Vec::new());

@@ -20,7 +20,8 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
 use crate::cluster::{
-    Cluster, PodFacts, DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST,
+    Cluster, PodFacts, ReplicaSetFacts, DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN,
+    POD_DELETION_COST,
 };
 use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
 use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
@@ -93,6 +94,33 @@ pub fn pod_facts(
         deletion_cost: pod.annotations().get(POD_DELETION_COST).cloned(),
         replica_set,
     }
+}
+
+/// The ReplicaSets among `replica_sets` whose controller is `deployment`, with their
+/// `spec.replicas` (absent is 1, as the API server defaults it), by name. Pure.
+pub fn replica_sets_of(
+    deployment: &WorkloadRef,
+    replica_sets: &[Arc<ReplicaSet>],
+) -> Vec<ReplicaSetFacts> {
+    let mut facts: Vec<ReplicaSetFacts> = replica_sets
+        .iter()
+        .filter(|rs| rs.namespace().as_deref() == Some(deployment.namespace.as_str()))
+        .filter(|rs| {
+            controller_of(rs.owner_references())
+                .is_some_and(|o| o.kind == "Deployment" && o.name == deployment.name)
+        })
+        .map(|rs| ReplicaSetFacts {
+            name: rs.name_any(),
+            replicas: rs
+                .spec
+                .as_ref()
+                .and_then(|s| s.replicas)
+                .unwrap_or(1)
+                .max(0) as u64,
+        })
+        .collect();
+    facts.sort_by(|a, b| a.name.cmp(&b.name));
+    facts
 }
 
 /// A Deployment that asked for its pods' deletion cost to follow their stateful index.
@@ -439,6 +467,15 @@ impl Discovery {
     }
 }
 
+impl Discovery {
+    /// Whether the mirrors hold `namespace`'s objects: synced, and the namespace watched.
+    fn mirrors_synced(&self, namespace: &str) -> bool {
+        *self.synced.borrow()
+            && (self.config.namespaces.is_empty()
+                || self.config.namespaces.iter().any(|n| n == namespace))
+    }
+}
+
 impl Cluster for Discovery {
     /// `spec.replicas` from the watch cache, which is what the scale subresource reports for
     /// these kinds: no answer waits on the API server (a watch that breaks re-lists, and the
@@ -493,6 +530,15 @@ impl Cluster for Discovery {
                 .is_some_and(|d| opted_in(&d))
     }
 
+    /// From the ReplicaSet mirror, under the same conditions as `pods`: unknown before the
+    /// first sync and for a namespace that is not watched.
+    fn replica_sets(&self, deployment: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
+        if deployment.kind != "Deployment" || !self.mirrors_synced(&deployment.namespace) {
+            return None;
+        }
+        Some(replica_sets_of(deployment, &self.replicasets.all()))
+    }
+
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
         if workload.kind != "StatefulSet" {
             return 0;
@@ -508,12 +554,7 @@ impl Cluster for Discovery {
     /// index must stay (docs/hpa-behaviour.md §4.1). Unknown before the first sync and for a namespace
     /// that is not watched, so Prometheus series are then not filtered at all.
     fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
-        if !*self.synced.borrow() {
-            return None;
-        }
-        if !self.config.namespaces.is_empty()
-            && !self.config.namespaces.iter().any(|n| n == namespace)
-        {
+        if !self.mirrors_synced(namespace) {
             return None;
         }
         let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
@@ -725,6 +766,47 @@ mod tests {
         let t = pod_target(&p, &config(), &none).unwrap();
         assert_eq!(t.labels["workload_kind"], "ReplicaSet");
         assert_eq!(t.labels["workload_name"], "web-5d4f");
+    }
+
+    /// A Deployment's ReplicaSets are those it controls in its namespace, with spec.replicas
+    /// as written (absent is the API server's default, 1), whether or not they have pods.
+    #[test]
+    fn replica_sets_of_a_deployment_are_those_it_controls() {
+        let rs = |ns: &str, name: &str, owner: &str, replicas: Option<i32>| -> Arc<ReplicaSet> {
+            let mut v = json!({
+                "metadata": {"name": name, "namespace": ns,
+                  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": "d", "controller": true}]},
+                "spec": {"selector": {}}
+            });
+            if let Some(r) = replicas {
+                v["spec"]["replicas"] = json!(r);
+            }
+            Arc::new(serde_json::from_value(v).unwrap())
+        };
+        let all = [
+            rs("games", "web-new", "web", Some(2)),
+            rs("games", "web-old", "web", Some(0)),
+            rs("games", "web-bare", "web", None),
+            rs("games", "api-1", "api", Some(3)),
+            rs("other", "web-elsewhere", "web", Some(4)),
+        ];
+        let web = WorkloadRef {
+            kind: "Deployment".into(),
+            namespace: "games".into(),
+            name: "web".into(),
+        };
+        let got: Vec<(String, u64)> = replica_sets_of(&web, &all)
+            .into_iter()
+            .map(|f| (f.name, f.replicas))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("web-bare".to_string(), 1),
+                ("web-new".into(), 2),
+                ("web-old".into(), 0)
+            ]
+        );
     }
 
     /// The facts the Deployment floor stands on come from the pod object as the API server

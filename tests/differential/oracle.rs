@@ -100,6 +100,11 @@ pub struct ClusterFacts {
     /// What the watch shows of a pod beyond its workload, by pod name; a pod not here is not
     /// Ready, has no cost annotation and no ReplicaSet.
     pub pod_state: BTreeMap<String, PodState>,
+    /// Whether the ReplicaSets are known (their watch synced).
+    pub replica_sets_known: bool,
+    /// `spec.replicas` of each ReplicaSet a Deployment controls, by Deployment and name; a
+    /// Deployment not here has none.
+    pub replica_sets: BTreeMap<Workload, BTreeMap<String, u64>>,
 }
 
 /// A pod's Ready condition, its `pod-deletion-cost` annotation and its ReplicaSet.
@@ -635,8 +640,9 @@ impl Oracle {
 
     /// An opted-in Deployment: how many of its pods hold state, complete only while every
     /// pod's index is fresh and valid and its cost annotation says the same (absent is 0),
-    /// every holding pod is Ready, one ReplicaSet holds them all, no series in scope comes
-    /// from elsewhere and no target in scope is unscraped.
+    /// every holding pod is Ready, one ReplicaSet holds them all, the ReplicaSets are known and
+    /// at most one has replicas (pods or not), no series in scope comes from elsewhere and no
+    /// target in scope is unscraped.
     fn deployment_floor(&self, c: &ClusterFacts, ev: &Ev, w: &Workload) -> Rule {
         let Some(pods) = c.pods(&self.pod_list(), &w.1) else {
             return Rule::Refused(Kind::IncompleteFloor, None);
@@ -688,6 +694,11 @@ impl Oracle {
                 replica_sets.push(state.replica_set);
             }
         }
+        let with_replicas = c
+            .replica_sets
+            .get(w)
+            .map_or(0, |sets| sets.values().filter(|r| **r > 0).count());
+        incomplete |= !c.replica_sets_known || with_replicas > 1;
         if incomplete || replica_sets.len() > 1 {
             Rule::Refused(Kind::IncompleteFloor, Some(holding))
         } else if members.is_empty() {

@@ -2,6 +2,7 @@
 //! client that polls it (docs/hpa-behaviour.md §1.2).
 
 use super::*;
+use crate::cluster::ReplicaSetFacts;
 
 /// What discovery would report about the simulated workload.
 pub(super) struct SimWorkload {
@@ -9,6 +10,8 @@ pub(super) struct SimWorkload {
     /// A Deployment's pods as the watch shows them; `None` for a StatefulSet, whose pods the
     /// adapter knows only from their series.
     pub(super) pods: Mutex<Option<BTreeMap<String, crate::cluster::PodFacts>>>,
+    /// A Deployment's ReplicaSets as the watch shows them; `None` for a StatefulSet.
+    pub(super) replica_sets: Mutex<Option<Vec<ReplicaSetFacts>>>,
     /// The Deployment carries the deletion-cost opt-in annotation.
     pub(super) deletion_cost_opt_in: bool,
 }
@@ -19,6 +22,9 @@ impl Cluster for SimWorkload {
     }
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
         self.deletion_cost_opt_in && w.kind == "Deployment"
+    }
+    fn replica_sets(&self, _w: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
+        self.replica_sets.lock().ok()?.clone()
     }
     fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
         Some(self.spec_replicas.load(Ordering::SeqCst).max(0) as u64)

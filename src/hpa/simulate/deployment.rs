@@ -7,7 +7,7 @@ use super::super::model::{
     RankedPod, RankingGates, ReplicaSetScale,
 };
 use super::*;
-use crate::cluster::PodFacts;
+use crate::cluster::{PodFacts, ReplicaSetFacts};
 
 /// Every simulated pod runs on one node, so the ranking's node step (§9.1 step 5) never tells
 /// two pods apart.
@@ -334,7 +334,7 @@ impl Runner {
         }
     }
 
-    /// What the adapter's watch shows of the Deployment's pods.
+    /// What the adapter's watch shows of the Deployment's pods and ReplicaSets.
     fn publish_pods(&self, t: Millis) {
         let Some(state) = &self.workload_state else {
             return;
@@ -364,6 +364,18 @@ impl Runner {
             .collect();
         if let Ok(mut pods) = state.pods.lock() {
             *pods = Some(facts);
+        }
+        let replica_sets = self.deployment.as_ref().map(|d| {
+            d.replica_sets
+                .iter()
+                .map(|r| ReplicaSetFacts {
+                    name: r.name.clone(),
+                    replicas: r.replicas.max(0) as u64,
+                })
+                .collect()
+        });
+        if let Ok(mut sets) = state.replica_sets.lock() {
+            *sets = replica_sets;
         }
     }
 

@@ -49,6 +49,7 @@ pub async fn run(scenario: Scenario) -> Result<Report, SimulateError> {
         Arc::new(SimWorkload {
             spec_replicas: AtomicI64::new(i64::from(scenario.workload.initial_replicas)),
             pods: Mutex::new(None),
+            replica_sets: Mutex::new(None),
             deletion_cost_opt_in: scenario
                 .workload
                 .deletion_cost
