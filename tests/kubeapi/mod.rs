@@ -274,23 +274,12 @@ impl KubeApi {
         let name = meta["name"].as_str().expect("name").to_string();
         let key = (resource, ns.clone(), name.clone());
         let existing = st.objects.get(&key).cloned();
-        meta.insert("resourceVersion".into(), json!(rv.to_string()));
-        match &existing {
-            Some(old) => {
-                meta.insert("uid".into(), old["metadata"]["uid"].clone());
-                meta.insert(
-                    "creationTimestamp".into(),
-                    old["metadata"]["creationTimestamp"].clone(),
-                );
-            }
-            None => {
-                meta.insert(
-                    "uid".into(),
-                    json!(format!("uid-{resource}-{ns}-{name}-{rv}")),
-                );
-                meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
-            }
-        }
+        stamp(
+            meta,
+            existing.as_ref(),
+            rv,
+            format!("uid-{resource}-{ns}-{name}-{rv}"),
+        );
         // The stamped object must still be a valid k8s-openapi object.
         let _: K = serde_json::from_value(value.clone()).unwrap();
         st.objects.insert(key, value.clone());
@@ -573,23 +562,12 @@ impl KubeApi {
         let rv = st.rv;
         let meta = body["metadata"].as_object_mut().unwrap();
         meta.insert("namespace".into(), json!(ns));
-        meta.insert("resourceVersion".into(), json!(rv.to_string()));
-        match &existing {
-            Some(old) => {
-                meta.insert("uid".into(), old["metadata"]["uid"].clone());
-                meta.insert(
-                    "creationTimestamp".into(),
-                    old["metadata"]["creationTimestamp"].clone(),
-                );
-            }
-            None => {
-                meta.insert(
-                    "uid".into(),
-                    json!(format!("uid-lease-{ns}-{}-{rv}", key.1)),
-                );
-                meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
-            }
-        }
+        stamp(
+            meta,
+            existing.as_ref(),
+            rv,
+            format!("uid-lease-{ns}-{}-{rv}", key.1),
+        );
         body["kind"] = json!("Lease");
         body["apiVersion"] = json!("coordination.k8s.io/v1");
         st.leases.insert(key, body.clone());
@@ -865,4 +843,28 @@ fn status(code: u16, reason: &str, message: &str) -> http::Response<BoxBody<Byte
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "reason": reason, "message": message, "code": code}),
     )
+}
+
+/// Stamp a stored object's metadata as the API server does: a new `resourceVersion`, and the
+/// `uid` and `creationTimestamp` kept from the object it replaces (`uid` for a new one).
+fn stamp(
+    meta: &mut serde_json::Map<String, Value>,
+    existing: Option<&Value>,
+    rv: u64,
+    uid: String,
+) {
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    match existing {
+        Some(old) => {
+            meta.insert("uid".into(), old["metadata"]["uid"].clone());
+            meta.insert(
+                "creationTimestamp".into(),
+                old["metadata"]["creationTimestamp"].clone(),
+            );
+        }
+        None => {
+            meta.insert("uid".into(), json!(uid));
+            meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
+        }
+    }
 }

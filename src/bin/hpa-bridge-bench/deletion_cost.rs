@@ -132,7 +132,7 @@ pub struct DeletionCostResult {
     pub peak_patches_per_second: f64,
     pub writer_on: LoadFigures,
     pub writer_off: LoadFigures,
-    /// Share of the floor answers sampled in-process (every 100 ms) that had a value.
+    /// Share of the floor answers sampled in-process (every `SAMPLE_EVERY`) that had a value.
     pub complete_share_writer_on: f64,
     pub complete_share_writer_off: f64,
     pub sync_seconds: f64,
@@ -300,10 +300,14 @@ async fn churn(
     Ok(changes)
 }
 
-/// Samples whether the floor has a value every 100 ms until `stop`: the share that had one.
+/// How often the floor is sampled for a value: often enough to see the short complete spells.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Samples whether the floor has a value every `SAMPLE_EVERY` until `stop`: the share that had
+/// one.
 async fn complete_share(adapter: Arc<Adapter>, query: MetricQuery, stop: Arc<AtomicBool>) -> f64 {
     let (mut valued, mut all) = (0u32, 0u32);
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
         if let Ok(a) = adapter.answer_computed(&query).await {
