@@ -861,7 +861,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             gate: metrics_gate,
             tls: args.metrics_secure.then(|| tls_config.clone()),
             shutdown: shutdown.clone(),
-            gatekeeper: secure.clone(),
+            gatekeeper: secure,
         };
         tracing::info!(
             %addr,
@@ -869,10 +869,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
             status_pages = loopback,
             "serving /metrics"
         );
-        tokio::spawn(transport::serve(
+        tokio::spawn(metrics_port::serve_metrics_on(
             listener,
             listening,
-            metrics_port::metrics_responder(adapter.clone(), secure, loopback),
+            adapter.clone(),
+            loopback,
         ));
     }
     if !args.status_bind_address.is_empty() {
@@ -888,7 +889,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let status_gate = ConnectionGate::new("status", limits.clone(), metrics.clone());
         gates.push(status_gate.clone());
         tracing::info!(%addr, "serving /status over HTTP");
-        tokio::spawn(transport::serve(
+        tokio::spawn(metrics_port::serve_metrics_on(
             listener,
             Listening {
                 gate: status_gate,
@@ -896,7 +897,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 shutdown: shutdown.clone(),
                 gatekeeper: None,
             },
-            metrics_port::metrics_responder(adapter.clone(), None, true),
+            adapter.clone(),
+            true,
         ));
     }
 
@@ -959,15 +961,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handler = Arc::new(ApiHandler::new(adapter.clone()));
     let api_gate = ConnectionGate::new("api", limits, adapter.self_metrics());
     gates.push(api_gate.clone());
-    tokio::spawn(transport::serve(
+    tokio::spawn(server::serve_api_on(
         api_listener,
         Listening {
             gate: api_gate,
             tls: Some(tls_config),
             shutdown: shutdown.clone(),
-            gatekeeper: gate.clone(),
+            gatekeeper: gate,
         },
-        server::api_responder(handler, gate, shutdown.clone()),
+        handler,
     ));
     let signal = termination_signal().await?;
     // The deletion-cost lease is given up at once, so another replica takes over writing

@@ -1,62 +1,86 @@
 //! The metrics port: `/metrics` (behind the gate when it faces the network) and, on a loopback
 //! listener only, the status page, `/status` and the answer history.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceBuilder;
 
+use super::authentication::Authenticate;
+use super::head::Head;
+use super::open_pages::OpenPages;
 use super::transport::connection::{ConnectionGate, ConnectionLimits};
 use super::transport::shutdown::Shutdown;
-use super::transport::{authenticated, serve, Gatekeeper, Listening, Respond};
-use super::{json_response, plain, ApiResponse, Route, StatusReason};
+use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
+use super::{json_response, plain, ApiResponse, Routed, StatusReason};
 use crate::engine::{Adapter, StatusQuery};
 
-/// The metrics port's answer to one request. `/metrics` may face the network, but only behind
-/// `gate` (TLS with delegated authentication and authorization); the status pages (`/`,
-/// `/status`, `/status/*`), which show every workload, label and target, are served only when
-/// `status_pages` says the listener is a loopback one.
-pub fn metrics_responder(
+/// Serve the metrics port on `listening`, behind its gatekeeper if it has one. `/metrics` may
+/// face the network, but only behind the gate (TLS with delegated authentication and
+/// authorization); the status pages (`/`, `/status`, `/status/*`), which show every workload,
+/// label and target, are served only when `status_pages` says the listener is a loopback one.
+pub async fn serve_metrics_on(
+    listener: TcpListener,
+    listening: Listening,
     adapter: Arc<Adapter>,
-    gate: Option<Arc<dyn Gatekeeper>>,
     status_pages: bool,
-) -> Respond {
-    // One status document is built at a time per listener: each is linear in the page, but a
-    // crowd of callers must not take every blocking thread.
-    let status_builds = Arc::new(tokio::sync::Semaphore::new(1));
-    Arc::new(move |req, peer| {
-        let adapter = adapter.clone();
-        let gate = gate.clone();
-        let status_builds = status_builds.clone();
-        Box::pin(async move {
-            let path = req.uri().path();
-            if path == "/healthz" {
-                return plain(200, "ok\n");
-            }
-            if is_status_page(path) && !status_pages {
-                return plain(
-                    404,
-                    "not found: the status pages are served only on a loopback listener \
-                     (--metrics-bind-address on loopback, or --status-bind-address)\n",
-                );
-            }
-            if let Some(gate) = &gate {
-                // A non-resource request: SubjectAccessReview of `get` on the path, the
-                // convention of controller-runtime's secure metrics.
-                if let Err(denied) = gate.admit(&req, &peer, &Route::NotFound).await {
-                    return denied;
-                }
-                return authenticated(metrics_response(&adapter, &req, &status_builds).await);
-            }
-            metrics_response(&adapter, &req, &status_builds).await
-        })
+) {
+    let gate = listening.gatekeeper.clone();
+    let pages = MetricsPages::new(adapter);
+    serve(listener, listening, move |peer| {
+        metrics_service(&pages, gate.as_ref(), status_pages, peer)
     })
+    .await
 }
 
-/// The pages that explain answers: every workload, label and target URL.
-pub fn is_status_page(path: &str) -> bool {
-    path == "/" || path == "/status" || path.starts_with("/status/")
+/// The metrics port's chain for one connection, outermost first: HEAD, the open pages, the
+/// gate (a non-resource request: SubjectAccessReview of `get` on the path, the convention of
+/// controller-runtime's secure metrics; refusals are not counted here), the pages.
+pub fn metrics_service<B>(
+    pages: &MetricsPages,
+    gate: Option<&Arc<dyn Gatekeeper>>,
+    status_pages: bool,
+    peer: Arc<Peer>,
+) -> impl RequestChain<B>
+where
+    B: Send + Sync + 'static,
+{
+    let pages = pages.clone();
+    let authenticate = gate.map(|gate| Authenticate::new(gate.clone(), peer, None));
+    ServiceBuilder::new()
+        .layer(Head)
+        .map_request(Routed::non_resource)
+        .layer(OpenPages::new(status_pages))
+        .option_layer(authenticate)
+        .service_fn(move |req| page(pages.clone(), req))
+}
+
+/// The metrics port's pages: `/metrics` and the status pages.
+#[derive(Clone)]
+pub struct MetricsPages {
+    adapter: Arc<Adapter>,
+    status_builds: Arc<Semaphore>,
+}
+
+impl MetricsPages {
+    /// The pages of one listener.
+    pub fn new(adapter: Arc<Adapter>) -> Self {
+        MetricsPages {
+            adapter,
+            // One status document is built at a time per listener: each is linear in the
+            // page, but a crowd of callers must not take every blocking thread.
+            status_builds: Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+/// The end of the metrics port's chain: the page a request asks for.
+async fn page<B>(pages: MetricsPages, req: Routed<B>) -> Result<ApiResponse, Infallible> {
+    Ok(metrics_response(&pages.adapter, &req.req, &pages.status_builds).await)
 }
 
 /// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
@@ -125,13 +149,13 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
         shutdown: Shutdown::new(),
         gatekeeper: None,
     };
-    serve(listener, listening, metrics_responder(adapter, None, true)).await
+    serve_metrics_on(listener, listening, adapter, true).await
 }
 
 async fn metrics_response<B>(
     adapter: &Arc<Adapter>,
     req: &http::Request<B>,
-    status_builds: &tokio::sync::Semaphore,
+    status_builds: &Semaphore,
 ) -> ApiResponse {
     let query = req.uri().query();
     match req.uri().path() {
@@ -168,7 +192,7 @@ async fn metrics_response<B>(
 async fn status_document(
     adapter: &Arc<Adapter>,
     query: Option<&str>,
-    status_builds: &tokio::sync::Semaphore,
+    status_builds: &Semaphore,
 ) -> ApiResponse {
     let query = match super::query_pairs(query)
         .map_err(|e| e.to_string())

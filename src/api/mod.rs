@@ -2,16 +2,22 @@
 //! `Status` errors. Every response is `application/json`, whatever the request asked for:
 //! answering 406 to a protobuf-first Accept header would break the HPA (docs/hpa-behaviour.md §2).
 
+pub mod answer_first;
+pub mod authentication;
 pub mod custom_metrics;
 pub mod discovery;
+pub mod head;
+pub mod health;
 pub mod metrics_port;
+pub mod open_pages;
+pub mod readiness;
+pub mod request_metrics;
 pub mod server;
 pub mod status_page;
 pub mod transport;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -133,6 +139,29 @@ pub enum Route {
     /// Anything below `/apis/custom.metrics.k8s.io/` (custom_metrics.rs).
     CustomMetrics(custom_metrics::CustomPath),
     NotFound,
+}
+
+/// A request and what its path asks for, routed once at the top of a port's chain.
+#[derive(Debug)]
+pub struct Routed<B> {
+    pub req: Request<B>,
+    pub route: Route,
+}
+
+impl<B> Routed<B> {
+    pub fn new(req: Request<B>) -> Self {
+        let route = route(req.uri().path());
+        Routed { req, route }
+    }
+
+    /// A request to a port without resources (the metrics port): the gate sees a non-resource
+    /// request (`Route::NotFound`), as controller-runtime's secure metrics do.
+    pub fn non_resource(req: Request<B>) -> Self {
+        Routed {
+            req,
+            route: Route::NotFound,
+        }
+    }
 }
 
 pub fn route(path: &str) -> Route {
@@ -298,7 +327,8 @@ fn valid_namespace(ns: &str) -> bool {
         && !ns.ends_with('-')
 }
 
-/// Answers authenticated and authorised requests; health is handled before authentication.
+/// Answers authenticated and authorised requests; health is handled before authentication and
+/// the request is counted around it (`server::api_service`).
 pub struct ApiHandler {
     pub adapter: Arc<Adapter>,
     /// Whether the engine may reuse answers (always, except in the bench's comparison).
@@ -342,67 +372,38 @@ impl ApiHandler {
         plain(200, "ok\n")
     }
 
+    /// The answer to `req`, uncounted (the request chain counts it: `request_metrics`).
     pub async fn handle<B>(&self, req: &Request<B>) -> ApiResponse {
-        self.handle_route(req, route(req.uri().path())).await
+        self.answer(req, &route(req.uri().path())).await
     }
 
-    /// `handle`, for a request whose path was already routed (the server routes it before
-    /// authentication, and the route is the same).
-    pub async fn handle_route<B>(&self, req: &Request<B>, route: Route) -> ApiResponse {
-        let started = Instant::now();
-        let (resp, metric) = self.dispatch(req, route).await;
-        self.adapter.record_request(
-            resp.status().as_u16(),
-            metric,
-            started.elapsed().as_secs_f64(),
-        );
-        resp
-    }
-
-    /// The response, and the metric label it is counted under (`Adapter::metric_label`).
-    async fn dispatch<B>(&self, req: &Request<B>, route: Route) -> (ApiResponse, &str) {
+    /// `handle`, for a request whose path was already routed.
+    pub async fn answer<B>(&self, req: &Request<B>, route: &Route) -> ApiResponse {
         if req.method() != Method::GET && req.method() != Method::HEAD {
-            return (
-                status_response(
-                    StatusReason::MethodNotAllowed,
-                    &read_only_message(req.method(), req.uri().path()),
-                ),
-                "-",
+            return status_response(
+                StatusReason::MethodNotAllowed,
+                &read_only_message(req.method(), req.uri().path()),
             );
         }
         match route {
-            Route::Health(which) => (self.health(which), "-"),
-            Route::ApiGroupList => (json_response(200, &discovery::api_group_list()), "-"),
-            Route::ApiGroup => (json_response(200, &discovery::api_group()), "-"),
-            Route::ApiResourceList => (
-                json_response(
-                    200,
-                    &discovery::api_resource_list(&self.adapter.served_metric_names()),
-                ),
-                "-",
+            Route::Health(which) => self.health(which),
+            Route::ApiGroupList => json_response(200, &discovery::api_group_list()),
+            Route::ApiGroup => json_response(200, &discovery::api_group()),
+            Route::ApiResourceList => json_response(
+                200,
+                &discovery::api_resource_list(&self.adapter.served_metric_names()),
             ),
             Route::ExternalMetric(ns, metric) => {
-                let resp = self.external_metric(&ns, &metric, req.uri().query()).await;
-                (resp, self.adapter.metric_label(&metric))
+                self.external_metric(ns, metric, req.uri().query()).await
             }
-            Route::CustomGroup => (json_response(200, &custom_metrics::api_group()), "-"),
-            Route::CustomMetrics(path) => {
-                let resp = self.custom_metrics(&path, req.uri().query()).await;
-                let metric = match path.rest.as_slice() {
-                    [_, _, _, _, metric] => self.adapter.metric_label(metric),
-                    _ => "-",
-                };
-                (resp, metric)
-            }
-            Route::NotFound => (
-                status_response(
-                    StatusReason::NotFound,
-                    &format!(
-                        "the server could not find the requested resource {}",
-                        req.uri().path()
-                    ),
+            Route::CustomGroup => json_response(200, &custom_metrics::api_group()),
+            Route::CustomMetrics(path) => self.custom_metrics(path, req.uri().query()).await,
+            Route::NotFound => status_response(
+                StatusReason::NotFound,
+                &format!(
+                    "the server could not find the requested resource {}",
+                    req.uri().path()
                 ),
-                "-",
             ),
         }
     }

@@ -1,16 +1,22 @@
-//! The API port's request chain: health first (anonymous), then the [`Gatekeeper`]
-//! (authentication and authorization), then the handler; the accept loop is the transport's.
+//! The API port's request chain, read top to bottom in `api_service`: HEAD, routing, readiness
+//! while terminating, the anonymous health probes, the gate, the request self-metrics, the
+//! handler. The accept loop is the transport's.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
-use http::Request;
-use hyper::body::Incoming;
 use tokio::net::TcpListener;
+use tower::ServiceBuilder;
 
+use super::authentication::Authenticate;
+use super::head::Head;
+use super::health::Health;
+use super::readiness::Readiness;
+use super::request_metrics::{RecordRequest, RequestMetrics};
 use super::transport::connection::{ConnectionGate, ConnectionLimits};
 use super::transport::shutdown::Shutdown;
-use super::transport::{authenticated, serve, Gatekeeper, Listening, Peer, Respond};
-use super::{plain, route, ApiHandler, ApiResponse, Route};
+use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
+use super::{ApiHandler, ApiResponse, Routed};
 
 /// Serve the API over TLS with default connection limits, until the process ends.
 pub async fn serve_api(
@@ -24,58 +30,48 @@ pub async fn serve_api(
         gate: ConnectionGate::new("api", ConnectionLimits::default(), metrics),
         tls: Some(tls),
         shutdown: Shutdown::new(),
-        gatekeeper: gate.clone(),
+        gatekeeper: gate,
     };
-    serve(
-        listener,
-        listening.clone(),
-        api_responder(handler, gate, listening.shutdown),
-    )
+    serve_api_on(listener, listening, handler).await
+}
+
+/// Serve the API on `listening`, behind its gatekeeper, until its shutdown stops it.
+pub async fn serve_api_on(listener: TcpListener, listening: Listening, handler: Arc<ApiHandler>) {
+    let gate = listening.gatekeeper.clone();
+    let shutdown = listening.shutdown.clone();
+    serve(listener, listening, move |peer| {
+        api_service(&handler, gate.as_ref(), &shutdown, peer)
+    })
     .await
 }
 
-/// The API's answer to one request: health, then the gate, then the handler.
-pub fn api_responder(
-    handler: Arc<ApiHandler>,
-    gate: Option<Arc<dyn Gatekeeper>>,
-    shutdown: Arc<Shutdown>,
-) -> Respond {
-    Arc::new(move |req, peer| {
-        let handler = handler.clone();
-        let gate = gate.clone();
-        let shutdown = shutdown.clone();
-        Box::pin(async move {
-            if shutdown.terminating() && route(req.uri().path()) == Route::Health("readyz") {
-                return plain(503, "not ready: shutting down\n");
-            }
-            respond(&handler, gate.as_deref(), &peer, req).await
-        })
-    })
+/// The API port's chain for one connection, outermost first. The order is a security
+/// property: the probes are answered before the gate (they are anonymous), and only what the
+/// gate admits reaches the handler.
+pub fn api_service<B>(
+    handler: &Arc<ApiHandler>,
+    gate: Option<&Arc<dyn Gatekeeper>>,
+    shutdown: &Arc<Shutdown>,
+    peer: Arc<Peer>,
+) -> impl RequestChain<B>
+where
+    B: Send + Sync + 'static,
+{
+    let handler = handler.clone();
+    let metrics = RequestMetrics::new(handler.adapter.clone());
+    let authenticate =
+        gate.map(|gate| Authenticate::new(gate.clone(), peer, Some(metrics.clone())));
+    ServiceBuilder::new()
+        .layer(Head)
+        .map_request(Routed::new)
+        .layer(Readiness::new(shutdown.clone()))
+        .layer(Health::new(handler.clone()))
+        .option_layer(authenticate)
+        .layer(RecordRequest::new(metrics))
+        .service_fn(move |req| answer(handler.clone(), req))
 }
 
-async fn respond(
-    handler: &ApiHandler,
-    gate: Option<&dyn Gatekeeper>,
-    peer: &Peer,
-    req: Request<Incoming>,
-) -> ApiResponse {
-    let r = route(req.uri().path());
-    // Health endpoints are anonymous (docs/hpa-behaviour.md §3.1).
-    if let Route::Health(which) = r {
-        return handler.health(which);
-    }
-    if let Some(gate) = gate {
-        if let Err(denied) = gate.admit(&req, peer, &r).await {
-            let metric = match &r {
-                Route::ExternalMetric(_, m) => handler.adapter.metric_label(m),
-                _ => "-",
-            };
-            handler
-                .adapter
-                .record_request(denied.status().as_u16(), metric, 0.0);
-            return denied;
-        }
-        return authenticated(handler.handle_route(&req, r).await);
-    }
-    handler.handle_route(&req, r).await
+/// The end of the chain: the handler's answer to a routed request.
+async fn answer<B>(handler: Arc<ApiHandler>, req: Routed<B>) -> Result<ApiResponse, Infallible> {
+    Ok(handler.answer(&req.req, &req.route).await)
 }

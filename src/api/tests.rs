@@ -304,7 +304,7 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
 }
 
 /// An adapter over the default config and an empty store, on `clock`.
-fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
+pub(super) fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
     Arc::new(Adapter::new(
         crate::config::Config::from_yaml("").unwrap(),
         clock,
@@ -313,21 +313,21 @@ fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
 }
 
 /// A handler over the default config and an empty store.
-fn default_handler() -> ApiHandler {
+pub(super) fn default_handler() -> ApiHandler {
     ApiHandler::new(default_adapter(Arc::new(crate::clock::ManualClock::new(
         1_000_000,
     ))))
 }
 
 /// The bytes of a response built here (one `Full` frame), without consuming it.
-fn response_bytes(resp: &ApiResponse) -> Option<Bytes> {
+pub(super) fn response_bytes(resp: &ApiResponse) -> Option<Bytes> {
     use http_body_util::BodyExt;
     let mut body = resp.body().clone();
     let frame = futures::FutureExt::now_or_never(body.frame())??.ok()?;
     frame.into_data().ok()
 }
 
-fn json_body(resp: &ApiResponse) -> serde_json::Value {
+pub(super) fn json_body(resp: &ApiResponse) -> serde_json::Value {
     serde_json::from_slice(&response_bytes(resp).unwrap()).unwrap()
 }
 
@@ -397,4 +397,76 @@ fn namespaces() {
     assert!(!valid_namespace("Default"));
     assert!(!valid_namespace("-a"));
     assert!(!valid_namespace(&"a".repeat(64)));
+}
+
+/// A gate for the chains' tests: it admits `Authorization: Bearer ok` and refuses anyone else
+/// as the real gate refuses an unauthenticated caller.
+pub(super) struct BearerGate;
+
+impl transport::Gatekeeper for BearerGate {
+    fn admit<'a>(
+        &'a self,
+        req: &'a http::request::Parts,
+        _: &'a transport::Peer,
+        _: &'a Route,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiResponse>> + Send + 'a>>
+    {
+        let admitted = req.headers.get(http::header::AUTHORIZATION)
+            == Some(&http::HeaderValue::from_static("Bearer ok"));
+        Box::pin(std::future::ready(if admitted {
+            Ok(())
+        } else {
+            Err(status_response(
+                StatusReason::Unauthorized,
+                "Unauthorized: no credentials",
+            ))
+        }))
+    }
+}
+
+pub(super) fn bearer_gate() -> Arc<dyn transport::Gatekeeper> {
+    Arc::new(BearerGate)
+}
+
+/// A connection's peer without a client certificate.
+pub(super) fn peer() -> Arc<transport::Peer> {
+    Arc::new(transport::Peer {
+        addr: "192.0.2.1:40000".parse().unwrap(),
+        certificates: None,
+    })
+}
+
+/// A request to `path` with `method`, from a caller holding the credentials `BearerGate`
+/// admits when `authorised`.
+pub(super) fn request(method: Method, path: &str, authorised: bool) -> Request<()> {
+    let mut req = Request::builder().method(method).uri(path);
+    if authorised {
+        req = req.header(http::header::AUTHORIZATION, "Bearer ok");
+    }
+    req.body(()).unwrap()
+}
+
+/// The API port's chain for one connection of `peer()`, over `handler`.
+pub(super) async fn ask_api(
+    handler: &Arc<ApiHandler>,
+    gate: Option<&Arc<dyn transport::Gatekeeper>>,
+    shutdown: &Arc<transport::shutdown::Shutdown>,
+    req: Request<()>,
+) -> ApiResponse {
+    use tower::ServiceExt;
+    let chain = server::api_service(handler, gate, shutdown, peer());
+    let Ok(resp) = chain.oneshot(req).await;
+    resp
+}
+
+/// `hpa_bridge_requests_total{code, metric}` as the self-metrics render it.
+pub(super) fn requests_counted(adapter: &Adapter, code: u16, metric: &str) -> f64 {
+    let labels = [format!("code=\"{code}\""), format!("metric=\"{metric}\"")];
+    adapter
+        .render_self_metrics()
+        .lines()
+        .filter(|l| l.starts_with("hpa_bridge_requests_total{"))
+        .filter(|l| labels.iter().all(|label| l.contains(label.as_str())))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -23,8 +23,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{HeaderMap, Request};
-use hyper::body::Incoming;
+use http::HeaderMap;
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
@@ -240,15 +239,15 @@ impl AuthGate {
 impl Gatekeeper for AuthGate {
     fn admit<'a>(
         &'a self,
-        req: &'a Request<Incoming>,
+        req: &'a http::request::Parts,
         peer: &'a Peer,
         route: &'a Route,
     ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>> {
         Box::pin(async move {
             self.check(
-                req.method(),
-                req.uri().path(),
-                req.headers(),
+                &req.method,
+                req.uri.path(),
+                &req.headers,
                 peer.certificates.as_deref().map(|c| c.as_slice()),
                 route,
             )

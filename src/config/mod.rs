@@ -134,9 +134,14 @@ impl Config {
     }
 
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
+        self.metric_index(name).map(|i| &self.metrics[i])
+    }
+
+    /// Where `metric(name)` sits in `metrics`.
+    pub fn metric_index(&self, name: &str) -> Option<usize> {
         self.metrics
             .iter()
-            .find(|m| m.name().eq_ignore_ascii_case(name))
+            .position(|m| m.name().eq_ignore_ascii_case(name))
     }
 
     /// Each series whose metric names a `timestampSeries`, and that series.

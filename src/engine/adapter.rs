@@ -35,6 +35,17 @@ pub enum QueryError {
 /// cannot grow it without limit.
 pub(super) const MAX_SEEN_QUERIES: usize = 4096;
 
+/// A request's label in the self-metrics (`Adapter::metric_label`): which configured metric it
+/// asked for, or none (`-`). Held as a position in the configuration rather than a borrowed
+/// name, so the request chain can keep it across the answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricLabel(Option<usize>);
+
+impl MetricLabel {
+    /// `-`: no configured metric.
+    pub const NONE: MetricLabel = MetricLabel(None);
+}
+
 pub struct Adapter {
     pub(super) config: Arc<Config>,
     /// The embedded scraper's sink; the evidence source unless another one is set.
@@ -185,8 +196,12 @@ impl Adapter {
         self.metrics.clone()
     }
 
-    pub fn record_request(&self, code: u16, metric: &str, seconds: f64) {
-        self.metrics.request(code, metric, seconds);
+    pub fn record_request(&self, code: u16, metric: MetricLabel, seconds: f64) {
+        let name = metric
+            .0
+            .and_then(|i| self.config.metrics.get(i))
+            .map_or("-", |m| m.name());
+        self.metrics.request(code, name, seconds);
     }
 
     /// The self-metrics in the Prometheus text format, gauges refreshed from the source.
@@ -242,11 +257,8 @@ impl Adapter {
 
     /// The label for self-metrics: a configured metric name, or `-` for anything else, so
     /// unauthenticated or mistaken requests cannot grow the label set without bound.
-    pub fn metric_label<'a>(&'a self, requested: &str) -> &'a str {
-        self.config
-            .metric(requested)
-            .map(|m| m.name())
-            .unwrap_or("-")
+    pub fn metric_label(&self, requested: &str) -> MetricLabel {
+        MetricLabel(self.config.metric_index(requested))
     }
 
     /// The answer to one query, as the HPA asks it through either API

@@ -17,7 +17,7 @@ mod sample_age_tests;
 mod status;
 mod status_document;
 
-pub use adapter::{static_target_id, static_targets, store_for, Adapter, QueryError};
+pub use adapter::{static_target_id, static_targets, store_for, Adapter, MetricLabel, QueryError};
 #[cfg(test)]
 pub(crate) use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
 pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};

@@ -1,7 +1,7 @@
 //! The transport: the accept loop of each port, bounded by its [`ConnectionLimits`]
 //! (connection caps, header and idle timeouts, the penalty box and the kernel's drop filter)
 //! and stopped by the shared [`Shutdown`]. It knows connections and peers, not metrics: a
-//! port's answers come from its `Respond`.
+//! port's answers come from its request chain, a tower service made for each connection.
 
 pub mod connection;
 pub mod drop_filter;
@@ -15,9 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::Request;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,6 +24,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+use tower::{Service, ServiceExt};
 
 use super::{ApiResponse, Route};
 use connection::{
@@ -44,11 +43,11 @@ pub struct Peer {
 }
 
 /// Authentication and authorisation in front of the API. `Ok` lets the request through;
-/// `Err` is the response to send instead (401, 403, 500/503).
+/// `Err` is the response to send instead (401, 403, 500/503). It sees the request's head only.
 pub trait Gatekeeper: Send + Sync + 'static {
     fn admit<'a>(
         &'a self,
-        req: &'a Request<Incoming>,
+        req: &'a http::request::Parts,
         peer: &'a Peer,
         route: &'a Route,
     ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>>;
@@ -62,12 +61,23 @@ pub trait Gatekeeper: Send + Sync + 'static {
     }
 }
 
-/// Answers one request on a listener: the API's routing and gate, or the metrics port's pages.
-pub type Respond = Arc<
-    dyn Fn(Request<Incoming>, Arc<Peer>) -> Pin<Box<dyn Future<Output = ApiResponse> + Send>>
+/// A port's request chain for one connection: a tower service answering every request, made
+/// anew for each connection since it knows the connection's peer.
+pub trait RequestChain<B>:
+    Service<Request<B>, Response = ApiResponse, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<T, B> RequestChain<B> for T where
+    T: Service<Request<B>, Response = ApiResponse, Error = Infallible, Future: Send + 'static>
+        + Clone
         + Send
-        + Sync,
->;
+        + 'static
+{
+}
 
 /// How one listener serves: its connection bounds, TLS or not, and the shared lifecycle.
 #[derive(Clone)]
@@ -107,8 +117,14 @@ fn http_builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
 }
 
 /// Accept connections until the shutdown reaches [`Phase::Stopping`]; every connection is
-/// bounded by the listener's [`ConnectionLimits`].
-pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond) {
+/// bounded by the listener's [`ConnectionLimits`] and answered by the request chain `chain`
+/// makes for its peer.
+pub async fn serve<C, S>(listener: TcpListener, listening: Listening, chain: C)
+where
+    C: Fn(Arc<Peer>) -> S + Send + Sync + 'static,
+    S: RequestChain<Incoming>,
+{
+    let chain = Arc::new(chain);
     let name = listening.gate.listener();
     let http = Arc::new(http_builder(listening.gate.limits()));
     let acceptor = listening.tls.clone().map(TlsAcceptor::from);
@@ -182,7 +198,7 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
         let _ = tcp.set_nodelay(true);
         let http = http.clone();
         let acceptor = acceptor.clone();
-        let respond = respond.clone();
+        let chain = chain.clone();
         let listening = listening.clone();
         tokio::spawn(async move {
             let opened = Instant::now();
@@ -216,14 +232,16 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
                         .peer_certificates()
                         .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
                     let peer = Arc::new(Peer { addr, certificates });
-                    drive(TokioIo::new(tls), peer, opened, &http, &listening, respond).await;
+                    let service = chain(peer.clone());
+                    drive(TokioIo::new(tls), peer, opened, &http, &listening, service).await;
                 }
                 None => {
                     let peer = Arc::new(Peer {
                         addr,
                         certificates: None,
                     });
-                    drive(TokioIo::new(tcp), peer, opened, &http, &listening, respond).await;
+                    let service = chain(peer.clone());
+                    drive(TokioIo::new(tcp), peer, opened, &http, &listening, service).await;
                 }
             }
         });
@@ -232,15 +250,16 @@ pub async fn serve(listener: TcpListener, listening: Listening, respond: Respond
 
 /// Serve one connection until it ends, expires (no request head within the header timeout,
 /// or idle past the idle timeout), or the server stops.
-async fn drive<I>(
+async fn drive<I, S>(
     io: I,
     peer: Arc<Peer>,
     opened: Instant,
     http: &auto::Builder<TokioExecutor>,
     listening: &Listening,
-    respond: Respond,
+    chain: S,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: RequestChain<Incoming>,
 {
     let name = listening.gate.listener();
     let limits = listening.gate.limits();
@@ -281,15 +300,16 @@ async fn drive<I>(
         let gate = listening.gate.clone();
         let shutdown = listening.shutdown.clone();
         let goaway = goaway.clone();
+        // hyper calls through `&self`, tower through `&mut self` after readiness: each request
+        // gets its own clone of the chain, as hyper-util's `TowerToHyperService` does.
         service_fn(move |req: Request<Incoming>| {
             let in_flight = InFlight::start(&activity);
-            let head = req.method() == http::Method::HEAD;
             let version = req.version();
-            let answer = respond(req, peer.clone());
+            let answer = chain.clone().oneshot(req);
             let (gate, peer, shutdown, goaway) =
                 (gate.clone(), peer.clone(), shutdown.clone(), goaway.clone());
             async move {
-                let mut resp = answer.await;
+                let Ok(mut resp) = answer.await;
                 if resp.extensions().get::<Authenticated>().is_some() && in_flight.0.vouch_due() {
                     gate.vouch(peer.addr.ip());
                 }
@@ -297,7 +317,7 @@ async fn drive<I>(
                     send_clients_away(&mut resp, version, &goaway);
                 }
                 drop(in_flight);
-                Ok::<_, Infallible>(if head { without_body(resp) } else { resp })
+                Ok::<_, Infallible>(resp)
             }
         })
     };
@@ -398,20 +418,6 @@ fn send_clients_away(resp: &mut ApiResponse, version: http::Version, goaway: &to
             http::HeaderValue::from_static("close"),
         );
     }
-}
-
-/// The answer to a HEAD request: the GET answer's status and headers, with its length, and no
-/// body. hyper drops the body of a HEAD answer on HTTP/1.1 but sends it on HTTP/2, where
-/// strict clients fail on the unexpected DATA.
-fn without_body(resp: ApiResponse) -> ApiResponse {
-    use hyper::body::Body;
-    let (mut parts, body) = resp.into_parts();
-    if let Some(len) = body.size_hint().exact() {
-        parts
-            .headers
-            .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
-    }
-    http::Response::from_parts(parts, Full::new(Bytes::new()))
 }
 
 /// Marks a response whose request got past the [`Gatekeeper`]: the connection then vouches for

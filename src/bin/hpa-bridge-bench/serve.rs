@@ -311,7 +311,7 @@ impl StandInGatekeeper {
 
     fn check(
         &self,
-        req: &Request<Incoming>,
+        req: &http::request::Parts,
         peer: &Peer,
         route: &Route,
     ) -> Result<(), StatusReason> {
@@ -322,13 +322,13 @@ impl StandInGatekeeper {
             return Err(unauthorized());
         }
         let user = req
-            .headers()
+            .headers
             .get("x-remote-user")
             .and_then(|v| v.to_str().ok())
             .ok_or_else(unauthorized)?;
         let mut key = String::with_capacity(128);
         key.push_str(user);
-        for g in req.headers().get_all("x-remote-group") {
+        for g in req.headers.get_all("x-remote-group") {
             key.push('\0');
             key.push_str(g.to_str().map_err(|_| unauthorized())?);
         }
@@ -366,7 +366,7 @@ impl StandInGatekeeper {
 impl Gatekeeper for StandInGatekeeper {
     fn admit<'a>(
         &'a self,
-        req: &'a Request<Incoming>,
+        req: &'a http::request::Parts,
         peer: &'a Peer,
         route: &'a Route,
     ) -> Pin<Box<dyn Future<Output = Result<(), ApiResponse>> + Send + 'a>> {
