@@ -4,8 +4,8 @@
 //! the serve path.
 //!
 //! An entry is reused while all of these hold, so a reused answer is exactly the one the
-//! rules would give now (tests/differential.rs compares every served answer with a fresh
-//! computation):
+//! rules would give now (tests/integration/differential.rs compares every served answer with a
+//! fresh computation):
 //! - its `Version` is unchanged: every series any rule of any metric reads in its scope, and
 //!   the cluster's facts (`Adapter::answer_version`);
 //! - every input it read keeps the freshness it had, on both clocks (`FreshWindow`);

@@ -1,5 +1,5 @@
 """Drive Helm's own engine (PyPI helm-python-sdk, which binds Helm v4's Go SDK) for
-tests/chart.rs: lint, render, and schema checks of a chart, in one process per batch.
+tests/integration/chart.rs: lint, render, and schema checks of a chart, in one process per batch.
 
 Reads one JSON object on stdin: {"chart": PATH, "jobs": [JOB, ...]}, where a JOB is
   {"op": "lint", "values": {...}}

@@ -1,7 +1,7 @@
 //! A loopback stand-in for kube-apiserver whose pods change, for the deletion-cost part. The
 //! slow-API part's server ([`super::kubeapi`]) serves objects that never change; this one
 //! serves what `source::discovery` and the deletion-cost writer use of a live API server, over
-//! plain HTTP, in the semantics tests/kubeapi gives the tests:
+//! plain HTTP, in the semantics tests/integration/kubeapi.rs gives the tests:
 //!
 //! - LIST of pods, ReplicaSets, Deployments and StatefulSets (all in `default`);
 //! - WATCH of the same from `resourceVersion=N`: every event after N, then live ones, as

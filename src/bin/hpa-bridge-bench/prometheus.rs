@@ -15,7 +15,8 @@
 //! in flight are always shared by `source::prometheus`, even with `cacheTtl: 0`), so the
 //! baseline is what a naive adapter would send: requests × the queries one answer needs,
 //! measured from a single request against a fresh source. The real-Prometheus end-to-end test
-//! (tests/prometheus.rs) asserts the same coalescing against a real Prometheus 2.42 server.
+//! (tests/integration/prometheus.rs) asserts the same coalescing against a real Prometheus 2.42
+//! server.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -354,7 +355,8 @@ async fn measure() -> Result<PrometheusResult, BenchError> {
              {} ms; one answer alone needs {queries_per_answer} PromQL queries, so a naive adapter \
              would send {naive_queries}. Received: {queries_coalescing_only} with cacheTtl 0 \
              (in-flight sharing only), {queries_with_cache} with cacheTtl 10s. \
-             tests/prometheus.rs asserts the same coalescing against a real Prometheus 2.42.",
+             tests/integration/prometheus.rs asserts the same coalescing against a real \
+             Prometheus 2.42.",
             QUERY_LATENCY.as_millis()
         ),
         concurrent_requests: n,

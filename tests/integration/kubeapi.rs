@@ -23,11 +23,9 @@
 //! the server stamps `resourceVersion`, `uid` and `creationTimestamp` as the API server does.
 //! Requests without the kubeconfig's bearer token get 401. `kubeconfig_as(caller)` gives a
 //! client its own token, so the server can tell which process sent a PATCH or a lease write.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -67,7 +65,6 @@ struct Event {
 /// One PATCH as received.
 #[derive(Clone, Debug)]
 pub struct Patched {
-    pub namespace: String,
     pub name: String,
     pub field_manager: Option<String>,
     pub patch: Value,
@@ -79,7 +76,6 @@ pub struct Patched {
 /// One lease write (POST or PUT) as received, and how it was answered.
 #[derive(Clone, Debug)]
 pub struct LeaseWrite {
-    pub method: String,
     pub caller: String,
     /// `spec.holderIdentity` of the body (empty when absent).
     pub holder: String,
@@ -130,7 +126,6 @@ struct State {
 
 #[derive(Clone)]
 pub struct KubeApi {
-    pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     events: broadcast::Sender<Event>,
     /// Bumped to end every open watch stream.
@@ -174,7 +169,6 @@ impl KubeApi {
         .unwrap();
         let (events, _) = broadcast::channel(1024);
         let api = KubeApi {
-            addr,
             state: Arc::default(),
             events,
             breaks: Arc::new(tokio::sync::watch::channel(0).0),
@@ -432,7 +426,6 @@ impl KubeApi {
         };
         let mut st = self.state.lock().unwrap();
         st.patches.push(Patched {
-            namespace: ns.into(),
             name: name.into(),
             field_manager: query.get("fieldManager").cloned(),
             patch: patch.clone(),
@@ -505,7 +498,6 @@ impl KubeApi {
             .to_string();
         let record = |st: &mut State, code: u16| {
             st.lease_writes.push(LeaseWrite {
-                method: method.to_string(),
                 caller: caller.into(),
                 holder: holder.clone(),
                 code,

@@ -52,7 +52,7 @@ pub fn kustomize(dir: &Path) -> String {
 /// Objects no Kubernetes schema describes: kustomize's own config, cert-manager's and
 /// prometheus-operator's CRDs, and the Prometheus rules file and its promtool tests under
 /// manifests/monitoring (no Kubernetes objects at all). Their suites check them structurally
-/// (tests/manifests.rs, tests/alert_rules.rs, tests/chart.rs).
+/// (manifests.rs, alert_rules.rs, chart.rs).
 pub fn has_no_builtin_schema(doc: &Value) -> bool {
     let api = doc["apiVersion"].as_str().unwrap_or_default();
     let prometheus_file = doc.get("apiVersion").is_none()

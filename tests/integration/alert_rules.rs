@@ -3,7 +3,7 @@
 //! and stays quiet in another), the PrometheusRule carrying exactly the same groups, every alert
 //! with a summary, a description naming the workload or instance, and a runbook section.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -5,13 +5,12 @@
 //! targets that come, go and change labels, pods of workloads and the cluster's facts, time
 //! passing across `staleAfter` and the wall clock stepping either way) drive the real store and
 //! the real `ApiHandler`, with answer reuse on and a manual clock; after each query the response is
-//! compared with the oracle (tests/differential/oracle.rs), a plain scan of everything that
+//! compared with the oracle (differential/oracle.rs), a plain scan of everything that
 //! happened. Status, value and refusal kind must agree.
 //!
 //! The budget is `HPA_BRIDGE_ORACLE_CASES` sequences (default 20,000, under a minute in CI);
 //! set it higher for a longer run. A failure prints the shrunk sequence.
 
-#[path = "differential/oracle.rs"]
 mod oracle;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,5 @@
 //! Shared test harness: real exporters on loopback, real certificates generated per test,
 //! the real `hpa-bridge` binary as a subprocess, and a real HTTPS client.
-#![allow(dead_code)]
 
 pub mod fake_apiserver;
 pub mod kube_objects;
@@ -46,7 +45,6 @@ impl Behaviour {
 pub struct TestExporter {
     pub addr: SocketAddr,
     pages: Arc<Mutex<HashMap<String, Behaviour>>>,
-    hits: Arc<Mutex<HashMap<String, u64>>>,
     stopped: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
@@ -55,8 +53,7 @@ impl TestExporter {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
-        let hits: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-        let (p, h) = (pages.clone(), hits.clone());
+        let p = pages.clone();
         let (stopped, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let mut accept_stop = stop_rx.clone();
@@ -68,13 +65,11 @@ impl TestExporter {
                 let Ok((tcp, _)) = accepted else {
                     continue;
                 };
-                let (p, h) = (p.clone(), h.clone());
+                let p = p.clone();
                 let mut conn_stop = stop_rx.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<Incoming>| {
-                        let path = req.uri().path().to_string();
-                        *h.lock().unwrap().entry(path.clone()).or_default() += 1;
-                        let b = p.lock().unwrap().get(&path).cloned();
+                        let b = p.lock().unwrap().get(req.uri().path()).cloned();
                         async move {
                             let b = b.unwrap_or(Behaviour {
                                 body: "no such page\n".into(),
@@ -106,7 +101,6 @@ impl TestExporter {
         TestExporter {
             addr,
             pages,
-            hits,
             stopped: Arc::new(stopped),
         }
     }
@@ -127,10 +121,6 @@ impl TestExporter {
 
     pub fn page(&self, path: &str, body: impl Into<String>) {
         self.set(path, Behaviour::ok(body));
-    }
-
-    pub fn hits(&self, path: &str) -> u64 {
-        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
     }
 }
 
@@ -349,12 +339,6 @@ impl AdapterProcess {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-
-    pub async fn wait_ready(&mut self) {
-        if let Err(log) = self.ready().await {
-            panic!("adapter exited before it was ready; log:\n{log}");
-        }
     }
 
     /// Wait until `/readyz` answers 200; the log if the adapter exited first.

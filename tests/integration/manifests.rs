@@ -3,11 +3,9 @@
 //! other (APIService -> Service 443 -> container 6443), the example HPA uses the only safe
 //! target type, and the Dockerfile runs the real binary as non-root on 6443.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::kube_objects::{
+use crate::common::kube_objects::{
     args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
     serving_secret_is_mounted, stage, validate, VERSIONS,
 };
@@ -597,7 +595,7 @@ fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
 }
 
 /// manifests/check renders the ClusterRole for `check --cluster` alone, read-only; the
-/// adapter's install does not carry it (docs/check.md#permissions). tests/check.rs holds its
+/// adapter's install does not carry it (docs/check.md#permissions). check.rs holds its
 /// rules to the requests the check makes.
 #[test]
 fn the_check_role_is_read_only_and_installed_apart() {

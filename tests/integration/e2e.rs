@@ -1,10 +1,8 @@
 //! End to end: real exporters on loopback, the real binary, real TLS, real HTTPS requests.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LOBBY: &str = "hpa_target_name=lobby";
 

@@ -32,7 +32,6 @@ pub const ADAPTER_TOKEN: &str = "adapter-serviceaccount-token";
 /// One request the fake API server received.
 #[derive(Clone, Debug)]
 pub struct Recorded {
-    pub method: String,
     pub path: String,
     pub authorization: Option<String>,
     pub body: Value,
@@ -129,7 +128,6 @@ impl FakeApiServer {
         let bytes = req.into_body().collect().await.unwrap().to_bytes();
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         self.requests.lock().unwrap().push(Recorded {
-            method: method.clone(),
             path: path.clone(),
             authorization: authorization.clone(),
             body: body.clone(),

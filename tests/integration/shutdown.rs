@@ -1,14 +1,12 @@
 //! SIGTERM handled as kube-apiserver's --shutdown-delay-duration does (issue 13, item 13): the
 //! real binary, a stream of HPA requests, SIGTERM in the middle of it.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;

@@ -6,14 +6,14 @@
 //! keys by name; the PrometheusRule carries manifests/monitoring/rules.yaml; and each
 //! coexistence setup registers only the APIServices it should.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::kube_objects::{
+use crate::common::kube_objects::{
     args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
     serving_secret_is_mounted, stage, validate, NEWEST,
 };

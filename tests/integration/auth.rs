@@ -1,19 +1,17 @@
 //! Aggregated-API security end to end (docs/hpa-behaviour.md §3.2–3.3): the real binary, real TLS with
 //! CAs and certificates generated here, and a loopback HTTPS stand-in for the Kubernetes API
-//! (tests/common/fake_apiserver.rs) that the adapter's kube client reaches through a generated
+//! (common/fake_apiserver.rs) that the adapter's kube client reaches through a generated
 //! kubeconfig. No kube-apiserver exists here, so that server answers TokenReview,
 //! SubjectAccessReview and the extension-apiserver-authentication ConfigMap in their real JSON
 //! forms and records what the adapter sent.
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fake_apiserver::*;
-use common::*;
+use crate::common::fake_apiserver::*;
+use crate::common::*;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};

@@ -2,12 +2,10 @@
 //! (issue 13): credentials in target URLs never shown, duplicate series in one page, and the
 //! adapter's own /metrics valid whatever a target id holds (issue 26).
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::common::*;
 use hpa_bridge::store::TargetId;
 use hpa_bridge::telemetry::{ScopeGauges, SelfMetrics};
 

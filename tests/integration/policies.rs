@@ -2,11 +2,9 @@
 //! threshold (hysteresis, live targets, sustain, unknown load), validWhen, epoch fencing and
 //! combine.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MATCHING: &str = "app=matching";
 const CLUSTER: &str = "cluster=c1";

@@ -1,11 +1,9 @@
 //! `/status` at scale, through the real binary: filtered by namespace and metric, paged with
 //! `limit` and `continue`, bad parameters refused with a Status naming them (issue 13).
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 
 fn page_of_workloads(n: usize) -> String {
     let mut page = String::from("# TYPE hpa_expect_replicas gauge\n");

@@ -1,11 +1,9 @@
 //! custom.metrics.k8s.io end to end (docs/hpa-behaviour.md §6): the real binary, real exporters,
 //! real TLS, and a real `kubectl get --raw` on the Object metric paths.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const V2: &str = "/apis/custom.metrics.k8s.io/v1beta2";

@@ -4,20 +4,19 @@
 //! The same scenarios run against both sources — the adapter scraping the exporters itself,
 //! and the adapter querying a Prometheus that scrapes the same exporters — and every answer
 //! must be identical (HTTP code, value, refusal kind). The parity scenarios run a second time
-//! with Debian's `victoria-metrics` as the engine (`victoriametrics/mod.rs`).
+//! with Debian's `victoria-metrics` as the engine (`prometheus/victoriametrics.rs`).
 //!
 //! Without the binary the tests fail and name the install step (`apt-get install prometheus`,
 //! or `scripts/test`).
 
-mod common;
-mod kubeapi;
+use crate::kubeapi;
 mod victoriametrics;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 
 /// A real Prometheus server on loopback with its own config and data directory.
 struct PrometheusProcess {
@@ -756,7 +755,7 @@ async fn outage_is_a_clear_503_and_recovers_and_identical_requests_coalesce() {
     // first finds the query in flight or cached. One answer needs exactly two PromQL queries
     // (raw samples for freshness, and the retained/gone vector), sent together on a miss.
     // 100 concurrent HTTP/1.1 connections from one address: above the default per-client
-    // connection cap (64), which tests/connections.rs covers; here only coalescing is measured.
+    // connection cap (64), which connections.rs covers; here only coalescing is measured.
     // Its staleAfter outlasts the test too: a cached sample must not turn stale while a loaded
     // machine is still sending the 100 requests.
     let cached = AdapterProcess::start_with(

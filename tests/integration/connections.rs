@@ -3,13 +3,11 @@
 //! port (plain HTTP). Assertions are about what the server did (closed, refused, answered 431,
 //! counted), never about how fast.
 
-mod common;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -6,8 +6,7 @@
 //! objects, over real HTTPS with a bearer token from a generated kubeconfig. The adapter's
 //! kube-runtime watchers talk to it over real HTTP; pods come and go while the test runs.
 
-mod common;
-mod kubeapi;
+use crate::kubeapi;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,8 +20,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
-use common::*;
-use kubeapi::KubeApi;
+use crate::common::*;
+use crate::kubeapi::KubeApi;
 
 const NS: &str = "games";
 

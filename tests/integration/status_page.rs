@@ -8,17 +8,14 @@
 //!
 //! `HPA_BRIDGE_UPDATE_SCREENSHOT=1` copies the screenshot to docs/status-page.png.
 
-mod common;
-mod kubeapi;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
+use crate::kubeapi::KubeApi;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use kubeapi::KubeApi;
 use serde_json::json;
 
 const LOBBY: &str = "hpa_target_name=lobby";

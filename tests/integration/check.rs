@@ -6,7 +6,7 @@
 //! and proxies `/apis/external.metrics.k8s.io/...` over HTTPS to the real adapter binary,
 //! the way the aggregator does, so the answers `check` reports are the adapter's own.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
