@@ -305,10 +305,11 @@ pub struct ApiHandler {
     reuse_answers: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
     /// 15 s, and parsing and printing the canonical form again would be a measurable part of
-    /// the serve path. Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a selector that
-    /// does not parse is never kept. Keyed by what authorised callers ask, so a seeded fast
-    /// hash will do.
-    selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<LabelSelector>>>,
+    /// the serve path. Bounded (`MAX_SELECTORS`, least recently used first out,
+    /// `MAX_REMEMBERED_SELECTOR`); a selector that does not parse is never kept. Keyed by what
+    /// authorised callers ask, so a seeded fast hash will do.
+    selectors:
+        std::sync::Mutex<lru::LruCache<String, Arc<LabelSelector>, foldhash::fast::RandomState>>,
 }
 
 /// The longest selector text kept parsed, and how many are kept. A parsed selector costs tens
@@ -316,14 +317,18 @@ pub struct ApiHandler {
 /// (0,0,0,...)`) is held only up to this length: a few MiB at most in all. An HPA's selector
 /// is a few labels.
 const MAX_REMEMBERED_SELECTOR: usize = 256;
-const MAX_SELECTORS: usize = 1024;
+const MAX_SELECTORS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(1024).unwrap();
 
 impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
         ApiHandler {
             adapter,
             reuse_answers: true,
-            selectors: Default::default(),
+            selectors: {
+                let mut selectors = lru::LruCache::unbounded_with_hasher(Default::default());
+                selectors.resize(MAX_SELECTORS);
+                std::sync::Mutex::new(selectors)
+            },
         }
     }
 
@@ -449,10 +454,7 @@ impl ApiHandler {
             return Ok(parsed);
         }
         let mut map = self.selectors.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_SELECTORS {
-            map.clear();
-        }
-        map.insert(text, parsed.clone());
+        map.put(text, parsed.clone());
         Ok(parsed)
     }
 

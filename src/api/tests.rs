@@ -191,9 +191,9 @@ async fn parsed_selectors_are_remembered_within_a_bound() {
     let long = long.join("%2C");
     assert_eq!(get(&handler, &long).await, 404);
     assert_eq!(remembered(), 2, "a long selector is not kept");
-    for i in 0..MAX_SELECTORS + 10 {
+    for i in 0..MAX_SELECTORS.get() + 10 {
         get(&handler, &format!("a%3D{i}")).await;
-        assert!(remembered() <= MAX_SELECTORS);
+        assert!(remembered() <= MAX_SELECTORS.get());
     }
 }
 
@@ -397,4 +397,22 @@ fn namespaces() {
     assert!(!valid_namespace("Default"));
     assert!(!valid_namespace("-a"));
     assert!(!valid_namespace(&"a".repeat(64)));
+}
+
+#[test]
+fn a_full_selector_memory_forgets_the_least_recently_asked_selector() {
+    let handler = default_handler();
+    let parse = |n: usize| handler.parse_selector(format!("a={n}")).unwrap();
+    let first = parse(0);
+    let second = parse(1);
+    for n in 2..MAX_SELECTORS.get() {
+        parse(n);
+    }
+    assert!(Arc::ptr_eq(&parse(0), &first), "remembered");
+    parse(MAX_SELECTORS.get());
+    assert!(
+        Arc::ptr_eq(&parse(0), &first),
+        "the selector just asked stays"
+    );
+    assert!(!Arc::ptr_eq(&parse(1), &second), "the least recent goes");
 }
