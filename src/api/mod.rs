@@ -335,10 +335,11 @@ pub struct ApiHandler {
     reuse_answers: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
     /// 15 s, and parsing and printing the canonical form again would be a measurable part of
-    /// the serve path. Bounded (`MAX_SELECTORS`, `MAX_REMEMBERED_SELECTOR`); a selector that
-    /// does not parse is never kept. Keyed by what authorised callers ask, so a seeded fast
-    /// hash will do.
-    selectors: std::sync::Mutex<foldhash::HashMap<String, Arc<LabelSelector>>>,
+    /// the serve path. Bounded (`MAX_SELECTORS`, least recently used first out,
+    /// `MAX_REMEMBERED_SELECTOR`); a selector that does not parse is never kept. Keyed by what
+    /// authorised callers ask, so a seeded fast hash will do.
+    selectors:
+        std::sync::Mutex<lru::LruCache<String, Arc<LabelSelector>, foldhash::fast::RandomState>>,
 }
 
 /// The longest selector text kept parsed, and how many are kept. A parsed selector costs tens
@@ -346,14 +347,18 @@ pub struct ApiHandler {
 /// (0,0,0,...)`) is held only up to this length: a few MiB at most in all. An HPA's selector
 /// is a few labels.
 const MAX_REMEMBERED_SELECTOR: usize = 256;
-const MAX_SELECTORS: usize = 1024;
+const MAX_SELECTORS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(1024).unwrap();
 
 impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
         ApiHandler {
             adapter,
             reuse_answers: true,
-            selectors: Default::default(),
+            selectors: {
+                let mut selectors = lru::LruCache::unbounded_with_hasher(Default::default());
+                selectors.resize(MAX_SELECTORS);
+                std::sync::Mutex::new(selectors)
+            },
         }
     }
 
@@ -450,10 +455,7 @@ impl ApiHandler {
             return Ok(parsed);
         }
         let mut map = self.selectors.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_SELECTORS {
-            map.clear();
-        }
-        map.insert(text, parsed.clone());
+        map.put(text, parsed.clone());
         Ok(parsed)
     }
 
@@ -519,20 +521,22 @@ fn render(served: &Served, query: &MetricQuery, form: WireForm) -> (u16, Bytes) 
                     );
                     serde_json::to_vec(&list).unwrap_or_else(|_| b"{}".to_vec())
                 }
-                _ => ExternalMetricValueList {
-                    api_version: GROUP_VERSION,
-                    // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
-                    items: [ExternalMetricValue {
-                        metric_labels: query.selector.equality_labels(),
-                        metric_name: &answer.metric,
-                        timestamp,
-                        value: value.to_string(),
-                        window: served.window_secs,
-                    }],
-                    kind: "ExternalMetricValueList",
-                    metadata: Metadata {},
+                _ => {
+                    let list = ExternalMetricValueList {
+                        api_version: GROUP_VERSION,
+                        // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
+                        items: [ExternalMetricValue {
+                            metric_labels: query.selector.equality_labels(),
+                            metric_name: &answer.metric,
+                            timestamp,
+                            value: value.to_string(),
+                            window: served.window_secs,
+                        }],
+                        kind: "ExternalMetricValueList",
+                        metadata: Metadata {},
+                    };
+                    serde_json::to_vec(&list).unwrap_or_else(|_| b"{}".to_vec())
                 }
-                .to_json(),
             };
             (200, Bytes::from(body))
         }
@@ -557,10 +561,10 @@ fn render(served: &Served, query: &MetricQuery, form: WireForm) -> (u16, Bytes) 
     }
 }
 
-/// The served list, typed so that it is written without building a JSON tree per request
-/// (`to_json`); fields in the order `serde_json::Value` would sort them, so the bytes are those
-/// of the tree. Its serde form exists only in tests, as what `to_json` must equal.
-#[cfg_attr(test, derive(serde::Serialize), serde(rename_all = "camelCase"))]
+/// The served list, typed so that it is written without building a JSON tree per request;
+/// fields in the order `serde_json::Value` would sort them, so the bytes are those of the tree.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct ExternalMetricValueList<'a> {
     api_version: &'static str,
     items: [ExternalMetricValue<'a>; 1],
@@ -568,7 +572,8 @@ struct ExternalMetricValueList<'a> {
     metadata: Metadata,
 }
 
-#[cfg_attr(test, derive(serde::Serialize), serde(rename_all = "camelCase"))]
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct ExternalMetricValue<'a> {
     metric_labels: std::collections::BTreeMap<&'a str, &'a str>,
     metric_name: &'a str,
@@ -577,65 +582,8 @@ struct ExternalMetricValue<'a> {
     window: u64,
 }
 
-#[cfg_attr(test, derive(serde::Serialize))]
+#[derive(serde::Serialize)]
 struct Metadata {}
-
-impl ExternalMetricValueList<'_> {
-    /// The bytes `serde_json` writes for the list (a test holds them equal), with the constant keys
-    /// copied as they are and only the strings escaped: serde_json escapes every key and constant
-    /// byte by byte, which would make the list a large share of a handled request's work.
-    fn to_json(&self) -> Vec<u8> {
-        fn string(out: &mut Vec<u8>, s: &str) {
-            // Writing into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, s);
-        }
-        // Every field named, so a field added to the list cannot be left out of its JSON.
-        let ExternalMetricValueList {
-            api_version,
-            items,
-            kind,
-            metadata: Metadata {},
-        } = self;
-        let mut out = Vec::with_capacity(512);
-        out.extend_from_slice(b"{\"apiVersion\":");
-        string(&mut out, api_version);
-        out.extend_from_slice(b",\"items\":[");
-        for (i, item) in items.iter().enumerate() {
-            let ExternalMetricValue {
-                metric_labels,
-                metric_name,
-                timestamp,
-                value,
-                window,
-            } = item;
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"metricLabels\":{");
-            for (j, (key, label)) in metric_labels.iter().enumerate() {
-                if j > 0 {
-                    out.push(b',');
-                }
-                string(&mut out, key);
-                out.push(b':');
-                string(&mut out, label);
-            }
-            out.extend_from_slice(b"},\"metricName\":");
-            string(&mut out, metric_name);
-            out.extend_from_slice(b",\"timestamp\":");
-            string(&mut out, timestamp);
-            out.extend_from_slice(b",\"value\":");
-            string(&mut out, value);
-            out.extend_from_slice(b",\"window\":");
-            out.extend_from_slice(itoa::Buffer::new().format(*window).as_bytes());
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"],\"kind\":");
-        string(&mut out, kind);
-        out.extend_from_slice(b",\"metadata\":{}}");
-        out
-    }
-}
 
 fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
     use policy::RefusalKind::*;

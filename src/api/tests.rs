@@ -1,38 +1,27 @@
 use super::*;
 
-/// The served list's hand-written JSON is byte for byte what serde_json writes for it,
-/// whatever the labels hold (quotes, backslashes, control characters, non-ASCII).
+/// The served list's bytes: keys in the order a `serde_json::Value` tree sorts them, strings
+/// escaped as serde_json escapes them (quotes, backslashes, control characters).
 #[test]
-fn the_served_list_is_written_as_serde_json_writes_it() {
-    let labels: [&[(&str, &str)]; 4] = [
-        &[],
-        &[("hpa_target_name", "lobby")],
-        &[
-            ("a\"b", "c\\d"),
-            ("e", "\u{1}\n\t\u{7f}"),
-            ("ü", "\u{2028}✓"),
-        ],
-        &[("k", ""), ("z", "</script>")],
-    ];
-    for labels in labels {
-        let list = ExternalMetricValueList {
-            api_version: GROUP_VERSION,
-            items: [ExternalMetricValue {
-                metric_labels: labels.iter().copied().collect(),
-                metric_name: "hpa_target_\"replicas",
-                timestamp: "2026-12-02T03:36:02Z".into(),
-                value: "18446744073709551615".into(),
-                window: 60,
-            }],
-            kind: "ExternalMetricValueList",
-            metadata: Metadata {},
-        };
-        let expected = serde_json::to_vec(&list).unwrap();
-        assert_eq!(
-            String::from_utf8(list.to_json()).unwrap(),
-            String::from_utf8(expected).unwrap()
-        );
-    }
+fn the_served_list_is_written_in_sorted_key_order() {
+    let list = ExternalMetricValueList {
+        api_version: GROUP_VERSION,
+        items: [ExternalMetricValue {
+            metric_labels: [("hpa_target_name", "lobby"), ("a\"b", "c\\d\u{1}")]
+                .into_iter()
+                .collect(),
+            metric_name: "hpa_target_replicas",
+            timestamp: "2026-12-02T03:36:02Z".into(),
+            value: "18446744073709551615".into(),
+            window: 60,
+        }],
+        kind: "ExternalMetricValueList",
+        metadata: Metadata {},
+    };
+    assert_eq!(
+        String::from_utf8(serde_json::to_vec(&list).unwrap()).unwrap(),
+        r#"{"apiVersion":"external.metrics.k8s.io/v1beta1","items":[{"metricLabels":{"a\"b":"c\\d\u0001","hpa_target_name":"lobby"},"metricName":"hpa_target_replicas","timestamp":"2026-12-02T03:36:02Z","value":"18446744073709551615","window":60}],"kind":"ExternalMetricValueList","metadata":{}}"#
+    );
 }
 
 #[test]
@@ -191,9 +180,9 @@ async fn parsed_selectors_are_remembered_within_a_bound() {
     let long = long.join("%2C");
     assert_eq!(get(&handler, &long).await, 404);
     assert_eq!(remembered(), 2, "a long selector is not kept");
-    for i in 0..MAX_SELECTORS + 10 {
+    for i in 0..MAX_SELECTORS.get() + 10 {
         get(&handler, &format!("a%3D{i}")).await;
-        assert!(remembered() <= MAX_SELECTORS);
+        assert!(remembered() <= MAX_SELECTORS.get());
     }
 }
 
@@ -469,4 +458,22 @@ pub(super) fn requests_counted(adapter: &Adapter, code: u16, metric: &str) -> f6
         .filter(|l| labels.iter().all(|label| l.contains(label.as_str())))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+#[test]
+fn a_full_selector_memory_forgets_the_least_recently_asked_selector() {
+    let handler = default_handler();
+    let parse = |n: usize| handler.parse_selector(format!("a={n}")).unwrap();
+    let first = parse(0);
+    let second = parse(1);
+    for n in 2..MAX_SELECTORS.get() {
+        parse(n);
+    }
+    assert!(Arc::ptr_eq(&parse(0), &first), "remembered");
+    parse(MAX_SELECTORS.get());
+    assert!(
+        Arc::ptr_eq(&parse(0), &first),
+        "the selector just asked stays"
+    );
+    assert!(!Arc::ptr_eq(&parse(1), &second), "the least recent goes");
 }

@@ -16,7 +16,7 @@ pub mod token;
 pub mod trust;
 pub mod x509;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
@@ -261,26 +261,34 @@ impl Gatekeeper for AuthGate {
     }
 }
 
-/// A small expiring map for review answers. Time is a parameter so the cache logic has no clock.
+/// A small expiring map for review answers, the least recently used out first when full. Time
+/// is a parameter so the cache logic has no clock. Keys come from what a client sends before
+/// it is authenticated, so they keep SipHash (std's `RandomState`).
 pub struct TtlCache<K, V> {
-    entries: Mutex<HashMap<K, (Instant, V)>>,
-    max_entries: usize,
+    entries: Mutex<lru::LruCache<K, (Instant, V), std::hash::RandomState>>,
 }
 
 impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn new(max_entries: usize) -> Self {
+        let mut entries = lru::LruCache::unbounded_with_hasher(Default::default());
+        entries.resize(
+            std::num::NonZeroUsize::new(max_entries).unwrap_or(std::num::NonZeroUsize::MIN),
+        );
         TtlCache {
-            entries: Mutex::new(HashMap::new()),
-            max_entries: max_entries.max(1),
+            entries: Mutex::new(entries),
         }
     }
 
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .get(key)
-            .filter(|(expires, _)| *expires > now)
-            .map(|(_, v)| v.clone())
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match entries.get(key) {
+            Some((expires, v)) if *expires > now => Some(v.clone()),
+            Some(_) => {
+                entries.pop(key);
+                None
+            }
+            None => None,
+        }
     }
 
     pub fn insert(&self, key: K, value: V, now: Instant, ttl: Duration) {
@@ -288,14 +296,7 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= self.max_entries {
-            entries.retain(|_, (expires, _)| *expires > now);
-            if entries.len() >= self.max_entries {
-                // Still full of live entries: forget them all rather than grow without bound.
-                entries.clear();
-            }
-        }
-        entries.insert(key, (now + ttl, value));
+        entries.put(key, (now + ttl, value));
     }
 }
 
@@ -347,5 +348,19 @@ mod tests {
         }
         assert!(c.entries.lock().unwrap().len() <= 2);
         assert_eq!(c.get(&9, t0), Some(9));
+    }
+
+    #[test]
+    fn a_full_cache_forgets_the_least_recently_used_entry() {
+        let c = TtlCache::new(2);
+        let t0 = Instant::now();
+        let ttl = Duration::from_secs(10);
+        c.insert("a", 1, t0, ttl);
+        c.insert("b", 2, t0, ttl);
+        assert_eq!(c.get(&"a", t0), Some(1));
+        c.insert("c", 3, t0, ttl);
+        assert_eq!(c.get(&"a", t0), Some(1), "the entry just used stays");
+        assert_eq!(c.get(&"b", t0), None, "the least recent goes");
+        assert_eq!(c.get(&"c", t0), Some(3));
     }
 }

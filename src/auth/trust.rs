@@ -46,8 +46,9 @@ pub struct CaBundle {
     /// return another chain's verdict. Signature verification per request would dominate the serve
     /// path, and the aggregator presents the same front-proxy chain on every request. A verdict is
     /// reused for at most `VERDICT_TTL`, so expiry is still noticed, and a rotated CA builds a new
-    /// bundle with an empty memo.
-    verdicts: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Verdict>>,
+    /// bundle with an empty memo. Bounded (`MAX_VERDICTS`), least recently used out first;
+    /// keys are what any peer presents, so they keep SipHash (std's `RandomState`).
+    verdicts: std::sync::Mutex<lru::LruCache<Vec<u8>, Verdict, std::hash::RandomState>>,
 }
 
 /// The leaf's (CN, O) once the chain verified, or why it could not be read.
@@ -65,7 +66,7 @@ struct Verdict {
 const VERDICT_KEY_BYTES: usize = 64;
 
 const VERDICT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
-const MAX_VERDICTS: usize = 1024;
+const MAX_VERDICTS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(1024).unwrap();
 
 impl CaBundle {
     pub fn from_pem(pem: &[u8], origin: &str) -> Result<Self, TrustError> {
@@ -93,7 +94,11 @@ impl CaBundle {
             verifier,
             subjects,
             origin: origin.to_string(),
-            verdicts: Default::default(),
+            verdicts: {
+                let mut verdicts = lru::LruCache::unbounded_with_hasher(Default::default());
+                verdicts.resize(MAX_VERDICTS);
+                std::sync::Mutex::new(verdicts)
+            },
         })
     }
 
@@ -117,7 +122,7 @@ impl CaBundle {
         };
         let now = std::time::Instant::now();
         {
-            let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+            let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(v) = memo.get(key) {
                 if same_chain(v) && now.duration_since(v.at) < VERDICT_TTL {
                     return v.subject.clone();
@@ -130,13 +135,7 @@ impl CaBundle {
             .is_ok()
             .then(|| super::x509::subject(leaf).map_err(|e| e.to_string()));
         let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        if memo.len() >= MAX_VERDICTS {
-            memo.retain(|_, v| now.duration_since(v.at) < VERDICT_TTL);
-            if memo.len() >= MAX_VERDICTS {
-                memo.clear();
-            }
-        }
-        memo.insert(
+        memo.put(
             key.to_vec(),
             Verdict {
                 chain: chain.iter().map(|c| c.as_ref().to_vec()).collect(),
@@ -566,6 +565,28 @@ impl ClientCertVerifier for TrustVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_verdict_memo_forgets_the_least_recently_presented_chain() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key).unwrap();
+        let bundle = CaBundle::from_pem(ca.pem().as_bytes(), "ca.crt").unwrap();
+        // Chains that do not verify are remembered as such, like any other.
+        let leaf = |n: usize| format!("not a certificate {n}").into_bytes();
+        let present = |n: usize| bundle.verifies(&[CertificateDer::from(leaf(n))]);
+        let memo = |n: usize| bundle.verdicts.lock().unwrap().contains(leaf(n).as_slice());
+        for n in 0..MAX_VERDICTS.get() {
+            assert!(!present(n));
+        }
+        assert!(memo(0));
+        present(0);
+        present(MAX_VERDICTS.get());
+        assert!(memo(0), "the chain just presented stays");
+        assert!(!memo(1), "the least recent goes");
+        assert!(memo(MAX_VERDICTS.get()));
+    }
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +33,9 @@ pub enum QueryError {
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
 /// cannot grow it without limit.
 pub(super) const MAX_SEEN_QUERIES: usize = 4096;
+/// `MAX_SEEN_QUERIES` as the capacity of `Adapter::seen`.
+const SEEN_CAPACITY: std::num::NonZeroUsize =
+    std::num::NonZeroUsize::new(MAX_SEEN_QUERIES).unwrap();
 
 /// A request's label in the self-metrics (`Adapter::metric_label`): which configured metric it
 /// asked for, or none (`-`). Held as a position in the configuration rather than a borrowed
@@ -55,8 +57,9 @@ pub struct Adapter {
     /// Where evidence comes from: the scrape store by default.
     pub(super) source: Arc<dyn EvidenceSource>,
     pub(super) ready: AtomicBool,
-    /// Authorised requests only, bounded (`MAX_SEEN_QUERIES`): a seeded fast hash will do.
-    pub(super) seen: Mutex<HashMap<QueryKey, Millis>>,
+    /// When each query was last asked. Authorised requests only, bounded (`MAX_SEEN_QUERIES`,
+    /// the least recently asked out first): a seeded fast hash will do.
+    pub(super) seen: Mutex<lru::LruCache<QueryKey, Millis, foldhash::fast::RandomState>>,
     /// The cluster's facts (discovery's watch caches, or the simulator's workload); `None`
     /// without Kubernetes.
     pub(super) cluster: Option<Arc<dyn Cluster>>,
@@ -92,7 +95,11 @@ impl Adapter {
             clock,
             metrics,
             ready: AtomicBool::new(false),
-            seen: Mutex::new(HashMap::new()),
+            seen: {
+                let mut seen = lru::LruCache::unbounded_with_hasher(Default::default());
+                seen.resize(SEEN_CAPACITY);
+                Mutex::new(seen)
+            },
             cluster: None,
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),
@@ -386,17 +393,7 @@ impl Adapter {
             *at = now;
             return;
         }
-        if seen.len() >= MAX_SEEN_QUERIES {
-            // Ties go to the smallest key, whatever the map's order.
-            if let Some(oldest) = seen
-                .iter()
-                .min_by_key(|(k, at)| (**at, *k))
-                .map(|(k, _)| k.clone())
-            {
-                seen.remove(&oldest);
-            }
-        }
-        seen.insert(key.clone(), now);
+        seen.put(key.clone(), now);
     }
 
     /// Refresh gauges that are derived from the store.

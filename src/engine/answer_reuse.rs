@@ -12,9 +12,10 @@
 //! - it is under `REUSE_MS` old, which bounds reuse over a Prometheus source, whose data the
 //!   scrape store does not hold.
 
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use foldhash::HashMap;
+use lru::LruCache;
 
 use crate::clock::{FreshWindow, Millis, Now};
 
@@ -22,8 +23,9 @@ use super::metric_query::Served;
 use super::query_key::QueryKey;
 
 pub(crate) const REUSE_MS: Millis = 1000;
-/// Bounds the entries: keys are what authorised callers ask, a handful per HPA.
-const MAX_ENTRIES: usize = 4096;
+/// Bounds the entries: keys are what authorised callers ask, a handful per HPA. Past it the
+/// least recently used goes: an evicted answer is computed again, never served differently.
+const MAX_ENTRIES: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
 
 /// What a reused answer depends on besides its scope's series: every write to the store (a
 /// shortcut: while none happened, nothing changed) and the cluster's facts.
@@ -33,9 +35,19 @@ pub(super) struct Version {
     pub(super) cluster: u64,
 }
 
-#[derive(Default)]
 pub(super) struct AnswerReuse {
-    entries: Mutex<HashMap<QueryKey, Entry>>,
+    /// Keys from authorised requests, bounded: a seeded fast hash will do.
+    entries: Mutex<LruCache<QueryKey, Entry, foldhash::fast::RandomState>>,
+}
+
+impl Default for AnswerReuse {
+    fn default() -> Self {
+        let mut entries = LruCache::unbounded_with_hasher(Default::default());
+        entries.resize(MAX_ENTRIES);
+        AnswerReuse {
+            entries: Mutex::new(entries),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -53,7 +65,7 @@ pub(super) struct Entry {
 impl AnswerReuse {
     /// The entry for `key` that is still young and fresh at `now`, whatever its version.
     pub(super) fn young(&self, key: &QueryKey, now: Now) -> Option<Entry> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(key)
             .filter(|e| (0..REUSE_MS).contains(&(now.mono - e.at_ms)) && e.fresh.holds(now))
@@ -63,7 +75,7 @@ impl AnswerReuse {
     /// `key`'s entry, still at `version`, was checked at `generation`.
     pub(super) fn checked(&self, key: &QueryKey, version: Version, generation: Version) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.get_mut(key).filter(|e| e.version == version) {
+        if let Some(e) = entries.peek_mut(key).filter(|e| e.version == version) {
             e.generation = generation;
         }
     }
@@ -78,10 +90,7 @@ impl AnswerReuse {
         served: Arc<Served>,
     ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(
+        entries.put(
             key,
             Entry {
                 version,
@@ -91,5 +100,53 @@ impl AnswerReuse {
                 served,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MetricKind;
+
+    fn key(n: usize) -> QueryKey {
+        QueryKey {
+            metric: "m".into(),
+            namespace: "default".into(),
+            selector: format!("w={n}"),
+            object: None,
+        }
+    }
+
+    fn keep(reuse: &AnswerReuse, n: usize) {
+        let version = Version {
+            store: 0,
+            cluster: 0,
+        };
+        let answer = crate::policy::source_unavailable("m", MetricKind::Target, "e");
+        reuse.keep(
+            key(n),
+            version,
+            version,
+            Now::from(0),
+            FreshWindow::default(),
+            Arc::new(Served::new(answer, 15)),
+        );
+    }
+
+    #[test]
+    fn a_full_cache_forgets_the_least_recently_asked_answer() {
+        let reuse = AnswerReuse::default();
+        let now = Now::from(1);
+        for n in 0..MAX_ENTRIES.get() {
+            keep(&reuse, n);
+        }
+        assert!(reuse.young(&key(0), now).is_some());
+        keep(&reuse, MAX_ENTRIES.get());
+        assert!(
+            reuse.young(&key(0), now).is_some(),
+            "the answer just asked stays"
+        );
+        assert!(reuse.young(&key(1), now).is_none(), "the least recent goes");
+        assert!(reuse.young(&key(MAX_ENTRIES.get()), now).is_some());
     }
 }

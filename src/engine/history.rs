@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use foldhash::{HashMap, HashMapExt};
+use lru::LruCache;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -424,16 +424,18 @@ impl Default for Limits {
 pub struct History {
     limits: Limits,
     /// Keys come from authorised requests and the config, so a seeded fast hash will do
-    /// (Cargo.toml, `foldhash`); the map is bounded by `limits`.
-    scopes: HashMap<HistoryKey, Ring>,
+    /// (Cargo.toml, `foldhash`); bounded by `limits.max_scopes`, in the order the scopes were
+    /// last asked about.
+    scopes: LruCache<HistoryKey, Ring, foldhash::fast::RandomState>,
     dropped_scopes: u64,
 }
 
 impl History {
     pub fn new(limits: Limits) -> History {
+        // The bound is kept by `record`, which counts what it evicts.
         History {
             limits,
-            scopes: HashMap::new(),
+            scopes: LruCache::unbounded_with_hasher(Default::default()),
             dropped_scopes: 0,
         }
     }
@@ -460,15 +462,7 @@ impl History {
         }
         let mut evicted = None;
         if self.scopes.len() >= limits.max_scopes {
-            // Ties go to the smallest key, so which scope goes does not depend on the map's
-            // order.
-            if let Some(oldest) = self
-                .scopes
-                .iter()
-                .min_by_key(|(k, r)| (r.last_at_ms, *k))
-                .map(|(k, _)| k.clone())
-            {
-                self.scopes.remove(&oldest);
+            if let Some((oldest, _)) = self.scopes.pop_lru() {
                 self.dropped_scopes += 1;
                 evicted = Some(oldest);
             }
@@ -489,7 +483,7 @@ impl History {
             namespace: namespace.to_string(),
             scope: scope.to_string(),
         };
-        self.scopes.insert(key, ring);
+        self.scopes.push(key, ring);
         evicted
     }
 

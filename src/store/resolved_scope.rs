@@ -7,7 +7,7 @@
 //! says the scope's series changed. The values are always read fresh from the slots: this keeps
 //! which series to read, never what they said.
 
-use foldhash::HashMap;
+use lru::LruCache;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -80,9 +80,9 @@ impl ScopeKey {
     }
 }
 
-/// Scopes kept at most; past this the cache starts over. HPAs ask about a fixed set of scopes,
-/// so a cluster that needs more than this many is rare, and a client that invents scopes costs
-/// no more than a resolution per request, as if nothing were kept.
+/// Scopes kept at most; past this the least recently asked goes. HPAs ask about a fixed set of
+/// scopes, so a cluster that needs more than this many is rare, and a client that invents
+/// scopes costs no more than a resolution per request, as if nothing were kept.
 pub(super) const MAX_RESOLVED_SCOPES: usize = 4096;
 
 /// Series held over all kept resolutions at most (about 45 bytes each: an identity and a slot).
@@ -95,39 +95,51 @@ pub(super) struct ResolvedScopes {
     map: Mutex<Kept>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Kept {
-    /// Scopes of authorised requests and the config, bounded (`MAX_RESOLVED_SERIES`): a
-    /// seeded fast hash will do.
-    scopes: HashMap<ScopeKey, Arc<ResolvedScope>>,
+    /// Scopes of authorised requests and the config, bounded (`MAX_RESOLVED_SCOPES`,
+    /// `MAX_RESOLVED_SERIES`): a seeded fast hash will do.
+    scopes: LruCache<ScopeKey, Arc<ResolvedScope>, foldhash::fast::RandomState>,
     /// Series over all of `scopes`.
     series: usize,
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        // The bounds are kept by `put`, which counts series as it evicts.
+        Kept {
+            scopes: LruCache::unbounded_with_hasher(Default::default()),
+            series: 0,
+        }
+    }
 }
 
 impl ResolvedScopes {
     /// The kept resolution of `key`, whatever membership it was worked out at.
     pub(super) fn get(&self, key: &ScopeKey) -> Option<Arc<ResolvedScope>> {
-        let kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
         kept.scopes.get(key).cloned()
     }
 
     /// Keep `resolved`, unless it alone is over the series budget; past either bound the
-    /// cache starts over.
+    /// least recently asked scopes go until it fits.
     pub(super) fn put(&self, key: ScopeKey, resolved: Arc<ResolvedScope>) {
         let size = resolved.ids.len();
         let mut kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = kept.scopes.remove(&key) {
+        if let Some(old) = kept.scopes.pop(&key) {
             kept.series -= old.ids.len();
         }
         if size > MAX_RESOLVED_SERIES {
             return;
         }
-        if kept.scopes.len() >= MAX_RESOLVED_SCOPES || kept.series + size > MAX_RESOLVED_SERIES {
-            kept.scopes.clear();
-            kept.series = 0;
+        while kept.scopes.len() >= MAX_RESOLVED_SCOPES || kept.series + size > MAX_RESOLVED_SERIES {
+            let Some((_, old)) = kept.scopes.pop_lru() else {
+                break;
+            };
+            kept.series -= old.ids.len();
         }
         kept.series += size;
-        kept.scopes.insert(key, resolved);
+        kept.scopes.push(key, resolved);
     }
 
     #[cfg(test)]
@@ -214,5 +226,33 @@ mod tests {
         kept.put(key("more"), resolved(1));
         assert!(kept.series() <= MAX_RESOLVED_SERIES);
         assert!(kept.get(&key("more")).is_some());
+    }
+
+    #[test]
+    fn a_full_cache_forgets_the_least_recently_asked_scopes() {
+        let kept = ResolvedScopes::default();
+        for i in 0..MAX_RESOLVED_SCOPES {
+            kept.put(key(&format!("app=a{i}")), resolved(1));
+        }
+        assert!(kept.get(&key("app=a0")).is_some());
+        kept.put(key("new"), resolved(1));
+        assert_eq!(kept.len(), MAX_RESOLVED_SCOPES);
+        assert!(
+            kept.get(&key("app=a0")).is_some(),
+            "the scope just asked stays"
+        );
+        assert!(kept.get(&key("app=a1")).is_none(), "the least recent goes");
+        // Past the series budget, as many of the least recent go as make room, no more.
+        kept.put(key("app=a0"), resolved(MAX_RESOLVED_SERIES / 2));
+        kept.put(key("big"), resolved(MAX_RESOLVED_SERIES / 2));
+        assert!(kept.get(&key("app=a0")).is_some());
+        assert!(kept.get(&key("app=a2")).is_none());
+        assert_eq!(kept.series(), MAX_RESOLVED_SERIES);
+        assert_eq!(kept.len(), 2);
+        // "app=a0" was just asked, so "big" is the least recent now.
+        kept.put(key("small"), resolved(1));
+        assert!(kept.get(&key("big")).is_none(), "the least recent goes");
+        assert!(kept.get(&key("app=a0")).is_some());
+        assert_eq!(kept.series(), MAX_RESOLVED_SERIES / 2 + 1);
     }
 }

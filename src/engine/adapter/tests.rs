@@ -488,3 +488,30 @@ async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
     let next = adapter.answer(&query).await.unwrap();
     assert_eq!(said(&next), ["steady"]);
 }
+
+#[test]
+fn a_full_list_of_seen_queries_forgets_the_least_recently_asked() {
+    let clock = Arc::new(ManualClock::new(0));
+    let adapter = Adapter::new(
+        Config::from_yaml("").unwrap(),
+        clock.clone(),
+        Arc::new(SelfMetrics::new()),
+    );
+    let key = |n: usize| QueryKey {
+        metric: "m".into(),
+        namespace: "default".into(),
+        selector: format!("w={n}"),
+        object: None,
+    };
+    for n in 0..MAX_SEEN_QUERIES {
+        clock.advance(1);
+        adapter.remember_query(&key(n));
+    }
+    clock.advance(1);
+    adapter.remember_query(&key(0));
+    adapter.remember_query(&key(MAX_SEEN_QUERIES));
+    let seen = adapter.seen.lock().unwrap();
+    assert_eq!(seen.len(), MAX_SEEN_QUERIES);
+    assert_eq!(seen.peek(&key(0)), Some(&clock.now_ms()), "asked again");
+    assert!(!seen.contains(&key(1)), "the least recent goes");
+}
