@@ -20,9 +20,9 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadRef};
 use crate::config::WorkloadLabels;
+use crate::evidence::{Evidence, Scope};
 use crate::selector::{LabelSelector, Operator, Requirement};
 use crate::source::{EvidenceSource, SourceError};
-use crate::store::{Evidence, Scope};
 
 /// The label every pod-attributed series carries: set by discovery on scrape targets, and the
 /// label the Prometheus source's pod set uses.
@@ -290,7 +290,7 @@ pub(crate) fn combine(
 mod tests {
     use super::*;
     use crate::engine::MetricQuery;
-    use crate::store::{Observation, TargetId, UnknownTarget};
+    use crate::evidence::{Observation, TargetId, UnknownTarget};
 
     fn lobby() -> ObjectRef {
         ObjectRef {
@@ -302,7 +302,7 @@ mod tests {
 
     fn ob(target: &str, labels: &[(&str, &str)]) -> Observation {
         Observation {
-            id: crate::store::SeriesRef::new(
+            id: crate::evidence::SeriesRef::new(
                 TargetId(target.into()),
                 "hpa_expect_replicas".into(),
                 labels
@@ -441,8 +441,8 @@ mod tests {
         assert_eq!(ev.producer_reasons, [said("games/lobby-0")]);
     }
 
-    fn said(target: &str) -> crate::store::ProducerReason {
-        crate::store::ProducerReason {
+    fn said(target: &str) -> crate::evidence::ProducerReason {
+        crate::evidence::ProducerReason {
             target: TargetId(target.into()),
             reason: format!("{target} is busy").into(),
         }

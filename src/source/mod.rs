@@ -12,7 +12,8 @@ use futures::future::BoxFuture;
 use crate::clock::{Millis, Now};
 use std::sync::Arc;
 
-use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, Summarize, TargetHealth};
+use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
+use crate::store::{ScrapeTarget, Store, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
 /// `None`, and its gauge is left out rather than shown as 0.

@@ -9,9 +9,9 @@ use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
 use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
+use crate::evidence::{Evidence, Scope};
 use crate::selector::LabelSelector;
 use crate::source::SourceError;
-use crate::store::{Evidence, Scope};
 
 /// The scrape store, counting every evidence read.
 struct Counting {

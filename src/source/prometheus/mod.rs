@@ -67,12 +67,12 @@ use crate::clock::{rfc3339, Clock, Millis};
 use crate::cluster::Cluster;
 pub use crate::cluster::PodFacts;
 use crate::config::PrometheusSourceConfig;
+use crate::evidence::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
 use crate::selector::{
     is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
 };
 use crate::source::scrape::error_chain;
 use crate::source::{EvidenceSource, SourceError};
-use crate::store::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
 use crate::telemetry::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
