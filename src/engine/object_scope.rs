@@ -22,7 +22,7 @@ use crate::cluster::{PodFacts, WorkloadRef};
 use crate::config::WorkloadLabels;
 use crate::evidence::{Evidence, Scope};
 use crate::selector::{LabelSelector, Operator, Requirement};
-use crate::source::{EvidenceSource, SourceError};
+use crate::source::{EvidenceSource, ReadMode, SourceError};
 
 /// The label every pod-attributed series carries: set by discovery on scrape targets, and the
 /// label the Prometheus source's pod set uses.
@@ -192,11 +192,12 @@ pub(crate) async fn evidence(
                 selector: labelled.as_ref().unwrap_or(scope.selector),
                 ..scope.clone()
             },
+            ReadMode::Listed,
             now,
         )
         .await?;
     let by_pods = match pods {
-        Some(_) => Some(source.evidence(scope, now).await?),
+        Some(_) => Some(source.evidence(scope, ReadMode::Listed, now).await?),
         None => None,
     };
     Ok(combine(object, wl, by_labels, by_pods, pods))
