@@ -67,9 +67,7 @@ use crate::cluster::Cluster;
 pub use crate::cluster::PodFacts;
 use crate::config::PrometheusSourceConfig;
 use crate::evidence::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
-use crate::selector::{
-    is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
-};
+use crate::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
 use crate::source::scrape::error_chain;
 use crate::source::{EvidenceSource, ReadMode, SourceError, SourceStatus};
 use crate::telemetry::SelfMetrics;
@@ -83,11 +81,13 @@ const NAME_COPY_LABEL: &str = "__hpa_bridge_name__";
 
 mod client;
 mod evidence;
+mod promql;
 mod query;
 mod response;
 
 pub use client::*;
 pub use evidence::*;
+pub use promql::*;
 pub use query::*;
 pub use response::*;
 
