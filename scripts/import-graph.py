@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Module import graph of src/ (crate:: and super:: paths), at file-module and top-level granularity; prints cycles."""
+"""Module import graph of src/ (crate:: and super:: paths), at file-module and top-level granularity; prints cycles.
+Test-only code (inline `#[cfg(test)] mod tests`, and modules declared under `#[cfg(test)]`) is left out:
+a test may reach across layers to check that they agree."""
 import os, re, sys
 root = sys.argv[1] if len(sys.argv) > 1 else "src"
 def modname(path):
@@ -13,6 +15,13 @@ for d, _, fs in os.walk(root):
         if f.endswith(".rs"):
             p = os.path.join(d, f); mods[modname(p)] = p
 names = set(mods)
+test_only = set()
+for m, p in mods.items():
+    for mm in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod ([a-z_][a-z0-9_]*);", open(p).read()):
+        test_only.add((m + "::" if m else "") + mm.group(1))
+def is_test(m):
+    return any(m == t or m.startswith(t + "::") for t in test_only)
+mods = {m: p for m, p in mods.items() if not is_test(m)}
 def resolve(path):
     segs = path.split("::")
     for i in range(len(segs), 0, -1):

@@ -1,6 +1,6 @@
 //! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets.
 //!
-//! The data path is straight: `config` -> `cluster` -> `source` -> `store` -> `policy` -> `engine` -> `api` (see DESIGN.md).
+//! The data path is straight: `config` -> `cluster` -> `source` -> `store` -> `evidence` -> `policy` -> `engine` -> `api` (see DESIGN.md).
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;
@@ -12,6 +12,7 @@ pub mod config;
 pub mod deletion_cost;
 pub mod demo;
 pub mod engine;
+pub mod evidence;
 pub mod exposition;
 pub mod hpa;
 pub mod policy;

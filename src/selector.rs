@@ -1,4 +1,4 @@
-//! Kubernetes label selectors: parsing, matching, canonical rendering and PromQL matchers.
+//! Kubernetes label selectors: parsing, matching and canonical rendering.
 //!
 //! The HPA sends `metric.selector` as the `labelSelector` query parameter in the standard
 //! string syntax (docs/hpa-behaviour.md §1.2). The grammar, validation and matching here follow
@@ -136,63 +136,6 @@ impl Requirement {
     fn order_key(&self) -> (&str, Operator, &[String]) {
         (&self.key, self.operator, &self.values)
     }
-
-    /// One PromQL label matcher for this requirement.
-    fn promql_matcher(&self) -> Result<String, String> {
-        let key = &self.key;
-        if !is_prometheus_label_name(key) {
-            return Err(format!(
-                "label key {key:?} is not a valid Prometheus label name \
-                 (must match [a-zA-Z_][a-zA-Z0-9_]* and not start with \"__\")"
-            ));
-        }
-        let single = || match self.values.as_slice() {
-            [v] => Ok(v.as_str()),
-            _ => Err(format!(
-                "'{}' on label {key:?} needs exactly one value",
-                operator_text(self.operator)
-            )),
-        };
-        let alternation = || {
-            if self.values.is_empty() {
-                // An empty alternation would render as `=~""`, i.e. "label absent", which
-                // is not what an (invalid) empty `in` list means.
-                return Err(format!(
-                    "'{}' on label {key:?} needs at least one value",
-                    operator_text(self.operator)
-                ));
-            }
-            Ok(self
-                .values
-                .iter()
-                .map(|v| re2_escape(v))
-                .collect::<Vec<_>>()
-                .join("|"))
-        };
-        let no_values = || {
-            if self.values.is_empty() {
-                Ok("")
-            } else {
-                Err(format!(
-                    "exists / does-not-exist on label {key:?} takes no values"
-                ))
-            }
-        };
-        // Prometheus treats an empty label value as an absent label, so `key!=""` is
-        // "exists" and `key=""` is "does not exist". The flip side: `k=""` / `k in ("")`
-        // also match series without `k`, where k8s would require the label to be present.
-        let (op, body) = match self.operator {
-            Operator::Equals => ("=", single()?.to_owned()),
-            Operator::NotEquals => ("!=", single()?.to_owned()),
-            // Prometheus anchors regex matchers on both ends, so a plain alternation of
-            // escaped literals matches exactly the listed values.
-            Operator::In => ("=~", alternation()?),
-            Operator::NotIn => ("!~", alternation()?),
-            Operator::Exists => ("!=", no_values()?.to_owned()),
-            Operator::DoesNotExist => ("=", no_values()?.to_owned()),
-        };
-        Ok(format!("{key}{op}{}", promql_quote(&body)))
-    }
 }
 
 impl fmt::Display for Requirement {
@@ -269,7 +212,7 @@ impl LabelSelector {
 
     /// Canonical form like k8s `internalSelector.String()`: requirements sorted, joined by
     /// `,` with no spaces. Parsing it again gives an equal selector.
-    fn unchecked(requirements: Vec<Requirement>) -> Self {
+    pub(crate) fn unchecked(requirements: Vec<Requirement>) -> Self {
         let mut text = String::new();
         for (i, r) in requirements.iter().enumerate() {
             if i > 0 {
@@ -310,24 +253,6 @@ impl LabelSelector {
         }
         out
     }
-
-    /// One PromQL label matcher per requirement, e.g. `app="web"`, `zone=~"a|b"`.
-    ///
-    /// Values are RE2-escaped (for regex matchers) and then escaped for a PromQL
-    /// double-quoted string, so any value is matched literally, whatever characters it
-    /// holds. Keys that are not Prometheus label names (`app.kubernetes.io/name`, `a-b`)
-    /// are an error rather than being mangled into a different label.
-    pub fn promql_matchers(&self) -> Result<Vec<String>, SelectorError> {
-        self.requirements
-            .iter()
-            .map(|r| {
-                r.promql_matcher().map_err(|message| SelectorError {
-                    selector: self.to_string(),
-                    message,
-                })
-            })
-            .collect()
-    }
 }
 
 impl fmt::Display for LabelSelector {
@@ -344,7 +269,7 @@ impl FromStr for LabelSelector {
     }
 }
 
-fn operator_text(op: Operator) -> &'static str {
+pub(crate) fn operator_text(op: Operator) -> &'static str {
     match op {
         Operator::Equals => "=",
         Operator::NotEquals => "!=",
@@ -670,7 +595,7 @@ fn validate_value(key: &str, value: &str) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// PromQL rendering
+// Prometheus label names
 
 /// Prometheus label names are `[a-zA-Z_][a-zA-Z0-9_]*`; names starting with `__` are
 /// reserved for Prometheus internals (`__name__` would let a selector replace the metric).
@@ -682,46 +607,6 @@ pub(crate) fn is_prometheus_label_name(s: &str) -> bool {
         }
         _ => false,
     }
-}
-
-/// Escapes every RE2 metacharacter (the set Go's `regexp.QuoteMeta` escapes), so the result
-/// matches `s` literally. RE2 allows a backslash before any ASCII punctuation.
-pub(crate) fn re2_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(
-            c,
-            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Renders a PromQL double-quoted string literal. The PromQL lexer rejects a raw newline
-/// and ends the string at an unescaped `"`; it decodes Go escapes, so every control
-/// character is written as an escape and nothing else needs to be.
-pub(crate) fn promql_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            // All Unicode control characters (C0, DEL, C1) are below U+10000.
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The `labelSelector` text for a `metav1.LabelSelector` object, as the HPA sends it
@@ -774,4 +659,4 @@ pub fn label_selector_to_string(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -562,8 +562,8 @@ mod tests {
             status: evil.into(),
         }];
         s.last_inputs_total = 9;
-        s.last_producer_reasons = vec![crate::store::ProducerReason {
-            target: crate::store::TargetId(evil.into()),
+        s.last_producer_reasons = vec![crate::evidence::ProducerReason {
+            target: crate::evidence::TargetId(evil.into()),
             reason: evil.into(),
         }];
         s.key.metric = format!("m'{evil}");

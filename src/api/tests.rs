@@ -232,8 +232,9 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
 #[tokio::test]
 async fn a_reused_answer_follows_a_value_change_in_its_scope() {
     use crate::clock::{Clock, ManualClock};
+    use crate::evidence::TargetId;
     use crate::exposition::ExposedSample;
-    use crate::store::{ScrapeTarget, TargetId};
+    use crate::store::ScrapeTarget;
     let clock = Arc::new(ManualClock::new(1_000_000));
     let adapter = default_adapter(clock.clone());
     let handler = ApiHandler::new(adapter.clone());

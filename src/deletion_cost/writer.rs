@@ -18,10 +18,11 @@ use super::lease::Leadership;
 use crate::clock::{Clock, Millis};
 use crate::cluster::{WorkloadRef, POD_DELETION_COST};
 use crate::config::{Config, MetricSpec};
+use crate::evidence::{Evidence, Scope};
 use crate::policy::{pod_indices, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::discovery::Discovery;
-use crate::store::{Evidence, Scope, Store};
+use crate::store::Store;
 use crate::telemetry::SelfMetrics;
 
 /// How long a written cost may take to show in the watch before it is written again: long

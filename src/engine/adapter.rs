@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex};
 use crate::clock::{Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
+use crate::evidence::TargetId;
 use crate::policy::threshold::EvaluationLog;
 use crate::policy::{self, Answer};
 use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::EvidenceSource;
-use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
 use super::answer_reuse::{AnswerReuse, Version};

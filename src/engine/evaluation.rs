@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use crate::clock::{FreshWindow, Millis, Now};
 use crate::config::{MetricKind, MetricSpec};
+use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
 use crate::policy::combine;
 use crate::policy::threshold::{self, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
 use crate::policy::{self, Answer, QueryContext, RefusalKind, ScopeText};
 use crate::selector::LabelSelector;
-use crate::source::SourceError;
-use crate::store::{Evidence, Scope, ScopeKey, Summarize, WorkloadRef};
+use crate::source::{ReadMode, SourceError};
+use crate::store::WorkloadRef;
 
 use super::adapter::{Adapter, MAX_SEEN_QUERIES};
 use super::answer_reuse::Version;
@@ -708,10 +709,14 @@ impl Adapter {
                     stale_after_ms: self.stale_after_ms(),
                 };
                 self.source
-                    .evidence_summarized(scope, key, now.wall, s)
+                    .evidence(scope, ReadMode::Summarized { key, summarize: s }, now.wall)
                     .await
             }
-            (None, _) => self.source.evidence(scope, now.wall).await,
+            (None, _) => {
+                self.source
+                    .evidence(scope, ReadMode::Listed, now.wall)
+                    .await
+            }
             (Some(object), read) => {
                 // Read once: it decides how the scope is read and is the pod set read with.
                 let pods = self

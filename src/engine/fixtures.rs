@@ -6,8 +6,9 @@ use std::sync::Arc;
 use super::Adapter;
 use crate::clock::ManualClock;
 use crate::config::Config;
+use crate::evidence::TargetId;
 use crate::exposition::ExposedSample;
-use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::store::{ScrapeTarget, Store, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
 /// An adapter over the default config, its own empty store, at a fixed time (1,000 s).

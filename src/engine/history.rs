@@ -20,9 +20,9 @@ use serde::Serialize;
 
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
+use crate::evidence::{ProducerReason, SeriesId};
 pub use crate::policy::InputCounts;
 use crate::policy::{Answer, Outcome, RawValue, RefusalKind};
-use crate::store::{ProducerReason, SeriesId};
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
@@ -243,7 +243,7 @@ pub struct InputSummary {
 }
 
 /// One input of the newest answer as a ring keeps it: the series' own identity, not a place
-/// in the scope's shared list of identities (store/series_id.rs). A ring then holds the few
+/// in the scope's shared list of identities (evidence/series_id.rs). A ring then holds the few
 /// series it shows, and a scope's list, as large as the scope, is freed once the store and the
 /// answers are done with it, however many scopes the history tracks.
 #[derive(Clone, Debug)]

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadRef};
 use crate::config::WorkloadLabels;
+use crate::evidence::{Evidence, Scope};
 use crate::selector::{LabelSelector, Operator, Requirement};
-use crate::source::{EvidenceSource, SourceError};
-use crate::store::{Evidence, Scope};
+use crate::source::{EvidenceSource, ReadMode, SourceError};
 
 /// The label every pod-attributed series carries: set by discovery on scrape targets, and the
 /// label the Prometheus source's pod set uses.
@@ -192,11 +192,12 @@ pub(crate) async fn evidence(
                 selector: labelled.as_ref().unwrap_or(scope.selector),
                 ..scope.clone()
             },
+            ReadMode::Listed,
             now,
         )
         .await?;
     let by_pods = match pods {
-        Some(_) => Some(source.evidence(scope, now).await?),
+        Some(_) => Some(source.evidence(scope, ReadMode::Listed, now).await?),
         None => None,
     };
     Ok(combine(object, wl, by_labels, by_pods, pods))
@@ -290,7 +291,7 @@ pub(crate) fn combine(
 mod tests {
     use super::*;
     use crate::engine::MetricQuery;
-    use crate::store::{Observation, TargetId, UnknownTarget};
+    use crate::evidence::{Observation, TargetId, UnknownTarget};
 
     fn lobby() -> ObjectRef {
         ObjectRef {
@@ -302,7 +303,7 @@ mod tests {
 
     fn ob(target: &str, labels: &[(&str, &str)]) -> Observation {
         Observation {
-            id: crate::store::SeriesRef::new(
+            id: crate::evidence::SeriesRef::new(
                 TargetId(target.into()),
                 "hpa_expect_replicas".into(),
                 labels
@@ -441,8 +442,8 @@ mod tests {
         assert_eq!(ev.producer_reasons, [said("games/lobby-0")]);
     }
 
-    fn said(target: &str) -> crate::store::ProducerReason {
-        crate::store::ProducerReason {
+    fn said(target: &str) -> crate::evidence::ProducerReason {
+        crate::evidence::ProducerReason {
             target: TargetId(target.into()),
             reason: format!("{target} is busy").into(),
         }

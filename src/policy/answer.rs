@@ -73,11 +73,11 @@ pub enum Outcome {
 #[serde(rename_all = "camelCase")]
 pub struct InputNote {
     /// The target, name and labels (read through it: `n.id.target`). Shared with the store
-    /// rather than copied, and through the scope's list of identities (store/series_id.rs):
+    /// rather than copied, and through the scope's list of identities (evidence/series_id.rs):
     /// one reference count on a line the answer already touched, not three on the store's
     /// cold lines.
     #[serde(flatten)]
-    pub id: crate::store::SeriesRef,
+    pub id: crate::evidence::SeriesRef,
     /// The raw newest value, as text in JSON so NaN and Inf survive.
     pub value: RawValue,
     pub age_seconds: f64,
@@ -146,7 +146,7 @@ pub struct Answer {
     /// What the producers of this answer's inputs said of their values (a JSON source's
     /// `reason`), beside the answer they fed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub producer_reasons: Vec<crate::store::ProducerReason>,
+    pub producer_reasons: Vec<crate::evidence::ProducerReason>,
 }
 
 impl Answer {

@@ -9,9 +9,10 @@ use proptest::prelude::*;
 
 use super::{recommendation, stateful_floor, QueryContext};
 use crate::clock::Millis;
+use crate::evidence::{Evidence, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
-use crate::store::{churn, Evidence, Scope, ScrapeTarget, Store, Summarize, TargetId, WorkloadRef};
+use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
 
 const STALE_AFTER: Millis = 5_000;
 

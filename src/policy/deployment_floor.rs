@@ -10,7 +10,7 @@ use super::observation::*;
 use super::producer_quote::{attach, quote_producers};
 use crate::cluster::{deletion_cost, PodFacts, ReplicaSetFacts, WorkloadRef};
 use crate::config::MetricKind;
-use crate::store::{invalid_reason, Evidence};
+use crate::evidence::{invalid_reason, Evidence};
 
 /// The label that names an observation's pod (discovery's target labels).
 const POD_LABEL: &str = "pod";
@@ -263,8 +263,8 @@ pub fn cost_confirms(annotation: Option<&str>, index: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{Observation, TargetId, UnknownTarget};
     use crate::policy::fixtures::*;
-    use crate::store::{Observation, TargetId, UnknownTarget};
 
     fn web() -> WorkloadRef {
         WorkloadRef {
@@ -287,7 +287,7 @@ mod tests {
 
     fn index_of(pod: &str, value: f64, age_ms: i64) -> Observation {
         let mut o = obs(pod, value, age_ms);
-        o.id = crate::store::SeriesRef::new(
+        o.id = crate::evidence::SeriesRef::new(
             TargetId(format!("default/{pod}").into()),
             "hpa_stateful_index".into(),
             BTreeMap::from([(POD_LABEL.to_string(), pod.to_string())]).into(),

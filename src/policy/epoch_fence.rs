@@ -29,7 +29,7 @@ use super::observation::{read, target_list, QueryContext};
 use super::producer_quote::{attach, quote_producers};
 use super::recommendation::{max_rule, status_text, Epoch};
 use crate::config::MetricKind;
-use crate::store::{invalid_reason, Evidence, Observation};
+use crate::evidence::{invalid_reason, Evidence, Observation};
 
 const RULE: &str = "max over fresh series of the newest epoch (never sum)";
 

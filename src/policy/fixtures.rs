@@ -5,7 +5,7 @@ use super::observation::QueryContext;
 use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
 use crate::config::MetricKind;
-use crate::store::{invalid_reason, Evidence, Observation, TargetId};
+use crate::evidence::{invalid_reason, Evidence, Observation, TargetId};
 
 pub const NOW: Millis = 1_000_000;
 pub const STALE: Millis = 45_000;
@@ -42,7 +42,7 @@ pub fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
 /// A present observation of `series`, with nothing retained.
 pub fn obs_of(target: &str, series: &str, value: f64, age_ms: Millis) -> Observation {
     Observation {
-        id: crate::store::SeriesRef::new(
+        id: crate::evidence::SeriesRef::new(
             TargetId(target.into()),
             series.into(),
             Default::default(),
@@ -65,10 +65,10 @@ pub fn labelled(o: Observation, labels: &[(&str, Option<&str>)]) -> Observation 
         .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
         .collect();
     Observation {
-        id: crate::store::SeriesRef::new(
+        id: crate::evidence::SeriesRef::new(
             o.id.target.clone(),
             o.id.series.clone(),
-            crate::store::SeriesLabels::new(map),
+            crate::evidence::SeriesLabels::new(map),
         ),
         ..o
     }

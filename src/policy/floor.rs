@@ -9,7 +9,7 @@ use super::producer_quote::{attach, quote_producers};
 use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
-use crate::store::{invalid_reason, Evidence, Observation};
+use crate::evidence::{invalid_reason, Evidence, Observation};
 
 /// The stateful floor: the highest retained one-based index across the workload's pods.
 ///
@@ -186,8 +186,8 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{TargetId, UnknownTarget};
     use crate::policy::fixtures::*;
-    use crate::store::{TargetId, UnknownTarget};
 
     #[test]
     fn floor_retains_failing_targets_and_ignores_zero() {
@@ -208,7 +208,7 @@ mod tests {
         let s = series();
         let mut twice = obs("pod-1", f64::NAN, 0);
         twice.last_valid = Some((2, NOW - 15_000));
-        twice.unusable = Some(crate::store::Unusable::Duplicated);
+        twice.unusable = Some(crate::evidence::Unusable::Duplicated);
         let a = stateful_floor(&ctx(&s), &ev(vec![obs("pod-0", 1.0, 0), twice]), 0);
         assert_eq!(a.value(), None);
         assert!(a.reason.contains("ambiguous"), "{}", a.reason);

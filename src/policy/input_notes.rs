@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, InputNote};
 use super::observation::{note, QueryContext};
-use crate::store::{CleanTail, Observation};
+use crate::evidence::{CleanTail, Observation};
 
 /// Inputs noted in full per rule while serving: as many as the history keeps of an answer.
 pub const NOTES_KEPT_WHEN_SERVING: usize = 8;

@@ -26,7 +26,7 @@ pub mod valid_when;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-use crate::store::Evidence;
+use crate::evidence::Evidence;
 
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
 pub use deployment_floor::{cost_confirms, deployment_floor, mixed_workloads_floor, pod_indices};

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::answer::{InputNote, RawValue};
 use crate::clock::{Millis, Now};
-use crate::store::Observation;
+use crate::evidence::Observation;
 
 /// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
 #[derive(Clone, Debug)]
@@ -176,7 +176,7 @@ pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
 
 /// Why a series exported twice in one page is not used: which of its values is meant is
 /// unknown, and unknown input never lowers an answer.
-pub const DUPLICATED: &str = crate::store::Unusable::Duplicated.why();
+pub const DUPLICATED: &str = crate::evidence::Unusable::Duplicated.why();
 
 /// How one observation reads at query time.
 #[derive(Clone, Copy, Debug, PartialEq)]

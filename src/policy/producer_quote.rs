@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::answer::Answer;
-use crate::store::{Evidence, ProducerReason, TargetId};
+use crate::evidence::{Evidence, ProducerReason, TargetId};
 
 /// Producers quoted in one message; the rest are counted. A recommender publishes its status
 /// from one or a few endpoints, and a message names each cause once.

@@ -10,7 +10,7 @@ use super::producer_quote::{attach, quote_producers};
 use super::reason_text::reason;
 use crate::clock::Millis;
 use crate::config::MetricKind;
-use crate::store::{invalid_reason, Evidence, Observation};
+use crate::evidence::{invalid_reason, Evidence, Observation};
 
 const RULE: &str = "max over fresh series (never sum)";
 
@@ -299,9 +299,9 @@ pub(super) fn max_rule<'o>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{TargetId, UnknownTarget};
     use crate::policy::fixtures::*;
     use crate::policy::recommendation;
-    use crate::store::{TargetId, UnknownTarget};
 
     #[test]
     fn recommendation_is_max_never_sum() {

@@ -120,9 +120,9 @@ pub fn target(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{TargetId, UnknownTarget};
     use crate::policy::fixtures::*;
     use crate::policy::{recommendation, stateful_floor};
-    use crate::store::{TargetId, UnknownTarget};
 
     #[test]
     fn target_is_max_and_refuses_on_unknown() {

@@ -69,7 +69,7 @@ use super::observation::{fmt_limit, fmt_value, read, QueryContext, Reading, Stal
 use super::valid_when::CurrentReplicas;
 use crate::clock::Millis;
 use crate::config::MetricKind;
-use crate::store::{Evidence, MAX_REPLICA_VALUE};
+use crate::evidence::{Evidence, MAX_REPLICA_VALUE};
 
 /// `ceil(load / per_replica)`: the smallest `n` with `n × per_replica ≥ load`, evaluated in
 /// floating point so that the comparisons the rule relies on hold exactly. `None` when the

@@ -16,7 +16,7 @@ use super::input_notes::InputNotes;
 use super::observation::*;
 use super::producer_quote::{keep_reasons, quote_producers};
 use crate::config::{MetricKind, ValidWhen};
-use crate::store::{invalid_reason, Evidence};
+use crate::evidence::{invalid_reason, Evidence};
 
 /// The workload's current replica count and where it came from, for explanations.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -95,7 +95,7 @@ pub struct GateCheck {
     pub reason: String,
     pub inputs: InputNotes,
     /// What the producers of the gate's series said (a JSON source's `reason`).
-    pub producer_reasons: Vec<crate::store::ProducerReason>,
+    pub producer_reasons: Vec<crate::evidence::ProducerReason>,
 }
 
 /// The gate holds only when every gate series in scope is fresh and equals the configured
@@ -240,9 +240,9 @@ pub fn apply_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{Observation, TargetId, UnknownTarget};
     use crate::policy::fixtures::ev;
     use crate::policy::fixtures::{cur, rec, refused};
-    use crate::store::{Observation, TargetId, UnknownTarget};
 
     fn ctx(series: &[String]) -> QueryContext<'_> {
         crate::policy::fixtures::ctx_with(series, "namespace=default,cluster=a", 30_000)

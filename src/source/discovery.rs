@@ -24,7 +24,8 @@ use crate::cluster::{
     POD_DELETION_COST,
 };
 use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
-use crate::store::{PageFormat, ScrapeTarget, Store, TargetId, WorkloadRef};
+use crate::evidence::TargetId;
+use crate::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
 
 pub use crate::config::RESERVED_LABELS;
 

@@ -8,11 +8,13 @@ pub mod scrape;
 pub mod scrape_schedule;
 
 use futures::future::BoxFuture;
+use serde::Serialize;
 
 use crate::clock::{Millis, Now};
 use std::sync::Arc;
 
-use crate::store::{Evidence, Scope, ScopeKey, ScrapeTarget, Store, Summarize, TargetHealth};
+use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
+use crate::store::{ScrapeTarget, Store, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
 /// `None`, and its gauge is left out rather than shown as 0.
@@ -32,32 +34,41 @@ pub struct SourceError {
     pub message: String,
 }
 
+/// How a source is asked to read a scope's evidence.
+#[derive(Clone, Copy, Debug)]
+pub enum ReadMode<'a> {
+    /// Every in-scope series listed.
+    Listed,
+    /// The source may count series that read as fresh and valid under `summarize` in
+    /// `Evidence::clean_tail` instead of listing them (store/family_digest.rs). Only the rules
+    /// that treat every such input alike ask for this: the recommendation and the floor. A
+    /// source that keeps no digests lists everything. `key` is `scope.key()`, which the caller
+    /// already holds, for a source that caches by scope.
+    Summarized {
+        key: &'a ScopeKey,
+        summarize: Summarize,
+    },
+}
+
+/// A source's own health for `/status`, tagged by the kind of source.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SourceStatus {
+    Prometheus(prometheus::PrometheusStatus),
+}
+
 /// Evidence for one query, from wherever the samples live.
 pub trait EvidenceSource: Send + Sync + 'static {
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        read: ReadMode<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
 
-    /// As `evidence`, but the source may count series that read as fresh and valid under `s`
-    /// in `Evidence::clean_tail` instead of listing them (store/family_digest.rs). Only the
-    /// rules that treat every such input alike ask for this: the recommendation and the
-    /// floor. A source that keeps no digests lists everything. `key` is `scope.key()`, which
-    /// the caller already holds, for a source that caches by scope.
-    fn evidence_summarized<'a>(
-        &'a self,
-        scope: &'a Scope<'a>,
-        _key: &'a ScopeKey,
-        now: Millis,
-        _s: Summarize,
-    ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
-        self.evidence(scope, now)
-    }
-
     /// The source's own health for `/status` (e.g. the last Prometheus error); `None` for the
     /// scrape store, whose targets are listed separately.
-    fn status(&self) -> Option<serde_json::Value> {
+    fn status(&self) -> Option<SourceStatus> {
         None
     }
 
@@ -78,24 +89,16 @@ impl EvidenceSource for Store {
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        read: ReadMode<'a>,
         _now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
-        Box::pin(std::future::ready(Ok(Store::evidence(self, scope))))
-    }
-
-    fn evidence_summarized<'a>(
-        &'a self,
-        scope: &'a Scope<'a>,
-        key: &'a ScopeKey,
-        _now: Millis,
-        s: Summarize,
-    ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
-        Box::pin(std::future::ready(Ok(self.evidence_kept(
-            scope,
-            key,
-            true,
-            Some(s),
-        ))))
+        let evidence = match read {
+            ReadMode::Listed => Store::evidence(self, scope),
+            ReadMode::Summarized { key, summarize } => {
+                self.evidence_kept(scope, key, true, Some(summarize))
+            }
+        };
+        Box::pin(std::future::ready(Ok(evidence)))
     }
 
     fn inventory(&self, now: Now, stale_after_ms: Millis) -> Inventory {
@@ -109,5 +112,31 @@ impl EvidenceSource for Store {
 
     fn targets(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
         self.target_health()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/status` shows a source's health under `source`, tagged by its kind and with the
+    /// field names the status page and dashboards read.
+    #[test]
+    fn a_prometheus_status_reads_as_status_shows_it() {
+        let status = SourceStatus::Prometheus(prometheus::PrometheusStatus {
+            url: "http://prometheus:9090".into(),
+            version: Some("2.53.0".into()),
+            healthy: false,
+            last_success: None,
+            last_error: Some("connection refused".into()),
+            last_error_at: Some("2026-01-01T00:00:00Z".into()),
+            consecutive_failures: 3,
+            cache_ttl_seconds: 1.5,
+            retain_for_seconds: 600.0,
+        });
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            r#"{"kind":"prometheus","url":"http://prometheus:9090","version":"2.53.0","healthy":false,"lastSuccess":null,"lastError":"connection refused","lastErrorAt":"2026-01-01T00:00:00Z","consecutiveFailures":3,"cacheTtlSeconds":1.5,"retainForSeconds":600.0}"#
+        );
     }
 }

@@ -18,10 +18,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::clock::Clock;
+use crate::evidence::TargetId;
 use crate::exposition;
 use crate::redaction::redact_url;
 use crate::source::scrape_schedule::ScrapeSchedule;
-use crate::store::{Page, PageFormat, ScrapeTarget, Store, TargetId};
+use crate::store::{Page, PageFormat, ScrapeTarget, Store};
 use crate::telemetry::SelfMetrics;
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
@@ -435,10 +436,10 @@ pub(crate) mod tests {
     }
 
     /// Everything the store holds of `idx` in namespace `default`.
-    fn idx_evidence(store: &Store) -> crate::store::Evidence {
+    fn idx_evidence(store: &Store) -> crate::evidence::Evidence {
         let series = vec!["idx".to_owned()];
         let selector = crate::selector::LabelSelector::everything();
-        store.evidence(&crate::store::Scope {
+        store.evidence(&crate::evidence::Scope {
             series: &series,
             namespace_label: "namespace",
             namespace: "default",
@@ -449,7 +450,7 @@ pub(crate) mod tests {
     pub(crate) fn static_target(url: String) -> ScrapeTarget {
         ScrapeTarget {
             format: Default::default(),
-            id: crate::store::TargetId(url.as_str().into()),
+            id: crate::evidence::TargetId(url.as_str().into()),
             url,
             labels: BTreeMap::from([("namespace".to_owned(), "default".to_owned())]),
             workload: None,

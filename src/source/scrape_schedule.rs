@@ -88,7 +88,7 @@ impl ScrapeSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::TargetId;
+    use crate::evidence::TargetId;
     use std::collections::{BTreeMap, HashMap};
 
     fn target(id: &str) -> Arc<ScrapeTarget> {

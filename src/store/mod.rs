@@ -7,12 +7,9 @@
 mod family_digest;
 mod postings;
 mod resolved_scope;
-mod series_id;
-mod series_labels;
 mod series_slots;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, RwLock};
 
@@ -20,25 +17,19 @@ use serde::Serialize;
 
 use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
+/// A scrape target's identity is the one its evidence names.
+pub use crate::evidence::TargetId;
+use crate::evidence::{
+    invalid_reason, ByLabels, CleanTail, Evidence, Observation, ProducerReason, SeriesId,
+    SeriesLabels, SeriesRef, SilentPods, UnknownTarget, Unusable,
+};
+pub use crate::evidence::{Scope, ScopeKey, Summarize};
 use crate::exposition::json_page::JsonExtraction;
 use crate::exposition::ExposedSample;
-pub use crate::exposition::Unusable;
-use crate::selector::{LabelSelector, Labels, Operator};
-pub use family_digest::{CleanTail, Summarize};
+use crate::selector::Operator;
 use family_digest::{Families, TargetCell};
 use postings::{Postings, Stamp};
-pub use resolved_scope::ScopeKey;
 use resolved_scope::{ResolvedScope, ResolvedScopes, ResolvedTarget};
-
-/// Stable identity of a scrape target: the URL for static targets, `namespace/pod` for pods.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct TargetId(pub Arc<str>);
-
-impl fmt::Display for TargetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// Something to scrape, and the labels attached to every sample it yields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -106,9 +97,6 @@ impl TargetHealth {
     }
 }
 
-pub use series_id::{SeriesId, SeriesRef};
-use series_labels::ByLabels;
-pub use series_labels::SeriesLabels;
 use series_slots::{SeriesSlots, SlotId};
 
 /// Laid out for the answer path: what an answer reads of each in-scope series (the value, its
@@ -155,128 +143,6 @@ struct TargetRecord {
     series: HashMap<Arc<str>, HashMap<SeriesLabels, SlotId, ByLabels>>,
 }
 
-/// Why a sample value cannot be used as a replica count.
-pub fn invalid_reason(value: f64) -> Option<&'static str> {
-    if value.is_nan() {
-        Some("NaN")
-    } else if value.is_infinite() {
-        Some("infinite")
-    } else if value < 0.0 {
-        Some("negative")
-    } else if value.fract() != 0.0 {
-        Some("not an integer")
-    } else if value > MAX_REPLICA_VALUE {
-        // Far below the 9.2e15 where a milli-Quantity overflows int64 (docs/hpa-behaviour.md §2).
-        Some("implausibly large")
-    } else {
-        None
-    }
-}
-
-/// Replica counts above this are treated as garbage rather than served.
-pub const MAX_REPLICA_VALUE: f64 = 1_000_000.0;
-
-/// One input series in scope for a query, as the policy sees it.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Observation {
-    /// The target, name and labels (read through it: `o.id.target`).
-    #[serde(flatten)]
-    pub id: SeriesRef,
-    /// The newest raw value, which may be invalid.
-    pub value: f64,
-    pub observed_at_ms: Millis,
-    /// When this process scraped the value, on the monotonic clock, if the producer gave it
-    /// no time of its own: its age is then read on that clock, so a step of the wall clock
-    /// can neither keep it fresh nor age it. `None` for a time the producer wrote (an
-    /// exposition timestamp, a Prometheus sample), which only the wall clock can age.
-    #[serde(skip)]
-    pub scraped_mono_ms: Option<Millis>,
-    /// The newest valid integer value and when it was seen.
-    pub last_valid: Option<(u64, Millis)>,
-    /// Still exported by its target's last successful scrape.
-    pub present: bool,
-    /// The target's most recent scrape failed.
-    pub target_failing: bool,
-    /// Why the target's last page's sample cannot be used whatever its value.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unusable: Option<Unusable>,
-    /// The producer's own expiry of the value (wall clock): past it, the series reads as stale.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub valid_until_ms: Option<Millis>,
-}
-
-impl Observation {
-    /// How old the value is at `now`, on the clock that can tell (`scraped_mono_ms`).
-    pub fn age_ms(&self, now: Now) -> Millis {
-        now.age_ms(self.observed_at_ms, self.scraped_mono_ms)
-    }
-
-    /// Past the time its producer said the value holds until: stale, however young.
-    pub fn expired(&self, now: Now) -> bool {
-        self.valid_until_ms.is_some_and(|until| now.wall > until)
-    }
-}
-
-/// A target that might hold in-scope series but has never been scraped successfully, so nobody
-/// knows what it exports.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UnknownTarget {
-    pub target: TargetId,
-    pub last_error: Option<String>,
-}
-
-/// Everything the store knows that is relevant to one query.
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Evidence {
-    pub observations: Vec<Observation>,
-    pub unknown_targets: Vec<UnknownTarget>,
-    /// The workloads of the targets behind the observations (from discovery).
-    /// Shared with the scope's kept resolution, so an answer does not copy their names.
-    #[serde(skip_serializing_if = "<[WorkloadRef]>::is_empty")]
-    pub workloads: Arc<[WorkloadRef]>,
-    /// Pods of `workloads` that have had a page but hold no series in scope, per workload:
-    /// for a floor, each is a pod that never reported an index.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub silent_pods: Vec<SilentPods>,
-    /// In-scope series not listed in `observations`, all fresh and valid (`Summarize`); only
-    /// when asked for, and only from the scrape store.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clean_tail: Option<CleanTail>,
-    /// What the producers of the scope's targets last said of their values, for the targets
-    /// that say (a JSON source's `reason`), listed or summarized.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub producer_reasons: Vec<ProducerReason>,
-}
-
-/// A producer's own account of its values, as its last good page gave it (already cut to
-/// `exposition::json_page::REASON_MAX_CHARS`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProducerReason {
-    pub target: TargetId,
-    pub reason: Arc<str>,
-}
-
-/// Pods of a workload that were scraped but export nothing in a scope.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SilentPods {
-    pub workload: WorkloadRef,
-    pub pods: usize,
-}
-
-/// The scope of a query: which series names, in which namespace, matching which selector.
-#[derive(Clone, Debug)]
-pub struct Scope<'a> {
-    pub series: &'a [String],
-    pub namespace_label: &'a str,
-    pub namespace: &'a str,
-    pub selector: &'a LabelSelector,
-}
-
 /// What of a series an answer reads, apart from the passing of time: its value, whether it
 /// is exported, whether its page held it twice, and its retained value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -301,16 +167,6 @@ impl SeriesState {
 }
 
 impl Scope<'_> {
-    /// The scope as an owned key, for caches of its evidence or resolution.
-    pub fn key(&self) -> ScopeKey {
-        ScopeKey::of(
-            self.series,
-            self.namespace_label,
-            self.namespace,
-            self.selector.as_str(),
-        )
-    }
-
     #[cfg(test)]
     fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.series.iter().any(|s| s == name)
@@ -1177,12 +1033,6 @@ impl Store {
             (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
         }));
         ev
-    }
-}
-
-impl Labels for SeriesLabels {
-    fn label(&self, key: &str) -> Option<&str> {
-        self.get(key).map(String::as_str)
     }
 }
 

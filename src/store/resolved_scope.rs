@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use super::family_digest::{Families, TargetCell};
 use super::series_slots::SlotId;
 use super::{SeriesId, WorkloadRef};
+use crate::evidence::ScopeKey;
 
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
@@ -28,7 +29,7 @@ pub(super) struct ResolvedScope {
     pub(super) confirmed: AtomicU64,
     pub(super) targets: Vec<ResolvedTarget>,
     /// Who each of those series is, in the same order, shared by the observations of every
-    /// answer over the scope (series_id.rs).
+    /// answer over the scope (evidence/series_id.rs).
     pub(super) ids: Arc<[SeriesId]>,
     /// The targets' workloads, each once, in target order (a target that changes workload
     /// is a new target, and loses its series first).
@@ -48,36 +49,6 @@ pub(super) struct ResolvedTarget {
     /// The families `slots` are, when they are whole families: only then does a family's
     /// digest describe exactly the in-scope series.
     pub(super) families: Families,
-}
-
-/// A scope as a cache key (`Scope::key`): series names, namespace label, namespace and
-/// selector text, each after its length, in one byte string. Keys are built several times per
-/// answer (the request's evidence cache and this one), so one allocation instead of one per
-/// part is worth the encoding; the lengths keep it unambiguous whatever the parts hold.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ScopeKey(Box<[u8]>);
-
-impl ScopeKey {
-    pub(super) fn of(
-        series: &[String],
-        namespace_label: &str,
-        namespace: &str,
-        selector: &str,
-    ) -> ScopeKey {
-        let parts = series
-            .iter()
-            .map(String::as_str)
-            .chain([namespace_label, namespace, selector]);
-        let mut bytes = Vec::with_capacity(parts.clone().map(|p| p.len() + 8).sum::<usize>() + 8);
-        // The number of series first: without it, a series name and the namespace label
-        // could trade places.
-        bytes.extend_from_slice(&(series.len() as u64).to_le_bytes());
-        for part in parts {
-            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(part.as_bytes());
-        }
-        ScopeKey(bytes.into())
-    }
 }
 
 /// Scopes kept at most; past this the least recently asked goes. HPAs ask about a fixed set of
@@ -160,33 +131,10 @@ impl ResolvedScopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SeriesLabels, TargetId};
+    use crate::evidence::{SeriesLabels, TargetId};
 
     fn key(selector: &str) -> ScopeKey {
         ScopeKey::of(&["s".into()], "namespace", "default", selector)
-    }
-
-    #[test]
-    fn scope_keys_differ_whenever_a_part_does() {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let keys = [
-            ScopeKey::of(&s(&["a", "b"]), "namespace", "default", ""),
-            ScopeKey::of(&s(&["a"]), "b", "namespace", "default"),
-            ScopeKey::of(&s(&["a:1:b"]), "namespace", "default", ""),
-            ScopeKey::of(&s(&["a"]), "namespace", "default", "x=1"),
-            ScopeKey::of(&s(&["a"]), "namespace", "default,x=1", ""),
-            ScopeKey::of(&s(&["a"]), "namespace=default", "", "x=1"),
-            ScopeKey::of(&[], "a", "namespace", "default"),
-        ];
-        for (i, a) in keys.iter().enumerate() {
-            for (j, b) in keys.iter().enumerate() {
-                assert_eq!(i == j, a == b, "{a:?} {b:?}");
-            }
-        }
-        assert_eq!(
-            keys[0],
-            ScopeKey::of(&s(&["a", "b"]), "namespace", "default", "")
-        );
     }
 
     fn resolved(series: usize) -> Arc<ResolvedScope> {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::selector::LabelSelector;
 
 fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
     ScrapeTarget {

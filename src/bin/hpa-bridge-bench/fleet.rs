@@ -16,9 +16,10 @@ use super::BenchError;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{Adapter, Engine, EngineBuilder};
+use hpa_bridge::evidence::TargetId;
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::source::scrape::Scraper;
-use hpa_bridge::store::{ScrapeTarget, Store, TargetId};
+use hpa_bridge::store::{ScrapeTarget, Store};
 use hpa_bridge::telemetry::SelfMetrics;
 
 fn err(e: impl std::fmt::Display) -> BenchError {

@@ -35,8 +35,10 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
         reason,
         inputs: (0..2)
             .map(|i| InputNote {
-                id: hpa_bridge::store::SeriesRef::new(
-                    hpa_bridge::store::TargetId(format!("http://10.0.{i}.7:9102/metrics").into()),
+                id: hpa_bridge::evidence::SeriesRef::new(
+                    hpa_bridge::evidence::TargetId(
+                        format!("http://10.0.{i}.7:9102/metrics").into(),
+                    ),
                     "hpa_expect_replicas".into(),
                     BTreeMap::from([
                         ("hpa_target_name".to_string(), "lobby".to_string()),

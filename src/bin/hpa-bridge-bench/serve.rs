@@ -38,8 +38,9 @@ use hpa_bridge::auth;
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{Adapter, EngineBuilder};
+use hpa_bridge::evidence::TargetId;
 use hpa_bridge::exposition;
-use hpa_bridge::store::{ScrapeTarget, TargetId};
+use hpa_bridge::store::ScrapeTarget;
 use hpa_bridge::tls::{self, ServingCert};
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";

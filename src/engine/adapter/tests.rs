@@ -9,9 +9,9 @@ use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
 use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
+use crate::evidence::{Evidence, Scope};
 use crate::selector::LabelSelector;
-use crate::source::SourceError;
-use crate::store::{Evidence, Scope};
+use crate::source::{ReadMode, SourceError};
 
 /// The scrape store, counting every evidence read.
 struct Counting {
@@ -23,10 +23,12 @@ impl EvidenceSource for Counting {
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        _read: ReadMode<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        EvidenceSource::evidence(&*self.store, scope, now)
+        // Every read listed, as a source without digests reads.
+        EvidenceSource::evidence(&*self.store, scope, ReadMode::Listed, now)
     }
 }
 

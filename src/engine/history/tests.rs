@@ -27,8 +27,8 @@ fn refusal(reason: &str) -> Answer {
 
 fn note(status: &str) -> InputNote {
     InputNote {
-        id: crate::store::SeriesRef::new(
-            crate::store::TargetId("t".into()),
+        id: crate::evidence::SeriesRef::new(
+            crate::evidence::TargetId("t".into()),
             "s".into(),
             Default::default(),
         ),
@@ -332,8 +332,8 @@ fn memory_per_tracked_scope_is_bounded() {
 /// next answer without them clears them.
 #[test]
 fn the_newest_answer_keeps_what_its_producers_said() {
-    let said = |t: &str| crate::store::ProducerReason {
-        target: crate::store::TargetId(t.into()),
+    let said = |t: &str| crate::evidence::ProducerReason {
+        target: crate::evidence::TargetId(t.into()),
         reason: format!("{t} says so").into(),
     };
     let mut rec = value(2);

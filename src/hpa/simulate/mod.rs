@@ -72,8 +72,9 @@ use crate::clock::{ManualClock, Millis};
 use crate::cluster::Cluster;
 use crate::config::{Config, HumanDuration};
 use crate::engine::{Adapter, EngineBuilder, ObjectKind};
+use crate::evidence::{TargetId, MAX_REPLICA_VALUE};
 use crate::source::scrape::Scraper;
-use crate::store::{ScrapeTarget, Store, TargetId, WorkloadRef, MAX_REPLICA_VALUE};
+use crate::store::{ScrapeTarget, Store, WorkloadRef};
 use crate::tls;
 
 /// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).

@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::{Observation, TargetId, UnknownTarget};
+use crate::evidence::{Observation, TargetId, UnknownTarget};
 use proptest::prelude::*;
 
 const NOW: Millis = 10_000_000;
@@ -405,7 +405,11 @@ fn ctx(series: &[String]) -> QueryContext<'_> {
 
 fn obs(target: &str, value: f64, age_ms: Millis) -> Observation {
     Observation {
-        id: crate::store::SeriesRef::new(TargetId(target.into()), "qps".into(), Default::default()),
+        id: crate::evidence::SeriesRef::new(
+            TargetId(target.into()),
+            "qps".into(),
+            Default::default(),
+        ),
         value,
         observed_at_ms: NOW - age_ms,
         scraped_mono_ms: Some(NOW - age_ms),

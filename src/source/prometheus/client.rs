@@ -134,6 +134,7 @@ pub(crate) fn prom_time(ms: Millis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn ca_file_error(text: &str) -> (String, String) {
         let dir = tempfile::tempdir().unwrap();

@@ -114,7 +114,11 @@ pub fn evidence_from(
                     .rev()
                     .find_map(|&(t, v)| valid(v).map(|v| (v, t)));
                 Observation {
-                    id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
+                    id: crate::evidence::SeriesRef::new(
+                        target,
+                        name.as_str().into(),
+                        labels.into(),
+                    ),
                     value,
                     observed_at_ms: at,
                     // The server's wall-clock time of the sample: only the wall clock ages it.
@@ -138,7 +142,11 @@ pub fn evidence_from(
                 let at = samples.eval_ms.min(now) - stale_after_ms - 1;
                 let present = !gone.contains(key);
                 Observation {
-                    id: crate::store::SeriesRef::new(target, name.as_str().into(), labels.into()),
+                    id: crate::evidence::SeriesRef::new(
+                        target,
+                        name.as_str().into(),
+                        labels.into(),
+                    ),
                     value,
                     observed_at_ms: at,
                     scraped_mono_ms: None,

@@ -60,19 +60,16 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::{rfc3339, Clock, Millis};
 use crate::cluster::Cluster;
 pub use crate::cluster::PodFacts;
 use crate::config::PrometheusSourceConfig;
-use crate::selector::{
-    is_prometheus_label_name, promql_quote, re2_escape, LabelSelector, Operator, Requirement,
-};
+use crate::evidence::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
+use crate::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
 use crate::source::scrape::error_chain;
-use crate::source::{EvidenceSource, SourceError};
-use crate::store::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
+use crate::source::{EvidenceSource, ReadMode, SourceError, SourceStatus};
 use crate::telemetry::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
@@ -84,11 +81,13 @@ const NAME_COPY_LABEL: &str = "__hpa_bridge_name__";
 
 mod client;
 mod evidence;
+mod promql;
 mod query;
 mod response;
 
 pub use client::*;
 pub use evidence::*;
+pub use promql::*;
 pub use query::*;
 pub use response::*;
 
@@ -99,6 +98,21 @@ struct SourceHealth {
     last_error_ms: Option<Millis>,
     consecutive_failures: u32,
     version: Option<String>,
+}
+
+/// The Prometheus source's health as `/status` shows it (under `"kind": "prometheus"`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusStatus {
+    pub url: String,
+    pub version: Option<String>,
+    pub healthy: bool,
+    pub last_success: Option<String>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+    pub consecutive_failures: u32,
+    pub cache_ttl_seconds: f64,
+    pub retain_for_seconds: f64,
 }
 
 type SharedQuery = Shared<BoxFuture<'static, Result<Arc<ScopeSamples>, PromQueryError>>>;
@@ -418,9 +432,11 @@ impl Inner {
 }
 
 impl EvidenceSource for PrometheusSource {
+    /// Prometheus keeps no digests: every read lists every series.
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
+        _read: ReadMode<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         Box::pin(async move {
@@ -454,7 +470,7 @@ impl EvidenceSource for PrometheusSource {
         })
     }
 
-    fn status(&self) -> Option<serde_json::Value> {
+    fn status(&self) -> Option<SourceStatus> {
         let h = self
             .inner
             .health
@@ -466,17 +482,16 @@ impl EvidenceSource for PrometheusSource {
             (Some(_), None) => true,
             _ => false,
         };
-        Some(json!({
-            "kind": "prometheus",
-            "url": self.inner.display_url,
-            "version": h.version,
-            "healthy": healthy,
-            "lastSuccess": h.last_success_ms.map(rfc3339),
-            "lastError": h.last_error,
-            "lastErrorAt": h.last_error_ms.map(rfc3339),
-            "consecutiveFailures": h.consecutive_failures,
-            "cacheTtlSeconds": self.cache_ttl_ms as f64 / 1000.0,
-            "retainForSeconds": self.retain_for_ms as f64 / 1000.0,
+        Some(SourceStatus::Prometheus(PrometheusStatus {
+            url: self.inner.display_url.clone(),
+            version: h.version,
+            healthy,
+            last_success: h.last_success_ms.map(rfc3339),
+            last_error: h.last_error,
+            last_error_at: h.last_error_ms.map(rfc3339),
+            consecutive_failures: h.consecutive_failures,
+            cache_ttl_seconds: self.cache_ttl_ms as f64 / 1000.0,
+            retain_for_seconds: self.retain_for_ms as f64 / 1000.0,
         }))
     }
 }

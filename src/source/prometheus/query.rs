@@ -51,7 +51,7 @@ pub fn series_selector(scope: &Scope<'_>) -> Result<Option<String>, String> {
         }
     }
     let matchers = LabelSelector::from_requirements(kept)
-        .and_then(|s| s.promql_matchers())
+        .and_then(|s| promql_matchers(&s))
         .map_err(|e| e.to_string())?;
     // Metric names cannot hold regex metacharacters today, but escaping keeps the matcher
     // literal whatever the name validation allows tomorrow.

@@ -13,6 +13,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
+use crate::selector::Labels;
+
 #[derive(Debug)]
 struct LabelSet {
     hash: u64,
@@ -88,6 +90,12 @@ impl Ord for SeriesLabels {
 impl Serialize for SeriesLabels {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.map.serialize(s)
+    }
+}
+
+impl Labels for SeriesLabels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
     }
 }
 

@@ -3,7 +3,7 @@
 //! An answer reads hundreds of series. Were each observation to hold its own references to the
 //! store's strings, every input would take and drop three reference counts per request, each
 //! on a cache line of its own in a large store. An observation instead points into one list
-//! shared by the whole scope, built when the scope is resolved (resolved_scope.rs), so an
+//! shared by the whole scope, built when the scope is resolved (store/resolved_scope.rs), so an
 //! answer takes one count per input on lines that the previous answer over the same scope also
 //! touched.
 
