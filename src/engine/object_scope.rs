@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadRef};
 use crate::config::WorkloadLabels;
-use crate::evidence::{Evidence, Scope};
+use crate::evidence::{Evidence, Observation, Scope};
 use crate::selector::{LabelSelector, Operator, Requirement};
 use crate::source::{EvidenceSource, ReadMode, SourceError};
 
@@ -165,7 +165,27 @@ pub(crate) fn from_labels(
     wl: &WorkloadLabels,
     by_labels: Evidence,
 ) -> Evidence {
-    combine(object, wl, by_labels, None, None)
+    combine_read(
+        object,
+        wl,
+        by_labels,
+        None,
+        None,
+        LabelRead::NamedAndChecked,
+    )
+}
+
+/// What `combine` may assume of the label-scoped read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LabelRead {
+    /// Any source's read, of the named scope or (for a name that cannot be a label value) a
+    /// broader one: its series are filtered to the object's and sorted.
+    Unchecked,
+    /// The store's read of the named scope, which the caller checked holds no series of
+    /// another group: every series in it is the object's (as the summarized tail, which
+    /// cannot be filtered, already assumes), listed in the store's (target, series, labels)
+    /// order, so filtering and sorting would keep it as it is.
+    NamedAndChecked,
 }
 
 /// The pod a target id names, for ids of the form `<namespace>/<pod>` (discovered targets and
@@ -212,6 +232,19 @@ pub(crate) fn combine(
     by_pods: Option<Evidence>,
     pods: Option<&BTreeMap<String, PodFacts>>,
 ) -> Evidence {
+    combine_read(object, wl, by_labels, by_pods, pods, LabelRead::Unchecked)
+}
+
+fn combine_read(
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+    by_labels: Evidence,
+    by_pods: Option<Evidence>,
+    pods: Option<&BTreeMap<String, PodFacts>>,
+    read: LabelRead,
+) -> Evidence {
+    let checked = read == LabelRead::NamedAndChecked;
+    let merged = by_pods.is_some();
     let me = object.workload();
     let owned = |pod: &str| {
         pods.and_then(|p| p.get(pod))
@@ -228,11 +261,15 @@ pub(crate) fn combine(
         .cloned()
         .collect();
     let mut ev = Evidence {
-        observations: by_labels
-            .observations
-            .into_iter()
-            .filter(|o| named_by_labels(&o.id.labels, object, wl))
-            .collect(),
+        observations: if checked {
+            by_labels.observations
+        } else {
+            by_labels
+                .observations
+                .into_iter()
+                .filter(|o| named_by_labels(&o.id.labels, object, wl))
+                .collect()
+        },
         unknown_targets: by_labels.unknown_targets,
         workloads: Arc::from([me.clone()]),
         silent_pods,
@@ -273,9 +310,14 @@ pub(crate) fn combine(
             }
         }
     }
-    ev.observations.sort_by(|a, b| {
+    let order = |a: &Observation, b: &Observation| {
         (&a.id.target, &a.id.series, &a.id.labels).cmp(&(&b.id.target, &b.id.series, &b.id.labels))
-    });
+    };
+    if checked && !merged {
+        debug_assert!(ev.observations.is_sorted_by(|a, b| order(a, b).is_le()));
+    } else {
+        ev.observations.sort_by(order);
+    }
     ev.producer_reasons = reasons
         .into_iter()
         .enumerate()

@@ -130,6 +130,15 @@ fn quick_bench_writes_every_section() {
         json["soak"]["trackedSeriesAtSettle"], json["soak"]["trackedSeriesAtEnd"],
         "replaced pods leave no series behind"
     );
+    // Where the memory per target goes: the components add up to the VmRSS growth, and the
+    // closed connections freed their two 8 KiB buffers each.
+    for field in ["rssGrowthBytes", "liveGrowthBytes", "trackedSeries"] {
+        positive(&json, &format!("memory.{field}"));
+    }
+    let rows = json["memory"]["rows"].as_array().unwrap();
+    let sum: f64 = rows.iter().map(|r| r["bytes"].as_f64().unwrap()).sum();
+    assert_eq!(sum, json["memory"]["rssGrowthBytes"].as_f64().unwrap());
+    positive(&json, "memory.rows.0.bytesPerTarget");
     // The deletion-cost writer over churning pods (issue 29): its patches, how soon, how fast,
     // and the floor's latency with it on and off; every patch is its own.
     for field in [

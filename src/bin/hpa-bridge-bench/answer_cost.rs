@@ -21,7 +21,7 @@ pub enum Front {
 }
 
 impl Front {
-    fn query(self, w: usize) -> Result<MetricQuery, BenchError> {
+    pub(super) fn query(self, w: usize) -> Result<MetricQuery, BenchError> {
         Ok(match self {
             Front::External => {
                 let selector =

@@ -155,8 +155,12 @@ pub fn exporter_spec(
     page_bytes: usize,
     wanted_series: usize,
 ) -> Result<ExporterSpec, BenchError> {
-    // The adapter holds one connection per target; the exporter, a separate process, its own.
-    let needed = targets as u64 + 256;
+    // The adapter holds one connection per target. The exporter, a child process with the
+    // same limit, holds the other end of each and, on distinct addresses, a listener per
+    // target as well: without room for both, the connections past its limit time out.
+    let shared_host = !distinct_hosts_available();
+    let exporter_files = if shared_host { 1 } else { 2 };
+    let needed = (exporter_files * targets) as u64 + 256;
     match open_files_limit() {
         Some(limit) if limit < needed => {
             return Err(err(format!(
@@ -169,7 +173,7 @@ pub fn exporter_spec(
         targets,
         workloads: workloads.max(1),
         page_bytes,
-        shared_host: !distinct_hosts_available(),
+        shared_host,
         wanted_series,
         deployment: false,
     };

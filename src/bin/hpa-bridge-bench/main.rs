@@ -19,11 +19,14 @@
 //!   changing their stateful index: patches per change, change to patch against the scrape
 //!   interval, patch rate against `--deletion-cost-qps`, and the floor's answer latency
 //!   against the same churn without the writer.
+//! - `memory`: the scale part's resident memory per target, split by component (connections,
+//!   store, target set, allocator) with a counting allocator in a child process.
 //!
 //! Absolute numbers depend on the machine and on whatever else runs on it; ratios measured in
 //! the same run with the same client are what the goals are stated in.
 
 mod answer_cost;
+mod counting_alloc;
 mod deletion_cost;
 mod exporter;
 mod fleet;
@@ -32,6 +35,7 @@ mod json_parse;
 mod kubeapi;
 mod live;
 mod liveapi;
+mod memory_attribution;
 mod page;
 mod pages;
 mod parse;
@@ -52,6 +56,10 @@ use clap::{Args, Parser, Subcommand};
 use hpa_bridge::telemetry;
 
 pub use report::{Figure, Report};
+
+/// Counts live bytes only once the memory part's child switches it on (counting_alloc.rs).
+#[global_allocator]
+static ALLOCATOR: counting_alloc::Counting = counting_alloc::Counting;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -77,11 +85,14 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// The scale part's exporter, started as a child process by the bench itself.
-    #[command(hide = true)]
-    BenchExporter(BenchExporterArgs),
+    #[command(hide = true, name = "bench-exporter")]
+    Exporter(BenchExporterArgs),
     /// The soak part's rounds, started as a child process so its memory is its own.
-    #[command(hide = true)]
-    BenchSoak(BenchSoakArgs),
+    #[command(hide = true, name = "bench-soak")]
+    Soak(BenchSoakArgs),
+    /// The memory part's phases, started as a child process so its allocator counts theirs.
+    #[command(hide = true, name = "bench-memory")]
+    Memory(BenchMemoryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -96,7 +107,7 @@ struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
     /// Parts to run (default all): serve, parse, scale, live, slowapi, prometheus, hostile, page,
-    /// spread, soak, deletion-cost.
+    /// spread, soak, deletion-cost, memory.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -131,12 +142,29 @@ struct BenchSoakArgs {
     replaced_percent: usize,
 }
 
+#[derive(Args, Debug)]
+struct BenchMemoryArgs {
+    #[arg(long)]
+    targets: usize,
+    #[arg(long)]
+    workloads: usize,
+    #[arg(long)]
+    page_bytes: usize,
+    #[arg(long)]
+    wanted_series: usize,
+    #[arg(long)]
+    rounds: usize,
+    #[arg(long)]
+    interval_ms: u64,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init_logging(cli.verbose, cli.log_format == "json");
     let result = match cli.command {
-        Some(Command::BenchExporter(args)) => bench_exporter(args),
-        Some(Command::BenchSoak(args)) => bench_soak(args),
+        Some(Command::Exporter(args)) => bench_exporter(args),
+        Some(Command::Soak(args)) => bench_soak(args),
+        Some(Command::Memory(args)) => bench_memory(args),
         None => bench(cli.bench),
     };
     match result {
@@ -180,6 +208,24 @@ fn bench_soak(args: BenchSoakArgs) -> Result<ExitCode, String> {
     println!(
         "{}",
         serde_json::to_string(&rounds).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_memory(args: BenchMemoryArgs) -> Result<ExitCode, String> {
+    let plan = memory_attribution::MemoryPlan {
+        targets: args.targets.max(1),
+        workloads: args.workloads.max(1),
+        page_bytes: args.page_bytes,
+        wanted_series: args.wanted_series,
+        rounds: args.rounds,
+        interval: Duration::from_millis(args.interval_ms),
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("locating the bench binary: {e}"))?;
+    let result = memory_attribution::child(&plan, &exe).map_err(|e| e.to_string())?;
+    println!(
+        "{}",
+        serde_json::to_string(&result).map_err(|e| e.to_string())?
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -242,7 +288,7 @@ pub struct BenchOptions {
     pub quick: bool,
     pub out_dir: PathBuf,
     /// Parts to run: any of `serve`, `parse`, `scale`, `live`, `slowapi`, `prometheus`,
-    /// `hostile`, `page`, `spread`, `soak`, `deletion-cost`.
+    /// `hostile`, `page`, `spread`, `soak`, `deletion-cost`, `memory`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -313,6 +359,11 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
         eprintln!("bench: scale ({} targets)...", plan.scale.targets);
         report.scale = Some(scale::run(&plan.scale, &opts.exe)?);
     }
+    if opts.wants("memory") {
+        eprintln!("bench: memory ({} targets)...", plan.scale.targets);
+        let memory = memory_attribution::MemoryPlan::of(&plan.scale);
+        report.memory = Some(memory_attribution::run(&memory, &opts.exe)?);
+    }
     if opts.wants("parse") {
         eprintln!("bench: parse...");
         report.parse = Some(parse::run(&plan)?);
@@ -379,6 +430,27 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
     report.build_figures();
     report.write(&opts.out_dir)?;
     Ok(report)
+}
+
+/// Run `exe <subcommand> <args>` (a part's child process, whose memory is its own) and read
+/// the figures it prints as JSON on stdout; its stderr passes through.
+pub fn child_figures<T: serde::de::DeserializeOwned>(
+    exe: &std::path::Path,
+    subcommand: &str,
+    args: &[String],
+) -> Result<T, String> {
+    let output = std::process::Command::new(exe)
+        .arg(subcommand)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("starting {} {subcommand}: {e}", exe.display()))?;
+    if !output.status.success() {
+        return Err(format!("the {subcommand} child failed ({})", output.status));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("reading the {subcommand} child's figures: {e}"))
 }
 
 /// Resident memory of this process from /proc/self/status: (VmRSS, VmHWM) in bytes.

@@ -95,7 +95,7 @@ fn served(i: usize) -> Answer {
     policy::target("hpa_target_replicas", rec, Some(floor), Err("not needed"))
 }
 
-fn history(scopes: usize, limits: Limits) -> History {
+pub(super) fn history(scopes: usize, limits: Limits) -> History {
     let mut h = History::new(limits);
     let start = 1_000_000_000_000i64;
     for step in 0..limits.capacity {

@@ -126,6 +126,7 @@ pub struct Report {
     pub soak: Option<super::soak::SoakResult>,
     pub spread: Option<super::spread::SpreadResult>,
     pub deletion_cost: Option<super::deletion_cost::DeletionCostResult>,
+    pub memory: Option<super::memory_attribution::MemoryResult>,
 }
 
 fn load_average() -> String {
@@ -187,6 +188,7 @@ impl Report {
             soak: None,
             spread: None,
             deletion_cost: None,
+            memory: None,
         }
     }
 
@@ -528,6 +530,9 @@ impl Report {
         if let Some(d) = &self.deletion_cost {
             f.extend(super::deletion_cost::figures(d));
         }
+        if let Some(m) = &self.memory {
+            f.extend(super::memory_attribution::figures(m));
+        }
         self.figures = f;
     }
 
@@ -777,6 +782,9 @@ impl Report {
         }
         if let Some(d) = &self.deletion_cost {
             let _ = writeln!(md, "{}", super::deletion_cost::note(d));
+        }
+        if let Some(m) = &self.memory {
+            let _ = writeln!(md, "{}", super::memory_attribution::note(m));
         }
         md
     }

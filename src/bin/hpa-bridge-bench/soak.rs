@@ -10,7 +10,6 @@
 //! discovery does, scrapes a full round with the real scraper, and records VmRSS.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -184,18 +183,7 @@ fn slope(ys: &[u64]) -> f64 {
 }
 
 pub fn run(plan: &SoakPlan, exe: &Path) -> Result<SoakResult, BenchError> {
-    let output = Command::new(exe)
-        .arg("bench-soak")
-        .args(plan.args())
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| err(format!("starting {} bench-soak: {e}", exe.display())))?;
-    if !output.status.success() {
-        return Err(err(format!("the soak child failed ({})", output.status)));
-    }
-    let rounds: SoakRounds = serde_json::from_slice(&output.stdout)
-        .map_err(|e| err(format!("reading the soak child's figures: {e}")))?;
+    let rounds: SoakRounds = super::child_figures(exe, "bench-soak", &plan.args()).map_err(err)?;
     let n = rounds.rss_bytes.len();
     if n < 3 * plan.settle_rounds.max(1) {
         return Err(err(format!(
