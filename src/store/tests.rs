@@ -1,4 +1,7 @@
 use super::*;
+use crate::clock::Now;
+use crate::evidence::invalid_reason;
+use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
 
 fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {

@@ -1,0 +1,452 @@
+//! Ingestion: target sets and scrape results written into the store, under its write lock.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::postings::Postings;
+use super::series_slots::{SeriesSlots, SlotId};
+use super::{Inner, Reading, ScrapeTarget, SeriesState, Store, TargetHealth, TargetRecord};
+use crate::clock::{Millis, Now};
+use crate::evidence::{invalid_reason, SeriesLabels, TargetId, Unusable};
+use crate::exposition::ExposedSample;
+
+impl Inner {
+    /// The target no longer counts among its workload's reported pods (gone, or replaced and
+    /// unknown again).
+    fn forget_report(&mut self, id: &TargetId) {
+        let Some(w) = self
+            .targets
+            .get(id)
+            .and_then(|r| r.target.workload.as_ref())
+        else {
+            return;
+        };
+        if let Some(pods) = self.reported.get_mut(w) {
+            pods.remove(id);
+            if pods.is_empty() {
+                self.reported.remove(w);
+            }
+        }
+    }
+
+    fn forget_series(&mut self, id: &TargetId, stamp: u64) {
+        if let Some(rec) = self.targets.get_mut(id) {
+            for (name, by_labels) in &rec.series {
+                for (labels, slot) in by_labels {
+                    self.postings.remove(id, name, labels, *slot, stamp);
+                    self.slots.remove(*slot);
+                }
+            }
+            rec.series.clear();
+            rec.cell.refresh(&rec.series, &self.slots);
+        }
+    }
+}
+
+/// Merge sample labels with target labels. On a conflict the target's label wins and the
+/// exporter's value is kept as `exported_<name>`, as Prometheus does with honor_labels off.
+/// A label with an empty value is no label, on either side, as in Prometheus (whose source
+/// must read the same series the same way): `k=""` and no `k` are one series, and a selector
+/// sees neither as having `k`.
+pub fn merge_labels(
+    sample: &[(String, String)],
+    target: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut merged: BTreeMap<String, String> = target
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in sample.iter().filter(|(_, v)| !v.is_empty()) {
+        match target.get(k).filter(|tv| !tv.is_empty()) {
+            Some(tv) if tv != v => {
+                merged.insert(format!("exported_{k}"), v.clone());
+            }
+            Some(_) => {}
+            None => {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    merged
+}
+
+/// Series a target no longer exports are retained (the floor keeps a pod's index while the
+/// pod exists, docs/hpa-behaviour.md §4.1), but only this many per target: an exporter that
+/// churns label sets would otherwise grow the store by a page's worth of series per scrape.
+/// Honest pods export one index each, and a gone recommendation is never used, so only a
+/// churning target loses anything, and it loses the series it stopped exporting longest ago.
+pub const MAX_RETAINED_ABSENT_SERIES: usize = 1024;
+
+/// One successful page: its samples, and what its producer said of the page as a whole.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Page {
+    pub samples: Vec<ExposedSample>,
+    /// Past this wall-clock time every sample of the page reads as stale (`validUntil`).
+    pub valid_until_ms: Option<Millis>,
+    /// The producer's own account of its value (a JSON source's `reason`), shown beside the
+    /// target's health and the answers its series feed.
+    pub reason: Option<Arc<str>>,
+}
+
+impl From<Vec<ExposedSample>> for Page {
+    fn from(samples: Vec<ExposedSample>) -> Self {
+        Page {
+            samples,
+            ..Page::default()
+        }
+    }
+}
+
+/// How far in the future a producer's timestamp may lie before its sample is not trusted
+/// (`scrape.maxClockSkew`); within it, the time is read as the scrape's.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ClockSkew(pub(super) Millis);
+
+impl Default for ClockSkew {
+    fn default() -> Self {
+        ClockSkew(crate::config::DEFAULT_MAX_CLOCK_SKEW_MS)
+    }
+}
+
+/// What one successful page did to the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageOutcome {
+    /// Series the page held more than once.
+    pub duplicates: u64,
+    /// Retained series dropped to keep the target within `MAX_RETAINED_ABSENT_SERIES`.
+    pub forgotten: u64,
+}
+
+/// Drop the target's absent series (last seen, slot) beyond `MAX_RETAINED_ABSENT_SERIES`,
+/// longest unseen first.
+fn forget_longest_unseen(
+    rec: &mut TargetRecord,
+    postings: &mut Postings,
+    slots: &mut SeriesSlots,
+    stamp: u64,
+    mut absent: Vec<(Millis, SlotId)>,
+) -> u64 {
+    if absent.len() <= MAX_RETAINED_ABSENT_SERIES {
+        return 0;
+    }
+    let excess = absent.len() - MAX_RETAINED_ABSENT_SERIES;
+    absent.select_nth_unstable(excess - 1);
+    for &(_, slot) in &absent[..excess] {
+        let Some(state) = slots.remove(slot) else {
+            continue;
+        };
+        postings.remove(&rec.target.id, &state.name, &state.labels, slot, stamp);
+        if let Some(by_labels) = rec.series.get_mut(&state.name) {
+            by_labels.remove(&state.labels);
+            if by_labels.is_empty() {
+                rec.series.remove(&state.name);
+            }
+        }
+    }
+    excess as u64
+}
+
+/// Number a target's series in (name, labels) order. Runs only when a page brought a new
+/// series, so a steady target pays nothing, and a churning one pays for its own page.
+fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
+    let mut order: Vec<SlotId> = rec
+        .series
+        .values()
+        .flat_map(|m| m.values().copied())
+        .collect();
+    order.sort_by(|a, b| {
+        let key = |id: &SlotId| slots.get(*id).map(|s| (&s.name, &s.labels));
+        key(a).cmp(&key(b))
+    });
+    for (rank, slot) in order.into_iter().enumerate() {
+        if let Some(s) = slots.get_mut(slot) {
+            s.rank = rank as u32;
+        }
+    }
+}
+
+impl Store {
+    /// Replace the target set. Targets that are gone take their retained values with them;
+    /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
+    pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
+        let mut inner = self.write();
+        let stamp = self.stamp();
+        inner.unscraped_changed = stamp;
+        let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+        let gone: Vec<TargetId> = inner
+            .targets
+            .keys()
+            .filter(|id| !keep.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            inner.forget_series(&id, stamp);
+            inner.forget_report(&id);
+            inner.targets.remove(&id);
+            inner.unscraped.remove(&id);
+        }
+        for t in targets {
+            let id = t.id.clone();
+            match inner.targets.get(&id).map(|rec| *rec.target == t) {
+                Some(true) => {}
+                Some(false) => {
+                    // Labels or URL changed (e.g. a StatefulSet pod recreated under the same
+                    // name): series identities change with them, and until the new endpoint
+                    // is scraped nobody knows what it exports, so it starts over as unknown.
+                    inner.forget_series(&id, stamp);
+                    inner.forget_report(&id);
+                    if let Some(rec) = inner.targets.get_mut(&id) {
+                        rec.target = Arc::new(t);
+                        rec.health = TargetHealth::default();
+                        rec.cell
+                            .failing
+                            .store(false, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    inner.unscraped.insert(id);
+                }
+                None => {
+                    inner.targets.insert(
+                        id.clone(),
+                        TargetRecord {
+                            target: Arc::new(t),
+                            health: TargetHealth::default(),
+                            cell: Default::default(),
+                            series: HashMap::new(),
+                        },
+                    );
+                    inner.unscraped.insert(id);
+                }
+            }
+        }
+        // After the write: a reader that sees the new version also sees the new set.
+        drop(inner);
+        self.target_set
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Record a successful scrape: the page replaces the target's series set.
+    pub fn record_success(
+        &self,
+        target: &ScrapeTarget,
+        scraped_at: impl Into<Now>,
+        duration_ms: u64,
+        page: impl Into<Page>,
+    ) -> PageOutcome {
+        let page_now: Now = scraped_at.into();
+        let Now {
+            wall: scraped_at,
+            mono: scraped_mono,
+        } = page_now;
+        let Page {
+            samples,
+            valid_until_ms,
+            reason,
+        } = page.into();
+        let max_skew = self.clock_skew.0;
+        let mut duplicates = 0u64;
+        let mut forgotten = 0u64;
+        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+            let was_failing = rec.health.last_error.is_some();
+            rec.health.last_attempt_ms = Some(scraped_at);
+            rec.health.last_success_ms = Some(scraped_at);
+            rec.health.last_error = None;
+            // A new reason changes what every answer this target feeds shows beside itself,
+            // so no answer from before may be reused for them.
+            let reason_changed = rec.health.producer_reason != reason;
+            rec.cell.set_reason(reason.clone());
+            rec.health.producer_reason = reason;
+            rec.cell
+                .failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            rec.health.last_duration_ms = Some(duration_ms);
+            rec.health.consecutive_failures = 0;
+            // How each series read before the page, to stamp the postings of those it changes:
+            // its reading, and whether it may have read as stale by now (then a page with the
+            // same value still turns it fresh, which no answer from before may hide).
+            let stale_after = self.stale_after_ms;
+            let before: Vec<(SlotId, Reading, bool)> = rec
+                .series
+                .values()
+                .flat_map(HashMap::values)
+                .filter_map(|slot| {
+                    slots.get(*slot).map(|s| {
+                        let age = page_now.age_ms(s.latest_at, s.latest_mono);
+                        let expired = s.valid_until.is_some_and(|u| scraped_at > u);
+                        (*slot, s.reading(), age > stale_after || expired)
+                    })
+                })
+                .collect();
+            for slot in rec.series.values().flat_map(HashMap::values) {
+                if let Some(s) = slots.get_mut(*slot) {
+                    s.present = false;
+                    s.unusable = None;
+                }
+            }
+            let mut inserted = false;
+            for sample in samples {
+                let labels = SeriesLabels::new(merge_labels(&sample.labels, &rec.target.labels));
+                // An exporter-supplied timestamp says when the value was measured. One further in
+                // the future than clocks drift would never age, so the sample is not trusted; a
+                // nearer one reads as the scrape's time, and absurd past ones (before 1970) are
+                // kept from overflowing ages.
+                let from_the_future = sample
+                    .timestamp_ms
+                    .is_some_and(|t| t > scraped_at.saturating_add(max_skew));
+                let unusable = sample
+                    .unusable
+                    .or(from_the_future.then_some(Unusable::FromTheFuture));
+                let at = sample
+                    .timestamp_ms
+                    .map(|t| t.clamp(0, scraped_at))
+                    .unwrap_or(scraped_at);
+                let mono = sample.timestamp_ms.is_none().then_some(scraped_mono);
+                let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
+                    Some((name, _)) => name.clone(),
+                    None => Arc::from(sample.name.as_str()),
+                };
+                let by_labels = rec.series.entry(name.clone()).or_default();
+                let slot = match by_labels.entry(labels.clone()) {
+                    std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        let slot = slots.insert(SeriesState {
+                            name,
+                            labels: labels.clone(),
+                            latest: f64::NAN,
+                            latest_at: at,
+                            latest_mono: mono,
+                            last_valid: None,
+                            last_valid_before_page: None,
+                            present: false,
+                            unusable: None,
+                            valid_until: None,
+                            rank: 0,
+                        });
+                        postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
+                        inserted = true;
+                        *e.insert(slot)
+                    }
+                };
+                let Some(state) = slots.get_mut(slot) else {
+                    continue;
+                };
+                // Every series was marked absent before the page, so one already present was
+                // seen earlier in this page: the same series twice. Prometheus keeps the first
+                // and reports the page; here neither value is trusted, and the retained value
+                // stays the last one seen unambiguously, so the duplicate never lowers an answer.
+                if state.present {
+                    if state.unusable != Some(Unusable::Duplicated) {
+                        duplicates += 1;
+                    }
+                    state.unusable = Some(Unusable::Duplicated);
+                    state.latest = f64::NAN;
+                    state.last_valid = state.last_valid_before_page;
+                    continue;
+                }
+                state.latest = sample.value;
+                state.latest_at = at;
+                state.latest_mono = mono;
+                state.present = true;
+                state.unusable = unusable;
+                state.valid_until = valid_until_ms;
+                state.last_valid_before_page = state.last_valid;
+                // An unusable sample's value is not retained either: a floor holding it could
+                // be lower than the state the pod holds now.
+                if unusable.is_none() && invalid_reason(sample.value).is_none() {
+                    state.last_valid = Some((sample.value as u64, at));
+                }
+            }
+            // Series added by this page are present, so the absent ones are all in `before`.
+            let mut absent = Vec::new();
+            for (slot, reading, may_have_been_stale) in before {
+                if let Some(s) = slots.get(slot) {
+                    // A target that recovers changes how every series of it reads.
+                    if was_failing
+                        || reason_changed
+                        || may_have_been_stale
+                        || s.reading() != reading
+                    {
+                        postings.touch(&s.name, &s.labels, stamp);
+                    }
+                    if !s.present {
+                        absent.push((s.latest_at, slot));
+                    }
+                }
+            }
+            forgotten = forget_longest_unseen(rec, postings, slots, stamp, absent);
+            if inserted {
+                rank_series(rec, slots);
+            }
+            rec.cell.refresh(&rec.series, slots);
+        });
+        PageOutcome {
+            duplicates,
+            forgotten,
+        }
+    }
+
+    pub fn record_failure(
+        &self,
+        target: &ScrapeTarget,
+        at: Millis,
+        duration_ms: u64,
+        error: String,
+    ) {
+        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+            if rec.health.last_error.is_none() {
+                // Every series of a target that starts failing reads as from a failing target.
+                for slot in rec.series.values().flat_map(HashMap::values) {
+                    if let Some(s) = slots.get(*slot) {
+                        postings.touch(&s.name, &s.labels, stamp);
+                    }
+                }
+            }
+            rec.health.last_attempt_ms = Some(at);
+            rec.health.last_error = Some(error);
+            rec.cell
+                .failing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            rec.health.last_duration_ms = Some(duration_ms);
+            rec.health.consecutive_failures = rec.health.consecutive_failures.saturating_add(1);
+        });
+    }
+
+    /// Apply a scrape result to the target's record, unless the target is gone or was
+    /// replaced while it was being scraped (a pod recreated under the same name): that page
+    /// belongs to the old one and must not mark the new one as scraped.
+    fn with_scraped_record(
+        &self,
+        target: &ScrapeTarget,
+        apply: impl FnOnce(&mut TargetRecord, &mut Postings, &mut SeriesSlots, u64),
+    ) {
+        let mut guard = self.write();
+        let stamp = self.stamp();
+        let inner = &mut *guard;
+        if let Some(rec) = inner
+            .targets
+            .get_mut(&target.id)
+            .filter(|r| *r.target == *target)
+        {
+            let unscraped = inner.unscraped.contains(&target.id);
+            let error_before = unscraped.then(|| rec.health.last_error.clone());
+            apply(rec, &mut inner.postings, &mut inner.slots, stamp);
+            // An unscraped target's error is part of every answer that hears of it, and its
+            // first page takes it out of them.
+            if unscraped
+                && (rec.health.ever_succeeded()
+                    || error_before.as_ref() != Some(&rec.health.last_error))
+            {
+                inner.unscraped_changed = stamp;
+            }
+            if rec.health.ever_succeeded() && inner.unscraped.remove(&target.id) {
+                if let Some(w) = &rec.target.workload {
+                    inner
+                        .reported
+                        .entry(w.clone())
+                        .or_default()
+                        .insert(target.id.clone());
+                }
+            }
+        }
+    }
+}

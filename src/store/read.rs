@@ -1,0 +1,347 @@
+//! Scoped reads: the series and evidence a query's scope holds, under the store's read lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::family_digest::Families;
+use super::postings::Stamp;
+use super::resolved_scope::{ResolvedScope, ResolvedTarget};
+use super::series_slots::SlotId;
+use super::{Inner, SeriesState, Store, WorkloadRef};
+use crate::clock::{Millis, Now};
+use crate::evidence::{
+    CleanTail, Evidence, Observation, ProducerReason, Scope, ScopeKey, SeriesId, SeriesLabels,
+    SeriesRef, SilentPods, Summarize, UnknownTarget,
+};
+use crate::selector::Operator;
+
+impl Scope<'_> {
+    #[cfg(test)]
+    pub(super) fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.series.iter().any(|s| s == name)
+            && labels.get(self.namespace_label).map(String::as_str) == Some(self.namespace)
+            && self.selector.matches(labels)
+    }
+
+    /// The requirements the index does not decide (`Postings::candidates` settles the name,
+    /// the namespace and every `=` and `in`).
+    fn matches_beyond_index(&self, labels: &SeriesLabels) -> bool {
+        self.selector
+            .requirements()
+            .iter()
+            .filter(|r| !matches!(r.operator, Operator::Equals | Operator::In))
+            .all(|r| r.matches(labels))
+    }
+
+    /// Could a target with these labels export in-scope series? Requirements on keys the
+    /// target does not define are unknown until it is scraped, so they count as satisfiable.
+    fn possibly_matches(&self, target_labels: &BTreeMap<String, String>) -> bool {
+        // An empty target label is no label (`merge_labels`).
+        let label = |key: &str| target_labels.get(key).filter(|v| !v.is_empty());
+        if let Some(ns) = label(self.namespace_label) {
+            if ns != self.namespace {
+                return false;
+            }
+        }
+        self.selector.requirements().iter().all(|r| {
+            // Target labels win on conflict, so only keys the target sets can rule it out.
+            let Some(value) = label(&r.key) else {
+                return true;
+            };
+            let listed = r.values.iter().any(|v| v == value);
+            match r.operator {
+                Operator::Equals | Operator::In => listed,
+                Operator::NotEquals | Operator::NotIn => !listed,
+                Operator::Exists => true,
+                Operator::DoesNotExist => false,
+            }
+        })
+    }
+}
+
+impl Store {
+    /// Changes whenever anything an answer over these scopes reads from the store changes,
+    /// other than the passing of time (a series re-scraped with the same value and state
+    /// leaves it unchanged). Cheap: a few index lookups per scope, whatever its size, under
+    /// one read lock.
+    pub fn scope_version<'a>(&self, scopes: impl IntoIterator<Item = Scope<'a>>) -> u64 {
+        let inner = self.read();
+        scopes
+            .into_iter()
+            .map(|scope| {
+                inner.postings.newest(
+                    scope.series,
+                    scope.namespace_label,
+                    scope.namespace,
+                    scope.selector.requirements(),
+                    Stamp::Changed,
+                )
+            })
+            .fold(inner.unscraped_changed, u64::max)
+    }
+
+    /// Counts for self-metrics: (tracked series, stale series).
+    pub fn series_counts(&self, now: impl Into<Now>, stale_after_ms: Millis) -> (usize, usize) {
+        let now = now.into();
+        let inner = self.read();
+        let mut total = 0;
+        let mut stale = 0;
+        for rec in inner.targets.values() {
+            for s in rec
+                .series
+                .values()
+                .flat_map(HashMap::values)
+                .filter_map(|slot| inner.slots.get(*slot))
+                .filter(|s| s.present)
+            {
+                total += 1;
+                if now.age_ms(s.latest_at, s.latest_mono) > stale_after_ms {
+                    stale += 1;
+                }
+            }
+        }
+        (total, stale)
+    }
+
+    /// Distinct values of `label` over the series named in `series` (present or retained).
+    pub fn label_values(&self, series: &[String], label: &str) -> BTreeSet<String> {
+        self.read().postings.label_values(series, label)
+    }
+
+    /// The series `scope` holds, from the cache while its membership stands, else worked out
+    /// from the postings (under the same read lock, so the two agree).
+    pub(super) fn resolve(
+        &self,
+        inner: &Inner,
+        scope: &Scope<'_>,
+        key: &ScopeKey,
+        keep: bool,
+    ) -> Arc<ResolvedScope> {
+        let requirements = scope.selector.requirements();
+        let anywhere = inner.postings.members_anywhere();
+        let kept = self.resolved.get(key);
+        if let Some(hit) = kept
+            .as_ref()
+            .filter(|r| r.confirmed.load(Relaxed) == anywhere)
+        {
+            return hit.clone();
+        }
+        let membership = inner.postings.newest(
+            scope.series,
+            scope.namespace_label,
+            scope.namespace,
+            requirements,
+            Stamp::Members,
+        );
+        if let Some(hit) = kept.filter(|r| r.membership == membership) {
+            // Concurrent readers may both store: the same value, under the same read lock.
+            hit.confirmed.store(anywhere, Relaxed);
+            return hit;
+        }
+        let candidates = inner.postings.candidates(
+            scope.series,
+            scope.namespace_label,
+            scope.namespace,
+            requirements,
+        );
+        let mut targets = Vec::with_capacity(candidates.len());
+        let mut ids = Vec::new();
+        let mut workloads = Vec::new();
+        let mut pods_listed: Vec<u32> = Vec::new();
+        let mut in_scope: Vec<(u32, SlotId, &SeriesState)> = Vec::new();
+        for (id, slots) in candidates {
+            let Some(rec) = inner.targets.get(id) else {
+                continue;
+            };
+            in_scope.clear();
+            in_scope.extend(slots.iter().filter_map(|slot| {
+                let s = inner.slots.get(*slot)?;
+                scope
+                    .matches_beyond_index(&s.labels)
+                    .then_some((s.rank, *slot, s))
+            }));
+            if in_scope.is_empty() {
+                continue;
+            }
+            // Deterministic order makes explanations stable and tests exact: targets in their
+            // order, and each target's series by rank, which is their (name, labels) order.
+            // Ranks shift when a target gains series, but never reorder the ones it had.
+            in_scope.sort_unstable_by_key(|(rank, slot, _)| (*rank, *slot));
+            let names: Vec<Arc<str>> = in_scope.iter().map(|(_, _, s)| s.name.clone()).collect();
+            ids.extend(in_scope.iter().map(|(_, _, s)| SeriesId {
+                target: id.clone(),
+                series: s.name.clone(),
+                labels: s.labels.clone(),
+            }));
+            targets.push(ResolvedTarget {
+                cell: rec.cell.clone(),
+                slots: in_scope.iter().map(|(_, slot, _)| *slot).collect(),
+                families: Families::of(&names, &rec.series),
+            });
+            if let Some(w) = &rec.target.workload {
+                match workloads.iter().position(|x| x == w) {
+                    Some(i) => pods_listed[i] += 1,
+                    None => {
+                        workloads.push(w.clone());
+                        pods_listed.push(1);
+                    }
+                }
+            }
+        }
+        let resolved = Arc::new(ResolvedScope {
+            membership,
+            confirmed: std::sync::atomic::AtomicU64::new(anywhere),
+            targets,
+            ids: ids.into(),
+            workloads: workloads.into(),
+            pods_listed: pods_listed.into(),
+        });
+        if keep {
+            self.resolved.put(key.clone(), resolved.clone());
+        }
+        resolved
+    }
+
+    /// The evidence in scope for a query. Reads only the series the index names for the
+    /// scope, plus the never-scraped targets.
+    pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
+        self.evidence_kept(scope, &scope.key(), true, None)
+    }
+
+    /// As `evidence`, for a one-off look (the status page's namespace-wide scan): the scope's
+    /// resolution is not kept, so it cannot push the HPAs' scopes out of the cache.
+    pub fn evidence_once(&self, scope: &Scope<'_>) -> Evidence {
+        self.evidence_kept(scope, &scope.key(), false, None)
+    }
+
+    /// As `evidence`, but a target whose in-scope series are whole families that all read as
+    /// fresh, valid inputs under `s` is counted in `Evidence::clean_tail` instead of listed,
+    /// once `s.after` present series are listed (family_digest.rs).
+    pub fn evidence_summarized(&self, scope: &Scope<'_>, s: Summarize) -> Evidence {
+        self.evidence_kept(scope, &scope.key(), true, Some(s))
+    }
+
+    /// The evidence of `scope`, whose key is `key` (`Scope::key`, which the adapter already
+    /// built for its own cache).
+    pub(crate) fn evidence_kept(
+        &self,
+        scope: &Scope<'_>,
+        key: &ScopeKey,
+        keep: bool,
+        summarize: Option<Summarize>,
+    ) -> Evidence {
+        let inner = self.read();
+        let mut ev = Evidence::default();
+        let resolved = self.resolve(&inner, scope, key, keep);
+        // A summary lists about its first `after` inputs and the unclean rest: room for those
+        // and a target's worth more saves the growth steps in the common, healthy case, and
+        // is made only once something is listed (a summary may list nothing).
+        let room = match &summarize {
+            None => resolved.ids.len(),
+            Some(s) => resolved.ids.len().min(s.after + 16),
+        };
+        let mut tail = CleanTail::new(summarize.unwrap_or_default());
+        let mut listed_present = 0usize;
+        let mut index = 0;
+        for t in &resolved.targets {
+            let first = index;
+            index += t.slots.len();
+            let failing = t.cell.failing();
+            if let Some(reason) = t.cell.reason() {
+                if let Some(id) = resolved.ids.get(first).filter(|_| !t.slots.is_empty()) {
+                    ev.producer_reasons.push(ProducerReason {
+                        target: id.target.clone(),
+                        reason,
+                    });
+                }
+            }
+            if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
+                if let Some((max, newest, oldest)) = t.cell.clean_and_fresh(&t.families, s) {
+                    tail.add(t.slots.len(), max, newest, oldest);
+                    continue;
+                }
+            }
+            let listed = ev.observations.len();
+            if ev.observations.capacity() == 0 {
+                ev.observations.reserve(room);
+            }
+            ev.observations.extend(
+                t.slots
+                    .iter()
+                    .zip(first..)
+                    .filter_map(|(slot, i)| {
+                        Some((inner.slots.get(*slot)?, SeriesRef::at(&resolved.ids, i)?))
+                    })
+                    .map(|(s, id)| Observation {
+                        id,
+                        value: s.latest,
+                        observed_at_ms: s.latest_at,
+                        scraped_mono_ms: s.latest_mono,
+                        last_valid: s.last_valid,
+                        present: s.present,
+                        target_failing: failing,
+                        unusable: s.unusable,
+                        valid_until_ms: s.valid_until,
+                    }),
+            );
+            if summarize.is_some() {
+                listed_present += ev.observations[listed..]
+                    .iter()
+                    .filter(|o| o.present)
+                    .count();
+            }
+        }
+        if tail.series > 0 {
+            ev.clean_tail = Some(tail);
+        }
+        ev.workloads = resolved.workloads.clone();
+        // A workload's pods with a series in scope are listed in the resolution, which stands
+        // while the scope's series do; the pods that have had a page are counted as they come
+        // and go, so a pod whose pages hold nothing in scope shows as a difference.
+        for (w, listed) in resolved.workloads.iter().zip(resolved.pods_listed.iter()) {
+            let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
+            if reported > *listed as usize {
+                ev.silent_pods.push(SilentPods {
+                    workload: w.clone(),
+                    pods: reported - *listed as usize,
+                });
+            }
+        }
+        let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
+            .unscraped
+            .iter()
+            .filter_map(|id| inner.targets.get(id))
+            .filter(|rec| scope.possibly_matches(&rec.target.labels))
+            .map(|rec| {
+                (
+                    UnknownTarget {
+                        target: rec.target.id.clone(),
+                        last_error: rec.health.last_error.clone(),
+                    },
+                    rec.target.workload.as_ref(),
+                )
+            })
+            .collect();
+        // With workloads known, a never-scraped pod matters only if it belongs to a workload
+        // whose pods are in scope: a new pod of another workload in the same namespace cannot
+        // hold this workload's state. Without in-scope workloads, every candidate counts.
+        let observed = ev.workloads.len();
+        let mut named: Vec<WorkloadRef> = Vec::new();
+        for (u, workload) in unknown {
+            match workload {
+                Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
+                Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
+                _ => {}
+            }
+            ev.unknown_targets.push(u);
+        }
+        if observed == 0 && !named.is_empty() {
+            ev.workloads = named.into();
+        }
+        debug_assert!(ev.observations.is_sorted_by(|a, b| {
+            (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
+        }));
+        ev
+    }
+}
