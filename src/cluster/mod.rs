@@ -8,10 +8,14 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+mod workload_kind;
+
+pub use workload_kind::WorkloadKind;
+
 /// The workload a pod belongs to, when Kubernetes says so.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct WorkloadRef {
-    pub kind: String,
+    pub kind: WorkloadKind,
     pub namespace: String,
     pub name: String,
 }

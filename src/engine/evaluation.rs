@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{FreshWindow, Millis, Now};
+use crate::cluster::WorkloadKind;
 use crate::config::{MetricKind, MetricSpec};
 use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
 use crate::policy::combine;
@@ -834,7 +835,7 @@ fn threshold_rule(spec: &MetricSpec) -> ThresholdRule {
 }
 
 fn floor_warnings(w: &WorkloadRef) -> Vec<String> {
-    if w.kind == "Deployment" {
+    if w.kind == WorkloadKind::Deployment {
         vec![format!(
             "the floor is served for Deployment {}/{}, which promises no deletion order: it gives no protection; annotate the Deployment hpa-bridge.io/deletion-cost: \"stateful-index\" and run with --write-deletion-cost (docs/deletion-cost.md)",
             w.namespace, w.name

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::clock::Millis;
-use crate::cluster::{PodFacts, WorkloadRef};
+use crate::cluster::{PodFacts, WorkloadKind, WorkloadRef};
 use crate::config::WorkloadLabels;
 use crate::evidence::{Evidence, Observation, Scope};
 use crate::selector::{LabelSelector, Operator, Requirement};
@@ -28,7 +28,9 @@ use crate::source::{EvidenceSource, ReadMode, SourceError};
 /// label the Prometheus source's pod set uses.
 const POD_LABEL: &str = "pod";
 
-/// The workload kinds an Object metric may describe.
+/// The workload kinds an Object metric may describe: the closed part of `WorkloadKind` that
+/// a custom metrics path names by resource (`statefulsets.apps`, `deployments.apps`). A pod's
+/// owner may be of any kind, so that one is open; this one converts into it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
     StatefulSet,
@@ -64,6 +66,16 @@ impl ObjectKind {
     }
 }
 
+/// An Object metric's kind is the workload kind of the pods it reads.
+impl From<ObjectKind> for WorkloadKind {
+    fn from(kind: ObjectKind) -> Self {
+        match kind {
+            ObjectKind::StatefulSet => WorkloadKind::StatefulSet,
+            ObjectKind::Deployment => WorkloadKind::Deployment,
+        }
+    }
+}
+
 /// The workload an Object metric query names.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
@@ -75,7 +87,7 @@ pub struct ObjectRef {
 impl ObjectRef {
     pub fn workload(&self) -> WorkloadRef {
         WorkloadRef {
-            kind: self.kind.kind().into(),
+            kind: self.kind.into(),
             namespace: self.namespace.clone(),
             name: self.name.clone(),
         }
@@ -541,6 +553,10 @@ mod tests {
             Some(ObjectKind::Deployment)
         );
         assert_eq!(ObjectKind::from_resource("pods"), None);
+        for kind in ObjectKind::ALL {
+            assert_eq!(WorkloadKind::from(kind).as_str(), kind.kind());
+            assert_eq!(WorkloadKind::from(kind.kind()), WorkloadKind::from(kind));
+        }
         assert_eq!(pod_of_target("games/lobby-0", "games"), Some("lobby-0"));
         assert_eq!(pod_of_target("gamesx/lobby-0", "games"), None);
     }

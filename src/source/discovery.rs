@@ -20,8 +20,8 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
 use crate::cluster::{
-    Cluster, PodFacts, ReplicaSetFacts, DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN,
-    POD_DELETION_COST,
+    Cluster, PodFacts, ReplicaSetFacts, WorkloadKind, DELETION_COST_FROM_INDEX,
+    DELETION_COST_OPT_IN, POD_DELETION_COST,
 };
 use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
 use crate::evidence::TargetId;
@@ -52,12 +52,12 @@ pub fn owner_workload(
 ) -> Option<WorkloadRef> {
     let namespace = pod.namespace().unwrap_or_default();
     let owner = controller_of(pod.owner_references())?;
-    if owner.kind == "ReplicaSet" {
+    if owner.kind == WorkloadKind::ReplicaSet.as_str() {
         if let Some(rs) = replicaset(&namespace, &owner.name) {
             if let Some(deploy) = controller_of(rs.owner_references()) {
-                if deploy.kind == "Deployment" {
+                if deploy.kind == WorkloadKind::Deployment.as_str() {
                     return Some(WorkloadRef {
-                        kind: "Deployment".into(),
+                        kind: WorkloadKind::Deployment,
                         namespace,
                         name: deploy.name.clone(),
                     });
@@ -66,7 +66,7 @@ pub fn owner_workload(
         }
     }
     Some(WorkloadRef {
-        kind: owner.kind.clone(),
+        kind: owner.kind.as_str().into(),
         namespace,
         name: owner.name.clone(),
     })
@@ -84,7 +84,7 @@ pub fn pod_facts(
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
     let replica_set = controller_of(pod.owner_references())
-        .filter(|o| o.kind == "ReplicaSet")
+        .filter(|o| o.kind == WorkloadKind::ReplicaSet.as_str())
         .map(|o| o.name.clone());
     let phase = status.and_then(|s| s.phase.as_deref());
     PodFacts {
@@ -107,8 +107,9 @@ pub fn replica_sets_of(
         .iter()
         .filter(|rs| rs.namespace().as_deref() == Some(deployment.namespace.as_str()))
         .filter(|rs| {
-            controller_of(rs.owner_references())
-                .is_some_and(|o| o.kind == "Deployment" && o.name == deployment.name)
+            controller_of(rs.owner_references()).is_some_and(|o| {
+                o.kind == WorkloadKind::Deployment.as_str() && o.name == deployment.name
+            })
         })
         .map(|rs| ReplicaSetFacts {
             name: rs.name_any(),
@@ -200,7 +201,7 @@ pub fn pod_target(
     labels.insert("pod".into(), name.clone());
     let workload = owner_workload(pod, replicaset);
     if let Some(w) = &workload {
-        labels.insert("workload_kind".into(), w.kind.clone());
+        labels.insert("workload_kind".into(), w.kind.to_string());
         labels.insert("workload_name".into(), w.name.clone());
     }
     // The annotation chooses a JSON block; a name the config does not hold fails each scrape
@@ -420,7 +421,7 @@ impl Discovery {
             .filter(|d| opted_in(d))
             .map(|d| {
                 let w = WorkloadRef {
-                    kind: "Deployment".into(),
+                    kind: WorkloadKind::Deployment,
                     namespace: d.namespace().unwrap_or_default(),
                     name: d.name_any(),
                 };
@@ -483,26 +484,26 @@ impl Cluster for Discovery {
     /// last known object keeps answering meanwhile). `None` while the workload is not in the
     /// cache, which the engine refuses rather than guesses.
     fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
-        let replicas = match w.kind.as_str() {
-            "StatefulSet" => self
+        let replicas = match w.kind {
+            WorkloadKind::StatefulSet => self
                 .statefulsets
                 .get(&w.namespace, &w.name)?
                 .spec
                 .as_ref()
                 .map(|s| s.replicas),
-            "Deployment" => self
+            WorkloadKind::Deployment => self
                 .deployments
                 .get(&w.namespace, &w.name)?
                 .spec
                 .as_ref()
                 .map(|s| s.replicas),
-            "ReplicaSet" => self
+            WorkloadKind::ReplicaSet => self
                 .replicasets
                 .get(&w.namespace, &w.name)?
                 .spec
                 .as_ref()
                 .map(|s| s.replicas),
-            _ => return None,
+            WorkloadKind::Other(_) => return None,
         };
         // The API server defaults spec.replicas to 1, so an object without it means 1.
         u64::try_from(replicas.flatten().unwrap_or(1)).ok()
@@ -524,7 +525,7 @@ impl Cluster for Discovery {
     }
 
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
-        w.kind == "Deployment"
+        w.kind == WorkloadKind::Deployment
             && self
                 .deployments
                 .get(&w.namespace, &w.name)
@@ -534,14 +535,16 @@ impl Cluster for Discovery {
     /// From the ReplicaSet mirror, under the same conditions as `pods`: unknown before the
     /// first sync and for a namespace that is not watched.
     fn replica_sets(&self, deployment: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
-        if deployment.kind != "Deployment" || !self.mirrors_synced(&deployment.namespace) {
+        if deployment.kind != WorkloadKind::Deployment
+            || !self.mirrors_synced(&deployment.namespace)
+        {
             return None;
         }
         Some(replica_sets_of(deployment, &self.replicasets.all()))
     }
 
     fn ordinals_start(&self, workload: &WorkloadRef) -> u64 {
-        if workload.kind != "StatefulSet" {
+        if workload.kind != WorkloadKind::StatefulSet {
             return 0;
         }
         self.statefulsets

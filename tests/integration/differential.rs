@@ -171,7 +171,7 @@ fn workload_of(i: usize) -> Option<Workload> {
 
 fn workload_ref(w: &Workload) -> WorkloadRef {
     WorkloadRef {
-        kind: w.0.clone(),
+        kind: w.0.as_str().into(),
         namespace: w.1.clone(),
         name: w.2.clone(),
     }
@@ -222,14 +222,14 @@ impl Cluster for FakeCluster {
         })
     }
     fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
-        let key = workload(&w.kind, &w.namespace, &w.name);
+        let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         self.facts.lock().unwrap().0.replicas.get(&key).copied()
     }
     fn ordinals_start(&self, w: &WorkloadRef) -> u64 {
-        if w.kind != "StatefulSet" {
+        if w.kind.as_str() != "StatefulSet" {
             return 0;
         }
-        let key = workload(&w.kind, &w.namespace, &w.name);
+        let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         self.facts
             .lock()
             .unwrap()
@@ -243,11 +243,11 @@ impl Cluster for FakeCluster {
         Some(self.version.load(Ordering::SeqCst))
     }
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
-        let key = workload(&w.kind, &w.namespace, &w.name);
+        let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         self.facts.lock().unwrap().0.opted_in.contains(&key)
     }
     fn replica_sets(&self, w: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
-        let key = workload(&w.kind, &w.namespace, &w.name);
+        let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         let facts = self.facts.lock().unwrap();
         facts.0.replica_sets_known.then(|| {
             facts
@@ -651,7 +651,7 @@ impl World {
                     t.labels["pod"].clone(),
                     t.workload
                         .as_ref()
-                        .map(|w| workload(&w.kind, &w.namespace, &w.name)),
+                        .map(|w| workload(w.kind.as_str(), &w.namespace, &w.name)),
                 )
             })
             .collect();

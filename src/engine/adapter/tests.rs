@@ -4,6 +4,7 @@ use futures::future::BoxFuture;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::cluster::WorkloadKind;
 use crate::engine::evaluation::Evaluation;
 use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
@@ -195,7 +196,8 @@ struct LobbyAtThree;
 
 impl Cluster for LobbyAtThree {
     fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {
-        (w.kind == "StatefulSet" && w.namespace == "games" && w.name == "lobby").then_some(3)
+        (w.kind == WorkloadKind::StatefulSet && w.namespace == "games" && w.name == "lobby")
+            .then_some(3)
     }
     fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
         0

@@ -2,7 +2,7 @@
 //! client that polls it (docs/hpa-behaviour.md §1.2).
 
 use super::*;
-use crate::cluster::ReplicaSetFacts;
+use crate::cluster::{ReplicaSetFacts, WorkloadKind};
 
 /// What discovery would report about the simulated workload.
 pub(super) struct SimWorkload {
@@ -21,7 +21,7 @@ impl Cluster for SimWorkload {
         self.pods.lock().ok()?.clone()
     }
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
-        self.deletion_cost_opt_in && w.kind == "Deployment"
+        self.deletion_cost_opt_in && w.kind == WorkloadKind::Deployment
     }
     fn replica_sets(&self, _w: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
         self.replica_sets.lock().ok()?.clone()

@@ -341,7 +341,7 @@ impl Runner {
         };
         let w = &self.scenario.workload;
         let workload = WorkloadRef {
-            kind: w.kind.clone(),
+            kind: w.kind.as_str().into(),
             namespace: self.scenario.namespace.clone(),
             name: w.name.clone(),
         };

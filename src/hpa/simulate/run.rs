@@ -236,7 +236,7 @@ impl Runner {
                 .into_iter()
                 .collect(),
                 workload: w.discovery.then(|| WorkloadRef {
-                    kind: w.kind.clone(),
+                    kind: w.kind.as_str().into(),
                     namespace: ns.clone(),
                     name: w.name.clone(),
                 }),
