@@ -23,6 +23,7 @@ use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 use super::answer_reuse::{AnswerReuse, Version};
 use super::history::{self, History};
 use super::metric_query::{MetricQuery, Served};
+use super::object_selectors::ObjectSelectorCache;
 use super::query_key::QueryKey;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -72,6 +73,8 @@ pub struct Adapter {
     /// The answers served to HPAs, per scope, bounded (history.rs).
     pub(super) history: Mutex<History>,
     pub(super) reuse: AnswerReuse,
+    /// Object queries' label selectors, per workload (object_selectors.rs).
+    pub(super) object_selectors: ObjectSelectorCache,
     /// Parts of `/status` kept outside the engine.
     pub(super) sections: Vec<super::StatusSection>,
 }
@@ -105,6 +108,7 @@ impl Adapter {
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),
             reuse: AnswerReuse::default(),
+            object_selectors: ObjectSelectorCache::default(),
             sections: Vec::new(),
         }
     }

@@ -759,17 +759,18 @@ impl Adapter {
             return None;
         }
         let wl = &self.config.object_metrics.workload_labels;
-        let (named, foreign) = object_scope::label_scopes(scope.selector, object, wl)?;
+        let selectors = self.object_selectors.get(scope.selector, object, wl);
+        let (named, foreign) = selectors.scopes.as_ref()?;
         let before = self.store.generation();
         let foreign = Scope {
-            selector: &foreign,
+            selector: foreign,
             ..scope.clone()
         };
         if !self.store.evidence(&foreign).observations.is_empty() {
             return None;
         }
         let named = Scope {
-            selector: &named,
+            selector: named,
             ..scope.clone()
         };
         let s = Summarize {

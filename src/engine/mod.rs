@@ -11,6 +11,7 @@ mod fixtures;
 pub mod history;
 mod metric_query;
 mod object_scope;
+mod object_selectors;
 mod query_key;
 #[cfg(test)]
 mod sample_age_tests;

@@ -1,0 +1,128 @@
+//! An Object query's two label selectors (its workload's named scope, and the series in it
+//! that name another API group), kept per workload. They depend only on the query's selector,
+//! the workload and the configured workload labels, so a kept pair is exactly the pair
+//! `object_scope::label_scopes` builds; building them (validating, sorting and writing the
+//! canonical text of two selectors) was the largest part of an Object answer.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use crate::config::WorkloadLabels;
+use crate::selector::LabelSelector;
+
+use super::object_scope::{self, ObjectRef};
+
+/// Bounds the workloads kept: keys are what authorised callers ask, one per Object HPA. Past
+/// it the least recently asked goes, and is built again when asked.
+const MAX_WORKLOADS: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
+
+/// The selectors of one workload's Object scope, under the query selector they were built for.
+pub(super) struct ObjectSelectors {
+    /// The query's selector (canonical text): a workload asked under another one is built
+    /// again.
+    selector: String,
+    /// `None` when the workload's name cannot be a label value.
+    pub(super) scopes: Option<(LabelSelector, LabelSelector)>,
+}
+
+pub(super) struct ObjectSelectorCache {
+    /// Keys from authorised requests, bounded: a seeded fast hash will do.
+    kept: Mutex<LruCache<ObjectRef, Arc<ObjectSelectors>, foldhash::fast::RandomState>>,
+}
+
+impl Default for ObjectSelectorCache {
+    fn default() -> Self {
+        let mut kept = LruCache::unbounded_with_hasher(Default::default());
+        kept.resize(MAX_WORKLOADS);
+        ObjectSelectorCache {
+            kept: Mutex::new(kept),
+        }
+    }
+}
+
+impl ObjectSelectorCache {
+    /// `object_scope::label_scopes(selector, object, wl)`, kept. `wl` is the adapter's
+    /// configuration, the same for every call on one cache.
+    pub(super) fn get(
+        &self,
+        selector: &LabelSelector,
+        object: &ObjectRef,
+        wl: &WorkloadLabels,
+    ) -> Arc<ObjectSelectors> {
+        let lock = || self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = lock()
+            .get(object)
+            .filter(|kept| kept.selector == selector.as_str())
+        {
+            return hit.clone();
+        }
+        // Built outside the lock: two requests may both build, and store the same pair.
+        let built = Arc::new(ObjectSelectors {
+            selector: selector.as_str().to_owned(),
+            scopes: object_scope::label_scopes(selector, object, wl),
+        });
+        lock().put(object.clone(), built.clone());
+        built
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ObjectKind;
+
+    fn object(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: ObjectKind::StatefulSet,
+            namespace: "games".into(),
+            name: name.into(),
+        }
+    }
+
+    /// Every pair handed out is the one `label_scopes` builds for that selector and workload,
+    /// whichever was asked before it.
+    #[test]
+    fn a_kept_pair_is_the_built_pair() {
+        let wl = WorkloadLabels::default();
+        let cache = ObjectSelectorCache::default();
+        let selectors = [
+            LabelSelector::parse("").unwrap(),
+            LabelSelector::parse("tier=web").unwrap(),
+            LabelSelector::parse("tier in (web,api),zone!=b").unwrap(),
+        ];
+        let objects = [
+            object("lobby"),
+            object("chat"),
+            object("not a label value!"),
+        ];
+        // Each workload is asked under each selector in turn, three times over.
+        for round in 0..3 {
+            for o in &objects {
+                for i in 0..selectors.len() {
+                    let s = &selectors[(i + round) % selectors.len()];
+                    let got = cache.get(s, o, &wl);
+                    assert_eq!(got.scopes, object_scope::label_scopes(s, o, &wl), "{s} {o}");
+                }
+            }
+        }
+        assert!(cache.get(&selectors[0], &objects[2], &wl).scopes.is_none());
+    }
+
+    /// A workload asked again under the same selector is read from the cache, not rebuilt.
+    #[test]
+    fn the_same_query_is_built_once() {
+        let wl = WorkloadLabels::default();
+        let cache = ObjectSelectorCache::default();
+        let s = LabelSelector::parse("tier=web").unwrap();
+        let first = cache.get(&s, &object("lobby"), &wl);
+        let second = cache.get(&s, &object("lobby"), &wl);
+        assert!(Arc::ptr_eq(&first, &second));
+        let other = LabelSelector::parse("tier=api").unwrap();
+        assert!(!Arc::ptr_eq(
+            &first,
+            &cache.get(&other, &object("lobby"), &wl)
+        ));
+    }
+}
