@@ -10,7 +10,7 @@ use serde::Serialize;
 
 mod workload_kind;
 
-pub use workload_kind::WorkloadKind;
+pub use workload_kind::{OtherKind, WorkloadKind};
 
 /// The workload a pod belongs to, when Kubernetes says so.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -12,14 +12,24 @@ use serde::Serialize;
 /// DaemonSet, a Job, an operator's own resource) is kept by name, because its pods are still
 /// scraped and labelled with it.
 ///
-/// Equality, hashing and order go by the name, so `Other("Deployment")` cannot stand apart
-/// from `Deployment`, and maps keyed by workload keep the order of the names.
+/// Order goes by the name, so maps keyed by workload keep the order of the names.
 #[derive(Clone, Debug)]
 pub enum WorkloadKind {
     StatefulSet,
     Deployment,
     ReplicaSet,
-    Other(Arc<str>),
+    Other(OtherKind),
+}
+
+/// A kind that is none of the named variants. Made only by `WorkloadKind::from`, so it never
+/// holds one of their names: a `match` on the variants sees every StatefulSet.
+#[derive(Clone, Debug)]
+pub struct OtherKind(Arc<str>);
+
+impl OtherKind {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 impl WorkloadKind {
@@ -28,7 +38,7 @@ impl WorkloadKind {
             WorkloadKind::StatefulSet => "StatefulSet",
             WorkloadKind::Deployment => "Deployment",
             WorkloadKind::ReplicaSet => "ReplicaSet",
-            WorkloadKind::Other(name) => name,
+            WorkloadKind::Other(other) => other.as_str(),
         }
     }
 }
@@ -39,7 +49,7 @@ impl From<&str> for WorkloadKind {
             "StatefulSet" => WorkloadKind::StatefulSet,
             "Deployment" => WorkloadKind::Deployment,
             "ReplicaSet" => WorkloadKind::ReplicaSet,
-            other => WorkloadKind::Other(other.into()),
+            other => WorkloadKind::Other(OtherKind(other.into())),
         }
     }
 }
@@ -103,7 +113,7 @@ mod tests {
             WorkloadKind::ReplicaSet
         ));
         let game = WorkloadKind::from("GameServerSet");
-        assert!(matches!(&game, WorkloadKind::Other(n) if &**n == "GameServerSet"));
+        assert!(matches!(&game, WorkloadKind::Other(n) if n.as_str() == "GameServerSet"));
         assert_eq!(game.to_string(), "GameServerSet");
         assert_eq!(serde_json::to_string(&game).unwrap(), r#""GameServerSet""#);
         assert_eq!(
@@ -112,8 +122,8 @@ mod tests {
         );
     }
 
-    /// A `BTreeMap` keyed by workload iterates as it did when the kind was its name, and a
-    /// name spelled as `Other` is the same kind as its variant.
+    /// A `BTreeMap` keyed by workload iterates as it did when the kind was its name, and
+    /// equal names are equal kinds with equal hashes.
     #[test]
     fn order_and_identity_are_the_names() {
         let names = [
@@ -131,12 +141,12 @@ mod tests {
             kinds.iter().map(WorkloadKind::as_str).collect::<Vec<_>>(),
             sorted
         );
-        let other = WorkloadKind::Other("StatefulSet".into());
-        assert_eq!(other, WorkloadKind::StatefulSet);
         let state = std::collections::hash_map::RandomState::new();
-        assert_eq!(
-            state.hash_one(&other),
-            state.hash_one(&WorkloadKind::StatefulSet)
-        );
+        for name in names {
+            let (a, b) = (WorkloadKind::from(name), WorkloadKind::from(name));
+            assert_eq!(a, b);
+            assert_eq!(state.hash_one(&a), state.hash_one(&b));
+        }
+        assert_ne!(WorkloadKind::from("Job"), WorkloadKind::from("DaemonSet"));
     }
 }
