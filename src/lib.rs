@@ -1,6 +1,6 @@
 //! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets.
 //!
-//! The data path is straight: `config` -> `cluster` -> `source` -> `store` -> `evidence` -> `policy` -> `engine` -> `api` (see DESIGN.md).
+//! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `store`, `source` -> `policy` -> `engine` -> `api` (see DESIGN.md).
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;

@@ -334,8 +334,8 @@ pub struct ApiHandler {
     /// Whether the engine may reuse answers (always, except in the bench's comparison).
     reuse_answers: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
-    /// 15 s, and parsing and printing the canonical form again would be a measurable part of
-    /// the serve path. Bounded (`MAX_SELECTORS`, least recently used first out,
+    /// sync period, so parsing and printing the canonical form again would repeat the same
+    /// work on every request. Bounded (`MAX_SELECTORS`, least recently used first out,
     /// `MAX_REMEMBERED_SELECTOR`); a selector that does not parse is never kept. Keyed by what
     /// authorised callers ask, so a seeded fast hash will do.
     selectors:

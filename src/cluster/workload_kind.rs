@@ -122,8 +122,8 @@ mod tests {
         );
     }
 
-    /// A `BTreeMap` keyed by workload iterates as it did when the kind was its name, and
-    /// equal names are equal kinds with equal hashes.
+    /// A `BTreeMap` keyed by workload iterates in the order of the kinds' names, and equal
+    /// names are equal kinds with equal hashes.
     #[test]
     fn order_and_identity_are_the_names() {
         let names = [

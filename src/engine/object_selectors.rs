@@ -1,8 +1,8 @@
 //! An Object query's two label selectors (its workload's named scope, and the series in it
 //! that name another API group), kept per workload. They depend only on the query's selector,
 //! the workload and the configured workload labels, so a kept pair is exactly the pair
-//! `object_scope::label_scopes` builds; building them (validating, sorting and writing the
-//! canonical text of two selectors) was the largest part of an Object answer.
+//! `object_scope::label_scopes` builds, without validating, sorting and writing the canonical
+//! text of two selectors on every request (BENCHMARKS.md has the cost).
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};

@@ -18,7 +18,7 @@ use crate::clock::Millis;
 use crate::evidence::{invalid_reason, ByLabels, SeriesLabels, Summarize};
 
 /// Families a target's cell describes; a target with more is never summarized (its series
-/// are listed, as before digests). Exporters of replica counts publish one to three.
+/// are listed one by one). Exporters of replica counts publish one to three.
 const FAMILIES: usize = 3;
 
 /// `count` of a target with more families than the cell holds.

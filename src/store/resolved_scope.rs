@@ -56,7 +56,7 @@ pub(super) struct ResolvedTarget {
 /// scopes costs no more than a resolution per request, as if nothing were kept.
 pub(super) const MAX_RESOLVED_SCOPES: usize = 4096;
 
-/// Series held over all kept resolutions at most (about 45 bytes each: an identity and a slot).
+/// Series held over all kept resolutions at most (each an identity and a slot).
 /// Scopes are bounded in number above, but one scope may name a whole namespace, so a client
 /// allowed to query could otherwise make thousands of namespace-wide resolutions stay.
 pub(super) const MAX_RESOLVED_SERIES: usize = 1_000_000;
