@@ -108,8 +108,8 @@ mod tests {
     use crate::api::transport::Authenticated;
 
     /// An anonymous caller gets the gate's Kubernetes `Status` and never the handler's answer;
-    /// the refusal is counted under the metric it asked for. An admitted caller's answer is
-    /// marked for the connection to vouch for it.
+    /// the refusal is counted under the metric it asked for, through either API. An admitted
+    /// caller's answer is marked for the connection to vouch for it.
     #[tokio::test]
     async fn the_gate_refuses_an_anonymous_caller_and_counts_the_refusal() {
         let handler = Arc::new(default_handler());
@@ -117,11 +117,15 @@ mod tests {
         let gate = bearer_gate();
         let shutdown = Shutdown::new();
         let path = format!("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/{metric}");
-        let ask = |authorised: bool| {
+        let object_path = format!(
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/lobby/{metric}"
+        );
+        let ask_at = |path: &str, authorised: bool| {
             let (handler, gate, shutdown) = (handler.clone(), gate.clone(), shutdown.clone());
-            let req = request(Method::GET, &path, authorised);
+            let req = request(Method::GET, path, authorised);
             async move { ask_api(&handler, Some(&gate), &shutdown, req).await }
         };
+        let ask = |authorised: bool| ask_at(&path, authorised);
 
         let refused = ask(false).await;
         assert_eq!(refused.status().as_u16(), 401);
@@ -138,5 +142,11 @@ mod tests {
         assert_ne!(admitted.status().as_u16(), 401);
         assert!(admitted.extensions().get::<Authenticated>().is_some());
         assert_eq!(requests_counted(&handler.adapter, 401, &metric), 1.0);
+
+        let refused = ask_at(&object_path, false).await;
+        assert_eq!(refused.status().as_u16(), 401);
+        assert_eq!(json_body(&refused)["kind"], "Status");
+        assert_eq!(requests_counted(&handler.adapter, 401, &metric), 2.0);
+        assert_eq!(requests_counted(&handler.adapter, 401, "-"), 0.0);
     }
 }

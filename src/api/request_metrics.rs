@@ -1,5 +1,6 @@
 //! The request self-metrics: every answer the handler gives is counted by code and metric with
-//! its duration, and every refusal of the gate by code and metric (`authentication`). The
+//! its duration, and every refusal of the gate by code and metric (`authentication`), for
+//! External and Object paths alike. The
 //! metric label is a configured metric or `-`, so callers cannot grow the label set.
 
 use std::future::Future;
@@ -26,13 +27,10 @@ impl RequestMetrics {
     }
 
     /// Count a request the gate refused with `code`, with a zero duration; it is labelled by
-    /// the external metric its path names, whatever its method.
+    /// the metric its path names, External or Object, whatever its method.
     pub fn refused(&self, route: &Route, code: u16) {
-        let metric = match route {
-            Route::ExternalMetric(_, m) => self.adapter.metric_label(m),
-            _ => MetricLabel::NONE,
-        };
-        self.adapter.record_request(code, metric, 0.0);
+        self.adapter
+            .record_request(code, self.named_metric(route), 0.0);
     }
 
     /// The metric an answered request counts under: the configured metric its path names, for
@@ -42,7 +40,13 @@ impl RequestMetrics {
         if method != Method::GET && method != Method::HEAD {
             return MetricLabel::NONE;
         }
-        match &req.route {
+        self.named_metric(&req.route)
+    }
+
+    /// The configured metric a path names: an External metric's, or an Object metric's
+    /// (`namespaces/{ns}/{resource}/{name}/{metric}`); `-` for anything else.
+    fn named_metric(&self, route: &Route) -> MetricLabel {
+        match route {
             Route::ExternalMetric(_, metric) => self.adapter.metric_label(metric),
             Route::CustomMetrics(path) => match path.rest.as_slice() {
                 [_, _, _, _, metric] => self.adapter.metric_label(metric),
