@@ -828,6 +828,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_context(|| format!("binding --secure-port on {api_addr}"))?;
     let api_addr = api_listener.local_addr()?;
     let mut gates = Vec::new();
+    // The accept loops, awaited at shutdown so that nothing is accepted after the drain starts.
+    let mut accept_loops = Vec::new();
     if !args.metrics_bind_address.is_empty() {
         let listener = tokio::net::TcpListener::bind(&args.metrics_bind_address)
             .await
@@ -869,12 +871,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
             status_pages = loopback,
             "serving /metrics"
         );
-        tokio::spawn(metrics_port::serve_metrics_on(
+        accept_loops.push(tokio::spawn(metrics_port::serve_metrics_on(
             listener,
             listening,
             adapter.clone(),
             loopback,
-        ));
+        )));
     }
     if !args.status_bind_address.is_empty() {
         let listener = tokio::net::TcpListener::bind(&args.status_bind_address)
@@ -889,7 +891,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let status_gate = ConnectionGate::new("status", limits.clone(), metrics.clone());
         gates.push(status_gate.clone());
         tracing::info!(%addr, "serving /status over HTTP");
-        tokio::spawn(metrics_port::serve_metrics_on(
+        accept_loops.push(tokio::spawn(metrics_port::serve_metrics_on(
             listener,
             Listening {
                 gate: status_gate,
@@ -899,7 +901,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             },
             adapter.clone(),
             true,
-        ));
+        )));
     }
 
     let engine_targets = engine.targets();
@@ -961,7 +963,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handler = Arc::new(ApiHandler::new(adapter.clone()));
     let api_gate = ConnectionGate::new("api", limits, adapter.self_metrics());
     gates.push(api_gate.clone());
-    tokio::spawn(server::serve_api_on(
+    accept_loops.push(tokio::spawn(server::serve_api_on(
         api_listener,
         Listening {
             gate: api_gate,
@@ -970,7 +972,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             gatekeeper: gate,
         },
         handler,
-    ));
+    )));
     let signal = termination_signal().await?;
     // The deletion-cost lease is given up at once, so another replica takes over writing
     // while this one still serves.
@@ -985,6 +987,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
     );
     tokio::time::sleep(args.shutdown_delay).await;
     shutdown.advance(Phase::Stopping);
+    // Each loop returns at its next poll; until then it could still accept a connection that
+    // the drain below would not count.
+    let _ = tokio::time::timeout(
+        args.shutdown_timeout,
+        futures::future::join_all(accept_loops),
+    )
+    .await;
     let open: usize = gates.iter().map(|g| g.open()).sum();
     tracing::info!(
         connections = open,
