@@ -6,6 +6,9 @@
 //! `metricLabelSelector`; the group and per-version discovery documents. Everything else under
 //! the group is a `Status` naming what is served.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{
@@ -35,10 +38,11 @@ impl ServedVersion {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    /// `apiVersion` of the version's documents.
+    fn group_version(self) -> &'static str {
         match self {
-            ServedVersion::V1beta2 => "v1beta2",
-            ServedVersion::V1beta1 => "v1beta1",
+            ServedVersion::V1beta2 => "custom.metrics.k8s.io/v1beta2",
+            ServedVersion::V1beta1 => "custom.metrics.k8s.io/v1beta1",
         }
     }
 }
@@ -156,40 +160,54 @@ pub fn api_resource_list(version: &str, metrics: &[String]) -> Value {
 }
 
 /// A label selector as `metav1.LabelSelector` JSON; `null` for none, as a nil pointer encodes.
-fn label_selector_json(selector: &LabelSelector) -> Value {
+fn label_selector_json(selector: &LabelSelector) -> Option<LabelSelectorJson<'_>> {
     if selector.is_everything() {
-        return Value::Null;
+        return None;
     }
-    let mut match_labels = serde_json::Map::new();
-    let mut expressions = Vec::new();
+    let mut out = LabelSelectorJson {
+        match_expressions: Vec::new(),
+        match_labels: BTreeMap::new(),
+    };
     for r in selector.requirements() {
-        let (op, values) = match r.operator {
+        let (operator, values): (_, &[String]) = match r.operator {
             Operator::Equals => {
                 if let [v] = r.values.as_slice() {
-                    match_labels.insert(r.key.clone(), json!(v));
+                    out.match_labels.insert(&r.key, v);
                     continue;
                 }
-                ("In", r.values.clone())
+                ("In", &r.values)
             }
-            Operator::In => ("In", r.values.clone()),
-            Operator::NotEquals | Operator::NotIn => ("NotIn", r.values.clone()),
-            Operator::Exists => ("Exists", Vec::new()),
-            Operator::DoesNotExist => ("DoesNotExist", Vec::new()),
+            Operator::In => ("In", &r.values),
+            Operator::NotEquals | Operator::NotIn => ("NotIn", &r.values),
+            Operator::Exists => ("Exists", &[]),
+            Operator::DoesNotExist => ("DoesNotExist", &[]),
         };
-        let mut e = json!({"key": r.key, "operator": op});
-        if !values.is_empty() {
-            e["values"] = json!(values);
-        }
-        expressions.push(e);
+        out.match_expressions.push(Expression {
+            key: &r.key,
+            operator,
+            values,
+        });
     }
-    let mut out = serde_json::Map::new();
-    if !match_labels.is_empty() {
-        out.insert("matchLabels".into(), Value::Object(match_labels));
-    }
-    if !expressions.is_empty() {
-        out.insert("matchExpressions".into(), json!(expressions));
-    }
-    Value::Object(out)
+    Some(out)
+}
+
+/// A `metav1.LabelSelector` as JSON. The served lists' types declare their fields in sorted
+/// order, so their bytes are those a `serde_json::Value` of the same document would give.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LabelSelectorJson<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    match_expressions: Vec<Expression<'a>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    match_labels: BTreeMap<&'a str, &'a str>,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+struct Expression<'a> {
+    key: &'a str,
+    operator: &'static str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    values: &'a [String],
 }
 
 /// A DNS-1123 subdomain, which StatefulSet and Deployment names are.
@@ -210,46 +228,97 @@ const SERVED_FORM: &str = "only GET /apis/custom.metrics.k8s.io/{v1beta2|v1beta1
 
 /// One item's fields for the version, as client-go's custom metrics client decodes them
 /// (k8s.io/metrics/pkg/apis/custom_metrics/{v1beta2,v1beta1}/types.go).
-pub(super) fn metric_value_list(
+pub(super) fn metric_value_list<'a>(
     version: ServedVersion,
-    object: &ObjectRef,
-    metric: &str,
-    selector: &LabelSelector,
+    object: &'a ObjectRef,
+    metric: &'a str,
+    selector: &'a LabelSelector,
     timestamp: String,
     window: u64,
     value: String,
-) -> Value {
-    let described = json!({
-        "kind": object.kind.kind(),
-        "namespace": object.namespace,
-        "name": object.name,
-        "apiVersion": object.kind.api_version(),
-    });
-    let item = if version == ServedVersion::V1beta1 {
-        json!({
-            "describedObject": described,
-            "metricName": metric,
-            "timestamp": timestamp,
-            "window": window,
-            "value": value,
-            "selector": label_selector_json(selector),
-        })
-    } else {
-        json!({
-            "describedObject": described,
-            "metric": {"name": metric, "selector": label_selector_json(selector)},
-            "timestamp": timestamp,
-            "windowSeconds": window,
-            "value": value,
-        })
+) -> MetricValueList<'a> {
+    let described_object = DescribedObject {
+        api_version: object.kind.api_version(),
+        kind: object.kind.kind(),
+        name: &object.name,
+        namespace: &object.namespace,
     };
-    json!({
-        "kind": "MetricValueList",
-        "apiVersion": format!("{GROUP}/{}", version.as_str()),
-        "metadata": {},
+    let selector = label_selector_json(selector);
+    let item = if version == ServedVersion::V1beta1 {
+        MetricValue::V1beta1 {
+            described_object,
+            metric_name: metric,
+            selector,
+            timestamp,
+            value,
+            window,
+        }
+    } else {
+        MetricValue::V1beta2 {
+            described_object,
+            metric: MetricIdentifier {
+                name: metric,
+                selector,
+            },
+            timestamp,
+            value,
+            window_seconds: window,
+        }
+    };
+    MetricValueList {
+        api_version: version.group_version(),
         // Exactly one item: the client refuses any other count (docs/hpa-behaviour.md §6.2).
-        "items": [item],
-    })
+        items: [item],
+        kind: "MetricValueList",
+        metadata: Metadata {},
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct MetricValueList<'a> {
+    api_version: &'static str,
+    items: [MetricValue<'a>; 1],
+    kind: &'static str,
+    metadata: Metadata,
+}
+
+#[derive(Serialize)]
+struct Metadata {}
+
+#[derive(Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
+enum MetricValue<'a> {
+    V1beta1 {
+        described_object: DescribedObject<'a>,
+        metric_name: &'a str,
+        selector: Option<LabelSelectorJson<'a>>,
+        timestamp: String,
+        value: String,
+        window: u64,
+    },
+    V1beta2 {
+        described_object: DescribedObject<'a>,
+        metric: MetricIdentifier<'a>,
+        timestamp: String,
+        value: String,
+        window_seconds: u64,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DescribedObject<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    name: &'a str,
+    namespace: &'a str,
+}
+
+#[derive(Serialize)]
+struct MetricIdentifier<'a> {
+    name: &'a str,
+    selector: Option<LabelSelectorJson<'a>>,
 }
 
 impl ApiHandler {
@@ -420,7 +489,7 @@ mod tests {
     fn selectors_render_as_label_selector_objects() {
         let s = LabelSelector::parse("a=1,b!=2,c in (x,y),d,!e").unwrap();
         assert_eq!(
-            label_selector_json(&s),
+            serde_json::to_value(label_selector_json(&s)).unwrap(),
             json!({
                 "matchLabels": {"a": "1"},
                 "matchExpressions": [
@@ -431,9 +500,58 @@ mod tests {
                 ]
             })
         );
+        assert_eq!(label_selector_json(&LabelSelector::everything()), None);
+        for v in [ServedVersion::V1beta2, ServedVersion::V1beta1] {
+            let version = v.group_version().strip_prefix(&format!("{GROUP}/"));
+            assert_eq!(version.and_then(ServedVersion::parse), Some(v));
+        }
+    }
+
+    /// The served list's bytes, as client-go's custom metrics client decodes them: keys in
+    /// the order a JSON object's keys sort, a selector as a `LabelSelector` object or null.
+    #[test]
+    fn the_served_lists_bytes_are_pinned() {
+        let object = |kind, name: &str| ObjectRef {
+            kind,
+            namespace: "games".into(),
+            name: name.into(),
+        };
+        let list = |version, object: &ObjectRef, selector: &str| {
+            let selector = LabelSelector::parse(selector).unwrap();
+            serde_json::to_string(&metric_value_list(
+                version,
+                object,
+                "hpa_target_replicas",
+                &selector,
+                "2026-12-02T03:36:02Z".into(),
+                60,
+                "3".into(),
+            ))
+            .unwrap()
+        };
         assert_eq!(
-            label_selector_json(&LabelSelector::everything()),
-            Value::Null
+            list(
+                ServedVersion::V1beta2,
+                &object(ObjectKind::StatefulSet, "lobby"),
+                "a=1,b!=2,c in (x,y),d,!e"
+            ),
+            r#"{"apiVersion":"custom.metrics.k8s.io/v1beta2","items":[{"describedObject":{"apiVersion":"apps/v1","kind":"StatefulSet","name":"lobby","namespace":"games"},"metric":{"name":"hpa_target_replicas","selector":{"matchExpressions":[{"key":"b","operator":"NotIn","values":["2"]},{"key":"c","operator":"In","values":["x","y"]},{"key":"d","operator":"Exists"},{"key":"e","operator":"DoesNotExist"}],"matchLabels":{"a":"1"}}},"timestamp":"2026-12-02T03:36:02Z","value":"3","windowSeconds":60}],"kind":"MetricValueList","metadata":{}}"#
+        );
+        assert_eq!(
+            list(
+                ServedVersion::V1beta1,
+                &object(ObjectKind::Deployment, "web"),
+                ""
+            ),
+            r#"{"apiVersion":"custom.metrics.k8s.io/v1beta1","items":[{"describedObject":{"apiVersion":"apps/v1","kind":"Deployment","name":"web","namespace":"games"},"metricName":"hpa_target_replicas","selector":null,"timestamp":"2026-12-02T03:36:02Z","value":"3","window":60}],"kind":"MetricValueList","metadata":{}}"#
+        );
+        assert_eq!(
+            list(
+                ServedVersion::V1beta1,
+                &object(ObjectKind::StatefulSet, "lobby"),
+                "b in (1)"
+            ),
+            r#"{"apiVersion":"custom.metrics.k8s.io/v1beta1","items":[{"describedObject":{"apiVersion":"apps/v1","kind":"StatefulSet","name":"lobby","namespace":"games"},"metricName":"hpa_target_replicas","selector":{"matchExpressions":[{"key":"b","operator":"In","values":["1"]}]},"timestamp":"2026-12-02T03:36:02Z","value":"3","window":60}],"kind":"MetricValueList","metadata":{}}"#
         );
     }
 
