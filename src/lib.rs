@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod auth;
+pub(crate) mod bounded_lru;
 pub mod check;
 pub mod clock;
 pub mod cluster;

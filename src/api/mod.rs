@@ -354,11 +354,7 @@ impl ApiHandler {
         ApiHandler {
             adapter,
             reuse_answers: true,
-            selectors: {
-                let mut selectors = lru::LruCache::unbounded_with_hasher(Default::default());
-                selectors.resize(MAX_SELECTORS);
-                std::sync::Mutex::new(selectors)
-            },
+            selectors: std::sync::Mutex::new(crate::bounded_lru::bounded_lru(MAX_SELECTORS)),
         }
     }
 

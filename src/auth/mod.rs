@@ -270,8 +270,7 @@ pub struct TtlCache<K, V> {
 
 impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn new(max_entries: usize) -> Self {
-        let mut entries = lru::LruCache::unbounded_with_hasher(Default::default());
-        entries.resize(
+        let entries = crate::bounded_lru::bounded_lru(
             std::num::NonZeroUsize::new(max_entries).unwrap_or(std::num::NonZeroUsize::MIN),
         );
         TtlCache {

@@ -94,11 +94,7 @@ impl CaBundle {
             verifier,
             subjects,
             origin: origin.to_string(),
-            verdicts: {
-                let mut verdicts = lru::LruCache::unbounded_with_hasher(Default::default());
-                verdicts.resize(MAX_VERDICTS);
-                std::sync::Mutex::new(verdicts)
-            },
+            verdicts: std::sync::Mutex::new(crate::bounded_lru::bounded_lru(MAX_VERDICTS)),
         })
     }
 

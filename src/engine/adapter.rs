@@ -99,11 +99,7 @@ impl Adapter {
             clock,
             metrics,
             ready: AtomicBool::new(false),
-            seen: {
-                let mut seen = lru::LruCache::unbounded_with_hasher(Default::default());
-                seen.resize(SEEN_CAPACITY);
-                Mutex::new(seen)
-            },
+            seen: Mutex::new(crate::bounded_lru::bounded_lru(SEEN_CAPACITY)),
             cluster: None,
             warned: Mutex::new(BTreeSet::new()),
             evaluations: Mutex::new(BTreeMap::new()),

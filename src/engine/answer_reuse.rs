@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
+use crate::bounded_lru::bounded_lru;
+
 use crate::clock::{FreshWindow, Millis, Now};
 
 use super::metric_query::Served;
@@ -42,10 +44,8 @@ pub(super) struct AnswerReuse {
 
 impl Default for AnswerReuse {
     fn default() -> Self {
-        let mut entries = LruCache::unbounded_with_hasher(Default::default());
-        entries.resize(MAX_ENTRIES);
         AnswerReuse {
-            entries: Mutex::new(entries),
+            entries: Mutex::new(bounded_lru(MAX_ENTRIES)),
         }
     }
 }

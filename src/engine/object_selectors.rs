@@ -2,12 +2,14 @@
 //! that name another API group), kept per workload. They depend only on the query's selector,
 //! the workload and the configured workload labels, so a kept pair is exactly the pair
 //! `object_scope::label_scopes` builds, without validating, sorting and writing the canonical
-//! text of two selectors on every request (BENCHMARKS.md has the cost).
+//! text of two selectors on every request.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
+
+use crate::bounded_lru::bounded_lru;
 
 use crate::config::WorkloadLabels;
 use crate::selector::LabelSelector;
@@ -34,10 +36,8 @@ pub(super) struct ObjectSelectorCache {
 
 impl Default for ObjectSelectorCache {
     fn default() -> Self {
-        let mut kept = LruCache::unbounded_with_hasher(Default::default());
-        kept.resize(MAX_WORKLOADS);
         ObjectSelectorCache {
-            kept: Mutex::new(kept),
+            kept: Mutex::new(bounded_lru(MAX_WORKLOADS)),
         }
     }
 }
