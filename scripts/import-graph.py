@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""Module import graph of src/ (crate:: and super:: paths), at file-module and top-level granularity; prints cycles.
+"""Module import graph of src/ and crates/hpa-bridge-rules/src/ (crate:: and super:: paths), at file-module and
+top-level granularity; prints cycles. The root crate re-exports the rules crate's modules under their own names, so
+both trees share one module namespace here; Cargo already keeps the rules crate from importing the root one.
 Test-only code (inline `#[cfg(test)] mod tests`, and modules declared under `#[cfg(test)]`) is left out:
 a test may reach across layers to check that they agree."""
 import os, re, sys
-root = sys.argv[1] if len(sys.argv) > 1 else "src"
-def modname(path):
+roots = [a for a in sys.argv[1:] if not a.startswith("-")] or ["src", "crates/hpa-bridge-rules/src"]
+def modname(path, root):
     rel = os.path.relpath(path, root)[:-3]
     parts = rel.split(os.sep)
     if parts[-1] in ("mod", "lib", "main"): parts = parts[:-1]
     return "::".join(parts)
 mods = {}
-for d, _, fs in os.walk(root):
-    for f in fs:
-        if f.endswith(".rs"):
-            p = os.path.join(d, f); mods[modname(p)] = p
+for root in roots:
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            if f.endswith(".rs"):
+                p = os.path.join(d, f); mods[modname(p, root)] = p
 names = set(mods)
 test_only = set()
 for m, p in mods.items():

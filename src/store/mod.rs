@@ -295,4 +295,6 @@ pub(crate) mod churn {
 }
 
 #[cfg(test)]
+mod clean_tail_tests;
+#[cfg(test)]
 mod tests;

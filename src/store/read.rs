@@ -16,48 +16,51 @@ use crate::evidence::{
 };
 use crate::selector::Operator;
 
-impl Scope<'_> {
-    #[cfg(test)]
-    pub(super) fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        self.series.iter().any(|s| s == name)
-            && labels.get(self.namespace_label).map(String::as_str) == Some(self.namespace)
-            && self.selector.matches(labels)
-    }
+#[cfg(test)]
+pub(super) fn scope_matches(
+    scope: &Scope<'_>,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    scope.series.iter().any(|s| s == name)
+        && labels.get(scope.namespace_label).map(String::as_str) == Some(scope.namespace)
+        && scope.selector.matches(labels)
+}
 
-    /// The requirements the index does not decide (`Postings::candidates` settles the name,
-    /// the namespace and every `=` and `in`).
-    fn matches_beyond_index(&self, labels: &SeriesLabels) -> bool {
-        self.selector
-            .requirements()
-            .iter()
-            .filter(|r| !matches!(r.operator, Operator::Equals | Operator::In))
-            .all(|r| r.matches(labels))
-    }
+/// The requirements the index does not decide (`Postings::candidates` settles the name,
+/// the namespace and every `=` and `in`).
+fn matches_beyond_index(scope: &Scope<'_>, labels: &SeriesLabels) -> bool {
+    scope
+        .selector
+        .requirements()
+        .iter()
+        .filter(|r| !matches!(r.operator, Operator::Equals | Operator::In))
+        .all(|r| r.matches(labels))
+}
 
-    /// Could a target with these labels export in-scope series? Requirements on keys the
-    /// target does not define are unknown until it is scraped, so they count as satisfiable.
-    fn possibly_matches(&self, target_labels: &BTreeMap<String, String>) -> bool {
-        // An empty target label is no label (`merge_labels`).
-        let label = |key: &str| target_labels.get(key).filter(|v| !v.is_empty());
-        if let Some(ns) = label(self.namespace_label) {
-            if ns != self.namespace {
-                return false;
-            }
+/// Could a target with these labels export in-scope series? Requirements on keys the
+/// target does not define are unknown until it is scraped, so they count as satisfiable.
+fn possibly_matches(scope: &Scope<'_>, target_labels: &BTreeMap<String, String>) -> bool {
+    // An empty target label is no label (`merge_labels`).
+    let label = |key: &str| target_labels.get(key).filter(|v| !v.is_empty());
+    if let Some(ns) = label(scope.namespace_label) {
+        if ns != scope.namespace {
+            return false;
         }
-        self.selector.requirements().iter().all(|r| {
-            // Target labels win on conflict, so only keys the target sets can rule it out.
-            let Some(value) = label(&r.key) else {
-                return true;
-            };
-            let listed = r.values.iter().any(|v| v == value);
-            match r.operator {
-                Operator::Equals | Operator::In => listed,
-                Operator::NotEquals | Operator::NotIn => !listed,
-                Operator::Exists => true,
-                Operator::DoesNotExist => false,
-            }
-        })
     }
+    scope.selector.requirements().iter().all(|r| {
+        // Target labels win on conflict, so only keys the target sets can rule it out.
+        let Some(value) = label(&r.key) else {
+            return true;
+        };
+        let listed = r.values.iter().any(|v| v == value);
+        match r.operator {
+            Operator::Equals | Operator::In => listed,
+            Operator::NotEquals | Operator::NotIn => !listed,
+            Operator::Exists => true,
+            Operator::DoesNotExist => false,
+        }
+    })
 }
 
 impl Store {
@@ -157,9 +160,7 @@ impl Store {
             in_scope.clear();
             in_scope.extend(slots.iter().filter_map(|slot| {
                 let s = inner.slots.get(*slot)?;
-                scope
-                    .matches_beyond_index(&s.labels)
-                    .then_some((s.rank, *slot, s))
+                matches_beyond_index(scope, &s.labels).then_some((s.rank, *slot, s))
             }));
             if in_scope.is_empty() {
                 continue;
@@ -312,7 +313,7 @@ impl Store {
             .unscraped
             .iter()
             .filter_map(|id| inner.targets.get(id))
-            .filter(|rec| scope.possibly_matches(&rec.target.labels))
+            .filter(|rec| possibly_matches(scope, &rec.target.labels))
             .map(|rec| {
                 (
                     UnknownTarget {

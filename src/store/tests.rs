@@ -261,7 +261,7 @@ fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, Arc<str>
                 .filter_map(|slot| inner.slots.get(*slot))
                 .map(move |s| (rec, s))
         })
-        .filter(|(_, s)| scope.matches(&s.name, &s.labels))
+        .filter(|(_, s)| super::read::scope_matches(scope, &s.name, &s.labels))
         .map(|(rec, s)| (rec.target.id.clone(), s.name.clone(), s.labels.clone()))
         .collect();
     found.sort();

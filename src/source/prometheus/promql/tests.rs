@@ -1,5 +1,5 @@
 use super::*;
-use crate::selector::tests::{parse_ok, req, requirement_from, valid_value};
+use crate::selector::strategies::{parse_ok, req, requirement_from, unchecked, valid_value};
 use proptest::prelude::*;
 
 #[test]
@@ -39,7 +39,7 @@ fn promql_rejects_non_prometheus_keys() {
             .to_string()
             .contains("not a valid Prometheus label name"));
     }
-    let reserved = LabelSelector::unchecked(vec![req("__name__", Operator::Equals, &["up"])]);
+    let reserved = unchecked(vec![req("__name__", Operator::Equals, &["up"])]);
     assert!(promql_matchers(&reserved).is_err());
 }
 
@@ -52,14 +52,14 @@ fn promql_rejects_malformed_requirements() {
         req("a", Operator::NotEquals, &["x", "y"]),
         req("a", Operator::Exists, &["x"]),
     ] {
-        let sel = LabelSelector::unchecked(vec![r.clone()]);
+        let sel = unchecked(vec![r.clone()]);
         assert!(promql_matchers(&sel).is_err(), "{r:?}");
     }
 }
 
 #[test]
 fn promql_escapes_hostile_values() {
-    let sel = LabelSelector::unchecked(vec![
+    let sel = unchecked(vec![
         req("a", Operator::Equals, &["x\"}or vector(1)#"]),
         req("b", Operator::In, &["a|b", ".*", "c\\", ")"]),
         req("c", Operator::NotEquals, &["line\nbreak\u{0}"]),
@@ -257,7 +257,7 @@ proptest! {
         };
         // Built directly: these values could never come out of the parser.
         let r = Requirement { key, operator, values };
-        let sel = LabelSelector::unchecked(vec![r.clone()]);
+        let sel = unchecked(vec![r.clone()]);
         let matchers = promql_matchers(&sel).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(matchers.len(), 1);
         check_matcher(&r, &matchers[0])?;

@@ -24,20 +24,14 @@ pub struct CleanTail {
 }
 
 impl CleanTail {
-    pub(crate) fn new(under: Summarize) -> CleanTail {
+    pub fn new(under: Summarize) -> CleanTail {
         CleanTail {
             under,
             ..CleanTail::default()
         }
     }
 
-    pub(crate) fn add(
-        &mut self,
-        series: usize,
-        max_value: u64,
-        newest_at: Millis,
-        oldest_mono: Millis,
-    ) {
+    pub fn add(&mut self, series: usize, max_value: u64, newest_at: Millis, oldest_mono: Millis) {
         if self.series == 0 {
             self.max_value = max_value;
             self.newest_at_ms = newest_at;

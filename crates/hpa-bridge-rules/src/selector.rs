@@ -201,7 +201,7 @@ impl LabelSelector {
     /// A selector the engine builds over series labels, whose values need not be valid
     /// Kubernetes label values (an api-version such as `apps/v1` has a `/`). Its text is a
     /// cache key only, never parsed back or shown as a selector.
-    pub(crate) fn from_series_requirements(requirements: Vec<Requirement>) -> Self {
+    pub fn from_series_requirements(requirements: Vec<Requirement>) -> Self {
         Self::sorted(requirements)
     }
 
@@ -269,7 +269,7 @@ impl FromStr for LabelSelector {
     }
 }
 
-pub(crate) fn operator_text(op: Operator) -> &'static str {
+pub fn operator_text(op: Operator) -> &'static str {
     match op {
         Operator::Equals => "=",
         Operator::NotEquals => "!=",
@@ -599,7 +599,7 @@ fn validate_value(key: &str, value: &str) -> Result<(), String> {
 
 /// Prometheus label names are `[a-zA-Z_][a-zA-Z0-9_]*`; names starting with `__` are
 /// reserved for Prometheus internals (`__name__` would let a selector replace the metric).
-pub(crate) fn is_prometheus_label_name(s: &str) -> bool {
+pub fn is_prometheus_label_name(s: &str) -> bool {
     let b = s.as_bytes();
     match b.first() {
         Some(f) if f.is_ascii_alphabetic() || *f == b'_' => {
@@ -658,5 +658,7 @@ pub fn label_selector_to_string(
     Ok(LabelSelector::from_requirements(requirements)?.to_string())
 }
 
+#[cfg(any(test, feature = "test-support"))]
+pub mod strategies;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

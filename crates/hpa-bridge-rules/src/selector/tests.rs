@@ -1,3 +1,4 @@
+use super::strategies::*;
 use super::*;
 use proptest::prelude::*;
 
@@ -6,18 +7,6 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-pub(crate) fn req(key: &str, operator: Operator, values: &[&str]) -> Requirement {
-    Requirement {
-        key: key.into(),
-        operator,
-        values: values.iter().map(|v| v.to_string()).collect(),
-    }
-}
-
-pub(crate) fn parse_ok(text: &str) -> LabelSelector {
-    LabelSelector::parse(text).unwrap_or_else(|e| panic!("{text:?} should parse: {e}"))
 }
 
 fn parse_err(text: &str) -> String {
@@ -363,14 +352,6 @@ fn equality_labels() {
 
 // ----- generators for valid selectors -------------------------------------------
 
-fn valid_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
-        Just("in".to_string()),
-        Just("notin".to_string()),
-    ]
-}
-
 fn valid_key() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => valid_name(),
@@ -380,32 +361,6 @@ fn valid_key() -> impl Strategy<Value = String> {
         )
             .prop_map(|(p, n)| format!("{p}/{n}")),
     ]
-}
-
-pub(crate) fn valid_value() -> impl Strategy<Value = String> {
-    prop_oneof![Just(String::new()), valid_name(),]
-}
-
-pub(crate) fn requirement_from(
-    key: impl Strategy<Value = String>,
-    value: impl Strategy<Value = String>,
-) -> impl Strategy<Value = Requirement> {
-    let ops = prop_oneof![
-        Just(Operator::Equals),
-        Just(Operator::NotEquals),
-        Just(Operator::In),
-        Just(Operator::NotIn),
-        Just(Operator::Exists),
-        Just(Operator::DoesNotExist),
-    ];
-    (key, ops, prop::collection::vec(value, 1..4)).prop_map(|(key, operator, values)| {
-        let values = match operator {
-            Operator::Equals | Operator::NotEquals => vec![values[0].clone()],
-            Operator::In | Operator::NotIn => values,
-            Operator::Exists | Operator::DoesNotExist => vec![],
-        };
-        Requirement::validated(&key, operator, values).expect("generator yields valid")
-    })
 }
 
 fn valid_selector() -> impl Strategy<Value = Vec<Requirement>> {

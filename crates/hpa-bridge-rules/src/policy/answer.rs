@@ -171,7 +171,7 @@ impl Answer {
         }
     }
 
-    pub(crate) fn refused(
+    pub fn refused(
         metric: &str,
         kind: MetricKind,
         refusal: RefusalKind,
@@ -196,7 +196,7 @@ impl Answer {
         }
     }
 
-    pub(crate) fn valued(
+    pub fn valued(
         metric: &str,
         kind: MetricKind,
         value: u64,

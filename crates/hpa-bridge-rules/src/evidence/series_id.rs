@@ -50,8 +50,8 @@ impl SeriesRef {
     }
 
     /// The list this reference reads from, without keeping it alive.
-    #[cfg(test)]
-    pub(crate) fn list(&self) -> std::sync::Weak<[SeriesId]> {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn list(&self) -> std::sync::Weak<[SeriesId]> {
         Arc::downgrade(&self.ids)
     }
 }

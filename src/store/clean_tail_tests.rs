@@ -1,5 +1,5 @@
 //! The rules give the same answer, to the last note and reason, from evidence the store
-//! summarized (`Evidence::clean_tail`, store/family_digest.rs) as from every input listed:
+//! summarized (`Evidence::clean_tail`, family_digest.rs) as from every input listed:
 //! random pages (invalid, negative, fractional, infinite, implausibly large and duplicated
 //! values, exporter timestamps, vanished series, targets with more families than a digest
 //! holds), failing targets, pods of workloads moving namespace or going away, at query times
@@ -7,12 +7,12 @@
 
 use proptest::prelude::*;
 
-use super::{recommendation, stateful_floor, QueryContext};
+use super::{churn, ScrapeTarget, Store, WorkloadRef};
 use crate::clock::Millis;
 use crate::evidence::{Evidence, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
+use crate::policy::{recommendation, stateful_floor, QueryContext};
 use crate::selector::LabelSelector;
-use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
 
 const STALE_AFTER: Millis = 5_000;
 

@@ -8,8 +8,6 @@
 //! One file per rule; each is pure. `observation` classifies inputs the same way for all.
 
 pub mod answer;
-#[cfg(test)]
-mod clean_tail_tests;
 pub mod combine;
 mod deployment_floor;
 mod epoch_fence;

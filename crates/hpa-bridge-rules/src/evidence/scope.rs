@@ -31,7 +31,7 @@ impl Scope<'_> {
 pub struct ScopeKey(Box<[u8]>);
 
 impl ScopeKey {
-    pub(crate) fn of(
+    pub fn of(
         series: &[String],
         namespace_label: &str,
         namespace: &str,

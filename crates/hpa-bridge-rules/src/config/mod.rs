@@ -534,7 +534,8 @@ mod tests {
 
     #[test]
     fn the_rest_example_loads_and_compiles_its_json_block() {
-        let c = Config::from_yaml(include_str!("../../examples/seatunnel-rest.yaml")).unwrap();
+        let c =
+            Config::from_yaml(include_str!("../../../../examples/seatunnel-rest.yaml")).unwrap();
         let json = c.scrape.static_targets[0].json.as_ref().unwrap();
         let x = json.compile("scrape.static[0].json").unwrap();
         assert_eq!(x.samples.len(), 3);

@@ -1,0 +1,15 @@
+//! hpa-bridge's layers below the store: what the rules read and the rules themselves.
+//!
+//! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy` (see DESIGN.md).
+//! This crate depends on no async runtime, HTTP stack or Kubernetes client, and the crate above
+//! (`hpa-bridge`: store, sources, engine, API) re-exports these modules under the same names.
+//! `policy`, `selector` and `exposition` are pure: no I/O, time is a parameter.
+
+pub mod clock;
+pub mod cluster;
+pub mod config;
+pub mod evidence;
+pub mod exposition;
+pub mod policy;
+pub mod redaction;
+pub mod selector;
