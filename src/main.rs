@@ -18,7 +18,7 @@ use hpa_bridge::config::Config;
 use hpa_bridge::deletion_cost::{
     self, DeletionCostWriter, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME,
 };
-use hpa_bridge::engine::{self, Engine, EngineBuilder};
+use hpa_bridge::engine::{self, EngineBuilder};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
@@ -787,7 +787,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         builder = builder.status_section(("deletionCostLease", Arc::new(move || l.status())));
     }
     let engine = builder.build()?;
-    let adapter = engine.adapter.clone();
+    let adapter = engine.adapter().clone();
     let cert = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => tls::ServingCert::from_files(c, k)?,
         _ => {
@@ -905,11 +905,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
 
     let engine_targets = engine.targets();
-    let Engine {
-        scraper,
-        prometheus,
-        ..
-    } = engine;
+    let (scraper, prometheus) = (engine.scraper().cloned(), engine.prometheus().cloned());
     let target_count = engine_targets.targets().len();
     if let Some(p) = prometheus {
         // Ready at once: readiness is the adapter's own health. Gating it on Prometheus would

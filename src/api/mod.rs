@@ -330,7 +330,7 @@ fn valid_namespace(ns: &str) -> bool {
 /// Answers authenticated and authorised requests; health is handled before authentication and
 /// the request is counted around it (`server::api_service`).
 pub struct ApiHandler {
-    pub adapter: Arc<Adapter>,
+    pub(crate) adapter: Arc<Adapter>,
     /// Whether the engine may reuse answers (always, except in the bench's comparison).
     reuse_answers: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every

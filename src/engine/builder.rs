@@ -30,12 +30,12 @@ pub struct EngineBuilder {
 
 /// An assembled engine and the parts that feed it.
 pub struct Engine {
-    pub adapter: Arc<Adapter>,
+    adapter: Arc<Adapter>,
     /// The embedded scraper over the target set; `None` when a Prometheus-compatible server
     /// holds the samples (or another source was given), since then nothing here scrapes.
-    pub scraper: Option<Scraper>,
+    scraper: Option<Scraper>,
     /// The Prometheus source when `source.prometheus` is configured, for its probe and pod set.
-    pub prometheus: Option<Arc<PrometheusSource>>,
+    prometheus: Option<Arc<PrometheusSource>>,
     targets: Arc<Store>,
 }
 
@@ -145,6 +145,21 @@ impl EngineBuilder {
 }
 
 impl Engine {
+    /// The provider the API serves from.
+    pub fn adapter(&self) -> &Arc<Adapter> {
+        &self.adapter
+    }
+
+    /// The embedded scraper over the target set, when this engine scrapes.
+    pub fn scraper(&self) -> Option<&Scraper> {
+        self.scraper.as_ref()
+    }
+
+    /// The Prometheus source, when `source.prometheus` is configured.
+    pub fn prometheus(&self) -> Option<&Arc<PrometheusSource>> {
+        self.prometheus.as_ref()
+    }
+
     /// Where the target set is kept: discovery writes it and the scraper reads it.
     pub fn targets(&self) -> Arc<Store> {
         self.targets.clone()

@@ -94,6 +94,8 @@ const INLINE_PARSE_MAX_BYTES: usize = 16 * 1024;
 /// Bytes of each pooled scrape connection's read buffer.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
+/// A clone shares the connection pool, the store and the counters: it is the same scraper.
+#[derive(Clone)]
 pub struct Scraper {
     client: Client<HttpConnector, Empty<Bytes>>,
     store: Arc<Store>,

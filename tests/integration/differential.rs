@@ -572,7 +572,7 @@ impl World {
             .build()
             .expect("no Prometheus source to set up");
         let store = engine.targets();
-        let handler = ApiHandler::new(engine.adapter.clone());
+        let handler = ApiHandler::new(engine.adapter().clone());
         let mut world = World {
             clock,
             cluster,

@@ -368,17 +368,17 @@ impl Bench {
             let fleet::Discovered {
                 client,
                 discovery,
-                mut engine,
+                engine,
             } = fleet::discovered(&url, config.clone()).await?;
             let targets = engine.targets();
             let scraper = Arc::new(
                 engine
-                    .scraper
-                    .take()
+                    .scraper()
+                    .cloned()
                     .ok_or_else(|| err("the engine built no scraper"))?,
             );
             scraper.scrape_round().await;
-            let adapter = engine.adapter.clone();
+            let adapter = engine.adapter().clone();
             let ready = adapter.clone();
             tokio::spawn(async move {
                 scraper

@@ -297,11 +297,12 @@ impl Scraped {
                 .collect(),
         );
         Ok(Scraped {
-            adapter: engine.adapter.clone(),
+            adapter: engine.adapter().clone(),
             store,
             scraper: Arc::new(
                 engine
-                    .scraper
+                    .scraper()
+                    .cloned()
                     .ok_or_else(|| err("the engine built no scraper (a source is configured)"))?,
             ),
         })

@@ -272,10 +272,10 @@ fn adapter(url: &str, cache_ttl: &str) -> Result<(Arc<Adapter>, Arc<SelfMetrics>
         .metrics(metrics.clone())
         .build()
         .map_err(err)?;
-    if engine.prometheus.is_none() {
+    if engine.prometheus().is_none() {
         return Err(err("config has no source.prometheus"));
     }
-    Ok((engine.adapter, metrics))
+    Ok((engine.adapter().clone(), metrics))
 }
 
 /// `n` identical `answer` calls, each its own task so they run on every worker at once. Every

@@ -388,7 +388,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     let engine = EngineBuilder::new(config, Arc::new(SystemClock))
         .build()
         .map_err(err)?;
-    let adapter = engine.adapter.clone();
+    let adapter = engine.adapter().clone();
     let store = engine.targets();
     let common = "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",hpa_target_api_version=\"apps/v1\"";
     let mut pages: Vec<(String, String)> = vec![

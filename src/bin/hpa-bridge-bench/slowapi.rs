@@ -129,14 +129,13 @@ impl Side {
                 engine, discovery, ..
             } = fleet::discovered(&url, config).await?;
             let scraper = engine
-                .scraper
-                .as_ref()
+                .scraper()
                 .ok_or_else(|| err("the engine built no scraper"))?;
             scraper.scrape_round().await;
             // The point of the part: the answer takes spec.replicas from the watch cache.
             let selector = LabelSelector::parse("hpa_target_name=w0").map_err(err)?;
             let answer = engine
-                .adapter
+                .adapter()
                 .answer_computed(&MetricQuery::external(METRIC, "default", selector.clone()))
                 .await
                 .map_err(err)?;
@@ -157,10 +156,10 @@ impl Side {
                 spec.targets
             )));
         }
-        engine.adapter.mark_ready();
+        engine.adapter().mark_ready();
         let sync_seconds = started.elapsed().as_secs_f64();
         // Every request computes its answer, so every one asks the cluster for spec.replicas.
-        let handler = Arc::new(ApiHandler::new(engine.adapter.clone()).without_answer_reuse());
+        let handler = Arc::new(ApiHandler::new(engine.adapter().clone()).without_answer_reuse());
         let server = serve::start_adapter(&format!("adapter-{name}"), pki, handler)?;
         Ok(Side {
             counters,

@@ -127,10 +127,9 @@ async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakR
     let clock = SystemClock;
     let store = engine.targets();
     let scraper = engine
-        .scraper
-        .as_ref()
+        .scraper()
         .ok_or_else(|| err("the soak scrapes; no other source"))?;
-    let stale_after = engine.adapter.stale_after_ms();
+    let stale_after = engine.adapter().stale_after_ms();
     // A pod's generation is bumped when it is replaced: its name changes, its address is
     // reused (pod IPs are), so the old identity must be forgotten and the new one learned.
     let mut generation = vec![0usize; plan.targets];

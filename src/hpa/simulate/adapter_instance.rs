@@ -65,12 +65,12 @@ fn wire_engine(
         .build()
         .map_err(|e| SimulateError::Io(e.to_string()))?;
     let targets = engine.targets();
-    let scraper = engine.scraper.ok_or_else(|| {
+    let scraper = engine.scraper().cloned().ok_or_else(|| {
         SimulateError::Io(
             "the simulator scrapes its exporters itself; drop source.prometheus".into(),
         )
     })?;
-    Ok((engine.adapter, scraper, targets))
+    Ok((engine.adapter().clone(), scraper, targets))
 }
 
 impl AdapterInstance {
