@@ -68,7 +68,9 @@ where
         .layer(Health::new(handler.clone()))
         .option_layer(authenticate)
         .layer(RecordRequest::new(metrics))
-        .service_fn(move |req| answer(handler.clone(), req))
+        // The answer's future is several KiB (the whole evaluation's state); boxed here, each
+        // layer above and the connection move a pointer instead of copying it.
+        .service_fn(move |req| Box::pin(answer(handler.clone(), req)))
 }
 
 /// The end of the chain: the handler's answer to a routed request.

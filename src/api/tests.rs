@@ -478,3 +478,24 @@ fn a_full_selector_memory_forgets_the_least_recently_asked_selector() {
     );
     assert!(!Arc::ptr_eq(&parse(1), &second), "the least recent goes");
 }
+
+/// The answer's future holds the whole evaluation (several KiB). Every layer's future wraps the
+/// one below it and the connection stores the outermost, so unless the answer is boxed where
+/// the chain ends, each request copies those KiB once per layer.
+#[test]
+fn the_chain_moves_a_pointer_to_the_answer_not_the_answer() {
+    use tower::Service;
+    let handler = Arc::new(default_handler());
+    let shutdown = transport::shutdown::Shutdown::new();
+    let gate = bearer_gate();
+    let path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/m";
+    let req = request(Method::GET, path, true);
+    let route = super::route(req.uri().path());
+    let answer = std::mem::size_of_val(&handler.answer(&req, &route));
+    let mut chain = server::api_service(&handler, Some(&gate), &shutdown, peer());
+    let whole = std::mem::size_of_val(&chain.call(request(Method::GET, path, true)));
+    assert!(
+        whole * 4 < answer,
+        "the chain's future is {whole} bytes against the answer's {answer}: it holds the answer inline"
+    );
+}
