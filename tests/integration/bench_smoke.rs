@@ -199,7 +199,13 @@ fn quick_bench_writes_every_section() {
 
     // Serve under live load and with a slow Kubernetes API (issue 14).
     for side in ["baseline", "reuseOn", "reuseOff"] {
-        for field in ["requestsPerSecond", "p50Us", "p99Us", "p999Us"] {
+        for field in [
+            "requestsPerSecond",
+            "p50Us",
+            "p99Us",
+            "p999Us",
+            "serverCpuUsPerRequest",
+        ] {
             positive(&json, &format!("live.{side}.{field}"));
         }
     }

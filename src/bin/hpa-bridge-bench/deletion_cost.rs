@@ -469,7 +469,7 @@ impl Bench {
         let run = plan.interval * plan.rounds as u32;
         let load = serve::measure_alternately(
             client,
-            &[self.server.addr],
+            &[&self.server],
             plan.connections,
             serve_plan.serve_warmup.min(run / 4),
             run.saturating_sub(serve_plan.serve_warmup.min(run / 4)),

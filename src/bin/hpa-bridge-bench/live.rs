@@ -150,7 +150,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         let client = Arc::new(Client::new(&pki, paths, None)?);
         let measured = serve::measure_alternately(
             client,
-            &[baseline.addr, reuse_on.addr, reuse_off.addr],
+            &[&baseline, &reuse_on, &reuse_off],
             plan.serve_connections,
             plan.serve_warmup,
             live.run,
@@ -260,6 +260,20 @@ pub fn figures(r: &LiveResult) -> Vec<Figure> {
                     .compare(base, this, goal),
                 );
             }
+            // What bounds the ratio above while the adapter's one worker is saturated, and
+            // what does not move with the machine's other load: the CPU time a request costs.
+            if let (Some(base), Some(this)) =
+                (b.server_cpu_us_per_request, a.server_cpu_us_per_request)
+            {
+                f.push(
+                    Figure::new(
+                        "live",
+                        format!("Serve under live load: server CPU per request ({reuse})"),
+                        "µs",
+                    )
+                    .compare(base, this, None),
+                );
+            }
         }
     }
     f
@@ -282,6 +296,9 @@ pub fn note(r: &LiveResult) -> String {
          recommendation once per interval, the workloads taking turns ({:.1} changes per second), \
          so a reused answer had to follow value changes, not only new timestamps; reuse is keyed \
          on the workload's own series (`Adapter::answer_version`) and lasts at most 1 s. \
+         Server CPU per request: the time each server's runtime threads ran on a CPU during the \
+         measured runs (the kernel's `schedstat`), over the requests answered; with the \
+         adapter's one worker saturated, its requests per second are about one over this. \
          Arrangement: {}. Requests: baseline \
          {}, reuse on {}, reuse off {}. Then the same clients asked each workload's Object \
          query (`/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/wN/\

@@ -57,6 +57,9 @@ pub struct LoadFigures {
     pub p50_us: f64,
     pub p99_us: f64,
     pub p999_us: f64,
+    /// The server's CPU time per request (its runtime's threads, from the kernel's
+    /// `schedstat`): what a request costs the server, whatever else shares the machine.
+    pub server_cpu_us_per_request: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -436,6 +439,8 @@ pub struct ServerThread {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Each of the runtime's threads, as `/proc/self/task/<tid>/schedstat`.
+    threads: Arc<std::sync::Mutex<Vec<std::path::PathBuf>>>,
 }
 
 impl ServerThread {
@@ -444,9 +449,18 @@ impl ServerThread {
         F: FnOnce(TcpListener) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + 'static,
     {
+        let threads: Arc<std::sync::Mutex<Vec<std::path::PathBuf>>> = Arc::default();
+        let started = threads.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("bench-{name}"))
+            .on_thread_start(move || {
+                // `/proc/thread-self` names this thread as `<pid>/task/<tid>`.
+                if let Ok(task) = std::fs::read_link("/proc/thread-self") {
+                    let stat = std::path::Path::new("/proc").join(task).join("schedstat");
+                    started.lock().unwrap_or_else(|e| e.into_inner()).push(stat);
+                }
+            })
             .enable_all()
             .build()
             .map_err(err)?;
@@ -470,7 +484,26 @@ impl ServerThread {
             addr,
             stop: Some(stop),
             thread: Some(thread),
+            threads,
         })
+    }
+
+    /// Nanoseconds its runtime's threads have run on a CPU so far (the kernel's
+    /// `schedstat`), or `None` where that cannot be read.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if threads.is_empty() {
+            return None;
+        }
+        let mut total = 0u64;
+        for stat in threads.iter() {
+            // A thread that has ended (a blocking-pool thread) no longer counts.
+            let Ok(text) = std::fs::read_to_string(stat) else {
+                continue;
+            };
+            total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+        Some(total)
     }
 }
 
@@ -522,6 +555,8 @@ pub struct Load {
     requests: u64,
     elapsed: Duration,
     latencies_us: Vec<u32>,
+    /// CPU time the server's runtime spent over the run, when measured.
+    server_cpu_ns: Option<u64>,
 }
 
 pub struct Client {
@@ -624,6 +659,7 @@ impl Client {
             requests: latencies_us.len() as u64,
             elapsed: started.elapsed(),
             latencies_us,
+            server_cpu_ns: None,
         })
     }
 }
@@ -652,6 +688,7 @@ pub fn figures(loads: &[Load]) -> LoadFigures {
     all.sort_unstable();
     let requests: u64 = loads.iter().map(|l| l.requests).sum();
     let seconds: f64 = loads.iter().map(|l| l.elapsed.as_secs_f64()).sum();
+    let cpu_ns: Option<u64> = loads.iter().map(|l| l.server_cpu_ns).sum();
     LoadFigures {
         requests,
         seconds,
@@ -659,6 +696,9 @@ pub fn figures(loads: &[Load]) -> LoadFigures {
         p50_us: quantile(&all, 0.5),
         p99_us: quantile(&all, 0.99),
         p999_us: quantile(&all, 0.999),
+        server_cpu_us_per_request: cpu_ns
+            .filter(|_| requests > 0)
+            .map(|ns| ns as f64 / 1000.0 / requests as f64),
     }
 }
 
@@ -779,23 +819,29 @@ pub fn start_baseline(
 /// Figures in the order of `servers`.
 pub fn measure_alternately(
     client: Arc<Client>,
-    servers: &[SocketAddr],
+    servers: &[&ServerThread],
     connections: usize,
     warmup: Duration,
     run: Duration,
     repeats: usize,
 ) -> Result<Vec<LoadFigures>, BenchError> {
-    let measure = |addr: SocketAddr, d: Duration| -> Result<Load, BenchError> {
+    let measure = |server: &ServerThread, d: Duration| -> Result<Load, BenchError> {
         let c = client.clone();
-        run_client(async move { c.load(addr, connections, d).await })
+        let addr = server.addr;
+        let before = server.cpu_ns();
+        let mut load = run_client(async move { c.load(addr, connections, d).await })?;
+        load.server_cpu_ns = before
+            .zip(server.cpu_ns())
+            .map(|(b, a)| a.saturating_sub(b));
+        Ok(load)
     };
-    for addr in servers {
-        measure(*addr, warmup)?;
+    for server in servers {
+        measure(server, warmup)?;
     }
     let mut runs: Vec<Vec<Load>> = servers.iter().map(|_| Vec::new()).collect();
     for _ in 0..repeats {
-        for (addr, loads) in servers.iter().zip(runs.iter_mut()) {
-            loads.push(measure(*addr, run)?);
+        for (server, loads) in servers.iter().zip(runs.iter_mut()) {
+            loads.push(measure(server, run)?);
         }
     }
     Ok(runs.iter().map(|loads| figures(loads)).collect())
@@ -844,7 +890,7 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
     let client = Arc::new(Client::new(&pki, vec![PATH.into()], Some(body))?);
     let measured = measure_alternately(
         client,
-        &[baseline_server.addr, adapter_server.addr, every_server.addr],
+        &[&baseline_server, &adapter_server, &every_server],
         plan.serve_connections,
         plan.serve_warmup,
         plan.serve_run,

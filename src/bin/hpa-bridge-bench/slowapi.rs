@@ -184,7 +184,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<SlowApiResult, BenchError> {
     let watches = delayed.counters.watches.load(Ordering::Relaxed);
     let [prompt_load, delayed_load]: [LoadFigures; 2] = serve::measure_alternately(
         client,
-        &[prompt.server.addr, delayed.server.addr],
+        &[&prompt.server, &delayed.server],
         plan.serve_connections,
         plan.serve_warmup,
         plan.serve_run,
