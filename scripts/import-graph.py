@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Module import graph of src/ and crates/hpa-bridge-rules/src/ (crate:: and super:: paths), at file-module and
-top-level granularity; prints cycles. The root crate re-exports the rules crate's modules under their own names, so
-both trees share one module namespace here; Cargo already keeps the rules crate from importing the root one.
+"""Module import graph of src/ and crates/*/src/ (crate:: and super:: paths), at file-module and top-level
+granularity; prints cycles. Each crate re-exports the modules of the crates below it under their own names, so the
+trees share one module namespace here; Cargo already keeps each crate from importing the ones above it.
 Test-only code (inline `#[cfg(test)] mod tests`, and modules declared under `#[cfg(test)]`) is left out:
 a test may reach across layers to check that they agree."""
 import os, re, sys
-roots = [a for a in sys.argv[1:] if not a.startswith("-")] or ["src", "crates/hpa-bridge-rules/src"]
+roots = [a for a in sys.argv[1:] if not a.startswith("-")] or ["src", "crates/hpa-bridge-rules/src", "crates/hpa-bridge-sources/src"]
 def modname(path, root):
     rel = os.path.relpath(path, root)[:-3]
     parts = rel.split(os.sep)

@@ -2,8 +2,9 @@
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The layers up to `policy` are the
-//! `hpa-bridge-rules` crate, re-exported here under their own names, so Cargo keeps them from
-//! importing anything above; the order above them is checked by scripts/import-graph.py.
+//! `hpa-bridge-rules` crate, `store`, `source`, `telemetry` and `tls` the `hpa-bridge-sources`
+//! crate, each re-exported here under its own name, so Cargo keeps each from importing anything
+//! above it; the order inside each crate is checked by scripts/import-graph.py.
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;
@@ -14,11 +15,8 @@ pub mod deletion_cost;
 pub mod demo;
 pub mod engine;
 pub mod hpa;
-pub mod source;
-pub mod store;
-pub mod telemetry;
-pub mod tls;
 
 pub use hpa_bridge_rules::{
     clock, cluster, config, evidence, exposition, policy, redaction, selector,
 };
+pub use hpa_bridge_sources::{source, store, telemetry, tls};

@@ -1,8 +1,9 @@
 //! hpa-bridge's layers below the store: what the rules read and the rules themselves.
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy` (see DESIGN.md).
-//! This crate depends on no async runtime, HTTP stack or Kubernetes client, and the crate above
-//! (`hpa-bridge`: store, sources, engine, API) re-exports these modules under the same names.
+//! This crate depends on no async runtime, HTTP stack or Kubernetes client, and the crates above
+//! (`hpa-bridge-sources`: store and sources; `hpa-bridge`: engine, API) re-export these modules
+//! under the same names.
 //! `policy`, `selector` and `exposition` are pure: no I/O, time is a parameter.
 
 pub mod clock;

@@ -11,8 +11,8 @@ use super::{churn, ScrapeTarget, Store, WorkloadRef};
 use crate::clock::Millis;
 use crate::evidence::{Evidence, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
-use crate::policy::{recommendation, stateful_floor, QueryContext};
 use crate::selector::LabelSelector;
+use hpa_bridge_rules::policy::{recommendation, stateful_floor, QueryContext};
 
 const STALE_AFTER: Millis = 5_000;
 
@@ -97,11 +97,11 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                     now + STALE_AFTER / 2,
                     now + STALE_AFTER + 1,
                 ] {
-                    for notes_kept in [0, 1, 3, crate::policy::NOTES_KEPT_WHEN_SERVING] {
+                    for notes_kept in [0, 1, 3, hpa_bridge_rules::policy::NOTES_KEPT_WHEN_SERVING] {
                         let q = QueryContext {
                             metric: "m",
                             series,
-                            scope: crate::policy::ScopeText::Parts(
+                            scope: hpa_bridge_rules::policy::ScopeText::Parts(
                                 "namespace",
                                 ns,
                                 selector.as_str(),

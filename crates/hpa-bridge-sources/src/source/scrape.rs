@@ -578,7 +578,7 @@ pub(crate) mod tests {
     /// reason on the target's health; a pod whose annotation names no block fails too.
     #[tokio::test]
     async fn a_json_status_document_is_scraped_with_its_time_and_reason() {
-        let status = include_str!("../../tests/fixtures/json/seatunnel-status.json");
+        let status = include_str!("../../../../tests/fixtures/json/seatunnel-status.json");
         let json = "application/json".to_owned();
         let addr = serve_pages(HashMap::from([
             (
