@@ -489,12 +489,16 @@ pub fn threads_cpu_time(pid: u32, prefix: &str) -> Option<Duration> {
             continue;
         }
         // A thread that exits between the listing and the read simply stops counting.
-        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        total += task_cpu_ns(&task.path()).unwrap_or(0);
     }
     Some(Duration::from_nanos(total))
+}
+
+/// On-CPU nanoseconds of one thread, from its task directory (`/proc/<pid>/task/<tid>`); `None`
+/// once the thread has exited.
+pub fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
+    let stat = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    stat.split_whitespace().next()?.parse::<u64>().ok()
 }
 
 /// User + system CPU time from /proc/self/stat (all threads, exited ones included), in USER_HZ

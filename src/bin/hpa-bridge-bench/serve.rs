@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use super::{quantile, BenchError, Plan};
+use super::{quantile, task_cpu_ns, BenchError, Plan};
 use hpa_bridge::api::server::serve_api;
 use hpa_bridge::api::transport::{Gatekeeper, Peer};
 use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
@@ -439,7 +439,7 @@ pub struct ServerThread {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// Each of the runtime's threads, as `/proc/self/task/<tid>/schedstat`.
+    /// Each of the runtime's threads, as its task directory (`/proc/<pid>/task/<tid>`).
     threads: Arc<std::sync::Mutex<Vec<std::path::PathBuf>>>,
 }
 
@@ -457,8 +457,8 @@ impl ServerThread {
             .on_thread_start(move || {
                 // `/proc/thread-self` names this thread as `<pid>/task/<tid>`.
                 if let Ok(task) = std::fs::read_link("/proc/thread-self") {
-                    let stat = std::path::Path::new("/proc").join(task).join("schedstat");
-                    started.lock().unwrap_or_else(|e| e.into_inner()).push(stat);
+                    let task = std::path::Path::new("/proc").join(task);
+                    started.lock().unwrap_or_else(|e| e.into_inner()).push(task);
                 }
             })
             .enable_all()
@@ -489,21 +489,11 @@ impl ServerThread {
     }
 
     /// Nanoseconds its runtime's threads have run on a CPU so far (the kernel's
-    /// `schedstat`), or `None` where that cannot be read.
+    /// `schedstat`), or `None` when none of its threads could be found.
     pub fn cpu_ns(&self) -> Option<u64> {
         let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
-        if threads.is_empty() {
-            return None;
-        }
-        let mut total = 0u64;
-        for stat in threads.iter() {
-            // A thread that has ended (a blocking-pool thread) no longer counts.
-            let Ok(text) = std::fs::read_to_string(stat) else {
-                continue;
-            };
-            total += text.split_whitespace().next()?.parse::<u64>().ok()?;
-        }
-        Some(total)
+        // A thread that has ended (a blocking-pool thread) no longer counts.
+        (!threads.is_empty()).then(|| threads.iter().filter_map(|t| task_cpu_ns(t)).sum())
     }
 }
 

@@ -16,17 +16,6 @@ use crate::evidence::{
 };
 use crate::selector::Operator;
 
-#[cfg(test)]
-pub(super) fn scope_matches(
-    scope: &Scope<'_>,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    scope.series.iter().any(|s| s == name)
-        && labels.get(scope.namespace_label).map(String::as_str) == Some(scope.namespace)
-        && scope.selector.matches(labels)
-}
-
 /// The requirements the index does not decide (`Postings::candidates` settles the name,
 /// the namespace and every `=` and `in`).
 fn matches_beyond_index(scope: &Scope<'_>, labels: &SeriesLabels) -> bool {

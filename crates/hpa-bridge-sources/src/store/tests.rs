@@ -261,7 +261,7 @@ fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, Arc<str>
                 .filter_map(|slot| inner.slots.get(*slot))
                 .map(move |s| (rec, s))
         })
-        .filter(|(_, s)| super::read::scope_matches(scope, &s.name, &s.labels))
+        .filter(|(_, s)| scope_matches(scope, &s.name, &s.labels))
         .map(|(rec, s)| (rec.target.id.clone(), s.name.clone(), s.labels.clone()))
         .collect();
     found.sort();
@@ -633,4 +633,11 @@ fn samples_from_the_future_are_unusable_and_valid_until_reaches_each_series() {
     assert!(!o.expired(now(250_000)) && o.expired(now(250_001)));
     let health = &store.target_health()[0].1;
     assert_eq!(health.producer_reason.as_deref(), Some("stuck"));
+}
+
+/// The scope's rule read plainly: the name listed, the namespace, the whole selector.
+fn scope_matches(scope: &Scope<'_>, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    scope.series.iter().any(|s| s == name)
+        && labels.get(scope.namespace_label).map(String::as_str) == Some(scope.namespace)
+        && scope.selector.matches(labels)
 }
