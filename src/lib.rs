@@ -3,20 +3,22 @@
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The layers up to `policy` are the
 //! `hpa-bridge-rules` crate, `store`, `source`, `telemetry` and `tls` the `hpa-bridge-sources`
-//! crate, each re-exported here under its own name, so Cargo keeps each from importing anything
-//! above it; the order inside each crate is checked by scripts/import-graph.py.
+//! crate, `engine` the `hpa-bridge-engine` crate, each re-exported here under its own name, so
+//! Cargo keeps each from importing anything above it; the order inside each crate is checked by
+//! scripts/import-graph.py.
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;
 pub mod auth;
-pub(crate) mod bounded_lru;
 pub mod check;
 pub mod deletion_cost;
 pub mod demo;
-pub mod engine;
 pub mod hpa;
 
 pub use hpa_bridge_rules::{
     clock, cluster, config, evidence, exposition, policy, redaction, selector,
 };
 pub use hpa_bridge_sources::{source, store, telemetry, tls};
+
+pub(crate) use hpa_bridge_engine::bounded_lru;
+pub use hpa_bridge_engine::engine;

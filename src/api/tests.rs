@@ -190,7 +190,8 @@ async fn parsed_selectors_are_remembered_within_a_bound() {
 async fn rendered_answers_are_reused_only_while_nothing_changed() {
     use crate::clock::ManualClock;
     let clock = Arc::new(ManualClock::new(1_000_000));
-    let adapter = default_adapter(clock.clone());
+    let engine = default_engine(clock.clone());
+    let adapter = engine.adapter().clone();
     let handler = ApiHandler::new(adapter.clone());
     async fn get(h: &ApiHandler) -> u16 {
         let req = Request::get(
@@ -211,7 +212,7 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
         2,
         "recomputed after the time bound"
     );
-    adapter.scrape_store().set_targets(Vec::new());
+    engine.targets().set_targets(Vec::new());
     assert_eq!(get(&handler).await, 404);
     assert_eq!(
         answers_computed(&adapter),
@@ -236,7 +237,8 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
     use crate::exposition::ExposedSample;
     use crate::store::ScrapeTarget;
     let clock = Arc::new(ManualClock::new(1_000_000));
-    let adapter = default_adapter(clock.clone());
+    let engine = default_engine(clock.clone());
+    let adapter = engine.adapter().clone();
     let handler = ApiHandler::new(adapter.clone());
     let target = |name: &str, ns: &str| ScrapeTarget {
         format: Default::default(),
@@ -246,7 +248,7 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
         workload: None,
     };
     let (ours, theirs) = (target("a", "default"), target("b", "other"));
-    let store = adapter.scrape_store();
+    let store = engine.targets();
     store.set_targets(vec![ours.clone(), theirs.clone()]);
     let scrape = |t: &ScrapeTarget, value: f64| {
         let page = vec![ExposedSample {
@@ -293,13 +295,16 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
     assert_eq!(answers_computed(&adapter), computed + 1);
 }
 
-/// An adapter over the default config and an empty store, on `clock`.
+/// An engine over the default config and an empty store, on `clock`.
+pub(super) fn default_engine(clock: Arc<crate::clock::ManualClock>) -> crate::engine::Engine {
+    crate::engine::EngineBuilder::new(crate::config::Config::from_yaml("").unwrap(), clock)
+        .build()
+        .unwrap()
+}
+
+/// The adapter of [`default_engine`].
 pub(super) fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
-    Arc::new(Adapter::new(
-        crate::config::Config::from_yaml("").unwrap(),
-        clock,
-        Arc::new(crate::telemetry::SelfMetrics::new()),
-    ))
+    default_engine(clock).adapter().clone()
 }
 
 /// A handler over the default config and an empty store.

@@ -19,8 +19,7 @@ mod status;
 mod status_document;
 
 pub use adapter::{static_target_id, static_targets, store_for, Adapter, MetricLabel, QueryError};
-#[cfg(test)]
-pub(crate) use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
+pub use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
 pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};

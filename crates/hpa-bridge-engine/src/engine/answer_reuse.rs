@@ -24,7 +24,7 @@ use crate::clock::{FreshWindow, Millis, Now};
 use super::metric_query::Served;
 use super::query_key::QueryKey;
 
-pub(crate) const REUSE_MS: Millis = 1000;
+pub const REUSE_MS: Millis = 1000;
 /// Bounds the entries: keys are what authorised callers ask, a handful per HPA. Past it the
 /// least recently used goes: an evicted answer is computed again, never served differently.
 const MAX_ENTRIES: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
