@@ -5,7 +5,7 @@ trees share one module namespace here; Cargo already keeps each crate from impor
 Test-only code (inline `#[cfg(test)] mod tests`, and modules declared under `#[cfg(test)]`) is left out:
 a test may reach across layers to check that they agree."""
 import os, re, sys
-roots = [a for a in sys.argv[1:] if not a.startswith("-")] or ["src", "crates/hpa-bridge-rules/src", "crates/hpa-bridge-sources/src", "crates/hpa-bridge-engine/src"]
+roots = [a for a in sys.argv[1:] if not a.startswith("-")] or ["src"] + sorted(os.path.join("crates", c, "src") for c in os.listdir("crates"))
 def modname(path, root):
     rel = os.path.relpath(path, root)[:-3]
     parts = rel.split(os.sep)

@@ -2,10 +2,10 @@
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The layers up to `policy` are the
-//! `hpa-bridge-rules` crate, `store`, `source`, `telemetry` and `tls` the `hpa-bridge-sources`
-//! crate, `engine` the `hpa-bridge-engine` crate, each re-exported here under its own name, so
-//! Cargo keeps each from importing anything above it; the order inside each crate is checked by
-//! scripts/import-graph.py.
+//! `hpa-bridge-rules` crate, `store` the `hpa-bridge-store` crate, `source`, `telemetry` and
+//! `tls` the `hpa-bridge-sources` crate, `engine` the `hpa-bridge-engine` crate, each re-exported
+//! here under its own name, so Cargo keeps each from importing anything above it; the order
+//! inside each crate is checked by scripts/import-graph.py.
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;

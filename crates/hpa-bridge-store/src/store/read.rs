@@ -213,8 +213,9 @@ impl Store {
     }
 
     /// The evidence of `scope`, whose key is `key` (`Scope::key`, which the adapter already
-    /// built for its own cache).
-    pub(crate) fn evidence_kept(
+    /// built for its own cache); its resolution is cached when `keep`, and summarized under
+    /// `summarize` as in `evidence_summarized`.
+    pub fn evidence_kept(
         &self,
         scope: &Scope<'_>,
         key: &ScopeKey,
