@@ -200,12 +200,17 @@ impl Clock for ManualClock {
 }
 
 /// RFC 3339 UTC with second precision, the form the external metrics API uses (docs/hpa-behaviour.md §2).
+/// A whole second has no fraction, so `time`'s own RFC 3339 writer (which writes one only when
+/// there is one) gives exactly that form; it also refuses years outside 0000–9999, which RFC 3339
+/// cannot write, and those read as the epoch, as times `time` cannot hold do.
 pub fn rfc3339(ms: Millis) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let f = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    t.format(&f)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+    time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
 }
 
 #[cfg(test)]
@@ -252,6 +257,33 @@ mod tests {
     fn four_digit_years_are_written_in_full() {
         assert_eq!(rfc3339(253_402_300_799_000), "9999-12-31T23:59:59Z");
         assert_eq!(rfc3339(-62_167_219_200_000), "0000-01-01T00:00:00Z");
+    }
+
+    /// RFC 3339 has four-digit years only: a time before year 0 or after 9999 is written as
+    /// the epoch, never as a string the HPA's parser would refuse.
+    #[test]
+    fn years_rfc_3339_cannot_write_read_as_the_epoch() {
+        assert_eq!(rfc3339(-62_167_219_200_001), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(253_402_300_800_000), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(Millis::MIN), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(Millis::MAX), "1970-01-01T00:00:00Z");
+    }
+
+    /// Across the whole writable range, in uneven steps: the form is `YYYY-MM-DDTHH:MM:SSZ`, no
+    /// fraction, and it reads back as the second it was written from.
+    #[test]
+    fn every_second_reads_back_as_written() {
+        use time::format_description::well_known::Rfc3339;
+        let (first, last) = (-62_167_219_200_i64, 253_402_300_799_i64);
+        let mut s = first;
+        while s <= last {
+            let text = rfc3339(s * 1000 + 999);
+            assert_eq!(text.len(), 20, "{text}");
+            assert!(text.ends_with('Z') && !text.contains('.'), "{text}");
+            let back = time::OffsetDateTime::parse(&text, &Rfc3339).unwrap();
+            assert_eq!(back.unix_timestamp(), s, "{text}");
+            s += 7_777_777;
+        }
     }
 
     /// Exhaustive over small clocks: the window holds at a reading exactly when every input
