@@ -80,12 +80,23 @@ pub(super) fn history_scope<'a>(
     let Some(object) = object else {
         return Cow::Borrowed(selector.as_str());
     };
-    let base = format!("{}/{}", object.kind.resource(), object.name);
-    if selector.requirements().is_empty() {
-        Cow::Owned(base)
+    // Built once per Object answer: pieces pushed into one buffer of the final size, not
+    // `format!`'s machinery.
+    let (resource, narrowed) = (object.kind.resource(), !selector.requirements().is_empty());
+    let extra = if narrowed {
+        1 + selector.as_str().len()
     } else {
-        Cow::Owned(format!("{base} {selector}"))
+        0
+    };
+    let mut scope = String::with_capacity(resource.len() + 1 + object.name.len() + extra);
+    scope.push_str(resource);
+    scope.push('/');
+    scope.push_str(&object.name);
+    if narrowed {
+        scope.push(' ');
+        scope.push_str(selector.as_str());
     }
+    Cow::Owned(scope)
 }
 
 /// An answer as served: shared by every request that reuses it.
@@ -129,5 +140,37 @@ impl std::ops::Deref for Served {
 
     fn deref(&self) -> &Answer {
         &self.answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ObjectKind;
+
+    /// The history (and the status page's lines) name an External scope by its selector and
+    /// an Object scope by the workload, narrowed by its `metricLabelSelector` in canonical form.
+    #[test]
+    fn history_scopes_name_the_selector_or_the_workload() {
+        let lobby = ObjectRef {
+            kind: ObjectKind::StatefulSet,
+            namespace: "games".into(),
+            name: "lobby".into(),
+        };
+        let api = ObjectRef {
+            kind: ObjectKind::Deployment,
+            ..lobby.clone()
+        };
+        let selector = |s: &str| LabelSelector::parse(s).unwrap();
+        assert_eq!(history_scope(&selector("b=2,a=1"), None), "a=1,b=2");
+        assert_eq!(history_scope(&selector(""), None), "");
+        assert_eq!(
+            history_scope(&selector(""), Some(&lobby)),
+            "statefulsets.apps/lobby"
+        );
+        assert_eq!(
+            history_scope(&selector("zone in (b,a),app"), Some(&api)),
+            "deployments.apps/lobby app,zone in (a,b)"
+        );
     }
 }
