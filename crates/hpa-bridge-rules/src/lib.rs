@@ -2,8 +2,8 @@
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy` (see DESIGN.md).
 //! This crate depends on no async runtime, HTTP stack or Kubernetes client, and the crates above
-//! (`hpa-bridge-sources`: store and sources; `hpa-bridge`: engine, API) re-export these modules
-//! under the same names.
+//! (`hpa-bridge-store`, `hpa-bridge-sources`, `hpa-bridge-engine` and `hpa-bridge`) re-export
+//! these modules under the same names.
 //! `policy`, `selector` and `exposition` are pure: no I/O, time is a parameter.
 
 pub mod clock;

@@ -3,7 +3,7 @@
 //!
 //! Imports point one way: the rules crate's layers (re-exported here under their own names, for
 //! `crate::` paths) -> `store` (see DESIGN.md). This crate cannot name the sources that fill it
-//! or anything above them; `hpa-bridge-sources` and `hpa-bridge` re-export `store` by its name.
+//! or anything above them; the crates above re-export `store` by its name.
 
 pub use hpa_bridge_rules::{clock, cluster, config, evidence, exposition, redaction, selector};
 

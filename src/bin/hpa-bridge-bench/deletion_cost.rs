@@ -671,7 +671,8 @@ pub fn note(r: &DeletionCostResult) -> String {
          server that applies JSON merge patches and sends MODIFIED events (no kube-apiserver can be \
          installed here); each pod's `hpa_stateful_index` on its own page of the bench exporter \
          process. `source::discovery::Discovery`, the `Scraper` (every {} s) and \
-         `DeletionCostWriter` (`--deletion-cost-qps {}`) are assembled as `serve \
+         `DeletionCostWriter` (`--deletion-cost-qps {}`, holding its Lease, renewed every {} s, \
+         from the same loopback API server) are assembled as `serve \
          --write-deletion-cost` assembles them (discovered, scraped and the floor complete in \
          {:.1} s). The churn starts from the steady state (every holding pod's cost already \
          written): each interval {}% of the pods, spread over the interval and each pod at most \
@@ -694,6 +695,7 @@ pub fn note(r: &DeletionCostResult) -> String {
         r.pods,
         r.interval_seconds,
         r.qps,
+        LeaseTimings::default().retry_period.as_secs(),
         r.sync_seconds,
         r.churn_percent,
         r.rounds,
