@@ -12,7 +12,9 @@ use crate::clock::Millis;
 use crate::evidence::{Evidence, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
-use hpa_bridge_rules::policy::{recommendation, stateful_floor, QueryContext};
+use hpa_bridge_rules::policy::{
+    recommendation, stateful_floor, QueryContext, ScopeText, NOTES_KEPT_WHEN_SERVING,
+};
 
 const STALE_AFTER: Millis = 5_000;
 
@@ -97,15 +99,11 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                     now + STALE_AFTER / 2,
                     now + STALE_AFTER + 1,
                 ] {
-                    for notes_kept in [0, 1, 3, hpa_bridge_rules::policy::NOTES_KEPT_WHEN_SERVING] {
+                    for notes_kept in [0, 1, 3, NOTES_KEPT_WHEN_SERVING] {
                         let q = QueryContext {
                             metric: "m",
                             series,
-                            scope: hpa_bridge_rules::policy::ScopeText::Parts(
-                                "namespace",
-                                ns,
-                                selector.as_str(),
-                            ),
+                            scope: ScopeText::Parts("namespace", ns, selector.as_str()),
                             now: at.into(),
                             stale_after_ms: STALE_AFTER,
                             notes_kept,
