@@ -13,7 +13,7 @@
 //! The result is ordinary `Evidence`, so every rule (max-not-sum, the floor, refusals, gates,
 //! threshold, combine) runs unchanged: one engine, two front doors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -229,7 +229,21 @@ pub(crate) async fn evidence(
         )
         .await?;
     let by_pods = match pods {
-        Some(_) => Some(source.evidence(scope, ReadMode::Listed, now).await?),
+        Some(pods) => {
+            // `combine` keeps the broad read's series of the object's own pods only, so the
+            // source need list no others: a read the size of the workload, not the namespace.
+            let me = object.workload();
+            let own: BTreeSet<String> = pods
+                .iter()
+                .filter(|(_, f)| f.workload.as_ref() == Some(&me))
+                .map(|(pod, _)| pod.clone())
+                .collect();
+            let read = ReadMode::Labelled {
+                label: POD_LABEL,
+                values: &own,
+            };
+            Some(source.evidence(scope, read, now).await?)
+        }
         None => None,
     };
     Ok(combine(object, wl, by_labels, by_pods, pods))

@@ -48,6 +48,16 @@ pub enum ReadMode<'a> {
         key: &'a ScopeKey,
         summarize: Summarize,
     },
+    /// The in-scope series whose `label` is one of `values` listed, the source free to leave
+    /// out the others and the producer reasons of targets it lists nothing of; the unknown
+    /// targets, the workloads and their silent pods are the whole scope's, as `Listed` gives
+    /// them. For a caller that keeps only those series (an Object query keeps its workload's
+    /// own pods' series out of the namespace's): a source that keeps no index of the label
+    /// lists everything, and the caller's filter gives the same.
+    Labelled {
+        label: &'a str,
+        values: &'a std::collections::BTreeSet<String>,
+    },
 }
 
 /// A source's own health for `/status`, tagged by the kind of source.
@@ -97,6 +107,7 @@ impl EvidenceSource for Store {
             ReadMode::Summarized { key, summarize } => {
                 self.evidence_kept(scope, key, true, Some(summarize))
             }
+            ReadMode::Labelled { label, values } => self.evidence_labelled(scope, label, values),
         };
         Box::pin(std::future::ready(Ok(evidence)))
     }

@@ -6,6 +6,7 @@
 
 mod family_digest;
 mod ingest;
+mod label_index;
 mod postings;
 mod read;
 mod resolved_scope;
@@ -296,5 +297,7 @@ pub(crate) mod churn {
 
 #[cfg(test)]
 mod clean_tail_tests;
+#[cfg(test)]
+mod labelled_read_tests;
 #[cfg(test)]
 mod tests;

@@ -186,6 +186,7 @@ impl Store {
             ids: ids.into(),
             workloads: workloads.into(),
             pods_listed: pods_listed.into(),
+            by_label: std::sync::OnceLock::new(),
         });
         if keep {
             self.resolved.put(key.clone(), resolved.clone());
@@ -261,20 +262,7 @@ impl Store {
                 t.slots
                     .iter()
                     .zip(first..)
-                    .filter_map(|(slot, i)| {
-                        Some((inner.slots.get(*slot)?, SeriesRef::at(&resolved.ids, i)?))
-                    })
-                    .map(|(s, id)| Observation {
-                        id,
-                        value: s.latest,
-                        observed_at_ms: s.latest_at,
-                        scraped_mono_ms: s.latest_mono,
-                        last_valid: s.last_valid,
-                        present: s.present,
-                        target_failing: failing,
-                        unusable: s.unusable,
-                        valid_until_ms: s.valid_until,
-                    }),
+                    .filter_map(|(slot, i)| observation(&inner, &resolved.ids, *slot, i, failing)),
             );
             if summarize.is_some() {
                 listed_present += ev.observations[listed..]
@@ -286,53 +274,127 @@ impl Store {
         if tail.series > 0 {
             ev.clean_tail = Some(tail);
         }
-        ev.workloads = resolved.workloads.clone();
-        // A workload's pods with a series in scope are listed in the resolution, which stands
-        // while the scope's series do; the pods that have had a page are counted as they come
-        // and go, so a pod whose pages hold nothing in scope shows as a difference.
-        for (w, listed) in resolved.workloads.iter().zip(resolved.pods_listed.iter()) {
-            let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
-            if reported > *listed as usize {
-                ev.silent_pods.push(SilentPods {
-                    workload: w.clone(),
-                    pods: reported - *listed as usize,
-                });
-            }
-        }
-        let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
-            .unscraped
-            .iter()
-            .filter_map(|id| inner.targets.get(id))
-            .filter(|rec| possibly_matches(scope, &rec.target.labels))
-            .map(|rec| {
-                (
-                    UnknownTarget {
-                        target: rec.target.id.clone(),
-                        last_error: rec.health.last_error.clone(),
-                    },
-                    rec.target.workload.as_ref(),
-                )
-            })
-            .collect();
-        // With workloads known, a never-scraped pod matters only if it belongs to a workload
-        // whose pods are in scope: a new pod of another workload in the same namespace cannot
-        // hold this workload's state. Without in-scope workloads, every candidate counts.
-        let observed = ev.workloads.len();
-        let mut named: Vec<WorkloadRef> = Vec::new();
-        for (u, workload) in unknown {
-            match workload {
-                Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
-                Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
-                _ => {}
-            }
-            ev.unknown_targets.push(u);
-        }
-        if observed == 0 && !named.is_empty() {
-            ev.workloads = named.into();
-        }
-        debug_assert!(ev.observations.is_sorted_by(|a, b| {
-            (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
-        }));
+        scope_wide(&inner, &resolved, scope, &mut ev);
         ev
     }
+
+    /// As `evidence`, but of the in-scope series only those whose `label` is one of `values`
+    /// are listed, with only their targets' producer reasons; the never-scraped targets, the
+    /// workloads and their silent pods are the whole scope's, as `evidence` gives them. Reads
+    /// as many series as it lists, whatever the scope holds (label_index.rs).
+    pub fn evidence_labelled(
+        &self,
+        scope: &Scope<'_>,
+        label: &str,
+        values: &BTreeSet<String>,
+    ) -> Evidence {
+        let inner = self.read();
+        let resolved = self.resolve(&inner, scope, &scope.key(), true);
+        let positions = resolved
+            .label_index(label)
+            .positions(values.iter().map(String::as_str));
+        let mut ev = Evidence {
+            observations: Vec::with_capacity(positions.len()),
+            ..Evidence::default()
+        };
+        let mut last_target = None;
+        for p in positions {
+            let Some(t) = resolved.targets.get(p.target as usize) else {
+                continue;
+            };
+            let i = p.series as usize;
+            if last_target != Some(p.target) {
+                last_target = Some(p.target);
+                if let (Some(reason), Some(id)) = (t.cell.reason(), resolved.ids.get(i)) {
+                    ev.producer_reasons.push(ProducerReason {
+                        target: id.target.clone(),
+                        reason,
+                    });
+                }
+            }
+            ev.observations.extend(observation(
+                &inner,
+                &resolved.ids,
+                p.slot,
+                i,
+                t.cell.failing(),
+            ));
+        }
+        scope_wide(&inner, &resolved, scope, &mut ev);
+        ev
+    }
+}
+
+/// Series `i` of a resolution whose ids are `ids`, as its slot reads now.
+fn observation(
+    inner: &Inner,
+    ids: &Arc<[SeriesId]>,
+    slot: SlotId,
+    i: usize,
+    target_failing: bool,
+) -> Option<Observation> {
+    let s = inner.slots.get(slot)?;
+    Some(Observation {
+        id: SeriesRef::at(ids, i)?,
+        value: s.latest,
+        observed_at_ms: s.latest_at,
+        scraped_mono_ms: s.latest_mono,
+        last_valid: s.last_valid,
+        present: s.present,
+        target_failing,
+        unusable: s.unusable,
+        valid_until_ms: s.valid_until,
+    })
+}
+
+/// What a read of `scope` gives of the scope as a whole, whatever series it lists: the
+/// workloads, their silent pods, and the never-scraped targets that could hold its series.
+fn scope_wide(inner: &Inner, resolved: &ResolvedScope, scope: &Scope<'_>, ev: &mut Evidence) {
+    ev.workloads = resolved.workloads.clone();
+    // A workload's pods with a series in scope are listed in the resolution, which stands
+    // while the scope's series do; the pods that have had a page are counted as they come
+    // and go, so a pod whose pages hold nothing in scope shows as a difference.
+    for (w, listed) in resolved.workloads.iter().zip(resolved.pods_listed.iter()) {
+        let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
+        if reported > *listed as usize {
+            ev.silent_pods.push(SilentPods {
+                workload: w.clone(),
+                pods: reported - *listed as usize,
+            });
+        }
+    }
+    let unknown: Vec<(UnknownTarget, Option<&WorkloadRef>)> = inner
+        .unscraped
+        .iter()
+        .filter_map(|id| inner.targets.get(id))
+        .filter(|rec| possibly_matches(scope, &rec.target.labels))
+        .map(|rec| {
+            (
+                UnknownTarget {
+                    target: rec.target.id.clone(),
+                    last_error: rec.health.last_error.clone(),
+                },
+                rec.target.workload.as_ref(),
+            )
+        })
+        .collect();
+    // With workloads known, a never-scraped pod matters only if it belongs to a workload
+    // whose pods are in scope: a new pod of another workload in the same namespace cannot
+    // hold this workload's state. Without in-scope workloads, every candidate counts.
+    let observed = ev.workloads.len();
+    let mut named: Vec<WorkloadRef> = Vec::new();
+    for (u, workload) in unknown {
+        match workload {
+            Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
+            Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
+            _ => {}
+        }
+        ev.unknown_targets.push(u);
+    }
+    if observed == 0 && !named.is_empty() {
+        ev.workloads = named.into();
+    }
+    debug_assert!(ev.observations.is_sorted_by(|a, b| {
+        (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
+    }));
 }

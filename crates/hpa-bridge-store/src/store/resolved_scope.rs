@@ -9,9 +9,10 @@
 
 use lru::LruCache;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::family_digest::{Families, TargetCell};
+use super::label_index::LabelIndex;
 use super::series_slots::SlotId;
 use super::{SeriesId, WorkloadRef};
 use crate::evidence::ScopeKey;
@@ -36,6 +37,24 @@ pub(super) struct ResolvedScope {
     pub(super) workloads: Arc<[WorkloadRef]>,
     /// How many of `targets` belong to each of `workloads`, in the same order.
     pub(super) pods_listed: Box<[u32]>,
+    /// Where each value of one label sits among `ids`, for reads narrowed by that label;
+    /// built by the first such read.
+    pub(super) by_label: OnceLock<LabelIndex>,
+}
+
+impl ResolvedScope {
+    /// The index of `label` over this scope's series: the kept one, built now if this is the
+    /// first read narrowed by a label; built for this read alone if the kept one is of
+    /// another label (every narrowed read names the same one, so that is not expected).
+    pub(super) fn label_index(&self, label: &str) -> std::borrow::Cow<'_, LabelIndex> {
+        let build = || LabelIndex::build(label, &self.ids, self.targets.iter().map(|t| &*t.slots));
+        let kept = self.by_label.get_or_init(build);
+        if kept.label() == label {
+            std::borrow::Cow::Borrowed(kept)
+        } else {
+            std::borrow::Cow::Owned(build())
+        }
+    }
 }
 
 /// A target with series in the scope, held by what an answer reads of it (whether it is failing,
@@ -150,6 +169,7 @@ mod tests {
             ids: vec![id; series].into(),
             workloads: Arc::from([]),
             pods_listed: Box::new([]),
+            by_label: OnceLock::new(),
         })
     }
 

@@ -432,7 +432,8 @@ impl Inner {
 }
 
 impl EvidenceSource for PrometheusSource {
-    /// Prometheus keeps no digests: every read lists every series.
+    /// Prometheus keeps no digests and no index of a label here: every read lists every
+    /// series in scope.
     fn evidence<'a>(
         &'a self,
         scope: &'a Scope<'a>,
