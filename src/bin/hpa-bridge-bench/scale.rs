@@ -2,6 +2,7 @@
 //! only (this process's CPU time and resident memory).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -9,9 +10,12 @@ use serde::Serialize;
 use super::answer_cost;
 use super::exporter::ExporterSpec;
 use super::fleet::{self, ExporterProcess, Scraped};
+use super::kubeapi::{self, Counters, Objects};
+use super::serve::ServerThread;
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
-use hpa_bridge::engine::MetricQuery;
+use hpa_bridge::engine::{Engine, MetricQuery};
 use hpa_bridge::selector::LabelSelector;
+use hpa_bridge::source::discovery::Discovery;
 
 #[derive(Clone, Debug)]
 pub struct ScalePlan {
@@ -110,6 +114,9 @@ pub struct ScaleResult {
     pub answer_cost: answer_cost::AnswerCost,
     /// The same, for the Object query naming the workload (custom.metrics.k8s.io).
     pub object_answer_cost: answer_cost::AnswerCost,
+    /// The Object query again, over stores whose targets and workloads come from discovery,
+    /// so its scope adds the series of the workload's own pods out of the namespace's.
+    pub object_discovered_answer_cost: answer_cost::AnswerCost,
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -263,6 +270,46 @@ async fn measure(
     drop(small);
     drop(few);
 
+    // The Object query once more over the same three shapes, each store now filled through
+    // discovery of the pods a loopback API server lists (kubeapi.rs), as `serve` with
+    // `scrape.kubernetes` fills it: the query's pod set is the namespace's pods of the
+    // workload, read from the watch caches.
+    let large = discovered_store(plan, spec, exporter).await?;
+    let (small_spec, small_exporter) = fleet::start_exporter(
+        exe,
+        SMALL_STORE_TARGETS,
+        1,
+        plan.page_bytes,
+        per_pod_same_scope,
+    )?;
+    let small = discovered_store(plan, &small_spec, &small_exporter).await?;
+    let (few_spec, few_exporter) = fleet::start_exporter(
+        exe,
+        SMALL_STORE_TARGETS,
+        1,
+        plan.page_bytes,
+        plan.wanted_series,
+    )?;
+    let few = discovered_store(plan, &few_spec, &few_exporter).await?;
+    let object = answer_cost::Front::Object;
+    let sides = answer_cost::Sides {
+        large: (
+            answer_cost::Side::new(large.engine.adapter(), plan.workloads, object).await?,
+            large_scope,
+        ),
+        small: (
+            answer_cost::Side::new(small.engine.adapter(), 1, object).await?,
+            SMALL_STORE_TARGETS * per_pod_same_scope,
+        ),
+        few: (
+            answer_cost::Side::new(few.engine.adapter(), 1, object).await?,
+            SMALL_STORE_TARGETS * plan.wanted_series,
+        ),
+        small_targets: SMALL_STORE_TARGETS,
+    };
+    let object_discovered_answer_cost = answer_cost::compare(sides, plan.answer_time).await?;
+    drop((large, small, few, small_exporter, few_exporter));
+
     Ok(ScaleResult {
         targets: plan.targets,
         workloads: plan.workloads,
@@ -286,6 +333,57 @@ async fn measure(
         freshness,
         answer_cost,
         object_answer_cost,
+        object_discovered_answer_cost,
+    })
+}
+
+/// An engine whose targets and workloads come from discovery (kube-runtime reflectors)
+/// against its own loopback API server listing the exporter's pods and StatefulSets, scraped
+/// once. Dropped in field order: the engine, then the reflectors, then the API server.
+struct DiscoveredStore {
+    engine: Engine,
+    _discovery: Arc<Discovery>,
+    _api: ServerThread,
+}
+
+async fn discovered_store(
+    plan: &ScalePlan,
+    spec: &ExporterSpec,
+    exporter: &ExporterProcess,
+) -> Result<DiscoveredStore, BenchError> {
+    let objects = Arc::new(Objects::new(spec, exporter.port()));
+    let api = ServerThread::start("kubeapi-scale", move |listener| {
+        kubeapi::serve(
+            listener,
+            objects,
+            Arc::new(Counters::default()),
+            Duration::ZERO,
+        )
+    })?;
+    // Samples stay fresh for the whole measurement after one round.
+    let config = fleet::config(
+        plan.interval,
+        "  staleAfter: 1h\n  kubernetes:\n    namespaces: [default]\n",
+    )?;
+    let fleet::Discovered {
+        engine, discovery, ..
+    } = fleet::discovered(&format!("http://{}", api.addr), config).await?;
+    engine
+        .scraper()
+        .ok_or_else(|| err("the discovered engine built no scraper"))?
+        .scrape_round()
+        .await;
+    let failed = fleet::failed_targets(&engine.targets());
+    if failed > 0 {
+        return Err(err(format!(
+            "{failed} of {} discovered targets failed their scrape",
+            spec.targets
+        )));
+    }
+    Ok(DiscoveredStore {
+        engine,
+        _discovery: discovery,
+        _api: api,
     })
 }
 

@@ -317,7 +317,7 @@ impl Adapter {
                         // A failing watch's mirror shows a past state: neither the pods nor
                         // the ReplicaSets are trusted then.
                         let current = state.facts_current();
-                        let pods = current.then(|| state.pods(&w.namespace)).flatten();
+                        let pods = current.then(|| state.workload_pods(w)).flatten();
                         let replica_sets = current.then(|| state.replica_sets(w)).flatten();
                         return policy::deployment_floor(
                             &q,
@@ -720,9 +720,10 @@ impl Adapter {
             }
             (Some(object), read) => {
                 // Read once: it decides how the scope is read and is the pod set read with.
+                // Only the object's own pods matter to its scope (object_scope.rs).
                 let pods = self
                     .workload_state()
-                    .and_then(|c| c.pods(&object.namespace));
+                    .and_then(|c| c.workload_pods(&object.workload()));
                 if let (Read::Summary { after }, None) = (read, &pods) {
                     if let Some(ev) = self.object_summary(object, scope, now, after) {
                         return Ok(ev);

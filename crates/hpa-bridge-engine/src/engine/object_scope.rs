@@ -13,14 +13,14 @@
 //! The result is ordinary `Evidence`, so every rule (max-not-sum, the floor, refusals, gates,
 //! threshold, combine) runs unchanged: one engine, two front doors.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadKind, WorkloadRef};
 use crate::config::WorkloadLabels;
-use crate::evidence::{Evidence, Observation, Scope};
+use crate::evidence::{Evidence, Observation, Scope, SeriesLabels, TargetId};
 use crate::selector::{LabelSelector, Operator, Requirement};
 use crate::source::{EvidenceSource, ReadMode, SourceError};
 
@@ -208,7 +208,8 @@ fn pod_of_target<'a>(id: &'a str, namespace: &str) -> Option<&'a str> {
 
 /// The evidence in `scope` (its series, namespace and `metricLabelSelector`) that belongs to
 /// `object`.
-/// `pods` are the namespace's pods as the cluster lists them, `None` without a pod set.
+/// `pods` are the pods as the cluster lists them (the namespace's, or the object's own: only
+/// those count), `None` without a pod set.
 pub(crate) async fn evidence(
     source: &dyn EvidenceSource,
     pods: Option<&BTreeMap<String, PodFacts>>,
@@ -318,14 +319,28 @@ fn combine_read(
                 reasons.push(r);
             }
         }
+        // A series both reads hold is kept once. Looked up by identity, not by a pass over the
+        // listed ones per series: a workload's pods may export thousands.
+        let mut listed: HashSet<(TargetId, Arc<str>, SeriesLabels)> = ev
+            .observations
+            .iter()
+            .map(|e| {
+                (
+                    e.id.target.clone(),
+                    e.id.series.clone(),
+                    e.id.labels.clone(),
+                )
+            })
+            .collect();
         for o in broad.observations {
             let own = o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p));
-            let seen = ev.observations.iter().any(|e| {
-                e.id.target == o.id.target
-                    && e.id.series == o.id.series
-                    && e.id.labels == o.id.labels
-            });
-            if own && !seen {
+            if own
+                && listed.insert((
+                    o.id.target.clone(),
+                    o.id.series.clone(),
+                    o.id.labels.clone(),
+                ))
+            {
                 ev.observations.push(o);
             }
         }

@@ -29,8 +29,9 @@ const RULE: &str = "count of pods holding state, ranked last by deletion cost";
 /// whose index is not fresh, makes the floor incomplete: the count of holding pods known is
 /// then only a lower bound, and the target holds.
 ///
-/// `pods` is the namespace's pod list from the watch cache and `replica_sets` the
-/// Deployment's ReplicaSets, each `None` while it is not known.
+/// `pods` is the pod list from the watch cache (the namespace's, or the Deployment's own:
+/// only those count) and `replica_sets` the Deployment's ReplicaSets, each `None` while it is
+/// not known.
 pub fn deployment_floor(
     q: &QueryContext<'_>,
     ev: &Evidence,

@@ -97,6 +97,61 @@ pub fn pod_facts(
     }
 }
 
+/// The facts of `pods` by namespace, and the names of each workload's pods. Pure.
+pub fn pod_facts_index(
+    pods: &[Arc<Pod>],
+    replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
+) -> PodFactsIndex {
+    let mut index = PodFactsIndex::default();
+    for p in pods {
+        let facts = pod_facts(p, replicaset);
+        let name = p.name_any();
+        if let Some(w) = &facts.workload {
+            index
+                .by_workload
+                .entry(w.clone())
+                .or_default()
+                .push(name.clone());
+        }
+        index
+            .by_namespace
+            .entry(p.namespace().unwrap_or_default())
+            .or_default()
+            .insert(name, facts);
+    }
+    index
+}
+
+/// What `pod_facts_index` finds.
+#[derive(Debug, Default)]
+pub struct PodFactsIndex {
+    by_namespace: BTreeMap<String, BTreeMap<String, PodFacts>>,
+    by_workload: BTreeMap<WorkloadRef, Vec<String>>,
+}
+
+impl PodFactsIndex {
+    /// Every pod in `namespace`, by name.
+    pub fn namespace(&self, namespace: &str) -> BTreeMap<String, PodFacts> {
+        self.by_namespace
+            .get(namespace)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The pods whose workload is `w`, by name.
+    pub fn workload(&self, w: &WorkloadRef) -> BTreeMap<String, PodFacts> {
+        let Some(pods) = self.by_namespace.get(&w.namespace) else {
+            return BTreeMap::new();
+        };
+        self.by_workload
+            .get(w)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| Some((name.clone(), pods.get(name)?.clone())))
+            .collect()
+    }
+}
+
 /// The ReplicaSets among `replica_sets` whose controller is `deployment`, with their
 /// `spec.replicas` (absent is 1, as the API server defaults it), by name. Pure.
 pub fn replica_sets_of(
@@ -299,6 +354,10 @@ pub struct Discovery {
     deployments: Mirrors<Deployment>,
     synced: watch::Receiver<bool>,
     changed: Arc<Changed>,
+    /// The pods' facts as of a count of the mirrors' changes (`Changed::count`), worked out
+    /// again on the first ask after the count moves: a workload's pods are then found without
+    /// going over every pod of the cluster on each answer.
+    pod_facts: std::sync::Mutex<Option<(u64, Arc<PodFactsIndex>)>>,
 }
 
 /// Wakes the target publisher, and counts the mirrors' changes so that an answer that read
@@ -372,6 +431,7 @@ impl Discovery {
             deployments,
             synced,
             changed: changed.clone(),
+            pod_facts: std::sync::Mutex::new(None),
         });
         let d = discovery.clone();
         tokio::spawn(async move {
@@ -414,31 +474,28 @@ impl Discovery {
         if !*self.synced.borrow() {
             return Vec::new();
         }
-        let mut out: BTreeMap<WorkloadRef, BTreeMap<String, PodFacts>> = self
+        let opted: BTreeSet<WorkloadRef> = self
             .deployments
             .all()
             .iter()
             .filter(|d| opted_in(d))
-            .map(|d| {
-                let w = WorkloadRef {
-                    kind: WorkloadKind::Deployment,
-                    namespace: d.namespace().unwrap_or_default(),
-                    name: d.name_any(),
-                };
-                (w, BTreeMap::new())
+            .map(|d| WorkloadRef {
+                kind: WorkloadKind::Deployment,
+                namespace: d.namespace().unwrap_or_default(),
+                name: d.name_any(),
             })
             .collect();
-        if out.is_empty() {
+        if opted.is_empty() {
             return Vec::new();
         }
-        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
-        for p in self.pods.all() {
-            let facts = pod_facts(&p, &lookup);
-            if let Some(pods) = facts.workload.as_ref().and_then(|w| out.get_mut(w)) {
-                pods.insert(p.name_any(), facts);
-            }
-        }
-        out.into_iter().collect()
+        let index = self.pod_facts_index();
+        opted
+            .into_iter()
+            .map(|w| {
+                let pods = index.workload(&w);
+                (w, pods)
+            })
+            .collect()
     }
 
     /// Resolves once the first complete target set is in the store.
@@ -471,6 +528,26 @@ impl Discovery {
 
 impl Discovery {
     /// Whether the mirrors hold `namespace`'s objects: synced, and the namespace watched.
+    /// The pods' facts as the mirrors show them. Read at a count of changes, they stand for
+    /// every later read at the same count: a reflector applies an event to its store before
+    /// it is counted, so a snapshot worked out after reading the count holds every change
+    /// counted until then, as an answer reused at an unchanged `Cluster::version` does.
+    fn pod_facts_index(&self) -> Arc<PodFactsIndex> {
+        let count = self
+            .changed
+            .count
+            .load(std::sync::atomic::Ordering::Acquire);
+        if let Some((at, index)) = &*self.pod_facts.lock().unwrap_or_else(|e| e.into_inner()) {
+            if *at == count {
+                return index.clone();
+            }
+        }
+        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
+        let index = Arc::new(pod_facts_index(&self.pods.all(), &lookup));
+        *self.pod_facts.lock().unwrap_or_else(|e| e.into_inner()) = Some((count, index.clone()));
+        index
+    }
+
     fn mirrors_synced(&self, namespace: &str) -> bool {
         *self.synced.borrow()
             && (self.config.namespaces.is_empty()
@@ -561,15 +638,15 @@ impl Cluster for Discovery {
         if !self.mirrors_synced(namespace) {
             return None;
         }
-        let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
-        Some(
-            self.pods
-                .all()
-                .iter()
-                .filter(|p| p.namespace().as_deref() == Some(namespace))
-                .map(|p| (p.name_any(), pod_facts(p, &lookup)))
-                .collect(),
-        )
+        Some(self.pod_facts_index().namespace(namespace))
+    }
+
+    /// As `pods`, of one workload's pods.
+    fn workload_pods(&self, workload: &WorkloadRef) -> Option<BTreeMap<String, PodFacts>> {
+        if !self.mirrors_synced(&workload.namespace) {
+            return None;
+        }
+        Some(self.pod_facts_index().workload(workload))
     }
 }
 
@@ -668,6 +745,74 @@ mod tests {
 
     fn none(_: &str, _: &str) -> Option<Arc<ReplicaSet>> {
         None
+    }
+
+    /// The index of pod facts gives what a pass over every pod gives: a namespace's pods, and
+    /// a workload's as those of its namespace whose workload it is (StatefulSet pods, a
+    /// Deployment's through its ReplicaSet, a ReplicaSet no Deployment controls, orphans, the
+    /// same names in two namespaces).
+    #[test]
+    fn the_pod_facts_index_gives_what_a_pass_over_every_pod_gives() {
+        let owned = |ns: &str, name: &str, owner: Option<(&str, &str)>| {
+            let owners = match owner {
+                Some((kind, owner)) => {
+                    json!([{"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": "u", "controller": true}])
+                }
+                None => json!([]),
+            };
+            Arc::new(pod(json!({
+                "metadata": {"name": name, "namespace": ns, "ownerReferences": owners},
+                "status": {"phase": "Running"}
+            })))
+        };
+        let pods = vec![
+            owned("games", "lobby-0", Some(("StatefulSet", "lobby"))),
+            owned("games", "lobby-1", Some(("StatefulSet", "lobby"))),
+            owned("other", "lobby-0", Some(("StatefulSet", "lobby"))),
+            owned("games", "web-5d4f-a", Some(("ReplicaSet", "web-5d4f"))),
+            owned("games", "web-5d4f-b", Some(("ReplicaSet", "web-5d4f"))),
+            owned("games", "bare-x", Some(("ReplicaSet", "bare"))),
+            owned("games", "orphan", None),
+        ];
+        let rs: ReplicaSet = serde_json::from_value(json!({"metadata": {"name": "web-5d4f", "namespace": "games",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d", "controller": true}]}}))
+        .unwrap();
+        let rs = Arc::new(rs);
+        let lookup =
+            |ns: &str, name: &str| (ns == "games" && name == "web-5d4f").then(|| rs.clone());
+        let index = pod_facts_index(&pods, &lookup);
+        let plain = |ns: &str| -> BTreeMap<String, PodFacts> {
+            pods.iter()
+                .filter(|p| p.namespace().as_deref() == Some(ns))
+                .map(|p| (p.name_any(), pod_facts(p, &lookup)))
+                .collect()
+        };
+        for ns in ["games", "other", "none"] {
+            assert_eq!(index.namespace(ns), plain(ns), "{ns}");
+        }
+        let workload = |kind: WorkloadKind, ns: &str, name: &str| WorkloadRef {
+            kind,
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let workloads = [
+            workload(WorkloadKind::StatefulSet, "games", "lobby"),
+            workload(WorkloadKind::StatefulSet, "other", "lobby"),
+            workload(WorkloadKind::Deployment, "games", "web"),
+            workload(WorkloadKind::ReplicaSet, "games", "bare"),
+            workload(WorkloadKind::ReplicaSet, "games", "web-5d4f"),
+            workload(WorkloadKind::Deployment, "games", "gone"),
+        ];
+        let mut found = 0;
+        for w in &workloads {
+            let want: BTreeMap<String, PodFacts> = plain(&w.namespace)
+                .into_iter()
+                .filter(|(_, f)| f.workload.as_ref() == Some(w))
+                .collect();
+            found += want.len();
+            assert_eq!(index.workload(w), want, "{w:?}");
+        }
+        assert_eq!(found, 6, "every owned pod is some workload's");
     }
 
     /// A pod chooses its JSON block by annotation; a name the config does not hold makes
