@@ -139,6 +139,23 @@ pub struct ExposedSample {
     pub unusable: Option<Unusable>,
 }
 
+impl ExposedSample {
+    /// A usable sample timed by its scrape, with `labels`: the shape most tests write.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn scraped(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
+        ExposedSample {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+            timestamp_ms: None,
+            unusable: None,
+        }
+    }
+}
+
 /// Why a series on a page cannot be used, whatever its value. Each reads as an invalid input:
 /// the rules that would lower an answer treat it as unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -313,14 +313,16 @@ fn combine_read(
     } else {
         0
     };
+    // Duplicates and kept reasons are looked up by identity, not by a pass over the listed
+    // ones per item: a workload's pods may export thousands of series, each with a reason.
     if let Some(broad) = by_pods {
+        let mut reasoned: HashSet<TargetId> = reasons.iter().map(|r| r.target.clone()).collect();
         for r in broad.producer_reasons {
-            if !reasons.iter().any(|e| e.target == r.target) {
+            if reasoned.insert(r.target.clone()) {
                 reasons.push(r);
             }
         }
-        // A series both reads hold is kept once. Looked up by identity, not by a pass over the
-        // listed ones per series: a workload's pods may export thousands.
+        // A series both reads hold is kept once.
         let mut listed: HashSet<(TargetId, Arc<str>, SeriesLabels)> = ev
             .observations
             .iter()
@@ -344,9 +346,14 @@ fn combine_read(
                 ev.observations.push(o);
             }
         }
+        let mut unknown: HashSet<TargetId> = ev
+            .unknown_targets
+            .iter()
+            .map(|u| u.target.clone())
+            .collect();
         for u in broad.unknown_targets {
             let own = pod_of_target(&u.target.0, &object.namespace).is_some_and(owned);
-            if own && !ev.unknown_targets.iter().any(|e| e.target == u.target) {
+            if own && unknown.insert(u.target.clone()) {
                 ev.unknown_targets.push(u);
             }
         }
@@ -359,14 +366,14 @@ fn combine_read(
     } else {
         ev.observations.sort_by(order);
     }
-    ev.producer_reasons = reasons
+    let observed: HashSet<&TargetId> = ev.observations.iter().map(|o| &o.id.target).collect();
+    let kept = reasons
         .into_iter()
         .enumerate()
-        .filter(|(i, r)| {
-            *i < from_labels || ev.observations.iter().any(|o| o.id.target == r.target)
-        })
+        .filter(|(i, r)| *i < from_labels || observed.contains(&r.target))
         .map(|(_, r)| r)
         .collect();
+    ev.producer_reasons = kept;
     ev
 }
 
@@ -588,6 +595,165 @@ mod tests {
         }
         assert_eq!(pod_of_target("games/lobby-0", "games"), Some("lobby-0"));
         assert_eq!(pod_of_target("gamesx/lobby-0", "games"), None);
+    }
+
+    /// The scrape store, every read listed, as a source without an index of the pod label.
+    struct ListedOnly(std::sync::Arc<crate::store::Store>);
+
+    impl EvidenceSource for ListedOnly {
+        fn evidence<'a>(
+            &'a self,
+            scope: &'a Scope<'a>,
+            _read: ReadMode<'a>,
+            now: Millis,
+        ) -> futures::future::BoxFuture<'a, Result<Evidence, SourceError>> {
+            EvidenceSource::evidence(&*self.0, scope, ReadMode::Listed, now)
+        }
+    }
+
+    /// The pods' read narrowed to the object's own pods (`ReadMode::Labelled`) merges into the
+    /// same evidence as the namespace's listed read, with the namespace's pod set or only the
+    /// workload's: series found both ways, a static target's series naming an own pod, reasons
+    /// of own pods, of a target whose only series are named by the workload labels and of
+    /// another workload's pod, a never-scraped own pod and one of another workload.
+    #[tokio::test]
+    async fn the_narrowed_pods_read_merges_as_the_listed_one() {
+        use crate::exposition::ExposedSample;
+        use crate::store::{Page, ScrapeTarget, Store};
+
+        let wl = WorkloadLabels::default();
+        let store = std::sync::Arc::new(Store::new());
+        let sts = |name: &str| WorkloadRef {
+            kind: "StatefulSet".into(),
+            namespace: "games".into(),
+            name: name.into(),
+        };
+        let pod = |name: &str, of: &str| ScrapeTarget {
+            format: Default::default(),
+            id: TargetId(format!("games/{name}").into()),
+            url: format!("http://{name}/metrics"),
+            labels: [("namespace", "games"), ("pod", name)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            workload: Some(sts(of)),
+        };
+        let ctl = ScrapeTarget {
+            format: Default::default(),
+            id: TargetId("http://ctl/metrics".into()),
+            url: "http://ctl/metrics".into(),
+            labels: [("namespace".to_string(), "games".to_string())].into(),
+            workload: None,
+        };
+        let targets = vec![
+            pod("lobby-0", "lobby"),
+            pod("lobby-1", "lobby"),
+            pod("lobby-2", "lobby"),
+            pod("chat-0", "chat"),
+            pod("chat-1", "chat"),
+            ctl.clone(),
+        ];
+        store.set_targets(targets.clone());
+        let sample = ExposedSample::scraped;
+        let named = [
+            ("hpa_target_kind", "StatefulSet"),
+            ("hpa_target_name", "lobby"),
+        ];
+        let page = |samples: Vec<ExposedSample>, reason: Option<&str>| Page {
+            samples,
+            valid_until_ms: None,
+            reason: reason.map(Into::into),
+        };
+        store.record_success(
+            &targets[0],
+            1_000,
+            1,
+            page(
+                vec![sample("hpa_stateful_index", &named, 1.0)],
+                Some("warming"),
+            ),
+        );
+        store.record_success(
+            &targets[1],
+            1_000,
+            1,
+            page(vec![sample("hpa_stateful_index", &[], 2.0)], Some("busy")),
+        );
+        store.record_success(
+            &targets[3],
+            1_000,
+            1,
+            page(vec![sample("hpa_stateful_index", &[], 1.0)], Some("chat")),
+        );
+        store.record_success(
+            &ctl,
+            1_000,
+            1,
+            page(
+                vec![
+                    sample("hpa_expect_replicas", &named, 3.0),
+                    sample("hpa_stateful_index", &[("pod", "lobby-1"), ("x", "y")], 2.0),
+                ],
+                Some("leader"),
+            ),
+        );
+        let facts = |of: &str| PodFacts {
+            running: true,
+            workload: Some(sts(of)),
+            ..PodFacts::default()
+        };
+        let namespace_pods: BTreeMap<String, PodFacts> = [
+            ("lobby-0", "lobby"),
+            ("lobby-1", "lobby"),
+            ("lobby-2", "lobby"),
+            ("chat-0", "chat"),
+            ("chat-1", "chat"),
+        ]
+        .iter()
+        .map(|(p, of)| (p.to_string(), facts(of)))
+        .collect();
+        let own_pods: BTreeMap<String, PodFacts> = namespace_pods
+            .iter()
+            .filter(|(_, f)| f.workload == Some(sts("lobby")))
+            .map(|(p, f)| (p.clone(), f.clone()))
+            .collect();
+        let series = vec![
+            "hpa_expect_replicas".to_string(),
+            "hpa_stateful_index".to_string(),
+        ];
+        let everything = LabelSelector::everything();
+        let scope = Scope {
+            series: &series,
+            namespace_label: "namespace",
+            namespace: "games",
+            selector: &everything,
+        };
+        let json = |ev: Evidence| serde_json::to_value(ev).unwrap();
+        let listed = ListedOnly(store.clone());
+        let plain = json(
+            evidence(&listed, Some(&namespace_pods), &wl, &lobby(), &scope, 2_000)
+                .await
+                .unwrap(),
+        );
+        for pods in [&namespace_pods, &own_pods] {
+            let narrowed = evidence(&*store, Some(pods), &wl, &lobby(), &scope, 2_000)
+                .await
+                .unwrap();
+            assert_eq!(json(narrowed), plain);
+        }
+        // The case is not empty: both ways keep the own pods' series, the static target's
+        // series naming one, its reason, and the unknown own pod.
+        let text = plain.to_string();
+        for wanted in [
+            "games/lobby-1",
+            "\"x\":\"y\"",
+            "leader",
+            "busy",
+            "games/lobby-2",
+        ] {
+            assert!(text.contains(wanted), "{wanted} in {text}");
+        }
+        assert!(!text.contains("chat"), "{text}");
     }
 
     /// The selector-typo scenario: a StatefulSet and a Deployment both named `lobby` in one

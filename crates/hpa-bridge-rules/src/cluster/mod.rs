@@ -85,8 +85,8 @@ pub trait Cluster: Send + Sync {
         None
     }
 
-    /// The pods of `workload`: those `pods(&workload.namespace)` lists whose `workload` it is,
-    /// and `None` when that is. A rule about one workload's pods asks this, so a cluster that
+    /// The pods of `workload`: those `pods(&workload.namespace)` lists whose `workload` it is;
+    /// `None` when `pods` is `None`. A rule about one workload's pods asks this, so a cluster that
     /// keeps its pods by workload need not go over the namespace's on every answer.
     fn workload_pods(&self, workload: &WorkloadRef) -> Option<BTreeMap<String, PodFacts>> {
         self.pods(&workload.namespace).map(|pods| {

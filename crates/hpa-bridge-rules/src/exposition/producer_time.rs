@@ -75,14 +75,8 @@ mod tests {
 
     fn s(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
         ExposedSample {
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value,
             timestamp_ms: Some(1),
-            unusable: None,
+            ..ExposedSample::scraped(name, labels, value)
         }
     }
 

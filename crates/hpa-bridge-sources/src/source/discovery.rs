@@ -103,7 +103,11 @@ pub fn pod_facts_index(
     replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
 ) -> PodFactsIndex {
     let mut index = PodFactsIndex::default();
+    // A pod object always has a namespace; one without is no namespace's pod.
     for p in pods {
+        let Some(namespace) = p.namespace() else {
+            continue;
+        };
         let facts = pod_facts(p, replicaset);
         let name = p.name_any();
         if let Some(w) = &facts.workload {
@@ -115,7 +119,7 @@ pub fn pod_facts_index(
         }
         index
             .by_namespace
-            .entry(p.namespace().unwrap_or_default())
+            .entry(namespace)
             .or_default()
             .insert(name, facts);
     }
@@ -527,7 +531,6 @@ impl Discovery {
 }
 
 impl Discovery {
-    /// Whether the mirrors hold `namespace`'s objects: synced, and the namespace watched.
     /// The pods' facts as the mirrors show them. Read at a count of changes, they stand for
     /// every later read at the same count: a reflector applies an event to its store before
     /// it is counted, so a snapshot worked out after reading the count holds every change
@@ -544,10 +547,15 @@ impl Discovery {
         }
         let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
         let index = Arc::new(pod_facts_index(&self.pods.all(), &lookup));
-        *self.pod_facts.lock().unwrap_or_else(|e| e.into_inner()) = Some((count, index.clone()));
+        let mut kept = self.pod_facts.lock().unwrap_or_else(|e| e.into_inner());
+        // A slower reader of an older count must not replace a newer snapshot.
+        if kept.as_ref().is_none_or(|(at, _)| *at <= count) {
+            *kept = Some((count, index.clone()));
+        }
         index
     }
 
+    /// Whether the mirrors hold `namespace`'s objects: synced, and the namespace watched.
     fn mirrors_synced(&self, namespace: &str) -> bool {
         *self.synced.borrow()
             && (self.config.namespaces.is_empty()

@@ -53,7 +53,9 @@ pub enum ReadMode<'a> {
     /// targets, the workloads and their silent pods are the whole scope's, as `Listed` gives
     /// them. For a caller that keeps only those series (an Object query keeps its workload's
     /// own pods' series out of the namespace's): a source that keeps no index of the label
-    /// lists everything, and the caller's filter gives the same.
+    /// lists everything, and the caller's filter gives the same. A reason left out is one the
+    /// caller drops with its target's series, or holds from another read of the same target
+    /// (two reads are two moments, as two listed reads would be).
     Labelled {
         label: &'a str,
         values: &'a std::collections::BTreeSet<String>,

@@ -27,8 +27,9 @@ pub(super) struct LabelIndex {
     label: String,
     /// Values are label values of in-scope series, which an exporter may choose (a static
     /// target's series name any pod they like), so they are hashed with SipHash under a
-    /// per-process key, as every exporter-chosen key is (evidence/series_labels.rs). Bounded
-    /// with the resolution itself (`MAX_RESOLVED_SERIES`).
+    /// random key, as every exporter-chosen key is. Its size follows the resolution's: a
+    /// position per series and at most a value each, and the resolutions kept are bounded
+    /// (`MAX_RESOLVED_SERIES`).
     by_value: HashMap<String, Vec<Position>>,
 }
 

@@ -94,7 +94,7 @@ proptest! {
     ) {
         let store = Store::new();
         let mut targets: Vec<ScrapeTarget> = (0..5).map(|i| target(i, "n0")).collect();
-        // Target 3 is never scraped until an op does, so it starts unknown.
+        // No target is scraped until an op does: each starts unknown.
         store.set_targets(targets.clone());
         let series = vec!["s0".to_string(), "s1".to_string()];
         let selectors: Vec<LabelSelector> = ["", "app=a1"]

@@ -280,8 +280,10 @@ impl Store {
 
     /// As `evidence`, but of the in-scope series only those whose `label` is one of `values`
     /// are listed, with only their targets' producer reasons; the never-scraped targets, the
-    /// workloads and their silent pods are the whole scope's, as `evidence` gives them. Reads
-    /// as many series as it lists, whatever the scope holds (label_index.rs).
+    /// workloads and their silent pods are the whole scope's, as `evidence` gives them. Once
+    /// the scope's resolution and its index of `label` are built (after the scope's series
+    /// change, the first read builds them), reads as many series as it lists, whatever the
+    /// scope holds (label_index.rs).
     pub fn evidence_labelled(
         &self,
         scope: &Scope<'_>,

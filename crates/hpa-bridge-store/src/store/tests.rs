@@ -18,16 +18,7 @@ fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
 }
 
 fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> ExposedSample {
-    ExposedSample {
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        value,
-        timestamp_ms: None,
-        unusable: None,
-    }
+    ExposedSample::scraped(name, labels, value)
 }
 
 fn default_scope<'a>(series: &'a [String], sel: &'a LabelSelector) -> Scope<'a> {
