@@ -313,8 +313,8 @@ fn combine_read(
     } else {
         0
     };
-    // Duplicates and kept reasons are looked up by identity, not by a pass over the listed
-    // ones per item: a workload's pods may export thousands of series, each with a reason.
+    // Duplicates are looked up by identity, not by a pass over the listed ones per item: a
+    // workload may have thousands of series over many pods, each pod with a reason.
     if let Some(broad) = by_pods {
         let mut reasoned: HashSet<TargetId> = reasons.iter().map(|r| r.target.clone()).collect();
         for r in broad.producer_reasons {
@@ -366,11 +366,16 @@ fn combine_read(
     } else {
         ev.observations.sort_by(order);
     }
-    let observed: HashSet<&TargetId> = ev.observations.iter().map(|o| &o.id.target).collect();
+    // The observations are sorted by target first, so a target's are found by halving.
+    let observed = |target: &TargetId| {
+        ev.observations
+            .binary_search_by(|o| o.id.target.cmp(target))
+            .is_ok()
+    };
     let kept = reasons
         .into_iter()
         .enumerate()
-        .filter(|(i, r)| *i < from_labels || observed.contains(&r.target))
+        .filter(|(i, r)| *i < from_labels || observed(&r.target))
         .map(|(_, r)| r)
         .collect();
     ev.producer_reasons = kept;
@@ -613,9 +618,11 @@ mod tests {
 
     /// The pods' read narrowed to the object's own pods (`ReadMode::Labelled`) merges into the
     /// same evidence as the namespace's listed read, with the namespace's pod set or only the
-    /// workload's: series found both ways, a static target's series naming an own pod, reasons
-    /// of own pods, of a target whose only series are named by the workload labels and of
-    /// another workload's pod, a never-scraped own pod and one of another workload.
+    /// workload's, and alone (an empty named read, so everything comes from the pods' read):
+    /// series found both ways, a static target's series naming an own pod, reasons of own
+    /// pods, of a target whose only series are named by the workload labels and of another
+    /// workload's pod, a never-scraped own pod and one of another workload, and an own pod's
+    /// name on a series outside the scope.
     #[tokio::test]
     async fn the_narrowed_pods_read_merges_as_the_listed_one() {
         use crate::exposition::ExposedSample;
@@ -638,13 +645,18 @@ mod tests {
                 .collect(),
             workload: Some(sts(of)),
         };
-        let ctl = ScrapeTarget {
+        let static_target = |url: &str, namespace: &str| ScrapeTarget {
             format: Default::default(),
-            id: TargetId("http://ctl/metrics".into()),
-            url: "http://ctl/metrics".into(),
-            labels: [("namespace".to_string(), "games".to_string())].into(),
+            id: TargetId(url.into()),
+            url: url.into(),
+            labels: [("namespace".to_string(), namespace.to_string())].into(),
             workload: None,
         };
+        let ctl = static_target("http://ctl/metrics", "games");
+        let (named_only, elsewhere) = (
+            static_target("http://named/metrics", "games"),
+            static_target("http://elsewhere/metrics", "other"),
+        );
         let targets = vec![
             pod("lobby-0", "lobby"),
             pod("lobby-1", "lobby"),
@@ -652,6 +664,8 @@ mod tests {
             pod("chat-0", "chat"),
             pod("chat-1", "chat"),
             ctl.clone(),
+            named_only.clone(),
+            elsewhere.clone(),
         ];
         store.set_targets(targets.clone());
         let sample = ExposedSample::scraped;
@@ -695,6 +709,24 @@ mod tests {
                     sample("hpa_stateful_index", &[("pod", "lobby-1"), ("x", "y")], 2.0),
                 ],
                 Some("leader"),
+            ),
+        );
+        store.record_success(
+            &named_only,
+            1_000,
+            1,
+            page(
+                vec![sample("hpa_expect_replicas", &named, 4.0)],
+                Some("named-only"),
+            ),
+        );
+        store.record_success(
+            &elsewhere,
+            1_000,
+            1,
+            page(
+                vec![sample("hpa_stateful_index", &[("pod", "lobby-1")], 5.0)],
+                Some("elsewhere"),
             ),
         );
         let facts = |of: &str| PodFacts {
@@ -741,19 +773,48 @@ mod tests {
                 .unwrap();
             assert_eq!(json(narrowed), plain);
         }
-        // The case is not empty: both ways keep the own pods' series, the static target's
-        // series naming one, its reason, and the unknown own pod.
+        // The case is not empty: the own pods' series, the static target's series naming one
+        // with its reason, the named-only target's reason, the unknown own pod.
         let text = plain.to_string();
         for wanted in [
             "games/lobby-1",
             "\"x\":\"y\"",
             "leader",
             "busy",
+            "named-only",
             "games/lobby-2",
         ] {
             assert!(text.contains(wanted), "{wanted} in {text}");
         }
+        // chat's pods are another workload's; the named read leaves out its never-scraped
+        // chat-1 because that read's workloads are lobby's (lobby-0's series are named).
         assert!(!text.contains("chat"), "{text}");
+        assert!(!text.contains("elsewhere"), "{text}");
+
+        // The pods' read alone, merged into an empty named read: the narrowed read must bring
+        // every own series, reason and unknown pod the listed one brings, and nothing else.
+        let own: BTreeSet<String> = own_pods.keys().cloned().collect();
+        let labelled = ReadMode::Labelled {
+            label: POD_LABEL,
+            values: &own,
+        };
+        let alone = |raw: Evidence| {
+            json(combine(
+                &lobby(),
+                &wl,
+                Evidence::default(),
+                Some(raw),
+                Some(&namespace_pods),
+            ))
+        };
+        let listed_read = EvidenceSource::evidence(&*store, &scope, ReadMode::Listed, 2_000);
+        let from_listed = alone(listed_read.await.unwrap());
+        let labelled_read = EvidenceSource::evidence(&*store, &scope, labelled, 2_000);
+        assert_eq!(alone(labelled_read.await.unwrap()), from_listed);
+        let text = from_listed.to_string();
+        for wanted in ["busy", "leader", "games/lobby-2", "\"x\":\"y\""] {
+            assert!(text.contains(wanted), "{wanted} in {text}");
+        }
     }
 
     /// The selector-typo scenario: a StatefulSet and a Deployment both named `lobby` in one

@@ -4,14 +4,8 @@ use std::cell::RefCell;
 
 fn s(name: &str, labels: &[(&str, &str)], value: f64, ts: Option<i64>) -> ExposedSample {
     ExposedSample {
-        name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        value,
         timestamp_ms: ts,
-        unusable: None,
+        ..ExposedSample::scraped(name, labels, value)
     }
 }
 

@@ -781,6 +781,11 @@ mod tests {
             owned("games", "web-5d4f-b", Some(("ReplicaSet", "web-5d4f"))),
             owned("games", "bare-x", Some(("ReplicaSet", "bare"))),
             owned("games", "orphan", None),
+            // No pod object lacks a namespace; one that did would be no namespace's pod.
+            Arc::new(pod(json!({
+                "metadata": {"name": "loose", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby", "uid": "u", "controller": true}]},
+                "status": {"phase": "Running"}
+            }))),
         ];
         let rs: ReplicaSet = serde_json::from_value(json!({"metadata": {"name": "web-5d4f", "namespace": "games",
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d", "controller": true}]}}))
@@ -795,7 +800,7 @@ mod tests {
                 .map(|p| (p.name_any(), pod_facts(p, &lookup)))
                 .collect()
         };
-        for ns in ["games", "other", "none"] {
+        for ns in ["games", "other", "none", ""] {
             assert_eq!(index.namespace(ns), plain(ns), "{ns}");
         }
         let workload = |kind: WorkloadKind, ns: &str, name: &str| WorkloadRef {
@@ -810,6 +815,7 @@ mod tests {
             workload(WorkloadKind::ReplicaSet, "games", "bare"),
             workload(WorkloadKind::ReplicaSet, "games", "web-5d4f"),
             workload(WorkloadKind::Deployment, "games", "gone"),
+            workload(WorkloadKind::StatefulSet, "", "lobby"),
         ];
         let mut found = 0;
         for w in &workloads {
