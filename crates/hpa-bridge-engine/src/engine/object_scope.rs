@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadKind, WorkloadRef};
 use crate::config::WorkloadLabels;
-use crate::evidence::{Evidence, Observation, Scope, SeriesLabels, TargetId};
+use crate::evidence::{Evidence, Observation, Scope, SeriesId, TargetId};
 use crate::selector::{LabelSelector, Operator, Requirement};
 use crate::source::{EvidenceSource, ReadMode, SourceError};
 
@@ -323,26 +323,11 @@ fn combine_read(
             }
         }
         // A series both reads hold is kept once.
-        let mut listed: HashSet<(TargetId, Arc<str>, SeriesLabels)> = ev
-            .observations
-            .iter()
-            .map(|e| {
-                (
-                    e.id.target.clone(),
-                    e.id.series.clone(),
-                    e.id.labels.clone(),
-                )
-            })
-            .collect();
+        let mut listed: HashSet<SeriesId> =
+            ev.observations.iter().map(|e| (*e.id).clone()).collect();
         for o in broad.observations {
             let own = o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p));
-            if own
-                && listed.insert((
-                    o.id.target.clone(),
-                    o.id.series.clone(),
-                    o.id.labels.clone(),
-                ))
-            {
+            if own && listed.insert((*o.id).clone()) {
                 ev.observations.push(o);
             }
         }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{SeriesLabels, TargetId};
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct SeriesId {
     pub target: TargetId,
     pub series: Arc<str>,

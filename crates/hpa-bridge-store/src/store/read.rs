@@ -299,7 +299,7 @@ impl Store {
             observations: Vec::with_capacity(positions.len()),
             ..Evidence::default()
         };
-        let mut last_target = None;
+        let (mut last_target, mut failing) = (None, false);
         for p in positions {
             let Some(t) = resolved.targets.get(p.target as usize) else {
                 continue;
@@ -307,6 +307,7 @@ impl Store {
             let i = p.series as usize;
             if last_target != Some(p.target) {
                 last_target = Some(p.target);
+                failing = t.cell.failing();
                 if let (Some(reason), Some(id)) = (t.cell.reason(), resolved.ids.get(i)) {
                     ev.producer_reasons.push(ProducerReason {
                         target: id.target.clone(),
@@ -314,13 +315,8 @@ impl Store {
                     });
                 }
             }
-            ev.observations.extend(observation(
-                &inner,
-                &resolved.ids,
-                p.slot,
-                i,
-                t.cell.failing(),
-            ));
+            ev.observations
+                .extend(observation(&inner, &resolved.ids, p.slot, i, failing));
         }
         scope_wide(&inner, &resolved, scope, &mut ev);
         ev
