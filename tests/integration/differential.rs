@@ -197,7 +197,7 @@ impl FakeCluster {
 }
 
 impl Cluster for FakeCluster {
-    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+    fn pods(&self, namespace: &str) -> Option<Arc<BTreeMap<String, PodFacts>>> {
         let facts = self.facts.lock().unwrap();
         let state = |pod: &str| facts.0.pod_state.get(pod).cloned().unwrap_or_default();
         facts.0.pods_known.then(|| {
@@ -218,7 +218,8 @@ impl Cluster for FakeCluster {
                         },
                     )
                 })
-                .collect()
+                .collect::<BTreeMap<_, _>>()
+                .into()
         })
     }
     fn current_replicas(&self, w: &WorkloadRef) -> Option<u64> {

@@ -17,8 +17,8 @@ pub(super) struct SimWorkload {
 }
 
 impl Cluster for SimWorkload {
-    fn pods(&self, _namespace: &str) -> Option<BTreeMap<String, crate::cluster::PodFacts>> {
-        self.pods.lock().ok()?.clone()
+    fn pods(&self, _namespace: &str) -> Option<crate::cluster::PodSet> {
+        self.pods.lock().ok()?.clone().map(Arc::new)
     }
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {
         self.deletion_cost_opt_in && w.kind == WorkloadKind::Deployment

@@ -323,7 +323,7 @@ impl Adapter {
                             &q,
                             &listed,
                             w,
-                            pods.as_ref(),
+                            pods.as_deref(),
                             replica_sets.as_deref(),
                         );
                     }
@@ -731,7 +731,7 @@ impl Adapter {
                 }
                 object_scope::evidence(
                     &*self.source,
-                    pods.as_ref(),
+                    pods.as_deref(),
                     &self.config.object_metrics.workload_labels,
                     object,
                     scope,

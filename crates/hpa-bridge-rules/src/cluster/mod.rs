@@ -5,6 +5,7 @@
 //! Nothing here does I/O: implementations answer from memory (watch caches), so no answer waits on the API server.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -74,6 +75,10 @@ pub struct ReplicaSetFacts {
     pub replicas: u64,
 }
 
+/// Pods by name, as a cluster lists them. Shared: a cluster that keeps its pods' facts
+/// between changes hands the same set to every answer instead of a copy per answer.
+pub type PodSet = Arc<BTreeMap<String, PodFacts>>;
+
 /// Cluster facts for the engine; absent without Kubernetes.
 pub trait Cluster: Send + Sync {
     /// Every pod object that exists in `namespace`, whatever its phase, by name; `None` while
@@ -81,18 +86,21 @@ pub trait Cluster: Send + Sync {
     /// unknown). Prometheus keeps a series for as long as it is asked to look back and cannot
     /// tell a deleted pod from a failing one; with the pod set, series of deleted pods stop
     /// counting at once.
-    fn pods(&self, _namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+    fn pods(&self, _namespace: &str) -> Option<PodSet> {
         None
     }
 
     /// The pods of `workload`: those `pods(&workload.namespace)` lists whose `workload` it is;
     /// `None` when `pods` is `None`. A rule about one workload's pods asks this, so a cluster that
     /// keeps its pods by workload need not go over the namespace's on every answer.
-    fn workload_pods(&self, workload: &WorkloadRef) -> Option<BTreeMap<String, PodFacts>> {
+    fn workload_pods(&self, workload: &WorkloadRef) -> Option<PodSet> {
         self.pods(&workload.namespace).map(|pods| {
-            pods.into_iter()
-                .filter(|(_, f)| f.workload.as_ref() == Some(workload))
-                .collect()
+            Arc::new(
+                pods.iter()
+                    .filter(|(_, f)| f.workload.as_ref() == Some(workload))
+                    .map(|(name, f)| (name.clone(), f.clone()))
+                    .collect(),
+            )
         })
     }
 

@@ -20,7 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
 use crate::cluster::{
-    Cluster, PodFacts, ReplicaSetFacts, WorkloadKind, DELETION_COST_FROM_INDEX,
+    Cluster, PodFacts, PodSet, ReplicaSetFacts, WorkloadKind, DELETION_COST_FROM_INDEX,
     DELETION_COST_OPT_IN, POD_DELETION_COST,
 };
 use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
@@ -102,7 +102,8 @@ pub fn pod_facts_index(
     pods: &[Arc<Pod>],
     replicaset: &dyn Fn(&str, &str) -> Option<Arc<ReplicaSet>>,
 ) -> PodFactsIndex {
-    let mut index = PodFactsIndex::default();
+    let mut by_namespace: BTreeMap<String, BTreeMap<String, PodFacts>> = BTreeMap::new();
+    let mut by_workload: BTreeMap<WorkloadRef, BTreeMap<String, PodFacts>> = BTreeMap::new();
     // A pod object always has a namespace; one without is no namespace's pod.
     for p in pods {
         let Some(namespace) = p.namespace() else {
@@ -111,31 +112,38 @@ pub fn pod_facts_index(
         let facts = pod_facts(p, replicaset);
         let name = p.name_any();
         if let Some(w) = &facts.workload {
-            index
-                .by_workload
+            by_workload
                 .entry(w.clone())
                 .or_default()
-                .push(name.clone());
+                .insert(name.clone(), facts.clone());
         }
-        index
-            .by_namespace
+        by_namespace
             .entry(namespace)
             .or_default()
             .insert(name, facts);
     }
-    index
+    PodFactsIndex {
+        by_namespace: by_namespace
+            .into_iter()
+            .map(|(ns, pods)| (ns, Arc::new(pods)))
+            .collect(),
+        by_workload: by_workload
+            .into_iter()
+            .map(|(w, pods)| (w, Arc::new(pods)))
+            .collect(),
+    }
 }
 
 /// What `pod_facts_index` finds.
 #[derive(Debug, Default)]
 pub struct PodFactsIndex {
-    by_namespace: BTreeMap<String, BTreeMap<String, PodFacts>>,
-    by_workload: BTreeMap<WorkloadRef, Vec<String>>,
+    by_namespace: BTreeMap<String, PodSet>,
+    by_workload: BTreeMap<WorkloadRef, PodSet>,
 }
 
 impl PodFactsIndex {
     /// Every pod in `namespace`, by name.
-    pub fn namespace(&self, namespace: &str) -> BTreeMap<String, PodFacts> {
+    pub fn namespace(&self, namespace: &str) -> PodSet {
         self.by_namespace
             .get(namespace)
             .cloned()
@@ -143,16 +151,8 @@ impl PodFactsIndex {
     }
 
     /// The pods whose workload is `w`, by name.
-    pub fn workload(&self, w: &WorkloadRef) -> BTreeMap<String, PodFacts> {
-        let Some(pods) = self.by_namespace.get(&w.namespace) else {
-            return BTreeMap::new();
-        };
-        self.by_workload
-            .get(w)
-            .into_iter()
-            .flatten()
-            .filter_map(|name| Some((name.clone(), pods.get(name)?.clone())))
-            .collect()
+    pub fn workload(&self, w: &WorkloadRef) -> PodSet {
+        self.by_workload.get(w).cloned().unwrap_or_default()
     }
 }
 
@@ -474,7 +474,7 @@ impl Discovery {
 
     /// The Deployments that opted in to deletion cost, each with its pods as the watch shows
     /// them; empty before the first sync.
-    pub fn opted_in_deployments(&self) -> Vec<(WorkloadRef, BTreeMap<String, PodFacts>)> {
+    pub fn opted_in_deployments(&self) -> Vec<(WorkloadRef, PodSet)> {
         if !*self.synced.borrow() {
             return Vec::new();
         }
@@ -642,7 +642,7 @@ impl Cluster for Discovery {
     /// not Running (crash loop, exporter down) may still hold an ordinal, so its retained
     /// index must stay (docs/hpa-behaviour.md §4.1). Unknown before the first sync and for a namespace
     /// that is not watched, so Prometheus series are then not filtered at all.
-    fn pods(&self, namespace: &str) -> Option<BTreeMap<String, PodFacts>> {
+    fn pods(&self, namespace: &str) -> Option<PodSet> {
         if !self.mirrors_synced(namespace) {
             return None;
         }
@@ -650,7 +650,7 @@ impl Cluster for Discovery {
     }
 
     /// As `pods`, of one workload's pods.
-    fn workload_pods(&self, workload: &WorkloadRef) -> Option<BTreeMap<String, PodFacts>> {
+    fn workload_pods(&self, workload: &WorkloadRef) -> Option<PodSet> {
         if !self.mirrors_synced(&workload.namespace) {
             return None;
         }
@@ -801,7 +801,7 @@ mod tests {
                 .collect()
         };
         for ns in ["games", "other", "none", ""] {
-            assert_eq!(index.namespace(ns), plain(ns), "{ns}");
+            assert_eq!(*index.namespace(ns), plain(ns), "{ns}");
         }
         let workload = |kind: WorkloadKind, ns: &str, name: &str| WorkloadRef {
             kind,
@@ -824,7 +824,7 @@ mod tests {
                 .filter(|(_, f)| f.workload.as_ref() == Some(w))
                 .collect();
             found += want.len();
-            assert_eq!(index.workload(w), want, "{w:?}");
+            assert_eq!(*index.workload(w), want, "{w:?}");
         }
         assert_eq!(found, 6, "every owned pod is some workload's");
     }

@@ -56,9 +56,10 @@ pub enum ReadMode<'a> {
     /// lists everything, and the caller's filter gives the same. A reason left out is one the
     /// caller drops with its target's series, or holds from another read of the same target
     /// (two reads are two moments, as two listed reads would be).
+    /// `values` are distinct.
     Labelled {
         label: &'a str,
-        values: &'a std::collections::BTreeSet<String>,
+        values: &'a [&'a str],
     },
 }
 

@@ -120,7 +120,8 @@ proptest! {
             for ns in ["n0", "n1"] {
                 for sel in &selectors {
                     let scope = Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel };
-                    let labelled = store.evidence_labelled(&scope, label, &values);
+                    let distinct: Vec<&str> = values.iter().map(String::as_str).collect();
+                    let labelled = store.evidence_labelled(&scope, label, &distinct);
                     let plain = narrowed(store.evidence(&scope), label, &values);
                     prop_assert_eq!(json(&labelled), json(&plain), "step {} {} {:?} {} {:?}", step, ns, sel, label, values);
                 }

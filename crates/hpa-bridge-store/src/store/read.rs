@@ -284,17 +284,12 @@ impl Store {
     /// the scope's resolution and its index of `label` are built (after the scope's series
     /// change, the first read builds them), reads as many series as it lists, whatever the
     /// scope holds (label_index.rs).
-    pub fn evidence_labelled(
-        &self,
-        scope: &Scope<'_>,
-        label: &str,
-        values: &BTreeSet<String>,
-    ) -> Evidence {
+    pub fn evidence_labelled(&self, scope: &Scope<'_>, label: &str, values: &[&str]) -> Evidence {
         let inner = self.read();
         let resolved = self.resolve(&inner, scope, &scope.key(), true);
         let positions = resolved
             .label_index(label)
-            .positions(values.iter().map(String::as_str));
+            .positions(values.iter().copied());
         let mut ev = Evidence {
             observations: Vec::with_capacity(positions.len()),
             ..Evidence::default()
