@@ -185,6 +185,7 @@ pub(crate) fn from_labels(
         None,
         None,
         LabelRead::NamedAndChecked,
+        PodsRead::Listed,
     )
 }
 
@@ -199,6 +200,17 @@ enum LabelRead {
     /// cannot be filtered, already assumes), listed in the store's (target, series, labels)
     /// order, so filtering and sorting would keep it as it is.
     NamedAndChecked,
+}
+
+/// What `combine` may assume of the pods' read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PodsRead {
+    /// Any source's read: its series are filtered to the object's own pods'.
+    Listed,
+    /// A read narrowed to the own pods' names by a source that lists only those
+    /// (`EvidenceSource::narrows_by_label`): the names are the pods whose workload is the
+    /// object, which is what the filter would keep.
+    Narrowed,
 }
 
 /// The pod a target id names, for ids of the form `<namespace>/<pod>` (discovered targets and
@@ -248,11 +260,24 @@ pub(crate) async fn evidence(
         }
         None => None,
     };
-    Ok(combine(object, wl, by_labels, by_pods, pods))
+    let pods_read = match source.narrows_by_label() {
+        true => PodsRead::Narrowed,
+        false => PodsRead::Listed,
+    };
+    Ok(combine_read(
+        object,
+        wl,
+        by_labels,
+        by_pods,
+        pods,
+        LabelRead::Unchecked,
+        pods_read,
+    ))
 }
 
 /// Pure: the label-scoped evidence, plus (with the pod set) the series and never-scraped pods
-/// of the object's own pods from the broader read.
+/// of the object's own pods from the broader read, as any source lists them.
+#[cfg(test)]
 pub(crate) fn combine(
     object: &ObjectRef,
     wl: &WorkloadLabels,
@@ -260,7 +285,15 @@ pub(crate) fn combine(
     by_pods: Option<Evidence>,
     pods: Option<&BTreeMap<String, PodFacts>>,
 ) -> Evidence {
-    combine_read(object, wl, by_labels, by_pods, pods, LabelRead::Unchecked)
+    combine_read(
+        object,
+        wl,
+        by_labels,
+        by_pods,
+        pods,
+        LabelRead::Unchecked,
+        PodsRead::Listed,
+    )
 }
 
 fn combine_read(
@@ -270,6 +303,7 @@ fn combine_read(
     by_pods: Option<Evidence>,
     pods: Option<&BTreeMap<String, PodFacts>>,
     read: LabelRead,
+    pods_read: PodsRead,
 ) -> Evidence {
     let checked = read == LabelRead::NamedAndChecked;
     let me = object.workload();
@@ -340,11 +374,14 @@ fn combine_read(
                     ev.unknown_targets.push(u);
                 }
             }
-            let own: Vec<Observation> = broad
-                .observations
-                .into_iter()
-                .filter(|o| o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p)))
-                .collect();
+            let own: Vec<Observation> = match pods_read {
+                PodsRead::Narrowed => broad.observations,
+                PodsRead::Listed => broad
+                    .observations
+                    .into_iter()
+                    .filter(|o| o.id.labels.get(POD_LABEL).is_some_and(|p| owned(p)))
+                    .collect(),
+            };
             merge(named, own, |o| named_by_labels(&o.id.labels, object, wl))
         }
     };
@@ -389,11 +426,17 @@ fn merge(
     mut own: Vec<Observation>,
     keep_named: impl Fn(&Observation) -> bool,
 ) -> Vec<Observation> {
-    // Stable sorts, so a repeated series keeps its first listing first; a read listed in this
-    // order already is sorted in one pass.
-    named.sort_by(series_order);
-    own.sort_by(series_order);
-    own.dedup_by(|later, first| series_order(first, later).is_eq());
+    // A read that lists one shared list in its order (the store's) is in series order, each
+    // series once, which is seen without reading the identities; any other read is sorted,
+    // stably, so a repeated series keeps its first listing first.
+    let in_order = |read: &[Observation]| read.windows(2).all(|w| w[1].id.follows(&w[0].id));
+    if !in_order(&named) {
+        named.sort_by(series_order);
+    }
+    if !in_order(&own) {
+        own.sort_by(series_order);
+        own.dedup_by(|later, first| series_order(first, later).is_eq());
+    }
     let mut merged = Vec::with_capacity(named.len().max(own.len()));
     let mut named = named.into_iter().peekable();
     let mut own = own.into_iter().peekable();

@@ -532,7 +532,9 @@ mod merge_is_plain {
     use super::*;
     use crate::evidence::{SeriesId, SeriesLabels};
     use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
+    /// Every identity once, in series order (as a shared list holds them).
     fn universe() -> Vec<SeriesId> {
         let mut ids = Vec::new();
         for t in ["games/a", "games/b", "static"] {
@@ -552,6 +554,9 @@ mod merge_is_plain {
                 }
             }
         }
+        ids.sort_by(|a, b| {
+            (&a.target, &a.series, &a.labels).cmp(&(&b.target, &b.series, &b.labels))
+        });
         ids
     }
 
@@ -607,17 +612,28 @@ mod merge_is_plain {
             sorted in any::<bool>(),
         ) {
             let ids = universe();
-            let build = |picks: &[(usize, bool)], base: f64| {
-                let mut list: Vec<Observation> = picks
+            // The store lists a shared list in order (merge then neither sorts nor compares
+            // identities within a read); other sources list series each on its own, in any
+            // order and possibly repeated.
+            let shared: std::sync::Arc<[SeriesId]> = ids.clone().into();
+            let build = |picks: &[(usize, bool)], base: f64| -> Vec<Observation> {
+                if sorted {
+                    let picks: BTreeSet<usize> = picks.iter().map(|(p, _)| p % ids.len()).collect();
+                    return picks
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, p)| Observation {
+                            id: crate::evidence::SeriesRef::at(&shared, p).unwrap(),
+                            value: base + i as f64,
+                            ..ob("unused", &[])
+                        })
+                        .collect();
+                }
+                picks
                     .iter()
                     .enumerate()
                     .map(|(i, p)| observation(&ids, *p, base + i as f64))
-                    .collect();
-                // Sources list in order; a shuffled list checks that merge does not rely on it.
-                if sorted {
-                    list.sort_by(series_order);
-                }
-                list
+                    .collect()
             };
             let (named, own) = (build(&named, 0.0), build(&own, 1000.0));
             let keep = |o: &Observation| o.id.labels.contains_key("hpa_target_name");

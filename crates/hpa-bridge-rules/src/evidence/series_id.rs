@@ -41,12 +41,20 @@ impl SeriesRef {
         }
     }
 
-    /// The `index`th series of a shared list.
+    /// The `index`th series of a shared list. A shared list holds each series once, by
+    /// target, then name, then labels (store/resolved_scope.rs), which `follows` relies on.
     pub fn at(ids: &Arc<[SeriesId]>, index: usize) -> Option<SeriesRef> {
         (index < ids.len()).then(|| SeriesRef {
             ids: ids.clone(),
             index: index as u32,
         })
+    }
+
+    /// Whether this series comes after `earlier` in the same shared list, so after it in
+    /// series order and not the same series: told without reading either identity, which in
+    /// a large store sit on cold lines.
+    pub fn follows(&self, earlier: &SeriesRef) -> bool {
+        Arc::ptr_eq(&self.ids, &earlier.ids) && self.index > earlier.index
     }
 
     /// The list this reference reads from, without keeping it alive.
@@ -98,5 +106,17 @@ mod tests {
         );
         assert_eq!(own, SeriesRef::at(&ids, 1).unwrap());
         assert_ne!(own, SeriesRef::at(&ids, 0).unwrap());
+
+        // Only a later entry of the same list follows: not itself, not an earlier one, not
+        // an equal series of another list.
+        let (x, y) = (
+            SeriesRef::at(&ids, 0).unwrap(),
+            SeriesRef::at(&ids, 1).unwrap(),
+        );
+        assert!(y.follows(&x));
+        assert!(!x.follows(&y) && !y.follows(&y.clone()));
+        let copy: Arc<[SeriesId]> = Arc::from(vec![id("x"), id("y")]);
+        assert!(!SeriesRef::at(&copy, 1).unwrap().follows(&x));
+        assert!(!own.follows(&x));
     }
 }

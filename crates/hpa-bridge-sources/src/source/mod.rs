@@ -79,6 +79,13 @@ pub trait EvidenceSource: Send + Sync + 'static {
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
 
+    /// Whether a `ReadMode::Labelled` read lists only the series of the values asked (so the
+    /// caller's filter would keep all of them). The scrape store's does; by default a source
+    /// may list everything.
+    fn narrows_by_label(&self) -> bool {
+        false
+    }
+
     /// The source's own health for `/status` (e.g. the last Prometheus error); `None` for the
     /// scrape store, whose targets are listed separately.
     fn status(&self) -> Option<SourceStatus> {
@@ -113,6 +120,10 @@ impl EvidenceSource for Store {
             ReadMode::Labelled { label, values } => self.evidence_labelled(scope, label, values),
         };
         Box::pin(std::future::ready(Ok(evidence)))
+    }
+
+    fn narrows_by_label(&self) -> bool {
+        true
     }
 
     fn inventory(&self, now: Now, stale_after_ms: Millis) -> Inventory {

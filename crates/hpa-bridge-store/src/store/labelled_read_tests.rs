@@ -122,7 +122,14 @@ proptest! {
                     let scope = Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel };
                     let distinct: Vec<&str> = values.iter().map(String::as_str).collect();
                     let labelled = store.evidence_labelled(&scope, label, &distinct);
-                    let plain = narrowed(store.evidence(&scope), label, &values);
+                    let listed = store.evidence(&scope);
+                    // Every read lists its series in series order, each once: an Object
+                    // query's merge relies on it (engine/object_scope.rs).
+                    for read in [&labelled, &listed] {
+                        let ids: Vec<_> = read.observations.iter().map(|o| (&o.id.target, &o.id.series, &o.id.labels)).collect();
+                        prop_assert!(ids.windows(2).all(|w| w[0] < w[1]), "{:?}", ids);
+                    }
+                    let plain = narrowed(listed, label, &values);
                     prop_assert_eq!(json(&labelled), json(&plain), "step {} {} {:?} {} {:?}", step, ns, sel, label, values);
                 }
             }
