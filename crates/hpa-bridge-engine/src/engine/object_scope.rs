@@ -189,7 +189,7 @@ pub(crate) fn from_labels(
     )
 }
 
-/// What `combine` may assume of the label-scoped read.
+/// What `combine_read` may assume of the label-scoped read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LabelRead {
     /// Any source's read, of the named scope or (for a name that cannot be a label value) a
@@ -202,7 +202,7 @@ enum LabelRead {
     NamedAndChecked,
 }
 
-/// What `combine` may assume of the pods' read.
+/// What `combine_read` may assume of the pods' read (there may be none: `from_labels`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum PodsRead {
     /// Any source's read: its series are filtered to the object's own pods'.
@@ -355,7 +355,7 @@ fn combine_read(
         }
         Some(broad) => {
             // Duplicates are looked up by identity, not by a pass over the listed ones per
-            // item: a workload may have thousands of pods, each with a reason.
+            // item, which would grow with the square of the workload's pods.
             let mut reasoned: HashSet<TargetId> =
                 reasons.iter().map(|r| r.target.clone()).collect();
             for r in broad.producer_reasons {

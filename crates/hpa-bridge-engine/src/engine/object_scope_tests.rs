@@ -615,15 +615,16 @@ mod merge_is_plain {
             // The store lists a shared list in order (merge then neither sorts nor compares
             // identities within a read); other sources list series each on its own, in any
             // order and possibly repeated.
-            let shared: std::sync::Arc<[SeriesId]> = ids.clone().into();
-            let build = |picks: &[(usize, bool)], base: f64| -> Vec<Observation> {
+            // Two reads are two resolutions: two lists over the same strings.
+            let lists: [std::sync::Arc<[SeriesId]>; 2] = [ids.clone().into(), ids.clone().into()];
+            let build = |picks: &[(usize, bool)], base: f64, shared: &std::sync::Arc<[SeriesId]>| -> Vec<Observation> {
                 if sorted {
                     let picks: BTreeSet<usize> = picks.iter().map(|(p, _)| p % ids.len()).collect();
                     return picks
                         .into_iter()
                         .enumerate()
                         .map(|(i, p)| Observation {
-                            id: crate::evidence::SeriesRef::at(&shared, p).unwrap(),
+                            id: crate::evidence::SeriesRef::at(shared, p).unwrap(),
                             value: base + i as f64,
                             ..ob("unused", &[])
                         })
@@ -635,7 +636,7 @@ mod merge_is_plain {
                     .map(|(i, p)| observation(&ids, *p, base + i as f64))
                     .collect()
             };
-            let (named, own) = (build(&named, 0.0), build(&own, 1000.0));
+            let (named, own) = (build(&named, 0.0, &lists[0]), build(&own, 1000.0, &lists[1]));
             let keep = |o: &Observation| o.id.labels.contains_key("hpa_target_name");
             let want = plain(&named, &own, keep);
             let got: Vec<(SeriesId, f64)> = merge(named, own, keep)

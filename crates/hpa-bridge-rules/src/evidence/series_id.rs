@@ -41,8 +41,9 @@ impl SeriesRef {
         }
     }
 
-    /// The `index`th series of a shared list. A shared list holds each series once, by
-    /// target, then name, then labels (store/resolved_scope.rs), which `follows` relies on.
+    /// The `index`th series of a shared list. The caller builds the list with each series
+    /// once, by target, then name, then labels (as the store's resolutions are:
+    /// store/resolved_scope.rs), which `follows` relies on.
     pub fn at(ids: &Arc<[SeriesId]>, index: usize) -> Option<SeriesRef> {
         (index < ids.len()).then(|| SeriesRef {
             ids: ids.clone(),

@@ -81,8 +81,10 @@ impl LabelIndex {
             .flatten()
             .copied()
             .collect();
-        // A series has one value of the label, so no position is found twice.
+        // A series has one value of the label, so only a value asked twice finds a position
+        // twice.
         found.sort_unstable_by_key(|p| p.series);
+        found.dedup();
         found
     }
 }

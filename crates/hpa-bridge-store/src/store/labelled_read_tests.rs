@@ -96,7 +96,11 @@ proptest! {
         let mut targets: Vec<ScrapeTarget> = (0..5).map(|i| target(i, "n0")).collect();
         // No target is scraped until an op does: each starts unknown.
         store.set_targets(targets.clone());
-        let series = vec!["s0".to_string(), "s1".to_string()];
+        // The second scope names a series twice, as a configuration may.
+        let scopes: [Vec<String>; 2] = [
+            vec!["s0".into(), "s1".into()],
+            vec!["s0".into(), "s1".into(), "s0".into()],
+        ];
         let selectors: Vec<LabelSelector> = ["", "app=a1"]
             .iter()
             .map(|s| LabelSelector::parse(s).unwrap())
@@ -119,18 +123,20 @@ proptest! {
             let label = if label == 3 { "app" } else { "pod" };
             for ns in ["n0", "n1"] {
                 for sel in &selectors {
-                    let scope = Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel };
-                    let distinct: Vec<&str> = values.iter().map(String::as_str).collect();
-                    let labelled = store.evidence_labelled(&scope, label, &distinct);
-                    let listed = store.evidence(&scope);
-                    // Every read lists its series in series order, each once: an Object
-                    // query's merge relies on it (engine/object_scope.rs).
-                    for read in [&labelled, &listed] {
-                        let ids: Vec<_> = read.observations.iter().map(|o| (&o.id.target, &o.id.series, &o.id.labels)).collect();
-                        prop_assert!(ids.windows(2).all(|w| w[0] < w[1]), "{:?}", ids);
+                    for series in &scopes {
+                        let scope = Scope { series, namespace_label: "namespace", namespace: ns, selector: sel };
+                        let distinct: Vec<&str> = values.iter().map(String::as_str).collect();
+                        let labelled = store.evidence_labelled(&scope, label, &distinct);
+                        let listed = store.evidence(&scope);
+                        // Every read lists its series in series order, each once: an Object
+                        // query's merge relies on it (engine/object_scope.rs).
+                        for read in [&labelled, &listed] {
+                            let ids: Vec<_> = read.observations.iter().map(|o| (&o.id.target, &o.id.series, &o.id.labels)).collect();
+                            prop_assert!(ids.windows(2).all(|w| w[0] < w[1]), "{:?}", ids);
+                        }
+                        let plain = narrowed(listed, label, &values);
+                        prop_assert_eq!(json(&labelled), json(&plain), "step {} {} {:?} {} {:?}", step, ns, sel, label, values);
                     }
-                    let plain = narrowed(listed, label, &values);
-                    prop_assert_eq!(json(&labelled), json(&plain), "step {} {} {:?} {} {:?}", step, ns, sel, label, values);
                 }
             }
         }

@@ -158,6 +158,9 @@ impl Store {
             // order, and each target's series by rank, which is their (name, labels) order.
             // Ranks shift when a target gains series, but never reorder the ones it had.
             in_scope.sort_unstable_by_key(|(rank, slot, _)| (*rank, *slot));
+            // A scope that names a series twice (`series: [x, x]`) gets its slots once per
+            // name from the postings; each series is listed once (`SeriesRef::follows`).
+            in_scope.dedup_by_key(|(_, slot, _)| *slot);
             let names: Vec<Arc<str>> = in_scope.iter().map(|(_, _, s)| s.name.clone()).collect();
             ids.extend(in_scope.iter().map(|(_, _, s)| SeriesId {
                 target: id.clone(),
@@ -388,6 +391,6 @@ fn scope_wide(inner: &Inner, resolved: &ResolvedScope, scope: &Scope<'_>, ev: &m
         ev.workloads = named.into();
     }
     debug_assert!(ev.observations.is_sorted_by(|a, b| {
-        (&a.id.target, &a.id.series, &a.id.labels) <= (&b.id.target, &b.id.series, &b.id.labels)
+        (&a.id.target, &a.id.series, &a.id.labels) < (&b.id.target, &b.id.series, &b.id.labels)
     }));
 }

@@ -29,8 +29,9 @@ pub(super) struct ResolvedScope {
     /// come and go).
     pub(super) confirmed: AtomicU64,
     pub(super) targets: Vec<ResolvedTarget>,
-    /// Who each of those series is, in the same order, shared by the observations of every
-    /// answer over the scope (evidence/series_id.rs).
+    /// Who each of those series is, in the same order (so by target, then name, then labels,
+    /// each series once: `SeriesRef::follows` relies on it), shared by the observations of
+    /// every answer over the scope (evidence/series_id.rs).
     pub(super) ids: Arc<[SeriesId]>,
     /// The targets' workloads, each once, in target order (a target that changes workload
     /// is a new target, and loses its series first).
