@@ -205,6 +205,17 @@ impl LabelSelector {
         Self::sorted(requirements)
     }
 
+    /// A selector the engine builds for its own reads, whose text is `tag` instead of its
+    /// requirements spelled out: its requirements may list hundreds of pod names, and its text
+    /// serves only as a cache key (`Scope::key`), which a tag never reused in the process and
+    /// never a canonical text (it starts with a NUL, which no label key or value holds) keeps
+    /// exact.
+    pub fn tagged(requirements: Vec<Requirement>, tag: u64) -> Self {
+        let mut selector = Self::sorted(requirements);
+        selector.text = format!("\0{tag}");
+        selector
+    }
+
     fn sorted(mut requirements: Vec<Requirement>) -> Self {
         requirements.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
         Self::unchecked(requirements)

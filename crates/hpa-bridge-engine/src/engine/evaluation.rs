@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{FreshWindow, Millis, Now};
-use crate::cluster::WorkloadKind;
-use crate::config::{MetricKind, MetricSpec};
+use crate::cluster::{PodSet, WorkloadKind};
+use crate::config::{MetricKind, MetricSpec, WorkloadLabels};
 use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
 use crate::policy::combine;
 use crate::policy::threshold::{self, LoadState, SustainRule, ThresholdRule};
@@ -20,6 +20,7 @@ use crate::store::WorkloadRef;
 use super::adapter::{Adapter, MAX_SEEN_QUERIES};
 use super::answer_reuse::Version;
 use super::object_scope::{self, ObjectRef};
+use super::object_selectors::ObjectSelectors;
 use super::query_key::QueryKey;
 
 /// One request's evaluation: what it asks (namespace, selector, the workload of an Object
@@ -724,8 +725,12 @@ impl Adapter {
                 let pods = self
                     .workload_state()
                     .and_then(|c| c.workload_pods(&object.workload()));
-                if let (Read::Summary { after }, None) = (read, &pods) {
-                    if let Some(ev) = self.object_summary(object, scope, now, after) {
+                if let Read::Summary { after } = read {
+                    let summary = match &pods {
+                        None => self.object_summary(object, scope, now, after),
+                        Some(pods) => self.object_split_summary(object, scope, pods, now, after),
+                    };
+                    if let Some(ev) = summary {
                         return Ok(ev);
                     }
                 }
@@ -742,6 +747,21 @@ impl Adapter {
         }
     }
 
+    /// The Object query's kept selectors, when the scrape store is the source (only its reads
+    /// can be summarized and checked in one snapshot).
+    fn store_object_selectors(
+        &self,
+        object: &ObjectRef,
+        scope: &Scope<'_>,
+    ) -> Option<(&WorkloadLabels, Arc<ObjectSelectors>)> {
+        let source: *const u8 = Arc::as_ptr(&self.source).cast();
+        if !std::ptr::eq(source, Arc::as_ptr(&self.store).cast()) {
+            return None;
+        }
+        let wl = &self.config.object_metrics.workload_labels;
+        Some((wl, self.object_selectors.get(scope.selector, object, wl)))
+    }
+
     /// An Object query's evidence read as a summary, as External reads are, when discovery
     /// lists no pods for it (so its scope is the series its workload labels name) and the
     /// scrape store answers. Exact only while the named scope holds no series of another API
@@ -755,12 +775,7 @@ impl Adapter {
         now: Now,
         after: usize,
     ) -> Option<Evidence> {
-        let source: *const u8 = Arc::as_ptr(&self.source).cast();
-        if !std::ptr::eq(source, Arc::as_ptr(&self.store).cast()) {
-            return None;
-        }
-        let wl = &self.config.object_metrics.workload_labels;
-        let selectors = self.object_selectors.get(scope.selector, object, wl);
+        let (wl, selectors) = self.store_object_selectors(object, scope)?;
         let (named, foreign) = selectors.scopes.as_ref()?;
         let before = self.store.generation();
         let foreign = Scope {
@@ -781,6 +796,56 @@ impl Adapter {
         };
         let ev = self.store.evidence_summarized(&named, s);
         (self.store.generation() == before).then(|| object_scope::from_labels(object, wl, ev))
+    }
+
+    /// An Object query's evidence with a pod set read as summaries, when the scrape store
+    /// answers: the own pods' series and the other named series are disjoint scopes
+    /// (`object_scope::split_scopes`), each summarized as an External read is, and the
+    /// never-scraped targets and silent pods come from the named and whole scopes' scope-wide
+    /// part, as the listed reads give them. Exact only while the other named series name no
+    /// other group (checked in the snapshot they are read in: no store write between) and no
+    /// read carries a producer reason (whose order the listed reads decide); else `None` and
+    /// the caller lists every input.
+    fn object_split_summary(
+        &self,
+        object: &ObjectRef,
+        scope: &Scope<'_>,
+        pods: &PodSet,
+        now: Now,
+        after: usize,
+    ) -> Option<Evidence> {
+        let (wl, selectors) = self.store_object_selectors(object, scope)?;
+        let (named, _) = selectors.scopes.as_ref()?;
+        let split = selectors.split(scope.selector, object, wl, pods)?;
+        let within = |selector| Scope {
+            selector,
+            ..scope.clone()
+        };
+        let s = Summarize {
+            after,
+            now,
+            stale_after_ms: self.stale_after_ms(),
+        };
+        // The check and the read it vouches for see one snapshot; the other reads are other
+        // moments, as the two listed reads are.
+        let before = self.store.generation();
+        let foreign = self.store.evidence(&within(&split.others_foreign));
+        let others = self.store.evidence_summarized(&within(&split.others), s);
+        if !foreign.observations.is_empty() || self.store.generation() != before {
+            return None;
+        }
+        let reads = object_scope::SplitReads {
+            named_wide: self.store.evidence_scope_wide(&within(named), None),
+            // The merge keeps the object's own silent pods only.
+            scope_wide: self
+                .store
+                .evidence_scope_wide(scope, Some(&object.workload())),
+            own: self.store.evidence_summarized(&within(&split.own), s),
+            others,
+        };
+        let reasons =
+            !reads.others.producer_reasons.is_empty() || !reads.own.producer_reasons.is_empty();
+        (!reasons).then(|| object_scope::from_split(object, wl, pods, reads))
     }
 }
 

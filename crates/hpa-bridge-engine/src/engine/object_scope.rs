@@ -10,12 +10,16 @@
 //! - with discovery, also every series from the workload's own pods (Pod → StatefulSet, or
 //!   Pod → ReplicaSet → Deployment), and each never-scraped pod of the workload as unknown.
 //!
+//! With a pod set and the scrape store, the scope may also be read as two disjoint selector
+//! scopes (`split_scopes`), each summarized as an External read is (`from_split`).
+//!
 //! The result is ordinary `Evidence`, so every rule (max-not-sum, the floor, refusals, gates,
 //! threshold, combine) runs unchanged: one engine, two front doors.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use crate::clock::Millis;
@@ -147,9 +151,19 @@ pub(crate) fn label_scopes(
     wl: &WorkloadLabels,
 ) -> Option<(LabelSelector, LabelSelector)> {
     let named = with_workload_labels(selector, object, wl)?;
+    let foreign = of_another_group(&named, object, wl);
+    Some((named, foreign))
+}
+
+/// The series of `scope` whose api-version label names another group than `object`'s.
+fn of_another_group(
+    scope: &LabelSelector,
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+) -> LabelSelector {
     // `apps/v1` is not a valid label value, so this selector is built, not validated.
-    let foreign = LabelSelector::from_series_requirements(
-        named
+    LabelSelector::from_series_requirements(
+        scope
             .requirements()
             .iter()
             .cloned()
@@ -166,8 +180,136 @@ pub(crate) fn label_scopes(
                 },
             ])
             .collect(),
+    )
+}
+
+/// An Object scope with a pod set as two disjoint selectors, so that each can be read as a
+/// summary: the series of the object's own pods out of the query's whole scope, and the series
+/// its workload labels name that are not of those pods; plus the series of the latter that
+/// name another group (which the Object scope drops, and a summary's counted tail could not).
+#[derive(Debug, PartialEq)]
+pub(crate) struct SplitScopes {
+    pub(crate) own: LabelSelector,
+    pub(crate) others: LabelSelector,
+    pub(crate) others_foreign: LabelSelector,
+}
+
+/// The names of the pods in `pods` whose workload is `object`, distinct and in order.
+pub(crate) fn own_pods<'p>(
+    pods: &'p BTreeMap<String, PodFacts>,
+    object: &ObjectRef,
+) -> Vec<&'p str> {
+    let me = object.workload();
+    pods.iter()
+        .filter(|(_, f)| f.workload.as_ref() == Some(&me))
+        .map(|(pod, _)| pod.as_str())
+        .collect()
+}
+
+/// `SplitScopes` of `object` under `selector`, whose own pods are `own` (distinct). `None`
+/// without own pods (`pod in ()` selects nothing a selector can say) or when the name cannot
+/// be a label value.
+pub(crate) fn split_scopes(
+    selector: &LabelSelector,
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+    own: &[&str],
+) -> Option<SplitScopes> {
+    if own.is_empty() {
+        return None;
+    }
+    let named = with_workload_labels(selector, object, wl)?;
+    // Pod names need not be label values (a pod name may be longer), so these are built.
+    let pods = |operator| Requirement {
+        key: POD_LABEL.into(),
+        operator,
+        values: own.iter().map(|p| p.to_string()).collect(),
+    };
+    // Each is read through a kept resolution keyed by its text; spelling out the pods would
+    // make every answer write and compare keys the size of the workload.
+    static TAGS: AtomicU64 = AtomicU64::new(0);
+    let tagged = |requirements: Vec<Requirement>| {
+        LabelSelector::tagged(requirements, TAGS.fetch_add(1, AtomicOrdering::Relaxed))
+    };
+    let with = |scope: &LabelSelector, r: Requirement| {
+        scope
+            .requirements()
+            .iter()
+            .cloned()
+            .chain([r])
+            .collect::<Vec<_>>()
+    };
+    let others = with(&named, pods(Operator::NotIn));
+    let others_foreign = of_another_group(
+        &LabelSelector::from_series_requirements(others.clone()),
+        object,
+        wl,
     );
-    Some((named, foreign))
+    Some(SplitScopes {
+        own: tagged(with(selector, pods(Operator::In))),
+        others_foreign: tagged(others_foreign.requirements().to_vec()),
+        others: tagged(others),
+    })
+}
+
+/// The evidence of `object` from its split scopes (`SplitScopes`), each read as a summary, with
+/// the never-scraped targets of its named scope and the silent and never-scraped pods of the
+/// query's whole scope as `evidence` would read them: the same evidence, counted where it would
+/// list. Exact only when the other pods' named series name no other group and no read gave a
+/// producer reason (their order would be the reads', not `evidence`'s), which the caller
+/// has checked.
+pub(crate) fn from_split(
+    object: &ObjectRef,
+    wl: &WorkloadLabels,
+    pods: &BTreeMap<String, PodFacts>,
+    reads: SplitReads,
+) -> Evidence {
+    let SplitReads {
+        named_wide,
+        scope_wide,
+        others,
+        own,
+    } = reads;
+    let clean_tail = match (others.clean_tail, own.clean_tail) {
+        (Some(mut a), Some(b)) => {
+            a.add(b.series, b.max_value, b.newest_at_ms, b.oldest_mono_ms);
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    };
+    let by_labels = Evidence {
+        observations: others.observations,
+        unknown_targets: named_wide.unknown_targets,
+        clean_tail,
+        ..Evidence::default()
+    };
+    let by_pods = Evidence {
+        observations: own.observations,
+        unknown_targets: scope_wide.unknown_targets,
+        silent_pods: scope_wide.silent_pods,
+        ..Evidence::default()
+    };
+    combine_read(
+        object,
+        wl,
+        by_labels,
+        Some(by_pods),
+        Some(pods),
+        LabelRead::Unchecked,
+        PodsRead::Narrowed,
+    )
+}
+
+/// The reads `from_split` combines.
+pub(crate) struct SplitReads {
+    /// The named scope's whole-scope part (`Store::evidence_scope_wide`).
+    pub(crate) named_wide: Evidence,
+    /// The query's whole scope's whole-scope part.
+    pub(crate) scope_wide: Evidence,
+    /// `SplitScopes::others`, summarized.
+    pub(crate) others: Evidence,
+    /// `SplitScopes::own`, summarized.
+    pub(crate) own: Evidence,
 }
 
 /// The evidence of `object` from a read of its named scope alone (no pod set), which may be
@@ -246,12 +388,7 @@ pub(crate) async fn evidence(
         Some(pods) => {
             // `combine` keeps the broad read's series of the object's own pods only, so the
             // source need list no others: a read the size of the workload, not the namespace.
-            let me = object.workload();
-            let own: Vec<&str> = pods
-                .iter()
-                .filter(|(_, f)| f.workload.as_ref() == Some(&me))
-                .map(|(pod, _)| pod.as_str())
-                .collect();
+            let own = own_pods(pods, object);
             let read = ReadMode::Labelled {
                 label: POD_LABEL,
                 values: &own,

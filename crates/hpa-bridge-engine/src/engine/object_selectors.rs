@@ -14,7 +14,8 @@ use crate::bounded_lru::bounded_lru;
 use crate::config::WorkloadLabels;
 use crate::selector::LabelSelector;
 
-use super::object_scope::{self, ObjectRef};
+use super::object_scope::{self, ObjectRef, SplitScopes};
+use crate::cluster::PodSet;
 
 /// Bounds the workloads kept: keys are what authorised callers ask, one per Object HPA. Past
 /// it the least recently asked goes, and is built again when asked.
@@ -27,6 +28,34 @@ pub(super) struct ObjectSelectors {
     selector: String,
     /// `None` when the workload's name cannot be a label value.
     pub(super) scopes: Option<(LabelSelector, LabelSelector)>,
+    /// The split scopes for the last pod set asked with, kept by the set's identity: a
+    /// cluster hands out the same set until its pods change, and holding it here keeps its
+    /// address from being reused for another.
+    split: Mutex<Option<(PodSet, Option<Arc<SplitScopes>>)>>,
+}
+
+impl ObjectSelectors {
+    /// `object_scope::split_scopes(selector, object, wl, own)` for the pods of `pods` whose
+    /// workload is `object`'s, kept while the same set is asked with. `selector`, `object`
+    /// and `wl` are this entry's.
+    pub(super) fn split(
+        &self,
+        selector: &LabelSelector,
+        object: &ObjectRef,
+        wl: &WorkloadLabels,
+        pods: &PodSet,
+    ) -> Option<Arc<SplitScopes>> {
+        let lock = || self.split.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((kept, split)) = &*lock() {
+            if Arc::ptr_eq(kept, pods) {
+                return split.clone();
+            }
+        }
+        let own = object_scope::own_pods(pods, object);
+        let split = object_scope::split_scopes(selector, object, wl, &own).map(Arc::new);
+        *lock() = Some((pods.clone(), split.clone()));
+        split
+    }
 }
 
 pub(super) struct ObjectSelectorCache {
@@ -62,6 +91,7 @@ impl ObjectSelectorCache {
         let built = Arc::new(ObjectSelectors {
             selector: selector.as_str().to_owned(),
             scopes: object_scope::label_scopes(selector, object, wl),
+            split: Mutex::new(None),
         });
         lock().put(object.clone(), built.clone());
         built

@@ -281,6 +281,22 @@ impl Store {
         ev
     }
 
+    /// What `evidence` gives of `scope` as a whole, listing none of its series: its
+    /// never-scraped targets, workloads and the silent pods of those workloads, or of
+    /// `silent_of` alone (a scope may span every workload of a namespace, and its caller may
+    /// keep one).
+    pub fn evidence_scope_wide(
+        &self,
+        scope: &Scope<'_>,
+        silent_of: Option<&WorkloadRef>,
+    ) -> Evidence {
+        let inner = self.read();
+        let resolved = self.resolve(&inner, scope, &scope.key(), true);
+        let mut ev = Evidence::default();
+        scope_wide_of(&inner, &resolved, scope, silent_of, &mut ev);
+        ev
+    }
+
     /// As `evidence`, but of the in-scope series only those whose `label` is one of `values`
     /// are listed, with only their targets' producer reasons; the never-scraped targets, the
     /// workloads and their silent pods are the whole scope's, as `evidence` gives them. Once
@@ -346,11 +362,23 @@ fn observation(
 /// What a read of `scope` gives of the scope as a whole, whatever series it lists: the
 /// workloads, their silent pods, and the never-scraped targets that could hold its series.
 fn scope_wide(inner: &Inner, resolved: &ResolvedScope, scope: &Scope<'_>, ev: &mut Evidence) {
+    scope_wide_of(inner, resolved, scope, None, ev)
+}
+
+/// As `scope_wide`, the silent pods of `silent_of` alone when given.
+fn scope_wide_of(
+    inner: &Inner,
+    resolved: &ResolvedScope,
+    scope: &Scope<'_>,
+    silent_of: Option<&WorkloadRef>,
+    ev: &mut Evidence,
+) {
     ev.workloads = resolved.workloads.clone();
     // A workload's pods with a series in scope are listed in the resolution, which stands
     // while the scope's series do; the pods that have had a page are counted as they come
     // and go, so a pod whose pages hold nothing in scope shows as a difference.
-    for (w, listed) in resolved.workloads.iter().zip(resolved.pods_listed.iter()) {
+    let listed = resolved.workloads.iter().zip(resolved.pods_listed.iter());
+    for (w, listed) in listed.filter(|(w, _)| silent_of.is_none_or(|only| only == *w)) {
         let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
         if reported > *listed as usize {
             ev.silent_pods.push(SilentPods {

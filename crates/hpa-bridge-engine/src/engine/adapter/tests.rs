@@ -435,6 +435,174 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
     compare(&served, &explained);
 }
 
+/// The StatefulSet games/lobby at 3 replicas, whose pods are `pods` (one shared set, as
+/// discovery hands out between changes).
+struct LobbyPods {
+    pods: crate::cluster::PodSet,
+}
+
+impl Cluster for LobbyPods {
+    fn pods(&self, _namespace: &str) -> Option<crate::cluster::PodSet> {
+        Some(self.pods.clone())
+    }
+    fn workload_pods(&self, _w: &WorkloadRef) -> Option<crate::cluster::PodSet> {
+        Some(self.pods.clone())
+    }
+    fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
+        Some(3)
+    }
+    fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
+        0
+    }
+}
+
+/// With a pod set, an Object answer reads its own pods' series and the other named series as
+/// two summaries, and answers as the listed reads do (the explained answer lists every input):
+/// with the other named series empty or not, with an own pod's series its workload labels do
+/// not name; and lists every input once another pod's series name the workload under another
+/// group, or a producer gives a reason (whose order the listed reads decide).
+#[tokio::test]
+async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
+    use crate::cluster::PodFacts;
+    use crate::engine::fixtures::{lobby_pods, workload_page};
+    use crate::engine::ObjectKind;
+    use crate::policy::InputCounts;
+    use crate::store::{Page, ScrapeTarget};
+
+    let mut targets = lobby_pods(22);
+    for t in &mut targets {
+        let pod = t.id.0.trim_start_matches("games/").to_string();
+        t.labels.insert("pod".into(), pod);
+    }
+    let pods: BTreeMap<String, PodFacts> = targets
+        .iter()
+        .map(|t| {
+            let facts = PodFacts {
+                running: true,
+                workload: t.workload.clone(),
+                ..PodFacts::default()
+            };
+            (t.labels["pod"].clone(), facts)
+        })
+        .collect();
+    let adapter = crate::engine::fixtures::default_adapter().with_cluster(Arc::new(LobbyPods {
+        pods: Arc::new(pods),
+    }));
+    let store = adapter.scrape_store();
+    let elsewhere = ScrapeTarget {
+        format: Default::default(),
+        id: TargetId("http://central/metrics".into()),
+        url: "http://central/metrics".into(),
+        labels: [("namespace".to_string(), "games".to_string())].into(),
+        workload: None,
+    };
+    let mut all = targets.clone();
+    all.push(elsewhere.clone());
+    store.set_targets(all);
+    crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
+    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let everything = LabelSelector::everything();
+    let lobby = ObjectRef {
+        kind: ObjectKind::StatefulSet,
+        namespace: "games".into(),
+        name: "lobby".into(),
+    };
+    let answer = |explain: bool| {
+        let ev = Evaluation::new(
+            "games",
+            &everything,
+            1_000_000.into(),
+            Some(&lobby),
+            explain,
+        );
+        answer_and_summarized(&adapter, spec, ev)
+    };
+    let compare = |served: &Answer, explained: &Answer| {
+        assert_eq!(served.value(), explained.value());
+        assert_eq!(served.reason, explained.reason);
+        assert_eq!(
+            InputCounts::of(served).total(),
+            InputCounts::of(explained).total()
+        );
+        assert_eq!(served.producer_reasons, explained.producer_reasons);
+    };
+    let check = |served: &Answer, summarized: usize, explained: &Answer, value: u64, whole| {
+        assert_eq!(
+            served.value(),
+            Some(value),
+            "{}",
+            crate::policy::summary(served)
+        );
+        match whole {
+            true => assert!(summarized > 0, "summarized"),
+            false => assert_eq!(summarized, 0, "every input listed"),
+        }
+        compare(served, explained);
+    };
+
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    check(&served, summarized, &explained, 20, true);
+
+    // Another target names lobby higher, from no pod of it: the other named scope's summary.
+    store.record_success(
+        &elsewhere,
+        990_000,
+        1,
+        workload_page("StatefulSet", "lobby", 23.0, 0.0),
+    );
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    check(&served, summarized, &explained, 23, true);
+
+    // An own pod's series that its workload labels do not name count through the pod set.
+    let unlabelled: Vec<_> = workload_page("StatefulSet", "lobby", 25.0, 21.0)
+        .into_iter()
+        .map(|mut s| {
+            s.labels.clear();
+            s
+        })
+        .collect();
+    store.record_success(&targets[20], 990_000, 1, unlabelled);
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    check(&served, summarized, &explained, 25, true);
+
+    // A producer's reason: listed, so the reasons keep the listed reads' order.
+    let page = Page {
+        samples: workload_page("StatefulSet", "lobby", 2.0, 22.0),
+        valid_until_ms: None,
+        reason: Some("draining".into()),
+    };
+    store.record_success(&targets[21], 990_000, 1, page);
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    check(&served, summarized, &explained, 25, false);
+    store.record_success(
+        &targets[21],
+        990_000,
+        1,
+        workload_page("StatefulSet", "lobby", 2.0, 22.0),
+    );
+
+    // The other target names lobby under another group as well: listed, and dropped.
+    let mut foreign = workload_page("StatefulSet", "lobby", 30.0, 0.0);
+    for s in &mut foreign {
+        for (k, v) in &mut s.labels {
+            if k == "hpa_target_api_version" {
+                *v = "other.example.com/v1".into();
+            }
+        }
+        s.labels.push(("shard".into(), "b".into()));
+    }
+    let mut page = workload_page("StatefulSet", "lobby", 23.0, 0.0);
+    page.extend(foreign);
+    store.record_success(&elsewhere, 990_000, 1, page);
+    let (served, summarized) = answer(false).await;
+    let (explained, _) = answer(true).await;
+    check(&served, summarized, &explained, 25, false);
+}
+
 /// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
 async fn answer_and_summarized(
     adapter: &Adapter,
