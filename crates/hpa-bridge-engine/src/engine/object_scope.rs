@@ -335,7 +335,8 @@ pub(crate) fn from_labels(
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LabelRead {
     /// Any source's read, of the named scope or (for a name that cannot be a label value) a
-    /// broader one: its series are filtered to the object's and sorted.
+    /// broader one: its listed series are filtered to the object's and sorted (a counted
+    /// tail comes only from scopes the caller checked: `from_split`).
     Unchecked,
     /// The store's read of the named scope, which the caller checked holds no series of
     /// another group: every series in it is the object's (as the summarized tail, which
@@ -464,13 +465,14 @@ fn combine_read(
         unknown_targets: by_labels.unknown_targets,
         workloads: Arc::from([me.clone()]),
         silent_pods,
-        // Only a read of the named scope alone may be summarized (`from_labels`); the broad
-        // read of the pods is listed.
+        // Only reads whose every series is the object's are summarized (`from_labels`,
+        // `from_split`), and their tail comes with the named read.
         clean_tail: by_labels.clean_tail,
         producer_reasons: Vec::new(),
     };
-    // A summarized read is of the named scope alone, whose every series is the object's
-    // (`from_labels`): its reasons all stand. Otherwise a reason stands with its target's series.
+    // A summarized read's series are all the object's (`from_labels`; `from_split` reads give
+    // no reason, or the caller lists instead): its reasons all stand. Otherwise a reason
+    // stands with its target's series.
     let mut reasons = by_labels.producer_reasons;
     let from_labels = if ev.clean_tail.is_some_and(|t| t.series > 0) {
         reasons.len()

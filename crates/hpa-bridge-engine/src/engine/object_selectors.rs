@@ -2,7 +2,8 @@
 //! that name another API group), kept per workload. They depend only on the query's selector,
 //! the workload and the configured workload labels, so a kept pair is exactly the pair
 //! `object_scope::label_scopes` builds, without validating, sorting and writing the canonical
-//! text of two selectors on every request.
+//! text of two selectors on every request. With a pod set, also the split scopes
+//! (`object_scope::split_scopes`), kept while the workload's own pods stay the same.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -28,9 +29,8 @@ pub(super) struct ObjectSelectors {
     selector: String,
     /// `None` when the workload's name cannot be a label value.
     pub(super) scopes: Option<(LabelSelector, LabelSelector)>,
-    /// The split scopes for the last pod set asked with, kept by the set's identity: a
-    /// cluster hands out the same set until its pods change, and holding it here keeps its
-    /// address from being reused for another.
+    /// The split scopes for the last pod set asked with, and that set: held here so that its
+    /// address is not reused for another while it is compared by identity.
     split: Mutex<Option<(PodSet, Option<Arc<SplitScopes>>)>>,
 }
 
@@ -52,6 +52,14 @@ impl ObjectSelectors {
             }
         }
         let own = object_scope::own_pods(pods, object);
+        // A cluster may hand out a new set on any change of any pod (discovery does): one of
+        // the same own pods keeps the scopes, so their tags, and so their kept resolutions.
+        if let Some((kept, split)) = &mut *lock() {
+            if object_scope::own_pods(kept, object) == own {
+                *kept = pods.clone();
+                return split.clone();
+            }
+        }
         let split = object_scope::split_scopes(selector, object, wl, &own).map(Arc::new);
         *lock() = Some((pods.clone(), split.clone()));
         split
@@ -138,6 +146,53 @@ mod tests {
             }
         }
         assert!(cache.get(&selectors[0], &objects[2], &wl).scopes.is_none());
+    }
+
+    /// The split scopes are kept while the workload's own pods stay the same, whether the
+    /// cluster hands out the same set or a new one (discovery does on any pod's change), and
+    /// built again when they change; a set without own pods has none.
+    #[test]
+    fn split_scopes_follow_the_own_pods_not_the_set() {
+        use crate::cluster::{PodFacts, PodSet};
+        let wl = WorkloadLabels::default();
+        let cache = ObjectSelectorCache::default();
+        let s = LabelSelector::parse("").unwrap();
+        let lobby = object("lobby");
+        let set = |pods: &[(&str, &str)]| -> PodSet {
+            Arc::new(
+                pods.iter()
+                    .map(|(pod, owner)| {
+                        let facts = PodFacts {
+                            workload: Some(object(owner).workload()),
+                            ..PodFacts::default()
+                        };
+                        (pod.to_string(), facts)
+                    })
+                    .collect(),
+            )
+        };
+        let entry = cache.get(&s, &lobby, &wl);
+        let first = set(&[("lobby-0", "lobby"), ("chat-0", "chat")]);
+        let a = entry.split(&s, &lobby, &wl, &first).unwrap();
+        assert!(Arc::ptr_eq(
+            &a,
+            &entry.split(&s, &lobby, &wl, &first).unwrap()
+        ));
+        // Another workload's pod changed: a new set, the same own pods.
+        let second = set(&[("lobby-0", "lobby"), ("chat-1", "chat")]);
+        assert!(Arc::ptr_eq(
+            &a,
+            &entry.split(&s, &lobby, &wl, &second).unwrap()
+        ));
+        let third = set(&[("lobby-0", "lobby"), ("lobby-1", "lobby")]);
+        let b = entry.split(&s, &lobby, &wl, &third).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b));
+        let built = object_scope::split_scopes(&s, &lobby, &wl, &["lobby-0", "lobby-1"]).unwrap();
+        assert_eq!(b.own.requirements(), built.own.requirements());
+        assert_eq!(b.others.requirements(), built.others.requirements());
+        assert!(entry
+            .split(&s, &lobby, &wl, &set(&[("chat-0", "chat")]))
+            .is_none());
     }
 
     /// A workload asked again under the same selector is read from the cache, not rebuilt.

@@ -489,9 +489,10 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
         pods: Arc::new(pods),
     }));
     let store = adapter.scrape_store();
+    // Its id sorts before the pods', so its series come first among the noted inputs.
     let elsewhere = ScrapeTarget {
         format: Default::default(),
-        id: TargetId("http://central/metrics".into()),
+        id: TargetId("central/metrics".into()),
         url: "http://central/metrics".into(),
         labels: [("namespace".to_string(), "games".to_string())].into(),
         workload: None,
