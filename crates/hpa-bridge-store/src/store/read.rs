@@ -277,7 +277,7 @@ impl Store {
         if tail.series > 0 {
             ev.clean_tail = Some(tail);
         }
-        scope_wide(&inner, &resolved, scope, &mut ev);
+        scope_wide(&inner, &resolved, scope, None, &mut ev);
         ev
     }
 
@@ -293,7 +293,7 @@ impl Store {
         let inner = self.read();
         let resolved = self.resolve(&inner, scope, &scope.key(), true);
         let mut ev = Evidence::default();
-        scope_wide_of(&inner, &resolved, scope, silent_of, &mut ev);
+        scope_wide(&inner, &resolved, scope, silent_of, &mut ev);
         ev
     }
 
@@ -332,7 +332,7 @@ impl Store {
             ev.observations
                 .extend(observation(&inner, &resolved.ids, p.slot, i, failing));
         }
-        scope_wide(&inner, &resolved, scope, &mut ev);
+        scope_wide(&inner, &resolved, scope, None, &mut ev);
         ev
     }
 }
@@ -360,13 +360,9 @@ fn observation(
 }
 
 /// What a read of `scope` gives of the scope as a whole, whatever series it lists: the
-/// workloads, their silent pods, and the never-scraped targets that could hold its series.
-fn scope_wide(inner: &Inner, resolved: &ResolvedScope, scope: &Scope<'_>, ev: &mut Evidence) {
-    scope_wide_of(inner, resolved, scope, None, ev)
-}
-
-/// As `scope_wide`, the silent pods of `silent_of` alone when given.
-fn scope_wide_of(
+/// workloads, their silent pods (of `silent_of` alone when given), and the never-scraped
+/// targets that could hold its series.
+fn scope_wide(
     inner: &Inner,
     resolved: &ResolvedScope,
     scope: &Scope<'_>,
