@@ -15,7 +15,7 @@ use crate::policy::valid_when::{self as gate, CurrentReplicas};
 use crate::policy::{self, Answer, QueryContext, RefusalKind, ScopeText};
 use crate::selector::LabelSelector;
 use crate::source::{ReadMode, SourceError};
-use crate::store::WorkloadRef;
+use crate::store::{ScopeRead, WorkloadRef};
 
 use super::adapter::{Adapter, MAX_SEEN_QUERIES};
 use super::answer_reuse::Version;
@@ -777,16 +777,8 @@ impl Adapter {
     ) -> Option<Evidence> {
         let (wl, selectors) = self.store_object_selectors(object, scope)?;
         let (named, foreign) = selectors.scopes.as_ref()?;
-        let before = self.store.generation();
-        let foreign = Scope {
-            selector: foreign,
-            ..scope.clone()
-        };
-        if !self.store.evidence(&foreign).observations.is_empty() {
-            return None;
-        }
-        let named = Scope {
-            selector: named,
+        let within = |selector| Scope {
+            selector,
             ..scope.clone()
         };
         let s = Summarize {
@@ -794,8 +786,15 @@ impl Adapter {
             now,
             stale_after_ms: self.stale_after_ms(),
         };
-        let ev = self.store.evidence_summarized(&named, s);
-        (self.store.generation() == before).then(|| object_scope::from_labels(object, wl, ev))
+        // One snapshot: the check holds for the read it vouches for.
+        let [foreign, named] = self.store.evidence_together([
+            (&within(foreign), ScopeRead::Series(None)),
+            (&within(named), ScopeRead::All(Some(s))),
+        ]);
+        foreign
+            .observations
+            .is_empty()
+            .then(|| object_scope::from_labels(object, wl, named))
     }
 
     /// An Object query's evidence with a pod set read as summaries, when the scrape store
@@ -826,21 +825,28 @@ impl Adapter {
             now,
             stale_after_ms: self.stale_after_ms(),
         };
-        // The check and the read it vouches for see one snapshot; the other reads are other
-        // moments, as the two listed reads are.
-        let before = self.store.generation();
-        let foreign = self.store.evidence(&within(&split.others_foreign));
-        let others = self.store.evidence_summarized(&within(&split.others), s);
-        if !foreign.observations.is_empty() || self.store.generation() != before {
+        let me = object.workload();
+        // One snapshot: the check holds for the reads it vouches for.
+        let [foreign, others, named_wide, scope_wide, own] = self.store.evidence_together([
+            (&within(&split.others_foreign), ScopeRead::Series(None)),
+            (&within(&split.others), ScopeRead::Series(Some(s))),
+            (&within(named), ScopeRead::Whole { silent_of: None }),
+            // The merge keeps the object's own silent pods only.
+            (
+                scope,
+                ScopeRead::Whole {
+                    silent_of: Some(&me),
+                },
+            ),
+            (&within(&split.own), ScopeRead::Series(Some(s))),
+        ]);
+        if !foreign.observations.is_empty() {
             return None;
         }
         let reads = object_scope::SplitReads {
-            named_wide: self.store.evidence_scope_wide(&within(named), None),
-            // The merge keeps the object's own silent pods only.
-            scope_wide: self
-                .store
-                .evidence_scope_wide(scope, Some(&object.workload())),
-            own: self.store.evidence_summarized(&within(&split.own), s),
+            named_wide,
+            scope_wide,
+            own,
             others,
         };
         let reasons =

@@ -302,7 +302,7 @@ pub(crate) fn from_split(
 
 /// The reads `from_split` combines.
 pub(crate) struct SplitReads {
-    /// The named scope's whole-scope part (`Store::evidence_scope_wide`).
+    /// The named scope's whole-scope part (`ScopeRead::Whole`).
     pub(crate) named_wide: Evidence,
     /// The query's whole scope's whole-scope part.
     pub(crate) scope_wide: Evidence,

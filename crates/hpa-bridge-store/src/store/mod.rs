@@ -28,6 +28,7 @@ use family_digest::TargetCell;
 use ingest::ClockSkew;
 pub use ingest::{merge_labels, Page, PageOutcome, MAX_RETAINED_ABSENT_SERIES};
 use postings::Postings;
+pub use read::ScopeRead;
 use resolved_scope::ResolvedScopes;
 use series_slots::{SeriesSlots, SlotId};
 
@@ -301,3 +302,5 @@ mod clean_tail_tests;
 mod labelled_read_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod together_tests;

@@ -190,6 +190,7 @@ impl Store {
             workloads: workloads.into(),
             pods_listed: pods_listed.into(),
             by_label: std::sync::OnceLock::new(),
+            workload_at: std::sync::OnceLock::new(),
         });
         if keep {
             self.resolved.put(key.clone(), resolved.clone());
@@ -227,74 +228,35 @@ impl Store {
         summarize: Option<Summarize>,
     ) -> Evidence {
         let inner = self.read();
-        let mut ev = Evidence::default();
         let resolved = self.resolve(&inner, scope, key, keep);
-        // A summary lists about its first `after` inputs and the unclean rest: room for those
-        // and a target's worth more saves the growth steps in the common, healthy case, and
-        // is made only once something is listed (a summary may list nothing).
-        let room = match &summarize {
-            None => resolved.ids.len(),
-            Some(s) => resolved.ids.len().min(s.after + 16),
-        };
-        let mut tail = CleanTail::new(summarize.unwrap_or_default());
-        let mut listed_present = 0usize;
-        let mut index = 0;
-        for t in &resolved.targets {
-            let first = index;
-            index += t.slots.len();
-            let failing = t.cell.failing();
-            if let Some(reason) = t.cell.reason() {
-                if let Some(id) = resolved.ids.get(first).filter(|_| !t.slots.is_empty()) {
-                    ev.producer_reasons.push(ProducerReason {
-                        target: id.target.clone(),
-                        reason,
-                    });
-                }
-            }
-            if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
-                if let Some((max, newest, oldest)) = t.cell.clean_and_fresh(&t.families, s) {
-                    tail.add(t.slots.len(), max, newest, oldest);
-                    continue;
-                }
-            }
-            let listed = ev.observations.len();
-            if ev.observations.capacity() == 0 {
-                ev.observations.reserve(room);
-            }
-            ev.observations.extend(
-                t.slots
-                    .iter()
-                    .zip(first..)
-                    .filter_map(|(slot, i)| observation(&inner, &resolved.ids, *slot, i, failing)),
-            );
-            if summarize.is_some() {
-                listed_present += ev.observations[listed..]
-                    .iter()
-                    .filter(|o| o.present)
-                    .count();
-            }
-        }
-        if tail.series > 0 {
-            ev.clean_tail = Some(tail);
-        }
+        let mut ev = series_evidence(&inner, &resolved, summarize);
         scope_wide(&inner, &resolved, scope, None, &mut ev);
         ev
     }
 
-    /// What `evidence` gives of `scope` as a whole, listing none of its series: its
-    /// never-scraped targets, workloads and the silent pods of those workloads, or of
-    /// `silent_of` alone (a scope may span every workload of a namespace, and its caller may
-    /// keep one).
-    pub fn evidence_scope_wide(
+    /// Several reads under one read lock, so in one snapshot: no scrape is recorded between
+    /// them, and a check made by one holds for the others. Each scope's resolution is kept.
+    pub fn evidence_together<const N: usize>(
         &self,
-        scope: &Scope<'_>,
-        silent_of: Option<&WorkloadRef>,
-    ) -> Evidence {
+        reads: [(&Scope<'_>, ScopeRead<'_>); N],
+    ) -> [Evidence; N] {
         let inner = self.read();
-        let resolved = self.resolve(&inner, scope, &scope.key(), true);
-        let mut ev = Evidence::default();
-        scope_wide(&inner, &resolved, scope, silent_of, &mut ev);
-        ev
+        reads.map(|(scope, read)| {
+            let resolved = self.resolve(&inner, scope, &scope.key(), true);
+            match read {
+                ScopeRead::Series(summarize) => series_evidence(&inner, &resolved, summarize),
+                ScopeRead::Whole { silent_of } => {
+                    let mut ev = Evidence::default();
+                    scope_wide(&inner, &resolved, scope, silent_of, &mut ev);
+                    ev
+                }
+                ScopeRead::All(summarize) => {
+                    let mut ev = series_evidence(&inner, &resolved, summarize);
+                    scope_wide(&inner, &resolved, scope, None, &mut ev);
+                    ev
+                }
+            }
+        })
     }
 
     /// As `evidence`, but of the in-scope series only those whose `label` is one of `values`
@@ -337,6 +299,80 @@ impl Store {
     }
 }
 
+/// How `Store::evidence_together` reads one scope.
+#[derive(Clone, Copy, Debug)]
+pub enum ScopeRead<'a> {
+    /// Its series, as `evidence` lists them (summarized as in `evidence_summarized` under
+    /// `Some`), without the scope-wide part.
+    Series(Option<Summarize>),
+    /// What `evidence` gives of the scope as a whole, listing none of its series: its
+    /// never-scraped targets, workloads and the silent pods of those workloads, or of
+    /// `silent_of` alone (a scope may span every workload of a namespace, and its caller may
+    /// keep one).
+    Whole { silent_of: Option<&'a WorkloadRef> },
+    /// Both, as `evidence` (or `evidence_summarized` under `Some`) gives them.
+    All(Option<Summarize>),
+}
+
+/// The series of `resolved` as `Store::evidence_kept` lists them (and the producer reasons of
+/// their targets), summarized under `summarize`; no scope-wide part.
+fn series_evidence(
+    inner: &Inner,
+    resolved: &ResolvedScope,
+    summarize: Option<Summarize>,
+) -> Evidence {
+    let mut ev = Evidence::default();
+    // A summary lists about its first `after` inputs and the unclean rest: room for those
+    // and a target's worth more saves the growth steps in the common, healthy case, and
+    // is made only once something is listed (a summary may list nothing).
+    let room = match &summarize {
+        None => resolved.ids.len(),
+        Some(s) => resolved.ids.len().min(s.after + 16),
+    };
+    let mut tail = CleanTail::new(summarize.unwrap_or_default());
+    let mut listed_present = 0usize;
+    let mut index = 0;
+    for t in &resolved.targets {
+        let first = index;
+        index += t.slots.len();
+        let failing = t.cell.failing();
+        if let Some(reason) = t.cell.reason() {
+            if let Some(id) = resolved.ids.get(first).filter(|_| !t.slots.is_empty()) {
+                ev.producer_reasons.push(ProducerReason {
+                    target: id.target.clone(),
+                    reason,
+                });
+            }
+        }
+        if let Some(s) = summarize.as_ref().filter(|s| listed_present >= s.after) {
+            if let Some((max, newest, oldest)) = t.cell.clean_and_fresh(&t.families, s) {
+                tail.add(t.slots.len(), max, newest, oldest);
+                continue;
+            }
+        }
+        let listed = ev.observations.len();
+        if ev.observations.capacity() == 0 {
+            ev.observations.reserve(room);
+        }
+        ev.observations.extend(
+            t.slots
+                .iter()
+                .zip(first..)
+                .filter_map(|(slot, i)| observation(inner, &resolved.ids, *slot, i, failing)),
+        );
+        if summarize.is_some() {
+            listed_present += ev.observations[listed..]
+                .iter()
+                .filter(|o| o.present)
+                .count();
+        }
+    }
+    if tail.series > 0 {
+        ev.clean_tail = Some(tail);
+    }
+    ev
+}
+
 /// Series `i` of a resolution whose ids are `ids`, as its slot reads now.
 fn observation(
     inner: &Inner,
@@ -374,7 +410,12 @@ fn scope_wide(
     // while the scope's series do; the pods that have had a page are counted as they come
     // and go, so a pod whose pages hold nothing in scope shows as a difference.
     let listed = resolved.workloads.iter().zip(resolved.pods_listed.iter());
-    for (w, listed) in listed.filter(|(w, _)| silent_of.is_none_or(|only| only == *w)) {
+    let (skip, take) = match silent_of.map(|w| resolved.workload_position(w)) {
+        None => (0, usize::MAX),
+        Some(Some(at)) => (at, 1),
+        Some(None) => (0, 0),
+    };
+    for (w, listed) in listed.skip(skip).take(take) {
         let reported = inner.reported.get(w).map_or(0, BTreeSet::len);
         if reported > *listed as usize {
             ev.silent_pods.push(SilentPods {

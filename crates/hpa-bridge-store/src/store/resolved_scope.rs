@@ -8,6 +8,7 @@
 //! which series to read, never what they said.
 
 use lru::LruCache;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -41,6 +42,9 @@ pub(super) struct ResolvedScope {
     /// Where each value of one label sits among `ids`, for reads narrowed by that label;
     /// built by the first such read.
     pub(super) by_label: OnceLock<LabelIndex>,
+    /// Where each of `workloads` sits, for reads that keep one workload's silent pods (a
+    /// namespace-wide scope may list hundreds); built by the first such read.
+    pub(super) workload_at: OnceLock<HashMap<WorkloadRef, usize, foldhash::fast::RandomState>>,
 }
 
 impl ResolvedScope {
@@ -55,6 +59,14 @@ impl ResolvedScope {
         } else {
             std::borrow::Cow::Owned(build())
         }
+    }
+
+    /// Where `w` sits in `workloads`, if there.
+    pub(super) fn workload_position(&self, w: &WorkloadRef) -> Option<usize> {
+        self.workload_at
+            .get_or_init(|| self.workloads.iter().cloned().zip(0..).collect())
+            .get(w)
+            .copied()
     }
 }
 
@@ -171,6 +183,7 @@ mod tests {
             workloads: Arc::from([]),
             pods_listed: Box::new([]),
             by_label: OnceLock::new(),
+            workload_at: OnceLock::new(),
         })
     }
 
