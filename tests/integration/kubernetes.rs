@@ -1258,3 +1258,76 @@ async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile(
     let reason = target_reason(&adapter, lobby).await;
     assert!(reason.contains("current spec.replicas 6"), "{reason}");
 }
+
+/// The pods' facts that Object answers and floors read (`Cluster::workload_pods`) are worked
+/// out again after each change by discovery's publisher, off the async workers, once anything
+/// has asked for them; an answer after a change then finds them current instead of going over
+/// every pod itself. In-process: `Discovery` against the loopback `kubeapi` (no kube-apiserver
+/// can be installed here), its counters telling who worked them out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
+    use hpa_bridge::cluster::{Cluster, WorkloadRef};
+    use hpa_bridge::source::discovery::{Discovery, PodFactsBuilds};
+
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    api.apply(&statefulset("lobby", 3, None));
+    for i in 0..2 {
+        let name = format!("lobby-{i}");
+        api.apply(&pod(
+            &name,
+            "lobby",
+            owner("StatefulSet", "lobby"),
+            &ex,
+            "/m",
+        ));
+    }
+    let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let discovery_config = serde_json::from_value(serde_json::json!({"namespaces": [NS]})).unwrap();
+    let store = std::sync::Arc::new(hpa_bridge::store::Store::new());
+    let discovery = Discovery::start(client, discovery_config, store, Vec::new());
+    tokio::time::timeout(Duration::from_secs(30), discovery.wait_synced())
+        .await
+        .expect("discovery synced against the loopback API server");
+    let lobby = WorkloadRef {
+        kind: "StatefulSet".into(),
+        namespace: NS.into(),
+        name: "lobby".into(),
+    };
+    let names = |d: &Discovery| -> Vec<String> {
+        d.workload_pods(&lobby).unwrap().keys().cloned().collect()
+    };
+    // Until something asks, the publisher does not work them out.
+    assert_eq!(discovery.pod_facts_builds(), PodFactsBuilds::default());
+    assert_eq!(names(&discovery), ["lobby-0", "lobby-1"]);
+    // The publisher may be between rounds of the initial sync's events and work them out
+    // beside this first ask, so later counts are compared with these.
+    let before = discovery.pod_facts_builds();
+    assert!(before.on_ask == 1 && before.ahead <= 1, "{before:?}");
+    // A new pod: the publisher works the facts out again before the next ask.
+    api.apply(&pod(
+        "lobby-2",
+        "lobby",
+        owner("StatefulSet", "lobby"),
+        &ex,
+        "/m",
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while discovery.pod_facts_builds().ahead == before.ahead {
+        assert!(
+            Instant::now() < deadline,
+            "the publisher never worked out the facts"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(names(&discovery), ["lobby-0", "lobby-1", "lobby-2"]);
+    assert_eq!(
+        discovery.pod_facts_builds().on_ask,
+        before.on_ask,
+        "the answer after the change worked the facts out itself"
+    );
+}

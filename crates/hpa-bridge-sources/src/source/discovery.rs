@@ -358,10 +358,31 @@ pub struct Discovery {
     deployments: Mirrors<Deployment>,
     synced: watch::Receiver<bool>,
     changed: Arc<Changed>,
-    /// The pods' facts as of a count of the mirrors' changes (`Changed::count`), worked out
-    /// again on the first ask after the count moves: a workload's pods are then found without
-    /// going over every pod of the cluster on each answer.
+    /// The pods' facts as of a count of the mirrors' changes (`Changed::count`): a workload's
+    /// pods are then found without going over every pod of the cluster on each answer. Once
+    /// asked for, the publisher works them out again after each burst of changes, off the
+    /// async workers (`tokio::task::spawn_blocking`), so that an answer after a change
+    /// rarely pays for it; an ask that finds them behind the count works them out itself.
     pod_facts: std::sync::Mutex<Option<(u64, Arc<PodFactsIndex>)>>,
+    pod_facts_asked: std::sync::atomic::AtomicBool,
+    pod_facts_built: [std::sync::atomic::AtomicU64; 2],
+}
+
+/// Who worked out the pods' facts (`Discovery::pod_facts_builds`).
+#[derive(Clone, Copy, Debug)]
+enum Builder {
+    Ask = 0,
+    Publisher = 1,
+}
+
+/// How often the pods' facts were worked out, and where.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodFactsBuilds {
+    /// By an ask that found them behind the mirrors: an answer (or the deletion-cost writer)
+    /// paid for them.
+    pub on_ask: u64,
+    /// By the publisher, ahead of the asks, off the async workers.
+    pub ahead: u64,
 }
 
 /// Wakes the target publisher, and counts the mirrors' changes so that an answer that read
@@ -436,6 +457,8 @@ impl Discovery {
             synced,
             changed: changed.clone(),
             pod_facts: std::sync::Mutex::new(None),
+            pod_facts_asked: Default::default(),
+            pod_facts_built: Default::default(),
         });
         let d = discovery.clone();
         tokio::spawn(async move {
@@ -446,10 +469,32 @@ impl Discovery {
             tracing::info!("kubernetes discovery synced");
             let mut previous: BTreeSet<TargetId> = BTreeSet::new();
             loop {
-                let mut targets = fixed.clone();
-                targets.extend(d.targets());
-                let count = targets.len();
-                let ids: BTreeSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+                // Both passes go over every pod: off the async workers that serve answers.
+                let (work, fixed, store) = (d.clone(), fixed.clone(), store.clone());
+                let published = tokio::task::spawn_blocking(move || {
+                    let mut targets = fixed;
+                    targets.extend(work.targets());
+                    let ids: BTreeSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
+                    let count = targets.len();
+                    store.set_targets(targets);
+                    if work
+                        .pod_facts_asked
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                    {
+                        work.pod_facts_at_count(Builder::Publisher);
+                    }
+                    (count, ids)
+                })
+                .await;
+                let (count, ids) = match published {
+                    Ok(published) => published,
+                    Err(e) => {
+                        // Only a panic gets here; the next change tries again.
+                        tracing::error!(error = %e, "publishing discovered targets failed");
+                        changed.notify.notified().await;
+                        continue;
+                    }
+                };
                 if *synced_tx.borrow() && ids != previous {
                     tracing::info!(
                         targets = count,
@@ -459,7 +504,6 @@ impl Discovery {
                     );
                 }
                 previous = ids;
-                store.set_targets(targets);
                 if !*synced_tx.borrow() {
                     tracing::info!(targets = count, "first discovered target set published");
                     let _ = synced_tx.send(true);
@@ -536,6 +580,25 @@ impl Discovery {
     /// it is counted, so a snapshot worked out after reading the count holds every change
     /// counted until then, as an answer reused at an unchanged `Cluster::version` does.
     fn pod_facts_index(&self) -> Arc<PodFactsIndex> {
+        self.pod_facts_asked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.pod_facts_at_count(Builder::Ask)
+    }
+
+    /// How often the pods' facts were worked out since the start, by an ask and ahead of
+    /// one.
+    pub fn pod_facts_builds(&self) -> PodFactsBuilds {
+        let built = |b: Builder| {
+            self.pod_facts_built[b as usize].load(std::sync::atomic::Ordering::Relaxed)
+        };
+        PodFactsBuilds {
+            on_ask: built(Builder::Ask),
+            ahead: built(Builder::Publisher),
+        }
+    }
+
+    /// `pod_facts_index`'s snapshot, worked out by `by` if the kept one is behind the count.
+    fn pod_facts_at_count(&self, by: Builder) -> Arc<PodFactsIndex> {
         let count = self
             .changed
             .count
@@ -547,6 +610,7 @@ impl Discovery {
         }
         let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
         let index = Arc::new(pod_facts_index(&self.pods.all(), &lookup));
+        self.pod_facts_built[by as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kept = self.pod_facts.lock().unwrap_or_else(|e| e.into_inner());
         // A slower reader of an older count must not replace a newer snapshot.
         if kept.as_ref().is_none_or(|(at, _)| *at <= count) {
