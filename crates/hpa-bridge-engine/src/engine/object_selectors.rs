@@ -5,8 +5,9 @@
 //! text of two selectors on every request. With a pod set, also the split scopes
 //! (`object_scope::split_scopes`), kept while the workload's own pods stay the same.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use lru::LruCache;
 
@@ -16,7 +17,7 @@ use crate::config::WorkloadLabels;
 use crate::selector::LabelSelector;
 
 use super::object_scope::{self, ObjectRef, SplitScopes};
-use crate::cluster::PodSet;
+use crate::cluster::{PodFacts, PodSet};
 
 /// Bounds the workloads kept: keys are what authorised callers ask, one per Object HPA. Past
 /// it the least recently asked goes, and is built again when asked.
@@ -29,9 +30,20 @@ pub(super) struct ObjectSelectors {
     selector: String,
     /// `None` when the workload's name cannot be a label value.
     pub(super) scopes: Option<(LabelSelector, LabelSelector)>,
-    /// The split scopes for the last pod set asked with, and that set: held here so that its
-    /// address is not reused for another while it is compared by identity.
-    split: Mutex<Option<(PodSet, Option<Arc<SplitScopes>>)>>,
+    /// The split scopes for the last pod set asked with.
+    split: Mutex<Option<KeptSplit>>,
+}
+
+/// The split scopes and what they were built from.
+struct KeptSplit {
+    /// The last set asked with, by identity: a weak reference keeps its address from being
+    /// reused for another set while it is compared, but not its pods, so the answer that
+    /// moves on to a new set never frees the old one (the cluster that replaced it does,
+    /// off the answer path: discovery's publisher).
+    set: Weak<BTreeMap<String, PodFacts>>,
+    /// The workload's own pods in that set (`object_scope::own_pods`).
+    own: Vec<String>,
+    split: Option<Arc<SplitScopes>>,
 }
 
 impl ObjectSelectors {
@@ -46,22 +58,26 @@ impl ObjectSelectors {
         pods: &PodSet,
     ) -> Option<Arc<SplitScopes>> {
         let lock = || self.split.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((kept, split)) = &*lock() {
-            if Arc::ptr_eq(kept, pods) {
-                return split.clone();
+        if let Some(kept) = &*lock() {
+            if std::ptr::eq(kept.set.as_ptr(), Arc::as_ptr(pods)) {
+                return kept.split.clone();
             }
         }
         let own = object_scope::own_pods(pods, object);
         // A cluster may hand out a new set on any change of any pod (discovery does): one of
         // the same own pods keeps the scopes, so their tags, and so their kept resolutions.
-        if let Some((kept, split)) = &mut *lock() {
-            if object_scope::own_pods(kept, object) == own {
-                *kept = pods.clone();
-                return split.clone();
+        if let Some(kept) = &mut *lock() {
+            if kept.own.iter().map(String::as_str).eq(own.iter().copied()) {
+                kept.set = Arc::downgrade(pods);
+                return kept.split.clone();
             }
         }
         let split = object_scope::split_scopes(selector, object, wl, &own).map(Arc::new);
-        *lock() = Some((pods.clone(), split.clone()));
+        *lock() = Some(KeptSplit {
+            set: Arc::downgrade(pods),
+            own: own.iter().map(|p| p.to_string()).collect(),
+            split: split.clone(),
+        });
         split
     }
 }
