@@ -182,6 +182,9 @@ fn quick_bench_writes_every_section() {
         "answerCost.fewRatio",
         "answerCost.smallScopeSeries",
         "answerCost.largeScopeSeries",
+        "objectAnswerAfterChange.unchangedP50Us",
+        "objectAnswerAfterChange.changedP50Us",
+        "objectAnswerAfterChange.factsBuiltAhead",
         "coldRound.seconds",
     ] {
         positive(&json, &format!("scale.{field}"));

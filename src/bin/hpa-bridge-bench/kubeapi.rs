@@ -4,7 +4,8 @@
 //! Deployments in one namespace (or all). Objects are built from k8s-openapi types and
 //! serialized, so kube-runtime's reflectors decode them as they would the real thing.
 //!
-//! Every response waits `delay` before its headers. A watch sends nothing and ends after
+//! Every response waits `delay` before its headers. A watch sends only the pod events the
+//! bench sends through [`Objects::send_pod_event`] (none, for the slow-API part) and ends after
 //! [`WATCH_SECONDS`], so the reflectors keep re-watching, and every re-watch waits the delay
 //! again: a slow API server for as long as the part runs.
 
@@ -37,6 +38,8 @@ const RESOURCE_VERSION: &str = "1";
 pub struct Objects {
     pub pods: Vec<Value>,
     pub statefulsets: Vec<Value>,
+    /// Pod watch events (one JSON line each) to the pod watches open when sent.
+    pod_events: tokio::sync::broadcast::Sender<Bytes>,
 }
 
 pub fn meta(name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
@@ -106,7 +109,21 @@ impl Objects {
                 .iter()
                 .filter_map(|s| typed_json(s, "apps/v1", "StatefulSet"))
                 .collect(),
+            pod_events: tokio::sync::broadcast::channel(64).0,
         }
+    }
+
+    /// Send pod `i` (modulo the pods) as MODIFIED, at resource version `version` and with
+    /// `annotation` set to `value`, to the pod watches open now; false when none is (the
+    /// caller sends again).
+    pub fn send_pod_event(&self, i: usize, version: u64, annotation: &str, value: &str) -> bool {
+        let Some(mut pod) = self.pods.get(i % self.pods.len().max(1)).cloned() else {
+            return false;
+        };
+        pod["metadata"]["resourceVersion"] = json!(version.to_string());
+        pod["metadata"]["annotations"][annotation] = json!(value);
+        let line = format!("{}\n", json!({"type": "MODIFIED", "object": pod}));
+        self.pod_events.send(Bytes::from(line)).is_ok()
     }
 }
 
@@ -151,10 +168,21 @@ fn respond(
         .any(|p| p == "watch=true" || p == "watch=1");
     if watch {
         counters.watches.fetch_add(1, Ordering::Relaxed);
-        // Nothing changes: the stream stays silent and ends, as a watch's timeout ends it.
-        let stream = futures::stream::once(async {
-            tokio::time::sleep(Duration::from_secs(WATCH_SECONDS)).await;
-            Ok::<_, Infallible>(Frame::data(Bytes::new()))
+        // Only the pod events the bench sends, then the end, as a watch's timeout ends it.
+        let events = (resource == "pods").then(|| objects.pod_events.subscribe());
+        let end = tokio::time::Instant::now() + Duration::from_secs(WATCH_SECONDS);
+        let stream = futures::stream::unfold(events, move |mut events| async move {
+            loop {
+                let Some(rx) = events.as_mut() else {
+                    tokio::time::sleep_until(end).await;
+                    return None;
+                };
+                match tokio::time::timeout_at(end, rx.recv()).await {
+                    Ok(Ok(line)) => return Some((Ok::<_, Infallible>(Frame::data(line)), events)),
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => continue,
+                    _ => return None,
+                }
+            }
         });
         return http::Response::builder()
             .header(http::header::CONTENT_TYPE, "application/json")

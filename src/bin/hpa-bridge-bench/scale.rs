@@ -28,6 +28,8 @@ pub struct ScalePlan {
     pub concurrency: usize,
     pub answer_time: Duration,
     pub wanted_series: usize,
+    /// Answers timed after a pod change, and as many with none (`after_change`).
+    pub after_change_samples: usize,
 }
 
 /// The small store the answer cost is compared against: as many targets as the serve part's
@@ -47,6 +49,7 @@ impl ScalePlan {
             concurrency: 512,
             answer_time: Duration::from_secs(2),
             wanted_series: 10,
+            after_change_samples: 40,
         }
     }
 
@@ -61,6 +64,7 @@ impl ScalePlan {
             concurrency: 512,
             answer_time: Duration::from_millis(100),
             wanted_series: 10,
+            after_change_samples: 3,
         }
     }
 }
@@ -117,6 +121,92 @@ pub struct ScaleResult {
     /// The Object query again, over stores whose targets and workloads come from discovery,
     /// so its scope adds the series of the workload's own pods out of the namespace's.
     pub object_discovered_answer_cost: answer_cost::AnswerCost,
+    /// The discovered Object answer over the large store a while after a pod changed, against
+    /// the same answer with nothing changed.
+    pub object_answer_after_change: AfterChange,
+}
+
+/// One answer timed `pause_ms` after a pod event reached discovery (an HPA asks seconds after
+/// the last change, not at once), against one timed after the same pause with no change.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AfterChange {
+    pub samples: usize,
+    pub pause_ms: u64,
+    pub unchanged_p50_us: f64,
+    pub changed_p50_us: f64,
+    pub changed_p90_us: f64,
+    /// Who worked out discovery's pods' facts over the samples (`Discovery::pod_facts_builds`).
+    pub facts_built_on_ask: u64,
+    pub facts_built_ahead: u64,
+}
+
+/// The pause between a change reaching discovery and the answer timed: far under the 15 s
+/// between an HPA's asks, and long enough for discovery's publisher to have gone over the
+/// 5,000 pods once (at 50 ms, 6 asks in 40 still found it busy).
+const AFTER_CHANGE_PAUSE: Duration = Duration::from_millis(300);
+
+/// Alternately: one answer after a pause with nothing changed, and one after a pause that
+/// follows a pod's MODIFIED event reaching discovery (its `Cluster::version` moved).
+async fn after_change(
+    store: &DiscoveredStore,
+    workloads: usize,
+    samples: usize,
+) -> Result<AfterChange, BenchError> {
+    use hpa_bridge::cluster::Cluster;
+    let adapter = store.engine.adapter();
+    let discovery = &store.discovery;
+    let before = discovery.pod_facts_builds();
+    let mut unchanged = Vec::with_capacity(samples);
+    let mut changed = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let query = answer_cost::Front::Object.query(i % workloads.max(1))?;
+        let timed = || async {
+            tokio::time::sleep(AFTER_CHANGE_PAUSE).await;
+            let started = Instant::now();
+            let answer = adapter.answer_computed(&query).await.map_err(err)?;
+            let spent = started.elapsed();
+            if answer.value().is_none() {
+                return Err(err(format!("w{i} was refused after a change")));
+            }
+            Ok::<_, BenchError>(spent.as_secs_f64() * 1e6)
+        };
+        unchanged.push(timed().await?);
+        let version = discovery.version();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut sent_at: Option<Instant> = None;
+        while discovery.version() == version {
+            if Instant::now() > deadline {
+                return Err(err("a pod event never reached discovery"));
+            }
+            // Sent again while no watch is open, or if one ended before it arrived.
+            if sent_at.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
+                let rv = 2 + i as u64;
+                if store
+                    .objects
+                    .send_pod_event(i, rv, "bench/changed", &rv.to_string())
+                {
+                    sent_at = Some(Instant::now());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        changed.push(timed().await?);
+    }
+    let p = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    let after = discovery.pod_facts_builds();
+    Ok(AfterChange {
+        samples,
+        pause_ms: AFTER_CHANGE_PAUSE.as_millis() as u64,
+        unchanged_p50_us: p(&mut unchanged, 0.5),
+        changed_p50_us: p(&mut changed, 0.5),
+        changed_p90_us: p(&mut changed, 0.9),
+        facts_built_on_ask: after.on_ask - before.on_ask,
+        facts_built_ahead: after.ahead - before.ahead,
+    })
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -308,6 +398,8 @@ async fn measure(
         small_targets: SMALL_STORE_TARGETS,
     };
     let object_discovered_answer_cost = answer_cost::compare(sides, plan.answer_time).await?;
+    let object_answer_after_change =
+        after_change(&large, plan.workloads, plan.after_change_samples).await?;
     drop((large, small, few, small_exporter, few_exporter));
 
     Ok(ScaleResult {
@@ -334,6 +426,7 @@ async fn measure(
         answer_cost,
         object_answer_cost,
         object_discovered_answer_cost,
+        object_answer_after_change,
     })
 }
 
@@ -342,8 +435,10 @@ async fn measure(
 /// once. Dropped in field order: the engine, then the reflectors, then the API server.
 struct DiscoveredStore {
     engine: Engine,
-    _discovery: Arc<Discovery>,
+    discovery: Arc<Discovery>,
     _api: ServerThread,
+    /// What the API server lists, and sends pod events of.
+    objects: Arc<Objects>,
 }
 
 async fn discovered_store(
@@ -352,10 +447,11 @@ async fn discovered_store(
     exporter: &ExporterProcess,
 ) -> Result<DiscoveredStore, BenchError> {
     let objects = Arc::new(Objects::new(spec, exporter.port()));
+    let served = objects.clone();
     let api = ServerThread::start("kubeapi-scale", move |listener| {
         kubeapi::serve(
             listener,
-            objects,
+            served,
             Arc::new(Counters::default()),
             Duration::ZERO,
         )
@@ -382,8 +478,9 @@ async fn discovered_store(
     }
     Ok(DiscoveredStore {
         engine,
-        _discovery: discovery,
+        discovery,
         _api: api,
+        objects,
     })
 }
 
