@@ -38,8 +38,10 @@ pub(super) struct ObjectSelectors {
 struct KeptSplit {
     /// The last set asked with, by identity: a weak reference keeps its address from being
     /// reused for another set while it is compared, but not its pods, so the answer that
-    /// moves on to a new set never frees the old one (the cluster that replaced it does,
-    /// off the answer path: discovery's publisher).
+    /// moves on to a new set does not free the old one; the cluster that replaced it does,
+    /// which for discovery is its publisher, off the answer path (unless an ask found the
+    /// facts behind and replaced them itself, or the set was replaced while an answer
+    /// still held it).
     set: Weak<BTreeMap<String, PodFacts>>,
     /// The workload's own pods in that set (`object_scope::own_pods`).
     own: Vec<String>,
@@ -206,6 +208,18 @@ mod tests {
         let built = object_scope::split_scopes(&s, &lobby, &wl, &["lobby-0", "lobby-1"]).unwrap();
         assert_eq!(b.own.requirements(), built.own.requirements());
         assert_eq!(b.others.requirements(), built.others.requirements());
+        // The kept set is gone: a new one of the same own pods keeps the scopes, and one of
+        // other own pods, wherever it is allocated, builds them again.
+        drop((first, second, third));
+        let fourth = set(&[("lobby-0", "lobby"), ("lobby-1", "lobby")]);
+        assert!(Arc::ptr_eq(
+            &b,
+            &entry.split(&s, &lobby, &wl, &fourth).unwrap()
+        ));
+        drop(fourth);
+        let fifth = set(&[("lobby-0", "lobby"), ("lobby-2", "lobby")]);
+        let c = entry.split(&s, &lobby, &wl, &fifth).unwrap();
+        assert!(!Arc::ptr_eq(&b, &c));
         assert!(entry
             .split(&s, &lobby, &wl, &set(&[("chat-0", "chat")]))
             .is_none());

@@ -489,9 +489,11 @@ impl Discovery {
                 let (count, ids) = match published {
                     Ok(published) => published,
                     Err(e) => {
-                        // Only a panic gets here; the next change tries again.
+                        // Only a panic gets here. The round is tried again without waiting
+                        // for another change, which may not come (and before the first
+                        // publication, `wait_synced` waits on it).
                         tracing::error!(error = %e, "publishing discovered targets failed");
-                        changed.notify.notified().await;
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                         continue;
                     }
                 };
@@ -613,9 +615,14 @@ impl Discovery {
         self.pod_facts_built[by as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kept = self.pod_facts.lock().unwrap_or_else(|e| e.into_inner());
         // A slower reader of an older count must not replace a newer snapshot.
-        if kept.as_ref().is_none_or(|(at, _)| *at <= count) {
-            *kept = Some((count, index.clone()));
-        }
+        let replaced = if kept.as_ref().is_none_or(|(at, _)| *at <= count) {
+            kept.replace((count, index.clone()))
+        } else {
+            None
+        };
+        // Freeing every pod's facts is long: not while an ask waits on the lock.
+        drop(kept);
+        drop(replaced);
         index
     }
 

@@ -26,7 +26,8 @@ fn pod(name: &str, workload: &str) -> ScrapeTarget {
 }
 
 /// Three workloads of three pods: the last pod of each exports nothing in scope (a silent
-/// pod), `chat-1` exports under another app, and `games-2` was never scraped.
+/// pod), `chat-1` exports under another app, `lobby-1` is failing, and `games-2` was never
+/// scraped.
 fn store() -> Store {
     let store = Store::new();
     let pods: Vec<ScrapeTarget> = ["lobby", "chat", "games"]
@@ -47,6 +48,8 @@ fn store() -> Store {
         };
         store.record_success(p, 1000, 1, page);
     }
+    // lobby-1 fails after its page: its series read as from a failing target.
+    store.record_failure(&pods[1], 1000, 1, "connection refused".into());
     store
 }
 
@@ -125,7 +128,11 @@ fn reads_together_add_up_to_the_single_reads() {
         selector: &sel,
     };
     let ev = store.evidence(&scope);
-    // lobby-2 and chat-2 are silent; games-2 was never scraped.
+    // lobby-2 and chat-2 are silent; games-2 was never scraped; lobby-1 is failing.
     assert_eq!(ev.silent_pods.len(), 2);
     assert_eq!(ev.unknown_targets.len(), 1);
+    assert_eq!(
+        ev.observations.iter().filter(|o| o.target_failing).count(),
+        2
+    );
 }
