@@ -1307,7 +1307,12 @@ async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
     // The publisher may be between rounds of the initial sync's events and work them out
     // beside this first ask, so later counts are compared with these, once they settle.
     let mut before = discovery.pod_facts_builds();
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "the counts never settled: {before:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = discovery.pod_facts_builds();
         if now == before {

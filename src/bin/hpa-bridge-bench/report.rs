@@ -789,7 +789,7 @@ impl Report {
             let c = &s.object_answer_after_change;
             let _ = writeln!(
                 md,
-                "**Object answer after a pod change.** Over the large discovered store, {} times in turn: one Object answer {} ms after nothing changed, and one {} ms after a pod's MODIFIED event (a new annotation, sent by the loopback API server on the open pod watch) reached discovery (`Cluster::version` moved); an HPA asks seconds after the last change, not at once. p50 {:.1} µs unchanged, {:.1} µs changed (p90 {:.1} µs). Discovery's pods' facts were worked out {} times by an answer's ask and {} times ahead of the asks by its publisher.\n",
+                "**Object answer after a pod change.** Over the large discovered store, {} times, each first in turn: one Object answer {} ms after nothing changed, and one {} ms after a pod's MODIFIED event (a new annotation, sent by the loopback API server on the open pod watch) reached discovery (`Cluster::version` moved); an HPA asks seconds after the last change, not at once. p50 {:.1} µs unchanged, {:.1} µs changed (p90 {:.1} µs). Discovery's pods' facts were worked out {} times by an answer's ask and {} times ahead of the asks by its publisher.\n",
                 c.samples,
                 c.pause_ms,
                 c.pause_ms,

@@ -591,7 +591,7 @@ impl Discovery {
     /// one.
     pub fn pod_facts_builds(&self) -> PodFactsBuilds {
         let built = |b: Builder| {
-            self.pod_facts_built[b as usize].load(std::sync::atomic::Ordering::Relaxed)
+            self.pod_facts_built[b as usize].load(std::sync::atomic::Ordering::Acquire)
         };
         PodFactsBuilds {
             on_ask: built(Builder::Ask),
@@ -612,7 +612,6 @@ impl Discovery {
         }
         let lookup = |ns: &str, name: &str| self.replicasets.get(ns, name);
         let index = Arc::new(pod_facts_index(&self.pods.all(), &lookup));
-        self.pod_facts_built[by as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kept = self.pod_facts.lock().unwrap_or_else(|e| e.into_inner());
         // A slower reader of an older count must not replace a newer snapshot.
         let replaced = if kept.as_ref().is_none_or(|(at, _)| *at <= count) {
@@ -620,6 +619,8 @@ impl Discovery {
         } else {
             None
         };
+        // Counted once kept: a count seen moving means facts at least this new are kept.
+        self.pod_facts_built[by as usize].fetch_add(1, std::sync::atomic::Ordering::Release);
         // Freeing every pod's facts is long: not while an ask waits on the lock.
         drop(kept);
         drop(replaced);
