@@ -143,7 +143,7 @@ pub struct AfterChange {
 
 /// The pause between a change reaching discovery and the answer timed: far under the 15 s
 /// between an HPA's asks, and long enough for discovery's publisher to have gone over every
-/// pod once (BENCHMARKS.md, "Answers after a pod change").
+/// pod once.
 const AFTER_CHANGE_PAUSE: Duration = Duration::from_millis(300);
 
 /// Alternately: one answer after a pause with nothing changed, and one after a pause that

@@ -705,11 +705,7 @@ impl Adapter {
         let now = ev.now;
         match (ev.object, read) {
             (None, Read::Summary { after }) => {
-                let s = Summarize {
-                    after,
-                    now,
-                    stale_after_ms: self.stale_after_ms(),
-                };
+                let s = self.summarize(after, now);
                 self.source
                     .evidence(scope, ReadMode::Summarized { key, summarize: s }, now.wall)
                     .await
@@ -747,6 +743,15 @@ impl Adapter {
         }
     }
 
+    /// How a summarized read counts clean inputs past the first `after` at `now`.
+    fn summarize(&self, after: usize, now: Now) -> Summarize {
+        Summarize {
+            after,
+            now,
+            stale_after_ms: self.stale_after_ms(),
+        }
+    }
+
     /// The Object query's kept selectors, when the scrape store is the source (only its reads
     /// can be summarized and checked in one snapshot).
     fn store_object_selectors(
@@ -781,11 +786,7 @@ impl Adapter {
             selector,
             ..scope.clone()
         };
-        let s = Summarize {
-            after,
-            now,
-            stale_after_ms: self.stale_after_ms(),
-        };
+        let s = self.summarize(after, now);
         // One snapshot: the check holds for the read it vouches for.
         let [foreign, named] = self.store.evidence_together([
             (&within(foreign), ScopeRead::Series(None)),
@@ -820,11 +821,7 @@ impl Adapter {
             selector,
             ..scope.clone()
         };
-        let s = Summarize {
-            after,
-            now,
-            stale_after_ms: self.stale_after_ms(),
-        };
+        let s = self.summarize(after, now);
         let me = object.workload();
         // One snapshot: the check holds for the reads it vouches for.
         let [foreign, others, named_wide, scope_wide, own] = self.store.evidence_together([

@@ -364,40 +364,12 @@ async fn a_target_request_reads_each_series_set_once() {
 /// Object scope drops and a summary could only count, makes it list every input instead.
 #[tokio::test]
 async fn an_object_answer_is_summarized_unless_another_group_names_the_workload() {
-    use crate::engine::ObjectKind;
-    use crate::policy::InputCounts;
     let adapter = crate::engine::fixtures::default_adapter();
     let store = adapter.scrape_store();
     let targets = crate::engine::fixtures::lobby_pods(21);
     store.set_targets(targets[..20].to_vec());
     crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
-    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
-    let everything = LabelSelector::everything();
-    let lobby = ObjectRef {
-        kind: ObjectKind::StatefulSet,
-        namespace: "games".into(),
-        name: "lobby".into(),
-    };
-    let answer = |explain: bool| {
-        let ev = Evaluation::new(
-            "games",
-            &everything,
-            1_000_000.into(),
-            Some(&lobby),
-            explain,
-        );
-        answer_and_summarized(&adapter, spec, ev)
-    };
-    let compare = |served: &Answer, explained: &Answer| {
-        assert_eq!(served.value(), explained.value());
-        assert_eq!(served.reason, explained.reason);
-        assert_eq!(
-            InputCounts::of(served).total(),
-            InputCounts::of(explained).total()
-        );
-    };
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     assert_eq!(
         served.value(),
         Some(20),
@@ -405,7 +377,7 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
         crate::policy::summary(&served)
     );
     assert!(summarized > 0, "a healthy Object scope is summarized");
-    compare(&served, &explained);
+    assert_same_answer(&served, &explained);
 
     // A pod past the noted ones, whose series all read clean, names lobby under another
     // group, higher.
@@ -423,8 +395,7 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
             .collect();
     store.set_targets(targets.clone());
     store.record_success(&targets[20], 990_000, 1, foreign);
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     assert_eq!(summarized, 0, "another group in scope: every input listed");
     assert_eq!(
         served.value(),
@@ -432,7 +403,7 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
         "the other group's 30 is not lobby's: {}",
         crate::policy::summary(&served)
     );
-    compare(&served, &explained);
+    assert_same_answer(&served, &explained);
 }
 
 /// The StatefulSet games/lobby at 3 replicas, whose pods are `pods` (one shared set, as
@@ -465,8 +436,6 @@ impl Cluster for LobbyPods {
 async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
     use crate::cluster::PodFacts;
     use crate::engine::fixtures::{lobby_pods, workload_page};
-    use crate::engine::ObjectKind;
-    use crate::policy::InputCounts;
     use crate::store::{Page, ScrapeTarget};
 
     let mut targets = lobby_pods(22);
@@ -501,32 +470,6 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
     all.push(elsewhere.clone());
     store.set_targets(all);
     crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
-    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
-    let everything = LabelSelector::everything();
-    let lobby = ObjectRef {
-        kind: ObjectKind::StatefulSet,
-        namespace: "games".into(),
-        name: "lobby".into(),
-    };
-    let answer = |explain: bool| {
-        let ev = Evaluation::new(
-            "games",
-            &everything,
-            1_000_000.into(),
-            Some(&lobby),
-            explain,
-        );
-        answer_and_summarized(&adapter, spec, ev)
-    };
-    let compare = |served: &Answer, explained: &Answer| {
-        assert_eq!(served.value(), explained.value());
-        assert_eq!(served.reason, explained.reason);
-        assert_eq!(
-            InputCounts::of(served).total(),
-            InputCounts::of(explained).total()
-        );
-        assert_eq!(served.producer_reasons, explained.producer_reasons);
-    };
     let check = |served: &Answer, summarized: usize, explained: &Answer, value: u64, whole| {
         assert_eq!(
             served.value(),
@@ -538,11 +481,11 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
             true => assert!(summarized > 0, "summarized"),
             false => assert_eq!(summarized, 0, "every input listed"),
         }
-        compare(served, explained);
+        assert_same_answer(served, explained);
+        assert_eq!(served.producer_reasons, explained.producer_reasons);
     };
 
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     check(&served, summarized, &explained, 20, true);
 
     // Another target names lobby higher, from no pod of it: the other named scope's summary.
@@ -552,8 +495,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
         1,
         workload_page("StatefulSet", "lobby", 23.0, 0.0),
     );
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     check(&served, summarized, &explained, 23, true);
 
     // An own pod's series that its workload labels do not name count through the pod set.
@@ -565,8 +507,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
         })
         .collect();
     store.record_success(&targets[20], 990_000, 1, unlabelled);
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     check(&served, summarized, &explained, 25, true);
 
     // A producer's reason: listed, so the reasons keep the listed reads' order.
@@ -576,8 +517,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
         reason: Some("draining".into()),
     };
     store.record_success(&targets[21], 990_000, 1, page);
-    let (served, summarized) = answer(false).await;
-    let (explained, _) = answer(true).await;
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
     check(&served, summarized, &explained, 25, false);
     store.record_success(
         &targets[21],
@@ -599,9 +539,45 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
     let mut page = workload_page("StatefulSet", "lobby", 23.0, 0.0);
     page.extend(foreign);
     store.record_success(&elsewhere, 990_000, 1, page);
+    let (served, summarized, explained) = lobby_object_answers(&adapter).await;
+    check(&served, summarized, &explained, 25, false);
+}
+
+/// The Object query of games/lobby's `hpa_target_replicas`: served (with the series its reads
+/// counted in a summary's tail) and explained (every input listed).
+async fn lobby_object_answers(adapter: &Adapter) -> (Answer, usize, Answer) {
+    use crate::engine::ObjectKind;
+    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let everything = LabelSelector::everything();
+    let lobby = ObjectRef {
+        kind: ObjectKind::StatefulSet,
+        namespace: "games".into(),
+        name: "lobby".into(),
+    };
+    let answer = |explain: bool| {
+        let ev = Evaluation::new(
+            "games",
+            &everything,
+            1_000_000.into(),
+            Some(&lobby),
+            explain,
+        );
+        answer_and_summarized(adapter, spec, ev)
+    };
     let (served, summarized) = answer(false).await;
     let (explained, _) = answer(true).await;
-    check(&served, summarized, &explained, 25, false);
+    (served, summarized, explained)
+}
+
+/// A served answer says what the explained one says: value, reason and inputs counted.
+fn assert_same_answer(served: &Answer, explained: &Answer) {
+    use crate::policy::InputCounts;
+    assert_eq!(served.value(), explained.value());
+    assert_eq!(served.reason, explained.reason);
+    assert_eq!(
+        InputCounts::of(served).total(),
+        InputCounts::of(explained).total()
+    );
 }
 
 /// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
