@@ -1,6 +1,6 @@
 //! Which pods of an opted-in Deployment need their `pod-deletion-cost` written, and to what.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::cluster::PodFacts;
 use crate::policy::cost_confirms;
@@ -24,7 +24,7 @@ pub struct CostPatch {
 /// incomplete and the workload holds.
 pub fn cost_patches(
     pods: &BTreeMap<String, PodFacts>,
-    indices: &BTreeMap<&str, Option<u64>>,
+    indices: &HashMap<&str, Option<u64>>,
 ) -> Vec<CostPatch> {
     pods.iter()
         .filter(|(_, facts)| facts.running)
@@ -65,7 +65,7 @@ mod tests {
         .into_iter()
         .map(|(n, f)| (n.to_string(), f))
         .collect();
-        let indices: BTreeMap<&str, Option<u64>> = BTreeMap::from([
+        let indices: HashMap<&str, Option<u64>> = HashMap::from([
             ("holding", Some(1)),
             ("released", Some(0)),
             ("confirmed", Some(3)),

@@ -2,10 +2,10 @@
 //! its pods hold state, served only while the ReplicaSet controller is sure to remove idle
 //! pods first (docs/deletion-cost.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::answer::*;
-use super::input_notes::InputNotes;
+use super::input_notes::{InputNotes, InputState};
 use super::observation::*;
 use super::producer_quote::{attach, quote_producers};
 use crate::cluster::{deletion_cost, PodFacts, ReplicaSetFacts, WorkloadRef};
@@ -54,13 +54,17 @@ pub fn deployment_floor(
             ),
         );
     };
-    let members: BTreeMap<&str, &PodFacts> = pods
-        .iter()
-        // Succeeded and Failed pods are not active: the ReplicaSet neither counts nor deletes
-        // them (docs/hpa-behaviour.md §9.1), and they export nothing.
-        .filter(|(_, f)| f.workload.as_ref() == Some(deployment) && !f.terminated)
-        .map(|(n, f)| (n.as_str(), f))
-        .collect();
+    // Succeeded and Failed pods are not active: the ReplicaSet neither counts nor deletes
+    // them (docs/hpa-behaviour.md §9.1), and they export nothing.
+    let is_member = |f: &PodFacts| f.workload.as_ref() == Some(deployment) && !f.terminated;
+    // Looked up once per input; the checks below walk `pods` in name order instead, so the
+    // problems a reason shows first are the same on every answer.
+    let mut members: HashMap<&str, &PodFacts> = HashMap::with_capacity(pods.len());
+    members.extend(
+        pods.iter()
+            .filter(|(_, f)| is_member(f))
+            .map(|(n, f)| (n.as_str(), f)),
+    );
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
     let index = pod_indices(q, ev);
     let mut problems: Vec<String> = Vec::new();
@@ -68,7 +72,9 @@ pub fn deployment_floor(
     for o in &ev.observations {
         let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
         let Some(facts) = pod.and_then(|p| members.get(p)) else {
-            inputs.push(q, o, format!("not a pod of {name}"), false);
+            inputs.push_built(q, o, InputState::Unknown, false, || {
+                format!("not a pod of {name}").into()
+            });
             problems.push(format!(
                 "{} exports {} but is not a pod of {name}",
                 o.id.target, o.id.series
@@ -76,7 +82,17 @@ pub fn deployment_floor(
             continue;
         };
         let reading = read(q, o, invalid_reason);
-        let status = match reading {
+        let fresh = matches!(reading, Reading::Fresh(_));
+        if !fresh {
+            causes.push(&o.id.target);
+        }
+        let state = if fresh {
+            InputState::Fresh
+        } else {
+            InputState::Unknown
+        };
+        // Built only for the notes kept: a served answer counts the rest by state alone.
+        inputs.push_built(q, o, state, fresh, || match reading {
             Reading::Fresh(v) => {
                 let cost = facts.deletion_cost.as_deref();
                 let confirmed = if cost_confirms(cost, v as u64) {
@@ -85,26 +101,25 @@ pub fn deployment_floor(
                     "not confirmed"
                 };
                 format!(
-                    "index {v}, deletion cost {} ({confirmed})",
+                    "fresh: index {v}, deletion cost {} ({confirmed})",
                     cost.unwrap_or("absent")
                 )
+                .into()
             }
             Reading::Gone => "unknown: no longer exported".into(),
-            Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)),
-            Reading::Invalid(why) => format!("unknown: {why}"),
-        };
-        if !matches!(reading, Reading::Fresh(_)) {
-            causes.push(&o.id.target);
-        }
-        inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
+            Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)).into(),
+            Reading::Invalid(why) => format!("unknown: {why}").into(),
+        });
     }
     for u in &ev.unknown_targets {
         problems.push(format!("{} has not been scraped", u.target));
     }
     let mut holding = 0u64;
     let mut replica_sets_of_pods: Vec<Option<&str>> = Vec::new();
-    for (pod, facts) in &members {
-        match index.get(pod).copied().flatten() {
+    let mut member_count = 0usize;
+    for (pod, facts) in pods.iter().filter(|(_, f)| is_member(f)) {
+        member_count += 1;
+        match index.get(pod.as_str()).copied().flatten() {
             None => problems.push(format!("{pod} has no fresh, valid index")),
             Some(i) => {
                 if i > 0 {
@@ -173,7 +188,7 @@ pub fn deployment_floor(
             RULE,
             reason,
         )
-    } else if members.is_empty() {
+    } else if member_count == 0 {
         Answer::refused(
             q.metric,
             kind,
@@ -197,7 +212,7 @@ pub fn deployment_floor(
             RULE,
             format!(
                 "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod, at most one has replicas",
-                members.len(),
+                member_count,
                 q.series_names()
             ),
         )
@@ -239,8 +254,8 @@ pub fn mixed_workloads_floor(
 /// Each pod's index, by the pod label of its series: the highest while every series of the
 /// pod reads fresh and valid, `None` once any does not. The floor counts by it and the
 /// deletion-cost writer writes it, so both see one index per pod.
-pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> BTreeMap<&'e str, Option<u64>> {
-    let mut index: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> HashMap<&'e str, Option<u64>> {
+    let mut index: HashMap<&str, Option<u64>> = HashMap::with_capacity(ev.observations.len());
     for o in &ev.observations {
         let Some(pod) = o.id.labels.get(POD_LABEL) else {
             continue;
@@ -266,6 +281,7 @@ mod tests {
     use super::*;
     use crate::evidence::{Observation, TargetId, UnknownTarget};
     use crate::policy::fixtures::*;
+    use crate::policy::InputCounts;
 
     fn web() -> WorkloadRef {
         WorkloadRef {
@@ -349,8 +365,40 @@ mod tests {
         assert!(a.reason.contains("3 of the 6 pods"), "{}", a.reason);
         assert_eq!(
             a.inputs[1].status,
-            "index 2, deletion cost 2 (confirmed by the watch)"
+            "fresh: index 2, deletion cost 2 (confirmed by the watch)"
         );
+    }
+
+    /// A served answer notes its first inputs and counts the rest: a pod read fresh is
+    /// counted fresh whether its note is kept or not, and one read stale is unknown.
+    #[test]
+    fn inputs_past_the_kept_notes_are_counted_as_they_read() {
+        let (pods, mut o) = six();
+        o[5] = index_of("web-5", 0.0, STALE + 1);
+        let s = series();
+        let mut q = ctx(&s);
+        q.notes_kept = 2;
+        let a = deployment_floor(&q, &ev(o), &web(), Some(&pods), Some(&one_replica_set()));
+        assert_eq!(a.inputs.len(), 2);
+        assert!(a
+            .inputs
+            .iter()
+            .all(|i| i.status.starts_with("fresh: index ")));
+        assert_eq!(
+            a.omitted_inputs,
+            InputCounts {
+                fresh: 3,
+                unknown: 1,
+                ..InputCounts::default()
+            }
+        );
+        assert_eq!(InputCounts::of(&a).fresh, 5);
+        // Every note kept reads as the count would have.
+        q.notes_kept = usize::MAX;
+        let (pods, mut o) = six();
+        o[5] = index_of("web-5", 0.0, STALE + 1);
+        let all = deployment_floor(&q, &ev(o), &web(), Some(&pods), Some(&one_replica_set()));
+        assert_eq!(InputCounts::of(&all), InputCounts::of(&a));
     }
 
     #[test]

@@ -53,16 +53,16 @@ impl InputCounts {
     }
 
     fn count(&mut self, status: &str) {
-        let slot = if status == "fresh" {
-            &mut self.fresh
-        } else if status.starts_with("stale") {
-            &mut self.stale
-        } else if status.starts_with("retained") {
-            &mut self.retained
-        } else if status.starts_with("fenced") {
-            &mut self.fenced
-        } else {
-            &mut self.unknown
+        self.count_state(InputState::of(status));
+    }
+
+    fn count_state(&mut self, state: InputState) {
+        let slot = match state {
+            InputState::Fresh => &mut self.fresh,
+            InputState::Stale => &mut self.stale,
+            InputState::Retained => &mut self.retained,
+            InputState::Fenced => &mut self.fenced,
+            InputState::Unknown => &mut self.unknown,
         };
         *slot = slot.saturating_add(1);
     }
@@ -90,6 +90,33 @@ impl InputCounts {
 
     pub fn is_empty(&self) -> bool {
         self.total() == 0
+    }
+}
+
+/// How an input was read, as its note's status starts: `fresh` (alone, or followed by `:` and
+/// what else the rule says of it), `stale`, `retained` or `fenced`; anything else is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputState {
+    Fresh,
+    Stale,
+    Retained,
+    Fenced,
+    Unknown,
+}
+
+impl InputState {
+    pub fn of(status: &str) -> InputState {
+        if status == "fresh" || status.starts_with("fresh:") {
+            InputState::Fresh
+        } else if status.starts_with("stale") {
+            InputState::Stale
+        } else if status.starts_with("retained") {
+            InputState::Retained
+        } else if status.starts_with("fenced") {
+            InputState::Fenced
+        } else {
+            InputState::Unknown
+        }
     }
 }
 
@@ -126,6 +153,25 @@ impl InputNotes {
             self.kept.push(note(q, o, status, used));
         } else {
             self.omitted.count(&status.into());
+        }
+    }
+
+    /// As `push`, for a status that costs a formatted string: built only when the note is
+    /// kept, and otherwise counted as `state`, which is what the status reads as.
+    pub(crate) fn push_built(
+        &mut self,
+        q: &QueryContext<'_>,
+        o: &Observation,
+        state: InputState,
+        used: bool,
+        status: impl FnOnce() -> Cow<'static, str>,
+    ) {
+        if self.kept.len() < q.notes_kept {
+            let status = status();
+            debug_assert_eq!(InputState::of(&status), state, "{status}");
+            self.kept.push(note(q, o, status, used));
+        } else {
+            self.omitted.count_state(state);
         }
     }
 
