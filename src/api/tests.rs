@@ -212,8 +212,20 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
         2,
         "recomputed after the time bound"
     );
+    // A list that changes nothing is no change: a new, never-scraped pod in the namespace is.
     engine.targets().set_targets(Vec::new());
     assert_eq!(get(&handler).await, 404);
+    assert_eq!(answers_computed(&adapter), 2, "an unchanged store");
+    engine
+        .targets()
+        .set_targets(vec![crate::store::ScrapeTarget {
+            format: Default::default(),
+            id: crate::evidence::TargetId("new".into()),
+            url: "http://new/metrics".into(),
+            labels: [("namespace".to_string(), "default".to_string())].into(),
+            workload: None,
+        }]);
+    assert_eq!(get(&handler).await, 503);
     assert_eq!(
         answers_computed(&adapter),
         3,
@@ -222,8 +234,8 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
 
     // Without reuse (the bench's comparison) every request computes its answer.
     let fresh = ApiHandler::new(adapter.clone()).without_answer_reuse();
-    assert_eq!(get(&fresh).await, 404);
-    assert_eq!(get(&fresh).await, 404);
+    assert_eq!(get(&fresh).await, 503);
+    assert_eq!(get(&fresh).await, 503);
     assert_eq!(answers_computed(&adapter), 5, "no reuse when switched off");
 }
 

@@ -169,17 +169,48 @@ fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
 impl Store {
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
+    ///
+    /// What differs is worked out under the read lock, so answers go on while thousands of
+    /// targets are compared; the write lock is held only to apply the difference, and not
+    /// at all when nothing differs (a publisher's round after a change that moved no target).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
+        // Only this call changes which targets there are and what each is, so while it holds
+        // this lock the difference found under the read lock stays the difference.
+        let _replacing = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
+        let (gone, differ) = {
+            let inner = self.read();
+            let keep: HashSet<&TargetId> = targets.iter().map(|t| &t.id).collect();
+            let gone: Vec<TargetId> = inner
+                .targets
+                .keys()
+                .filter(|id| !keep.contains(*id))
+                .cloned()
+                .collect();
+            if keep.len() != targets.len() {
+                // A target listed twice takes each of its versions in turn, as the
+                // whole list is applied in order.
+                drop(inner);
+                drop(keep);
+                self.apply_targets(gone, targets);
+                return;
+            }
+            let differ: Vec<ScrapeTarget> = targets
+                .into_iter()
+                .filter(|t| inner.targets.get(&t.id).is_none_or(|rec| *rec.target != *t))
+                .collect();
+            (gone, differ)
+        };
+        if gone.is_empty() && differ.is_empty() {
+            return;
+        }
+        self.apply_targets(gone, differ);
+    }
+
+    /// Drop the targets `gone`, and add or replace each of `targets` in order.
+    fn apply_targets(&self, gone: Vec<TargetId>, targets: Vec<ScrapeTarget>) {
         let mut inner = self.write();
         let stamp = self.stamp();
         inner.unscraped_changed = stamp;
-        let keep: HashSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
-        let gone: Vec<TargetId> = inner
-            .targets
-            .keys()
-            .filter(|id| !keep.contains(*id))
-            .cloned()
-            .collect();
         for id in gone {
             inner.forget_series(&id, stamp);
             inner.forget_report(&id);

@@ -172,6 +172,8 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     /// Bumped when the target set is replaced, so the scrape schedule is rebuilt only then.
     target_set: std::sync::atomic::AtomicU64,
+    /// Held by `set_targets` from comparing to applying (ingest.rs).
+    replacing: std::sync::Mutex<()>,
     /// Each asked-about scope's series, while its membership stands (resolved_scope.rs).
     resolved: ResolvedScopes,
     clock_skew: ClockSkew,
@@ -232,7 +234,7 @@ impl Store {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Changes whenever the target set is replaced (not on scrapes).
+    /// Changes whenever the target set is replaced by one that differs (not on scrapes).
     pub fn target_set_version(&self) -> u64 {
         self.target_set.load(std::sync::atomic::Ordering::Acquire)
     }

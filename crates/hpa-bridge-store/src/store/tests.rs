@@ -632,3 +632,72 @@ fn scope_matches(scope: &Scope<'_>, name: &str, labels: &BTreeMap<String, String
         && labels.get(scope.namespace_label).map(String::as_str) == Some(scope.namespace)
         && scope.selector.matches(labels)
 }
+/// A target list that changes nothing leaves every version as it was, so no answer computed
+/// before it differs from one computed after (answer reuse, the scrape schedule); one that
+/// changes a target moves them.
+#[test]
+fn the_same_target_list_again_changes_no_version() {
+    let store = Store::new();
+    let a = target("http://a/m", &[("namespace", "default"), ("pod", "a")]);
+    let b = target("http://b/m", &[("namespace", "default"), ("pod", "b")]);
+    store.set_targets(vec![a.clone(), b.clone()]);
+    store.record_success(&a, 1_000, 1, vec![sample("hpa_expect_replicas", &[], 3.0)]);
+    let series = vec!["hpa_expect_replicas".to_string()];
+    let selector = LabelSelector::everything();
+    let scope = || default_scope(&series, &selector);
+    let versions = |s: &Store| {
+        (
+            s.generation(),
+            s.target_set_version(),
+            s.scope_version([scope()]),
+        )
+    };
+    let before = versions(&store);
+    store.set_targets(vec![b.clone(), a.clone()]);
+    assert_eq!(versions(&store), before);
+    let moved = target(
+        "http://b/m",
+        &[("namespace", "default"), ("pod", "b"), ("v", "2")],
+    );
+    store.set_targets(vec![a.clone(), moved]);
+    let after = versions(&store);
+    assert!(after.0 > before.0 && after.1 > before.1 && after.2 > before.2);
+    store.set_targets(vec![a.clone()]);
+    assert!(versions(&store).1 > after.1);
+    assert_eq!(store.targets().len(), 1);
+}
+
+/// A target listed twice takes each version in turn, as a list applied in order does: listed
+/// changed and then as it was, it starts over unscraped, as it is now.
+#[test]
+fn a_target_listed_twice_is_applied_in_order() {
+    let store = Store::new();
+    let a = target("http://a/m", &[("namespace", "default"), ("pod", "a")]);
+    store.set_targets(vec![a.clone()]);
+    store.record_success(&a, 1_000, 1, vec![sample("hpa_expect_replicas", &[], 3.0)]);
+    let series = vec!["hpa_expect_replicas".to_string()];
+    let selector = LabelSelector::everything();
+    assert_eq!(
+        store
+            .evidence(&default_scope(&series, &selector))
+            .observations
+            .len(),
+        1
+    );
+    let changed = target(
+        "http://a/m",
+        &[("namespace", "default"), ("pod", "a"), ("v", "2")],
+    );
+    store.set_targets(vec![changed, a.clone()]);
+    assert_eq!(
+        store
+            .targets()
+            .iter()
+            .map(|t| (**t).clone())
+            .collect::<Vec<_>>(),
+        vec![a]
+    );
+    let ev = store.evidence(&default_scope(&series, &selector));
+    assert!(ev.observations.is_empty());
+    assert_eq!(ev.unknown_targets.len(), 1);
+}
