@@ -34,6 +34,16 @@ const ANNOTATION_PORT: &str = "prometheus.io/port";
 const ANNOTATION_PATH: &str = "prometheus.io/path";
 const ANNOTATION_SCHEME: &str = "prometheus.io/scheme";
 
+/// How long the target publisher waits before trying a failed round again, at first and at
+/// most (it doubles on each failure in a row).
+const PUBLISH_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const PUBLISH_RETRY_LAST: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The wait after `retry` failed too.
+fn next_retry(retry: std::time::Duration) -> std::time::Duration {
+    (retry * 2).min(PUBLISH_RETRY_LAST)
+}
+
 /// Why a pod is not scraped; only for debug logs.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Skip {
@@ -468,6 +478,7 @@ impl Discovery {
             d.deployments.wait_until_ready().await;
             tracing::info!("kubernetes discovery synced");
             let mut previous: BTreeSet<TargetId> = BTreeSet::new();
+            let mut retry = PUBLISH_RETRY_FIRST;
             loop {
                 // Both passes go over every pod: off the async workers that serve answers.
                 let (work, fixed, store) = (d.clone(), fixed.clone(), store.clone());
@@ -491,12 +502,15 @@ impl Discovery {
                     Err(e) => {
                         // Only a panic gets here. The round is tried again without waiting
                         // for another change, which may not come (and before the first
-                        // publication, `wait_synced` waits on it).
-                        tracing::error!(error = %e, "publishing discovered targets failed");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        // publication, `wait_synced` waits on it); a round that keeps failing
+                        // is tried less and less often, up to once a minute.
+                        tracing::error!(error = %e, retry_in_s = retry.as_secs(), "publishing discovered targets failed");
+                        tokio::time::sleep(retry).await;
+                        retry = next_retry(retry);
                         continue;
                     }
                 };
+                retry = PUBLISH_RETRY_FIRST;
                 if *synced_tx.borrow() && ids != previous {
                     tracing::info!(
                         targets = count,
@@ -804,6 +818,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_publisher_round_is_retried_ever_less_often_up_to_once_a_minute() {
+        let waits: Vec<u64> =
+            std::iter::successors(Some(PUBLISH_RETRY_FIRST), |r| Some(next_retry(*r)))
+                .take(9)
+                .map(|r| r.as_secs())
+                .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
     use serde_json::json;
 
     fn config() -> KubernetesDiscoveryConfig {
