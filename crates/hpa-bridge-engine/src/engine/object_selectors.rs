@@ -23,6 +23,11 @@ use crate::cluster::{PodFacts, PodSet};
 /// it the least recently asked goes, and is built again when asked.
 const MAX_WORKLOADS: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
 
+/// Query selectors kept per workload: a few HPAs may ask about one workload, each with its own
+/// `metricLabelSelector`, and each would otherwise rebuild what the other's ask replaced.
+/// Past it the oldest built goes.
+const SELECTORS_PER_WORKLOAD: usize = 4;
+
 /// The selectors of one workload's Object scope, under the query selector they were built for.
 pub(super) struct ObjectSelectors {
     /// The query's selector (canonical text): a workload asked under another one is built
@@ -86,7 +91,7 @@ impl ObjectSelectors {
 
 pub(super) struct ObjectSelectorCache {
     /// Keys from authorised requests, bounded: a seeded fast hash will do.
-    kept: Mutex<LruCache<ObjectRef, Arc<ObjectSelectors>, foldhash::fast::RandomState>>,
+    kept: Mutex<LruCache<ObjectRef, Vec<Arc<ObjectSelectors>>, foldhash::fast::RandomState>>,
 }
 
 impl Default for ObjectSelectorCache {
@@ -107,19 +112,32 @@ impl ObjectSelectorCache {
         wl: &WorkloadLabels,
     ) -> Arc<ObjectSelectors> {
         let lock = || self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let under = |kept: &Arc<ObjectSelectors>| kept.selector == selector.as_str();
         if let Some(hit) = lock()
             .get(object)
-            .filter(|kept| kept.selector == selector.as_str())
+            .and_then(|kept| kept.iter().find(|k| under(k)))
         {
             return hit.clone();
         }
-        // Built outside the lock: two requests may both build, and store the same pair.
+        // Built outside the lock: two requests may both build, and the second keeps its own.
         let built = Arc::new(ObjectSelectors {
             selector: selector.as_str().to_owned(),
             scopes: object_scope::label_scopes(selector, object, wl),
             split: Mutex::new(None),
         });
-        lock().put(object.clone(), built.clone());
+        let mut kept = lock();
+        match kept.get_mut(object) {
+            Some(of_workload) => {
+                of_workload.retain(|k| !under(k));
+                if of_workload.len() >= SELECTORS_PER_WORKLOAD {
+                    of_workload.remove(0);
+                }
+                of_workload.push(built.clone());
+            }
+            None => {
+                kept.put(object.clone(), vec![built.clone()]);
+            }
+        }
         built
     }
 }
@@ -235,9 +253,26 @@ mod tests {
         let second = cache.get(&s, &object("lobby"), &wl);
         assert!(Arc::ptr_eq(&first, &second));
         let other = LabelSelector::parse("tier=api").unwrap();
-        assert!(!Arc::ptr_eq(
-            &first,
-            &cache.get(&other, &object("lobby"), &wl)
-        ));
+        let second_hpa = cache.get(&other, &object("lobby"), &wl);
+        assert!(!Arc::ptr_eq(&first, &second_hpa));
+        // Two HPAs on one workload, each with its own selector, keep both.
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(&first, &cache.get(&s, &object("lobby"), &wl)));
+            assert!(Arc::ptr_eq(
+                &second_hpa,
+                &cache.get(&other, &object("lobby"), &wl)
+            ));
+        }
+        // Past the bound the oldest built goes; the rest stay.
+        let more: Vec<LabelSelector> = (0..SELECTORS_PER_WORKLOAD - 1)
+            .map(|i| LabelSelector::parse(&format!("shard={i}")).unwrap())
+            .collect();
+        for m in &more {
+            cache.get(m, &object("lobby"), &wl);
+        }
+        assert!(!Arc::ptr_eq(&first, &cache.get(&s, &object("lobby"), &wl)));
+        let last = more.last().unwrap();
+        let kept = cache.get(last, &object("lobby"), &wl);
+        assert!(Arc::ptr_eq(&kept, &cache.get(last, &object("lobby"), &wl)));
     }
 }
