@@ -1,5 +1,5 @@
 //! An Object query's two label selectors (its workload's named scope, and the series in it
-//! that name another API group), kept per workload. They depend only on the query's selector,
+//! that name another API group), kept per workload and query selector. They depend only on the query's selector,
 //! the workload and the configured workload labels, so a kept pair is exactly the pair
 //! `object_scope::label_scopes` builds, without validating, sorting and writing the canonical
 //! text of two selectors on every request. With a pod set, also the split scopes
@@ -20,12 +20,13 @@ use super::object_scope::{self, ObjectRef, SplitScopes};
 use crate::cluster::{PodFacts, PodSet};
 
 /// Bounds the workloads kept: keys are what authorised callers ask, one per Object HPA. Past
-/// it the least recently asked goes, and is built again when asked.
+/// it the least recently asked goes, and is built again when asked. Each holds up to
+/// `SELECTORS_PER_WORKLOAD` pairs.
 const MAX_WORKLOADS: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
 
 /// Query selectors kept per workload: a few HPAs may ask about one workload, each with its own
 /// `metricLabelSelector`, and each would otherwise rebuild what the other's ask replaced.
-/// Past it the oldest built goes.
+/// Past it the least recently asked goes.
 const SELECTORS_PER_WORKLOAD: usize = 4;
 
 /// The selectors of one workload's Object scope, under the query selector they were built for.
@@ -113,11 +114,12 @@ impl ObjectSelectorCache {
     ) -> Arc<ObjectSelectors> {
         let lock = || self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let under = |kept: &Arc<ObjectSelectors>| kept.selector == selector.as_str();
-        if let Some(hit) = lock()
-            .get(object)
-            .and_then(|kept| kept.iter().find(|k| under(k)))
-        {
-            return hit.clone();
+        if let Some(of_workload) = lock().get_mut(object) {
+            if let Some(at) = of_workload.iter().position(under) {
+                // The last asked goes to the back, so the front is the one to drop.
+                of_workload[at..].rotate_left(1);
+                return of_workload[of_workload.len() - 1].clone();
+            }
         }
         // Built outside the lock: two requests may both build, and the second keeps its own.
         let built = Arc::new(ObjectSelectors {
@@ -263,14 +265,19 @@ mod tests {
                 &cache.get(&other, &object("lobby"), &wl)
             ));
         }
-        // Past the bound the oldest built goes; the rest stay.
+        // Past the bound the least recently asked goes, not the first built; the rest stay.
+        assert!(Arc::ptr_eq(&first, &cache.get(&s, &object("lobby"), &wl)));
         let more: Vec<LabelSelector> = (0..SELECTORS_PER_WORKLOAD - 1)
             .map(|i| LabelSelector::parse(&format!("shard={i}")).unwrap())
             .collect();
         for m in &more {
             cache.get(m, &object("lobby"), &wl);
         }
-        assert!(!Arc::ptr_eq(&first, &cache.get(&s, &object("lobby"), &wl)));
+        assert!(Arc::ptr_eq(&first, &cache.get(&s, &object("lobby"), &wl)));
+        assert!(!Arc::ptr_eq(
+            &second_hpa,
+            &cache.get(&other, &object("lobby"), &wl)
+        ));
         let last = more.last().unwrap();
         let kept = cache.get(last, &object("lobby"), &wl);
         assert!(Arc::ptr_eq(&kept, &cache.get(last, &object("lobby"), &wl)));

@@ -503,9 +503,15 @@ impl Discovery {
                         // Only a panic gets here. The round is tried again without waiting
                         // for another change, which may not come (and before the first
                         // publication, `wait_synced` waits on it); a round that keeps failing
-                        // is tried less and less often, up to once a minute.
+                        // is tried less and less often, up to `PUBLISH_RETRY_LAST`, unless the
+                        // cluster changes meanwhile (which may be what it needs), and never
+                        // sooner than `PUBLISH_RETRY_FIRST`, however fast the cluster churns.
                         tracing::error!(error = %e, retry_in_s = retry.as_secs(), "publishing discovered targets failed");
-                        tokio::time::sleep(retry).await;
+                        tokio::time::sleep(PUBLISH_RETRY_FIRST).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(retry.saturating_sub(PUBLISH_RETRY_FIRST)) => {}
+                            _ = changed.notify.notified() => {}
+                        }
                         retry = next_retry(retry);
                         continue;
                     }
@@ -818,6 +824,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_failing_publisher_round_is_retried_ever_less_often_up_to_once_a_minute() {
@@ -828,7 +835,6 @@ mod tests {
                 .collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
     }
-    use serde_json::json;
 
     fn config() -> KubernetesDiscoveryConfig {
         yaml_serde::from_str("copyLabels: [app]").unwrap()

@@ -170,8 +170,8 @@ impl Store {
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
     ///
-    /// What differs is worked out under the read lock, so answers go on while thousands of
-    /// targets are compared; the write lock is held only to apply the difference, and not
+    /// What differs is worked out under the read lock, so answers go on while a large set is
+    /// compared; the write lock is held only to apply the difference, and not
     /// at all when nothing differs (a publisher's round after a change that moved no target).
     pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
         // Only this call changes which targets there are and what each is, so while it holds
@@ -186,18 +186,22 @@ impl Store {
                 .filter(|id| !keep.contains(*id))
                 .cloned()
                 .collect();
-            if keep.len() != targets.len() {
-                // A target listed twice takes each of its versions in turn, as the
-                // whole list is applied in order.
+            let listed_twice = keep.len() != targets.len();
+            drop(keep);
+            let differs =
+                |t: &ScrapeTarget| inner.targets.get(&t.id).is_none_or(|rec| *rec.target != *t);
+            if listed_twice {
+                // A target listed twice takes each of its versions in turn, as the whole
+                // list is applied in order; when every version is the kept one, no turn
+                // changes anything.
+                let changes = !gone.is_empty() || targets.iter().any(differs);
                 drop(inner);
-                drop(keep);
-                self.apply_targets(gone, targets);
+                if changes {
+                    self.apply_targets(gone, targets);
+                }
                 return;
             }
-            let differ: Vec<ScrapeTarget> = targets
-                .into_iter()
-                .filter(|t| inner.targets.get(&t.id).is_none_or(|rec| *rec.target != *t))
-                .collect();
+            let differ: Vec<ScrapeTarget> = targets.into_iter().filter(|t| differs(t)).collect();
             (gone, differ)
         };
         if gone.is_empty() && differ.is_empty() {

@@ -172,7 +172,8 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     /// Bumped when the target set is replaced, so the scrape schedule is rebuilt only then.
     target_set: std::sync::atomic::AtomicU64,
-    /// Held by `set_targets` from comparing to applying (ingest.rs).
+    /// Held by `set_targets` from comparing to applying, so the difference it finds under the
+    /// read lock is still the difference when it writes (ingest.rs).
     replacing: std::sync::Mutex<()>,
     /// Each asked-about scope's series, while its membership stands (resolved_scope.rs).
     resolved: ResolvedScopes,
