@@ -1,5 +1,5 @@
 //! The integration tests, one crate: each module is a suite (select one with
-//! `cargo test --release --test integration <suite>::`), and `common` and `kubeapi` are the
+//! `scripts/test --test integration <suite>::`), and `common` and `kubeapi` are the
 //! harness they share. One crate links the library once instead of once per suite.
 //!
 //! The suites share one process and run on libtest's threads side by side, so none of them

@@ -78,8 +78,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 fn missing(peer: &str, install: &str, then: &str) -> ! {
     panic!(
         "{peer} is required by this test and was not found. Install it with `{install}`{then}, \
-         or run `scripts/test`, which finds or installs every peer and then runs \
-         `cargo test --release`."
+         or run `scripts/test`, which finds or installs every peer and then runs the tests \
+         (`cargo test --profile checked`)."
     )
 }
 
