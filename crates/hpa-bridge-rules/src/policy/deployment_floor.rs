@@ -57,21 +57,23 @@ pub fn deployment_floor(
     // Succeeded and Failed pods are not active: the ReplicaSet neither counts nor deletes
     // them (docs/hpa-behaviour.md §9.1), and they export nothing.
     let is_member = |f: &PodFacts| f.workload.as_ref() == Some(deployment) && !f.terminated;
-    // Looked up once per input; the checks below walk `pods` in name order instead, so the
-    // problems a reason shows first are the same on every answer.
-    let mut members: HashMap<&str, &PodFacts> = HashMap::with_capacity(pods.len());
-    members.extend(
-        pods.iter()
-            .filter(|(_, f)| is_member(f))
-            .map(|(n, f)| (n.as_str(), f)),
-    );
+    // In name order, so the problems a reason shows first are the same on every answer; an
+    // input finds its pod's place by name.
+    let members: Vec<(&str, &PodFacts)> = pods
+        .iter()
+        .filter(|(_, f)| is_member(f))
+        .map(|(n, f)| (n.as_str(), f))
+        .collect();
+    let mut place: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+    place.extend(members.iter().enumerate().map(|(at, (pod, _))| (*pod, at)));
+    // Each member's index as `pod_indices` gives it; `None` while no input names the pod.
+    let mut index: Vec<Option<Option<u64>>> = vec![None; members.len()];
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
-    let index = pod_indices(q, ev);
     let mut problems: Vec<String> = Vec::new();
     let mut causes = Vec::new();
     for o in &ev.observations {
         let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
-        let Some(facts) = pod.and_then(|p| members.get(p)) else {
+        let Some(at) = pod.and_then(|p| place.get(p)).copied() else {
             inputs.push_built(q, o, InputState::Unknown, false, || {
                 format!("not a pod of {name}").into()
             });
@@ -81,7 +83,10 @@ pub fn deployment_floor(
             ));
             continue;
         };
+        let facts = members[at].1;
         let reading = read(q, o, invalid_reason);
+        let value = index_of(reading);
+        index[at] = Some(index[at].map_or(value, |merged| merge(merged, value)));
         let fresh = matches!(reading, Reading::Fresh(_));
         if !fresh {
             causes.push(&o.id.target);
@@ -116,10 +121,8 @@ pub fn deployment_floor(
     }
     let mut holding = 0u64;
     let mut replica_sets_of_pods: Vec<Option<&str>> = Vec::new();
-    let mut member_count = 0usize;
-    for (pod, facts) in pods.iter().filter(|(_, f)| is_member(f)) {
-        member_count += 1;
-        match index.get(pod.as_str()).copied().flatten() {
+    for ((pod, facts), index) in members.iter().zip(&index) {
+        match index.flatten() {
             None => problems.push(format!("{pod} has no fresh, valid index")),
             Some(i) => {
                 if i > 0 {
@@ -188,7 +191,7 @@ pub fn deployment_floor(
             RULE,
             reason,
         )
-    } else if member_count == 0 {
+    } else if members.is_empty() {
         Answer::refused(
             q.metric,
             kind,
@@ -212,7 +215,7 @@ pub fn deployment_floor(
             RULE,
             format!(
                 "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod, at most one has replicas",
-                member_count,
+                members.len(),
                 q.series_names()
             ),
         )
@@ -260,14 +263,27 @@ pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> HashMap<&'e st
         let Some(pod) = o.id.labels.get(POD_LABEL) else {
             continue;
         };
-        let value = match read(q, o, invalid_reason) {
-            Reading::Fresh(v) => Some(v as u64),
-            _ => None,
-        };
-        let slot = index.entry(pod.as_str()).or_insert(value);
-        *slot = slot.zip(value).map(|(a, b)| a.max(b));
+        let value = index_of(read(q, o, invalid_reason));
+        index
+            .entry(pod.as_str())
+            .and_modify(|merged| *merged = merge(*merged, value))
+            .or_insert(value);
     }
     index
+}
+
+/// What one series of a pod says of its index: its value while it reads fresh and valid.
+fn index_of(reading: Reading) -> Option<u64> {
+    match reading {
+        Reading::Fresh(v) => Some(v as u64),
+        _ => None,
+    }
+}
+
+/// A pod's index from what its series so far say and what one more says: the highest, and
+/// unknown once any is.
+fn merge(merged: Option<u64>, value: Option<u64>) -> Option<u64> {
+    merged.zip(value).map(|(a, b)| a.max(b))
 }
 
 /// Whether the cost the ReplicaSet controller reads from a pod's annotation is `index`: an
@@ -399,6 +415,53 @@ mod tests {
         o[5] = index_of("web-5", 0.0, STALE + 1);
         let all = deployment_floor(&q, &ev(o), &web(), Some(&pods), Some(&one_replica_set()));
         assert_eq!(InputCounts::of(&all), InputCounts::of(&a));
+    }
+
+    /// A pod with several series has the highest of their indices while each reads fresh and
+    /// valid, and none once any does not: the floor and the writer (`pod_indices`) agree.
+    #[test]
+    fn a_pod_s_index_is_the_highest_of_its_series_until_one_is_unknown() {
+        let s = series();
+        let q = ctx(&s);
+        let second = |value: f64, age_ms: i64| {
+            let mut o = index_of("web-2", value, age_ms);
+            o.id = crate::evidence::SeriesRef::new(
+                o.id.target.clone(),
+                "hpa_stateful_index".into(),
+                BTreeMap::from([
+                    (POD_LABEL.to_string(), "web-2".to_string()),
+                    ("shard".to_string(), "b".to_string()),
+                ])
+                .into(),
+            );
+            o
+        };
+        // web-2 holds index 3 with its cost written; a second series saying 1 changes nothing.
+        let (pods, mut o) = six();
+        o.insert(3, second(1.0, 0));
+        assert_eq!(pod_indices(&q, &ev(o.clone())).get("web-2"), Some(&Some(3)));
+        assert_eq!(floor(&pods, o).value(), Some(3));
+        // A second series saying 5 raises it past the cost the watch shows.
+        let (pods, mut o) = six();
+        o.insert(3, second(5.0, 0));
+        assert_eq!(pod_indices(&q, &ev(o.clone())).get("web-2"), Some(&Some(5)));
+        let a = floor(&pods, o);
+        assert!(
+            a.reason
+                .contains("web-2's deletion cost is 3 in the watch, not its index 5"),
+            "{}",
+            a.reason
+        );
+        // A stale second series makes the pod's index unknown.
+        let (pods, mut o) = six();
+        o.insert(3, second(3.0, STALE + 1));
+        assert_eq!(pod_indices(&q, &ev(o.clone())).get("web-2"), Some(&None));
+        let a = floor(&pods, o);
+        assert!(
+            a.reason.contains("web-2 has no fresh, valid index"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]
