@@ -1,9 +1,10 @@
 //! An Object query's two label selectors (its workload's named scope, and the series in it
-//! that name another API group), kept per workload and query selector. They depend only on the query's selector,
-//! the workload and the configured workload labels, so a kept pair is exactly the pair
-//! `object_scope::label_scopes` builds, without validating, sorting and writing the canonical
-//! text of two selectors on every request. With a pod set, also the split scopes
-//! (`object_scope::split_scopes`), kept while the workload's own pods stay the same.
+//! that name another API group), kept per workload and query selector. They depend only on
+//! the query's selector, the workload and the configured workload labels, so a kept pair is
+//! exactly the pair `object_scope::label_scopes` builds, without validating, sorting and
+//! writing the canonical text of two selectors on every request. With a pod set, also the
+//! split scopes (`object_scope::split_scopes`), kept while the workload's own pods stay the
+//! same.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;

@@ -85,7 +85,7 @@ pub fn deployment_floor(
         };
         let facts = members[at].1;
         let reading = read(q, o, invalid_reason);
-        let value = index_of(reading);
+        let value = series_index(reading);
         index[at] = Some(index[at].map_or(value, |merged| merge(merged, value)));
         let fresh = matches!(reading, Reading::Fresh(_));
         if !fresh {
@@ -255,15 +255,16 @@ pub fn mixed_workloads_floor(
 }
 
 /// Each pod's index, by the pod label of its series: the highest while every series of the
-/// pod reads fresh and valid, `None` once any does not. The floor counts by it and the
-/// deletion-cost writer writes it, so both see one index per pod.
+/// pod reads fresh and valid, `None` once any does not. The deletion-cost writer writes it;
+/// the floor merges its members' series by the same `series_index` and `merge`, so both see
+/// one index per pod.
 pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> HashMap<&'e str, Option<u64>> {
     let mut index: HashMap<&str, Option<u64>> = HashMap::with_capacity(ev.observations.len());
     for o in &ev.observations {
         let Some(pod) = o.id.labels.get(POD_LABEL) else {
             continue;
         };
-        let value = index_of(read(q, o, invalid_reason));
+        let value = series_index(read(q, o, invalid_reason));
         index
             .entry(pod.as_str())
             .and_modify(|merged| *merged = merge(*merged, value))
@@ -273,7 +274,7 @@ pub fn pod_indices<'e>(q: &QueryContext<'_>, ev: &'e Evidence) -> HashMap<&'e st
 }
 
 /// What one series of a pod says of its index: its value while it reads fresh and valid.
-fn index_of(reading: Reading) -> Option<u64> {
+fn series_index(reading: Reading) -> Option<u64> {
     match reading {
         Reading::Fresh(v) => Some(v as u64),
         _ => None,

@@ -44,6 +44,12 @@ fn next_retry(retry: std::time::Duration) -> std::time::Duration {
     (retry * 2).min(PUBLISH_RETRY_LAST)
 }
 
+/// When a failed round is tried again after a wait of `retry`: not before the first bound, at
+/// the second at the latest, and between them as soon as the cluster changes.
+fn retry_window(retry: std::time::Duration) -> (std::time::Duration, std::time::Duration) {
+    ((retry / 2).max(PUBLISH_RETRY_FIRST).min(retry), retry)
+}
+
 /// Why a pod is not scraped; only for debug logs.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Skip {
@@ -503,13 +509,15 @@ impl Discovery {
                         // Only a panic gets here. The round is tried again without waiting
                         // for another change, which may not come (and before the first
                         // publication, `wait_synced` waits on it); a round that keeps failing
-                        // is tried less and less often, up to `PUBLISH_RETRY_LAST`, unless the
-                        // cluster changes meanwhile (which may be what it needs), and never
-                        // sooner than `PUBLISH_RETRY_FIRST`, however fast the cluster churns.
-                        tracing::error!(error = %e, retry_in_s = retry.as_secs(), "publishing discovered targets failed");
-                        tokio::time::sleep(PUBLISH_RETRY_FIRST).await;
+                        // is tried less and less often, up to `PUBLISH_RETRY_LAST`. A change
+                        // of the cluster (which may be what the round needs) brings the retry
+                        // forward, but only past half the wait: a large cluster changes all the
+                        // time, and would otherwise retry a failing round as often as at first.
+                        let (at_least, at_most) = retry_window(retry);
+                        tracing::error!(error = %e, retry_within_s = at_most.as_secs(), "publishing discovered targets failed");
+                        tokio::time::sleep(at_least).await;
                         tokio::select! {
-                            _ = tokio::time::sleep(retry.saturating_sub(PUBLISH_RETRY_FIRST)) => {}
+                            _ = tokio::time::sleep(at_most - at_least) => {}
                             _ = changed.notify.notified() => {}
                         }
                         retry = next_retry(retry);
@@ -827,13 +835,27 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_failing_publisher_round_is_retried_ever_less_often_up_to_once_a_minute() {
-        let waits: Vec<u64> =
+    fn a_failing_publisher_round_is_retried_ever_less_often_however_the_cluster_churns() {
+        let windows: Vec<(u64, u64)> =
             std::iter::successors(Some(PUBLISH_RETRY_FIRST), |r| Some(next_retry(*r)))
                 .take(9)
-                .map(|r| r.as_secs())
+                .map(retry_window)
+                .map(|(least, most)| (least.as_secs(), most.as_secs()))
                 .collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(
+            windows,
+            [
+                (1, 1),
+                (1, 2),
+                (2, 4),
+                (4, 8),
+                (8, 16),
+                (16, 32),
+                (30, 60),
+                (30, 60),
+                (30, 60)
+            ]
+        );
     }
 
     fn config() -> KubernetesDiscoveryConfig {
