@@ -483,7 +483,6 @@ impl Discovery {
             d.statefulsets.wait_until_ready().await;
             d.deployments.wait_until_ready().await;
             tracing::info!("kubernetes discovery synced");
-            let mut previous: BTreeSet<TargetId> = BTreeSet::new();
             let mut retry = PUBLISH_RETRY_FIRST;
             loop {
                 // Both passes go over every pod: off the async workers that serve answers.
@@ -491,19 +490,18 @@ impl Discovery {
                 let published = tokio::task::spawn_blocking(move || {
                     let mut targets = fixed;
                     targets.extend(work.targets());
-                    let ids: BTreeSet<TargetId> = targets.iter().map(|t| t.id.clone()).collect();
                     let count = targets.len();
-                    store.set_targets(targets);
+                    let change = store.set_targets(targets);
                     if work
                         .pod_facts_asked
                         .load(std::sync::atomic::Ordering::Relaxed)
                     {
                         work.pod_facts_at_count(Builder::Publisher);
                     }
-                    (count, ids)
+                    (count, change)
                 })
                 .await;
-                let (count, ids) = match published {
+                let (count, change) = match published {
                     Ok(published) => published,
                     Err(e) => {
                         // Only a panic gets here. The round is tried again without waiting
@@ -525,15 +523,14 @@ impl Discovery {
                     }
                 };
                 retry = PUBLISH_RETRY_FIRST;
-                if *synced_tx.borrow() && ids != previous {
+                if *synced_tx.borrow() && (change.added > 0 || change.removed > 0) {
                     tracing::info!(
                         targets = count,
-                        added = ids.difference(&previous).count(),
-                        removed = previous.difference(&ids).count(),
+                        added = change.added,
+                        removed = change.removed,
                         "discovered targets changed"
                     );
                 }
-                previous = ids;
                 if !*synced_tx.borrow() {
                     tracing::info!(targets = count, "first discovered target set published");
                     let _ = synced_tx.send(true);

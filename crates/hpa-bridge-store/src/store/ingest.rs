@@ -166,6 +166,15 @@ fn rank_series(rec: &TargetRecord, slots: &mut SeriesSlots) {
     }
 }
 
+/// What `Store::set_targets` changed: targets new to the store, gone from it, and kept under
+/// their name with other labels or another URL (which start over unscraped).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetSetChange {
+    pub added: usize,
+    pub removed: usize,
+    pub replaced: usize,
+}
+
 impl Store {
     /// Replace the target set. Targets that are gone take their retained values with them;
     /// targets that stay keep theirs (docs/hpa-behaviour.md §4.1: the floor outlives failed scrapes).
@@ -173,7 +182,8 @@ impl Store {
     /// What differs is worked out under the read lock, so answers go on while a large set is
     /// compared; the write lock is held only to apply the difference, and not
     /// at all when nothing differs (a publisher's round after a change that moved no target).
-    pub fn set_targets(&self, targets: Vec<ScrapeTarget>) {
+    /// Returns what changed, for the caller's log.
+    pub fn set_targets(&self, targets: Vec<ScrapeTarget>) -> TargetSetChange {
         // Only this call changes which targets there are and what each is, so while it holds
         // this lock the difference found under the read lock stays the difference.
         let _replacing = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
@@ -196,25 +206,29 @@ impl Store {
                 // changes anything.
                 let changes = !gone.is_empty() || targets.iter().any(differs);
                 drop(inner);
-                if changes {
-                    self.apply_targets(gone, targets);
+                if !changes {
+                    return TargetSetChange::default();
                 }
-                return;
+                return self.apply_targets(gone, targets);
             }
             let differ: Vec<ScrapeTarget> = targets.into_iter().filter(|t| differs(t)).collect();
             (gone, differ)
         };
         if gone.is_empty() && differ.is_empty() {
-            return;
+            return TargetSetChange::default();
         }
-        self.apply_targets(gone, differ);
+        self.apply_targets(gone, differ)
     }
 
     /// Drop the targets `gone`, and add or replace each of `targets` in order.
-    fn apply_targets(&self, gone: Vec<TargetId>, targets: Vec<ScrapeTarget>) {
+    fn apply_targets(&self, gone: Vec<TargetId>, targets: Vec<ScrapeTarget>) -> TargetSetChange {
         let mut inner = self.write();
         let stamp = self.stamp();
         inner.unscraped_changed = stamp;
+        let mut change = TargetSetChange {
+            removed: gone.len(),
+            ..TargetSetChange::default()
+        };
         for id in gone {
             inner.forget_series(&id, stamp);
             inner.forget_report(&id);
@@ -226,6 +240,7 @@ impl Store {
             match inner.targets.get(&id).map(|rec| *rec.target == t) {
                 Some(true) => {}
                 Some(false) => {
+                    change.replaced += 1;
                     // Labels or URL changed (e.g. a StatefulSet pod recreated under the same
                     // name): series identities change with them, and until the new endpoint
                     // is scraped nobody knows what it exports, so it starts over as unknown.
@@ -241,6 +256,7 @@ impl Store {
                     inner.unscraped.insert(id);
                 }
                 None => {
+                    change.added += 1;
                     inner.targets.insert(
                         id.clone(),
                         TargetRecord {
@@ -258,6 +274,7 @@ impl Store {
         drop(inner);
         self.target_set
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        change
     }
 
     /// Record a successful scrape: the page replaces the target's series set.

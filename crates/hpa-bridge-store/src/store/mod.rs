@@ -26,7 +26,7 @@ pub use crate::evidence::{Scope, ScopeKey, Summarize};
 use crate::exposition::json_page::JsonExtraction;
 use family_digest::TargetCell;
 use ingest::ClockSkew;
-pub use ingest::{merge_labels, Page, PageOutcome, MAX_RETAINED_ABSENT_SERIES};
+pub use ingest::{merge_labels, Page, PageOutcome, TargetSetChange, MAX_RETAINED_ABSENT_SERIES};
 use postings::Postings;
 pub use read::ScopeRead;
 use resolved_scope::ResolvedScopes;

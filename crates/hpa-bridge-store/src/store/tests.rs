@@ -640,7 +640,15 @@ fn the_same_target_list_again_changes_no_version() {
     let store = Store::new();
     let a = target("http://a/m", &[("namespace", "default"), ("pod", "a")]);
     let b = target("http://b/m", &[("namespace", "default"), ("pod", "b")]);
-    store.set_targets(vec![a.clone(), b.clone()]);
+    let change = |added, removed, replaced| TargetSetChange {
+        added,
+        removed,
+        replaced,
+    };
+    assert_eq!(
+        store.set_targets(vec![a.clone(), b.clone()]),
+        change(2, 0, 0)
+    );
     store.record_success(&a, 1_000, 1, vec![sample("hpa_expect_replicas", &[], 3.0)]);
     let series = vec!["hpa_expect_replicas".to_string()];
     let selector = LabelSelector::everything();
@@ -653,16 +661,19 @@ fn the_same_target_list_again_changes_no_version() {
         )
     };
     let before = versions(&store);
-    store.set_targets(vec![b.clone(), a.clone()]);
+    assert_eq!(
+        store.set_targets(vec![b.clone(), a.clone()]),
+        change(0, 0, 0)
+    );
     assert_eq!(versions(&store), before);
     let moved = target(
         "http://b/m",
         &[("namespace", "default"), ("pod", "b"), ("v", "2")],
     );
-    store.set_targets(vec![a.clone(), moved]);
+    assert_eq!(store.set_targets(vec![a.clone(), moved]), change(0, 0, 1));
     let after = versions(&store);
     assert!(after.0 > before.0 && after.1 > before.1 && after.2 > before.2);
-    store.set_targets(vec![a.clone()]);
+    assert_eq!(store.set_targets(vec![a.clone()]), change(0, 1, 0));
     assert!(versions(&store).1 > after.1);
     assert_eq!(store.targets().len(), 1);
 }
