@@ -30,6 +30,10 @@
 //!   `a_total 0 123` on an OpenMetrics page is 123 s, not 123 ms (issue 13).
 //! - Anything after the value or timestamp that starts with `#` is an OpenMetrics exemplar and
 //!   is ignored. `# EOF` ends the page; later bytes are not looked at.
+//! - An OpenMetrics page without `# EOF` is refused, as OpenMetrics and Prometheus's parser
+//!   require: it may have been cut short at a line boundary, losing series silently. A text
+//!   format page whose last line has no line feed is accepted, as Prometheus's scraper accepts
+//!   it; [`ends_mid_line`] tells a scraper such a page, for bodies whose end it cannot trust.
 //! - Whitespace is lenient: leading/trailing blanks, blanks between the name and `{`, around
 //!   `=` and `,`, and none between `}` and the value are all accepted.
 //! - A label with an empty value (`a=""`) is returned as such; Prometheus treats it as absent,
@@ -60,6 +64,11 @@ pub struct Limits {
     pub max_label_name_bytes: usize,
     /// Bytes of one decoded label value (Prometheus's `label_value_length_limit`).
     pub max_label_value_bytes: usize,
+    /// Samples of wanted families on one page (Prometheus's `sample_limit`): each becomes a
+    /// tracked series with its own memory and index entries, and the rest of a page's limits
+    /// bound only its lines, so without this a page of short lines could add hundreds of
+    /// thousands of series at every scrape.
+    pub max_series: usize,
 }
 
 impl Limits {
@@ -70,6 +79,9 @@ impl Limits {
         max_labels_per_series: 128,
         max_label_name_bytes: 1024,
         max_label_value_bytes: 16 * 1024,
+        // A recommender exports one series per workload it sizes, a pod one or two: ten
+        // thousand leaves room for a central controller of thousands of workloads.
+        max_series: 10_000,
     };
 }
 
@@ -247,6 +259,7 @@ pub fn parse_with(
     // name (a short memcmp) usually replaces both the byte-by-byte name scan and the call into
     // `wanted`, which is typically a hash lookup. Stored as a range into `body`.
     let mut last: Option<(usize, usize, bool)> = None;
+    let mut seen_eof = false;
 
     while pos < body.len() {
         line_no += 1;
@@ -278,6 +291,7 @@ pub fn parse_with(
             None => continue,
             Some(b'#') => {
                 if is_eof_marker(&line[start..]) {
+                    seen_eof = true;
                     break;
                 }
                 continue;
@@ -327,9 +341,37 @@ pub fn parse_with(
                 },
             },
         )?;
+        if out.len() >= limits.max_series {
+            return Err(ExpositionError {
+                line: line_no,
+                message: format!(
+                    "the page holds more than scrape.maxSeriesPerPage ({}) samples of wanted series",
+                    limits.max_series
+                ),
+                kind: ErrorKind::Limit,
+            });
+        }
         out.push(sample);
     }
+    // OpenMetrics ends every exposition with `# EOF`; without it the page may have been cut
+    // at a line boundary, which loses series silently.
+    if options.format == Format::OpenMetrics && !seen_eof {
+        return Err(ExpositionError::syntax(
+            line_no.max(1),
+            "the page ends without the `# EOF` line OpenMetrics requires, so it may have been cut short"
+                .to_owned(),
+        ));
+    }
     Ok(out)
+}
+
+/// Whether the page's last non-blank line has no line feed after it. The text format requires
+/// one, but Prometheus's scrape parser appends it and accepts the page, and so does [`parse`];
+/// a scraper that cannot otherwise tell a whole body from a cut one asks this.
+pub fn ends_mid_line(body: &[u8]) -> bool {
+    let last = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let tail = &body[last..];
+    skip_ws(tail, 0) < tail.len() && !is_eof_marker(&tail[skip_ws(tail, 0)..])
 }
 
 /// Parses every sample on the page: the generic-parser baseline, and handy in tests.

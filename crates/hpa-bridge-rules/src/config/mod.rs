@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn parse_limits_are_configurable_and_bounded() {
         let c = Config::from_yaml(
-            "scrape: {maxLineBytes: 4096, maxLabelsPerSeries: 16, maxLabelNameBytes: 64, maxLabelValueBytes: 256}",
+            "scrape: {maxLineBytes: 4096, maxLabelsPerSeries: 16, maxLabelNameBytes: 64, maxLabelValueBytes: 256, maxSeriesPerPage: 50}",
         )
         .unwrap();
         assert_eq!(
@@ -337,6 +337,7 @@ mod tests {
                 max_labels_per_series: 16,
                 max_label_name_bytes: 64,
                 max_label_value_bytes: 256,
+                max_series: 50,
             }
         );
         assert_eq!(
@@ -347,6 +348,7 @@ mod tests {
         assert!(err("scrape: {maxLineBytes: 0}").contains("scrape.maxLineBytes"));
         assert!(err("scrape: {maxLabelValueBytes: 0}").contains("scrape.maxLabelValueBytes"));
         assert!(err("scrape: {maxLabelNameBytes: 0}").contains("scrape.maxLabelNameBytes"));
+        assert!(err("scrape: {maxSeriesPerPage: 0}").contains("scrape.maxSeriesPerPage"));
         let small = Config::from_yaml("scrape: {maxBodyBytes: 4096}").unwrap();
         assert_eq!(small.scrape.limits().max_line_bytes, 4096);
     }

@@ -35,6 +35,10 @@ pub struct ScrapeConfig {
     pub max_label_name_bytes: usize,
     #[serde(default = "default_max_label_value_bytes")]
     pub max_label_value_bytes: usize,
+    /// Samples of wanted series on one page (Prometheus's `sample_limit`); a page with more
+    /// fails its scrape.
+    #[serde(default = "default_max_series_per_page")]
+    pub max_series_per_page: usize,
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
     /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
@@ -59,6 +63,7 @@ impl Default for ScrapeConfig {
             max_labels_per_series: default_max_labels_per_series(),
             max_label_name_bytes: default_max_label_name_bytes(),
             max_label_value_bytes: default_max_label_value_bytes(),
+            max_series_per_page: default_max_series_per_page(),
             static_targets: Vec::new(),
             kubernetes: None,
         }
@@ -83,6 +88,7 @@ impl ScrapeConfig {
             max_labels_per_series: self.max_labels_per_series,
             max_label_name_bytes: self.max_label_name_bytes,
             max_label_value_bytes: self.max_label_value_bytes,
+            max_series: self.max_series_per_page,
         }
     }
 
@@ -118,6 +124,9 @@ fn default_max_label_name_bytes() -> usize {
 }
 fn default_max_label_value_bytes() -> usize {
     crate::exposition::Limits::DEFAULT.max_label_value_bytes
+}
+fn default_max_series_per_page() -> usize {
+    crate::exposition::Limits::DEFAULT.max_series
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -262,6 +271,7 @@ impl ScrapeConfig {
             ("scrape.maxLabelsPerSeries", s.max_labels_per_series, 1),
             ("scrape.maxLabelNameBytes", s.max_label_name_bytes, 1),
             ("scrape.maxLabelValueBytes", s.max_label_value_bytes, 1),
+            ("scrape.maxSeriesPerPage", s.max_series_per_page, 1),
         ] {
             if value < min {
                 return Err(invalid(key, format!("must be at least {min}")));

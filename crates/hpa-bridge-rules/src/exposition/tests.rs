@@ -139,13 +139,13 @@ fn timestamp_units_follow_the_content_type() {
     assert_eq!(ts(PrometheusText, "a_total 0 123\n"), Ok(Some(123)));
     // Fractional seconds truncate toward zero, as Prometheus's int64(ts * 1000) does.
     assert_eq!(
-        ts(OpenMetrics, "a 1 1520879607.789\n"),
+        ts(OpenMetrics, "a 1 1520879607.789\n# EOF\n"),
         Ok(Some(1_520_879_607_789))
     );
-    assert_eq!(ts(OpenMetrics, "a 1 1.2349\n"), Ok(Some(1234)));
-    assert_eq!(ts(OpenMetrics, "a 1 -1.2349\n"), Ok(Some(-1234)));
-    assert_eq!(ts(OpenMetrics, "a 1 1.5e3\n"), Ok(Some(1_500_000)));
-    assert_eq!(ts(OpenMetrics, "a 1 0\n"), Ok(Some(0)));
+    assert_eq!(ts(OpenMetrics, "a 1 1.2349\n# EOF\n"), Ok(Some(1234)));
+    assert_eq!(ts(OpenMetrics, "a 1 -1.2349\n# EOF\n"), Ok(Some(-1234)));
+    assert_eq!(ts(OpenMetrics, "a 1 1.5e3\n# EOF\n"), Ok(Some(1_500_000)));
+    assert_eq!(ts(OpenMetrics, "a 1 0\n# EOF\n"), Ok(Some(0)));
     // A fractional timestamp is an error in the text format, as in Prometheus's
     // promparse (its lexer takes digits only, then strconv.ParseInt).
     for bad in ["a 1 1.5\n", "a 1 1e3\n", "a 1 -5\n", "a 1 +17\n"] {
@@ -270,6 +270,84 @@ fn eof_without_trailing_newline_and_with_crlf() {
     assert_eq!(
         parse_all(b"# EOFX\n#EOF\na 1").unwrap(),
         vec![s("a", &[], 1.0, None)]
+    );
+}
+
+fn openmetrics(body: &[u8]) -> Result<Vec<ExposedSample>, ExpositionError> {
+    let options = Options {
+        limits: Limits::DEFAULT,
+        cancel: None,
+        format: Format::OpenMetrics,
+    };
+    parse_with(body, &|_| true, &options)
+}
+
+#[test]
+fn openmetrics_needs_its_eof_and_a_cut_line_is_recognised() {
+    // OpenMetrics: `# EOF` may end the body, and must be there.
+    assert_eq!(
+        openmetrics(b"a 1\n# EOF").unwrap(),
+        vec![s("a", &[], 1.0, None)]
+    );
+    let e = openmetrics(b"a 1\nb 2\n").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Syntax, "{e}");
+    assert!(e.to_string().contains("# EOF"), "{e}");
+    assert!(openmetrics(b"").is_err());
+    // The text format's last line may lack its line feed; `ends_mid_line` says so.
+    for cut in [
+        &b"a 3\nhpa_expect_replicas 1"[..],
+        b"a 3\n# HELP a x",
+        b"x",
+        b"a 1\n  b 2\t",
+    ] {
+        assert!(ends_mid_line(cut), "{:?}", String::from_utf8_lossy(cut));
+    }
+    for whole in [
+        &b""[..],
+        b"a 3\n",
+        b"a 3\n\t\t",
+        b"a 1\n# EOF",
+        b"a 1\n# EOF  ",
+        b"\n\n",
+    ] {
+        assert!(
+            !ends_mid_line(whole),
+            "{:?}",
+            String::from_utf8_lossy(whole)
+        );
+    }
+}
+
+#[test]
+fn series_per_page_cap_counts_wanted_samples_only() {
+    let options = Options {
+        limits: Limits {
+            max_series: 2,
+            ..Limits::DEFAULT
+        },
+        cancel: None,
+        format: Format::PrometheusText,
+    };
+    let wanted = |n: &str| n == "w";
+    let two = parse_with(
+        b"w{a=\"1\"} 1\nu 1\nu 2\nu 3\nw{a=\"2\"} 2\n",
+        &wanted,
+        &options,
+    );
+    assert_eq!(two.unwrap().len(), 2);
+    let e = parse_with(
+        b"w{a=\"1\"} 1\nw{a=\"2\"} 2\nu 1\nw{a=\"3\"} 3\n",
+        &wanted,
+        &options,
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.kind, e.to_string()),
+        (
+            ErrorKind::Limit,
+            "line 4: the page holds more than scrape.maxSeriesPerPage (2) samples of wanted series"
+                .to_owned()
+        )
     );
 }
 
@@ -693,6 +771,7 @@ const ROOMY: Limits = Limits {
     max_labels_per_series: usize::MAX,
     max_label_name_bytes: usize::MAX,
     max_label_value_bytes: usize::MAX,
+    max_series: usize::MAX,
 };
 
 #[test]

@@ -40,6 +40,8 @@ pub enum ScrapeError {
     TooLarge { limit: u64 },
     #[error("reading body failed: {0}")]
     Body(String),
+    #[error("the body ended with the connection, inside a line: it may have been cut short")]
+    CutShort,
     #[error("parser thread failed: {0}")]
     Parser(String),
     #[error("malformed exposition text: {0}")]
@@ -59,7 +61,7 @@ impl ScrapeError {
             ScrapeError::Request(_) => "connect",
             ScrapeError::Status(_) => "status",
             ScrapeError::TooLarge { .. } => "too_large",
-            ScrapeError::Body(_) => "body",
+            ScrapeError::Body(_) | ScrapeError::CutShort => "body",
             ScrapeError::Parser(_) => "parse",
             ScrapeError::Json(e) if e.is_limit() => "limit",
             ScrapeError::Json(_) => "parse",
@@ -324,9 +326,20 @@ impl Scraper {
             .await
             .map_err(|e| ScrapeError::Request(error_chain(&e)))?;
         let status = response.status();
-        if !status.is_success() {
+        // Exactly 200, as Prometheus's scraper requires: a 204 or 206 is no whole page, and an
+        // empty one would read every series as gone.
+        if status != http::StatusCode::OK {
             return Err(ScrapeError::Status(status.as_u16()));
         }
+        // HTTP/1 with neither a length nor chunking: the body ends where the connection does,
+        // so an exporter that dies mid-write leaves a body that looks whole.
+        let close_delimited = response.version() < http::Version::HTTP_2
+            && !response
+                .headers()
+                .contains_key(http::header::CONTENT_LENGTH)
+            && !response
+                .headers()
+                .contains_key(http::header::TRANSFER_ENCODING);
         let format = exposition::Format::from_content_type(
             response
                 .headers()
@@ -354,6 +367,15 @@ impl Scraper {
                 }
                 buf.extend_from_slice(&data);
             }
+        }
+        // A text format page may end without its final line feed (Prometheus accepts it), but
+        // not one whose end is only the connection's: `12` cut to `1` would read as whole.
+        if close_delimited
+            && format == exposition::Format::PrometheusText
+            && matches!(target.format, PageFormat::Exposition)
+            && exposition::ends_mid_line(&buf)
+        {
+            return Err(ScrapeError::CutShort);
         }
         Ok((buf.freeze(), format))
     }
@@ -396,6 +418,20 @@ pub(crate) mod tests {
         serve_counted_pages(pages).await.0
     }
 
+    /// The path of the request whose head arrives on `conn`, once all of the head has.
+    async fn request_path(conn: &mut tokio::net::TcpStream) -> Option<String> {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let text = String::from_utf8_lossy(&head);
+        Some(text.split(' ').nth(1).unwrap_or("/").to_owned())
+    }
+
     type Hits = Arc<std::sync::Mutex<HashMap<String, usize>>>;
 
     /// `serve_pages`, also counting the requests for each path.
@@ -410,16 +446,9 @@ pub(crate) mod tests {
                 let pages = pages.clone();
                 let counter = counter.clone();
                 tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match conn.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let text = String::from_utf8_lossy(&head);
-                    let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+                    let Some(path) = request_path(&mut conn).await else {
+                        return;
+                    };
                     *counter.lock().unwrap().entry(path.clone()).or_default() += 1;
                     let (status, ct, body) = match pages.get(&path) {
                         Some((ct, body)) => ("200 OK", ct.as_str(), body.as_slice()),
@@ -571,6 +600,77 @@ pub(crate) mod tests {
             )),
             "{rendered}"
         );
+    }
+
+    /// A loopback exporter writing each path's whole response (head and body) as given, then
+    /// closing the connection.
+    async fn serve_raw(responses: HashMap<&'static str, &'static [u8]>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let path = request_path(&mut conn).await.unwrap_or_default();
+                let response = responses
+                    .get(path.as_str())
+                    .copied()
+                    .unwrap_or(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+                let _ = conn.write_all(response).await;
+                let _ = conn.shutdown().await;
+            }
+        });
+        addr
+    }
+
+    /// A page is taken only when it is known whole: status 200 exactly (Prometheus's rule), and
+    /// a body that ended with the connection must not end inside a line. A framed body may
+    /// (Prometheus accepts it), and a page over `maxSeriesPerPage` fails as a limit.
+    #[tokio::test]
+    async fn only_a_whole_page_is_taken() {
+        let addr = serve_raw(HashMap::from([
+            ("/cut", &b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nidx 3\nidx{a=\"b\"} 1"[..]),
+            ("/whole", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nidx 3\n"),
+            ("/http10", b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nidx 1"),
+            ("/framed", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nidx 4"),
+            ("/chunked", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nidx 5\r\n0\r\n\r\n"),
+            ("/no-content", b"HTTP/1.1 204 No Content\r\n\r\n"),
+            ("/partial", b"HTTP/1.1 206 Partial Content\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nidx 6\n"),
+            ("/many", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 32\r\n\r\nidx{a=\"1\"} 1\nidx{a=\"2\"} 1\nidx 1\n"),
+        ]))
+        .await;
+        let store = Arc::new(Store::new());
+        let metrics = Arc::new(SelfMetrics::new());
+        let mut scraper = scraper(store.clone(), metrics.clone());
+        scraper.settings.limits.max_series = 2;
+        let outcome = |path: &str| {
+            let target = static_target(format!("http://{addr}{path}"));
+            let scraper = &scraper;
+            async move {
+                scraper
+                    .fetch_and_parse(&target)
+                    .await
+                    .map(|page| page.samples.iter().map(|s| s.value).collect::<Vec<_>>())
+                    .map_err(|e| (e.reason(), e.to_string()))
+            }
+        };
+        assert_eq!(outcome("/whole").await, Ok(vec![3.0]));
+        assert_eq!(outcome("/framed").await, Ok(vec![4.0]));
+        assert_eq!(outcome("/chunked").await, Ok(vec![5.0]));
+        for cut in ["/cut", "/http10"] {
+            let (reason, text) = outcome(cut).await.unwrap_err();
+            assert_eq!(reason, "body", "{cut}: {text}");
+            assert!(text.contains("cut short"), "{cut}: {text}");
+        }
+        assert_eq!(
+            outcome("/no-content").await,
+            Err(("status", "HTTP status 204".to_owned()))
+        );
+        assert_eq!(
+            outcome("/partial").await,
+            Err(("status", "HTTP status 206".to_owned()))
+        );
+        let (reason, text) = outcome("/many").await.unwrap_err();
+        assert_eq!(reason, "limit", "{text}");
+        assert!(text.contains("scrape.maxSeriesPerPage (2)"), "{text}");
     }
 
     /// A JSON status document served over real HTTP is read through its block: the
