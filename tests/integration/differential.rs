@@ -247,6 +247,10 @@ impl Cluster for FakeCluster {
         let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         self.facts.lock().unwrap().0.opted_in.contains(&key)
     }
+    fn owner_unresolved(&self, w: &WorkloadRef) -> bool {
+        let key = workload(w.kind.as_str(), &w.namespace, &w.name);
+        self.facts.lock().unwrap().0.unresolved.contains(&key)
+    }
     fn replica_sets(&self, w: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
         let key = workload(w.kind.as_str(), &w.namespace, &w.name);
         let facts = self.facts.lock().unwrap();
@@ -314,6 +318,9 @@ enum Event {
     },
     /// Whether the ReplicaSet watch has synced.
     ReplicaSetsKnown(bool),
+    /// Whether ctl-1's ReplicaSet is followed to ctl; when not, discovery attributes the pod
+    /// (target 6) to ReplicaSet ctl-a, which the facts report as unresolved.
+    OwnerFollowed(bool),
     /// `spec.replicas` of ctl's ReplicaSet `rs` ("a" holds the pods at the start; "b" is a
     /// rollout's other one, with or without pods of its own).
     ReplicaSetReplicas {
@@ -534,6 +541,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => any::<bool>().prop_map(Event::PodsKnown),
         1 => any::<bool>().prop_map(Event::OptIn),
         1 => prop::bool::weighted(0.8).prop_map(Event::ReplicaSetsKnown),
+        1 => prop::bool::weighted(0.8).prop_map(Event::OwnerFollowed),
         1 => replica_set_replicas(),
         2 => (
             0..2usize,
@@ -559,6 +567,11 @@ struct World {
     targets: Vec<ScrapeTarget>,
     /// The last valid `idx` each target's pages carried, for `CostsWritten`.
     last_index: BTreeMap<usize, u64>,
+    /// The last target set's (present, relabelled, discovered), republished when a target's
+    /// workload changes.
+    last_targets: (u8, u8, bool),
+    /// ctl-1's ReplicaSet is not followed to ctl (`Event::OwnerFollowed`).
+    unfollowed: bool,
 }
 
 const START: Ms = 1_700_000_000_000;
@@ -583,6 +596,8 @@ impl World {
             oracle: Oracle::new(oracle_metrics(), STALE_AFTER),
             targets: Vec::new(),
             last_index: BTreeMap::new(),
+            last_targets: (0, 0, false),
+            unfollowed: false,
         };
         // ctl starts opted in to deletion cost, its pods Ready in one ReplicaSet with no cost
         // written: events change each fact.
@@ -616,13 +631,22 @@ impl World {
         }
     }
 
+    /// Target `i`'s workload as discovery attributes it.
+    fn discovered_workload(&self, i: usize) -> Option<Workload> {
+        match workload_of(i) {
+            Some(_) if i == 6 && self.unfollowed => Some(workload("ReplicaSet", "games", "ctl-a")),
+            w => w,
+        }
+    }
+
     fn set_targets(&mut self, present: u8, relabelled: u8, discovered: bool) {
+        self.last_targets = (present, relabelled, discovered);
         let specs: Vec<TargetSpec> = (0..TARGETS)
             .filter(|i| present & (1 << i) != 0)
             .map(|i| TargetSpec {
                 id: Self::target_id(i, discovered),
                 labels: target_labels(i, relabelled & (1 << i) != 0),
-                workload: workload_of(i).filter(|_| discovered),
+                workload: self.discovered_workload(i).filter(|_| discovered),
             })
             .collect();
         self.targets = specs
@@ -769,6 +793,16 @@ impl World {
             Event::ReplicaSetsKnown(known) => {
                 self.facts.replica_sets_known = *known;
                 self.publish_cluster();
+            }
+            Event::OwnerFollowed(followed) => {
+                self.unfollowed = !followed;
+                self.facts.unresolved = if self.unfollowed {
+                    vec![workload("ReplicaSet", "games", "ctl-a")]
+                } else {
+                    Vec::new()
+                };
+                let (present, relabelled, discovered) = self.last_targets;
+                self.set_targets(present, relabelled, discovered);
             }
             Event::ReplicaSetReplicas { rs, replicas } => {
                 self.facts
@@ -993,6 +1027,7 @@ fn deployment_event() -> impl Strategy<Value = Event> {
         1 => prop::bool::weighted(0.9).prop_map(Event::PodsKnown),
         1 => prop::bool::weighted(0.8).prop_map(Event::OptIn),
         2 => prop::bool::weighted(0.7).prop_map(Event::ReplicaSetsKnown),
+        1 => prop::bool::weighted(0.8).prop_map(Event::OwnerFollowed),
         3 => replica_set_replicas(),
         4 => (
             0..2usize,

@@ -639,6 +639,51 @@ fn opted_in_web_and_other(api: &KubeApi, ex: &TestExporter) {
     api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", ex, true));
 }
 
+/// A Deployment's pods whose ReplicaSet the watch does not hold yet are attributed to the
+/// ReplicaSet, and a plain floor over them (the highest index, 1) would be below the
+/// Deployment's count of holding pods (2): the floor stays incomplete until the ReplicaSet is
+/// known and the pods are followed to their Deployment. (Loopback API server serving
+/// schema-valid objects; no kube-apiserver can run here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_replica_set_not_yet_known_hold_the_floor_incomplete() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    let (web, web_rs) = opted_in_deployment("web", true, "web-9x9x");
+    api.apply(&web);
+    for (name, index) in [("web-9x9x-a", 1), ("web-9x9x-b", 1), ("web-9x9x-c", 0)] {
+        ex.page(&format!("/pods/{name}"), index_of("web", name, index));
+        api.apply(&ready_pod(name, "web", "web-9x9x", &ex, true));
+    }
+    let kubeconfig = api.kubeconfig();
+    let adapter = AdapterProcess::start_with(
+        &config("[games]"),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--write-deletion-cost",
+            "--deletion-cost-qps",
+            "50",
+        ],
+    )
+    .await;
+    let web_sel = "hpa_target_name=web";
+    let why = incomplete_floor(&adapter, web_sel).await;
+    assert!(
+        why.contains("ReplicaSet games/web-9x9x") && why.contains("not yet followed"),
+        "{why}"
+    );
+    api.apply(&web_rs);
+    adapter
+        .eventually(
+            NS,
+            "hpa_stateful_floor",
+            web_sel,
+            "the count of holding pods once the ReplicaSet is known",
+            value_is("2"),
+        )
+        .await;
+}
+
 /// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
 /// server applies JSON merge patches to its pod objects and watchers see them): only the
 /// opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;

@@ -105,6 +105,9 @@ pub struct ClusterFacts {
     /// `spec.replicas` of each ReplicaSet a Deployment controls, by Deployment and name; a
     /// Deployment not here has none.
     pub replica_sets: BTreeMap<Workload, BTreeMap<String, u64>>,
+    /// ReplicaSets whose pods the facts have not followed to their controller: they may be
+    /// an opted-in Deployment's.
+    pub unresolved: Vec<Workload>,
 }
 
 /// A pod's Ready condition, its `pod-deletion-cost` annotation and its ReplicaSet.
@@ -613,6 +616,9 @@ impl Oracle {
     /// incomplete.
     fn floor(&self, ev: &Ev) -> Rule {
         if let Some(c) = &self.cluster {
+            if ev.workloads.iter().any(|w| c.unresolved.contains(w)) {
+                return Rule::Refused(Kind::IncompleteFloor, None);
+            }
             let opted = ev.workloads.iter().any(|w| c.opted_in.contains(w));
             match ev.workloads.as_slice() {
                 [w] if opted => return self.deployment_floor(c, ev, w),
@@ -641,7 +647,7 @@ impl Oracle {
     /// An opted-in Deployment: how many of its pods hold state, complete only while every
     /// pod's index is fresh and valid and its cost annotation says the same (absent is 0),
     /// every holding pod is Ready, one ReplicaSet holds them all, the ReplicaSets are known and
-    /// at most one has replicas (pods or not), no series in scope comes from elsewhere and no
+    /// at most one has replicas (pods or not), that one is the pods' own, no series in scope comes from elsewhere and no
     /// target in scope is unscraped.
     fn deployment_floor(&self, c: &ClusterFacts, ev: &Ev, w: &Workload) -> Rule {
         let Some(pods) = c.pods(&self.pod_list(), &w.1) else {
@@ -694,11 +700,17 @@ impl Oracle {
                 replica_sets.push(state.replica_set);
             }
         }
-        let with_replicas = c
-            .replica_sets
-            .get(w)
-            .map_or(0, |sets| sets.values().filter(|r| **r > 0).count());
-        incomplete |= !c.replica_sets_known || with_replicas > 1;
+        let with_replicas: Vec<&String> = c.replica_sets.get(w).map_or(Vec::new(), |sets| {
+            sets.iter()
+                .filter(|(_, r)| **r > 0)
+                .map(|(name, _)| name)
+                .collect()
+        });
+        incomplete |= !c.replica_sets_known || with_replicas.len() > 1;
+        // The one ReplicaSet with replicas must be the pods' own.
+        if let ([only], [Some(of_pods)]) = (&with_replicas[..], &replica_sets[..]) {
+            incomplete |= *only != of_pods;
+        }
         if incomplete || replica_sets.len() > 1 {
             Rule::Refused(Kind::IncompleteFloor, Some(holding))
         } else if members.is_empty() {

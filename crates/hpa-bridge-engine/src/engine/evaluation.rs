@@ -295,6 +295,9 @@ impl Adapter {
                 let state = self.workload_state();
                 if let Some(state) = &state {
                     let ws = &*evidence.workloads;
+                    if let Some(rs) = ws.iter().find(|w| state.owner_unresolved(w)) {
+                        return policy::unresolved_owner_floor(&q, rs);
+                    }
                     let opted = ws.iter().find(|w| state.deletion_cost_opt_in(w));
                     if let (Some(w), true) = (opted, ws.len() > 1) {
                         // The count of holding pods covers one Deployment's pods; the highest

@@ -131,6 +131,15 @@ pub trait Cluster: Send + Sync {
         false
     }
 
+    /// Whether `workload` names a ReplicaSet whose pods the facts could not follow to their
+    /// controller: the ReplicaSet is not (yet) in the watch cache, or it is controlled by a
+    /// Deployment though its pods were attributed to the ReplicaSet before that was known.
+    /// Such pods may be an opted-in Deployment's, whose floor counts holding pods rather than
+    /// taking the highest index, so no floor over them is complete.
+    fn owner_unresolved(&self, _workload: &WorkloadRef) -> bool {
+        false
+    }
+
     /// The ReplicaSets whose controller is `deployment`, by name; `None` while not known. The
     /// default is `None`, not an empty list: an implementation that cannot tell must leave an
     /// opted-in Deployment's floor incomplete, never complete it by saying "no rollout".

@@ -22,8 +22,8 @@ const RULE: &str = "count of pods holding state, ranked last by deletion cost";
 /// A ReplicaSet removes pods in rank order (docs/hpa-behaviour.md §9): not Ready before Ready,
 /// then lower `pod-deletion-cost` first. Scaling to the number of holding pods removes only
 /// idle ones while every pod's cost is its index (idle 0, holding ≥ 1) as the watch shows it,
-/// every holding pod is Ready, one ReplicaSet holds every pod, and one ReplicaSet of the
-/// Deployment has `spec.replicas` above 0: a rollout splits a scale-down across the
+/// every holding pod is Ready, one ReplicaSet holds every pod, and that ReplicaSet is the one
+/// of the Deployment with `spec.replicas` above 0: a rollout splits a scale-down across the
 /// ReplicaSets that have replicas by their size, not by cost (docs/hpa-behaviour.md §9.3),
 /// and a new ReplicaSet has replicas before any of its pods exist. Anything else, or a pod
 /// whose index is not fresh, makes the floor incomplete: the count of holding pods known is
@@ -155,17 +155,27 @@ pub fn deployment_floor(
     match replica_sets {
         None => problems.push(format!("the ReplicaSets of {name} are not known now")),
         Some(sets) => {
-            let writers: Vec<String> = sets
-                .iter()
-                .filter(|r| r.replicas > 0)
-                .map(|r| format!("{} has {}", r.name, r.replicas))
-                .collect();
+            let writers: Vec<&ReplicaSetFacts> = sets.iter().filter(|r| r.replicas > 0).collect();
             if writers.len() > 1 {
+                let shown: Vec<String> = writers
+                    .iter()
+                    .map(|r| format!("{} has {}", r.name, r.replicas))
+                    .collect();
                 problems.push(format!(
                     "{} ReplicaSets of {name} have replicas ({}), so a scale-down is split between them by size, not by cost, whether or not their pods exist yet",
                     writers.len(),
-                    writers.join(", ")
+                    shown.join(", ")
                 ));
+            }
+            // The pods' ReplicaSet has none while another has them (a Recreate rollout, or
+            // one at maxUnavailable 100 %): its pods all go, whatever their cost.
+            if let ([only], [Some(of_pods)]) = (&writers[..], &replica_sets_of_pods[..]) {
+                if only.name != *of_pods {
+                    problems.push(format!(
+                        "the pods of {name} are in ReplicaSet {of_pods}, but {} is the one with replicas ({}), so they are removed whatever their cost",
+                        only.name, only.replicas
+                    ));
+                }
             }
         }
     }
@@ -250,6 +260,23 @@ pub fn mixed_workloads_floor(
             names.join(", "),
             deployment.namespace,
             deployment.name
+        ),
+    )
+}
+
+/// A floor over pods whose ReplicaSet the cluster facts could not follow to its controller
+/// (`Cluster::owner_unresolved`): incomplete, since if that controller is an opted-in
+/// Deployment the floor is the count of its holding pods, which the highest index can be below.
+pub fn unresolved_owner_floor(q: &QueryContext<'_>, replica_set: &WorkloadRef) -> Answer {
+    Answer::refused(
+        q.metric,
+        MetricKind::StatefulFloor,
+        RefusalKind::IncompleteFloor,
+        None,
+        RULE,
+        format!(
+            "the floor for {} is incomplete: pods of ReplicaSet {}/{} are not yet followed to their Deployment (the ReplicaSet is not in the watch cache, or their targets predate it), so whether that Deployment counts pods by deletion cost is unknown",
+            q.scope, replica_set.namespace, replica_set.name
         ),
     )
 }
@@ -558,6 +585,17 @@ mod tests {
         let (pods, o) = six();
         let sets = [rs("web-0ld0", 0), rs("web-5d4f", 6)];
         assert_eq!(floor_with(&pods, o, Some(&sets)).value(), Some(3));
+        // A Recreate rollout: the pods' ReplicaSet is at 0 and the new one has every replica
+        // before its pods exist, so all of these pods go, whatever their cost.
+        let (pods, o) = six();
+        let sets = [rs("web-5d4f", 0), rs("web-77aa", 6)];
+        let a = floor_with(&pods, o, Some(&sets));
+        refused_at_three(&a);
+        assert!(
+            a.reason.contains("the pods of Deployment default/web are in ReplicaSet web-5d4f, but web-77aa is the one with replicas (6)"),
+            "{}",
+            a.reason
+        );
         let (pods, o) = six();
         let a = floor_with(&pods, o, None);
         refused_at_three(&a);

@@ -27,7 +27,9 @@ pub(crate) mod fixtures;
 use crate::evidence::Evidence;
 
 pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawValue, RefusalKind};
-pub use deployment_floor::{cost_confirms, deployment_floor, mixed_workloads_floor, pod_indices};
+pub use deployment_floor::{
+    cost_confirms, deployment_floor, mixed_workloads_floor, pod_indices, unresolved_owner_floor,
+};
 pub use floor::stateful_floor;
 pub use input_notes::{notes_in, InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
 pub use observation::{QueryContext, ScopeText};

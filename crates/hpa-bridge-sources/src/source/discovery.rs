@@ -714,6 +714,23 @@ impl Cluster for Discovery {
                 .is_some_and(|d| opted_in(&d))
     }
 
+    /// A pod is attributed to its ReplicaSet when the mirror does not hold that ReplicaSet
+    /// (`owner_workload`); until the mirror holds it with no Deployment over it, the pod may be
+    /// a Deployment's.
+    fn owner_unresolved(&self, w: &WorkloadRef) -> bool {
+        if w.kind != WorkloadKind::ReplicaSet {
+            return false;
+        }
+        if !self.mirrors_synced(&w.namespace) {
+            return true;
+        }
+        match self.replicasets.get(&w.namespace, &w.name) {
+            None => true,
+            Some(rs) => controller_of(rs.owner_references())
+                .is_some_and(|o| o.kind == WorkloadKind::Deployment.as_str()),
+        }
+    }
+
     /// From the ReplicaSet mirror, under the same conditions as `pods`: unknown before the
     /// first sync and for a namespace that is not watched.
     fn replica_sets(&self, deployment: &WorkloadRef) -> Option<Vec<ReplicaSetFacts>> {
