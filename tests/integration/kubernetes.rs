@@ -639,6 +639,25 @@ fn opted_in_web_and_other(api: &KubeApi, ex: &TestExporter) {
     api.apply(&ready_pod("other-5f5f-a", "other", "other-5f5f", ex, true));
 }
 
+/// An adapter watching `games` through `kubeconfig` that writes deletion costs, with `more`
+/// flags.
+async fn start_writing_costs_with(kubeconfig: &std::path::Path, more: &[&str]) -> AdapterProcess {
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--write-deletion-cost",
+        "--deletion-cost-qps",
+        "50",
+    ];
+    args.extend_from_slice(more);
+    AdapterProcess::start_with(&config("[games]"), &args).await
+}
+
+/// The same, alone (no lease).
+async fn start_writing_costs(api: &KubeApi) -> AdapterProcess {
+    start_writing_costs_with(&api.kubeconfig(), &[]).await
+}
+
 /// A Deployment's pods whose ReplicaSet the watch does not hold yet are attributed to the
 /// ReplicaSet, and a plain floor over them (the highest index, 1) would be below the
 /// Deployment's count of holding pods (2): the floor stays incomplete until the ReplicaSet is
@@ -654,18 +673,7 @@ async fn pods_of_a_replica_set_not_yet_known_hold_the_floor_incomplete() {
         ex.page(&format!("/pods/{name}"), index_of("web", name, index));
         api.apply(&ready_pod(name, "web", "web-9x9x", &ex, true));
     }
-    let kubeconfig = api.kubeconfig();
-    let adapter = AdapterProcess::start_with(
-        &config("[games]"),
-        &[
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--write-deletion-cost",
-            "--deletion-cost-qps",
-            "50",
-        ],
-    )
-    .await;
+    let adapter = start_writing_costs(&api).await;
     let web_sel = "hpa_target_name=web";
     let why = incomplete_floor(&adapter, web_sel).await;
     assert!(
@@ -694,18 +702,7 @@ async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_po
     let ex = TestExporter::start().await;
     let api = KubeApi::start().await;
     opted_in_web_and_other(&api, &ex);
-    let kubeconfig = api.kubeconfig();
-    let adapter = AdapterProcess::start_with(
-        &config("[games]"),
-        &[
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--write-deletion-cost",
-            "--deletion-cost-qps",
-            "50",
-        ],
-    )
-    .await;
+    let adapter = start_writing_costs(&api).await;
     let web_sel = "hpa_target_name=web";
     adapter
         .eventually(
@@ -864,17 +861,12 @@ const RENEW_DEADLINE: Duration = Duration::from_millis(1500);
 /// A deletion-cost writer replica with short lease timings, whose API requests the server
 /// records as `caller`'s.
 async fn start_writer(api: &KubeApi, caller: &str) -> AdapterProcess {
-    let kubeconfig = api.kubeconfig_as(caller);
-    AdapterProcess::start_with(
-        &config("[games]"),
+    let lease = format!("{LEASE_NS}/{LEASE}");
+    start_writing_costs_with(
+        &api.kubeconfig_as(caller),
         &[
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--write-deletion-cost",
-            "--deletion-cost-qps",
-            "50",
             "--deletion-cost-lease",
-            &format!("{LEASE_NS}/{LEASE}"),
+            &lease,
             "--deletion-cost-lease-duration",
             "2s",
             "--deletion-cost-renew-deadline",

@@ -562,7 +562,10 @@ mod tests {
     /// deletes four pods with three idle. An old ReplicaSet scaled to 0 takes no share.
     #[test]
     fn a_second_replica_set_with_replicas_makes_it_incomplete_even_without_pods() {
-        let refused_at_three = |a: &Answer| {
+        // Refused at the three holding pods, for `why`.
+        let refused_at_three = |sets: Option<&[ReplicaSetFacts]>, why: &str| {
+            let (pods, o) = six();
+            let a = floor_with(&pods, o, sets);
             assert_eq!(
                 a.outcome,
                 Outcome::Refused {
@@ -572,38 +575,24 @@ mod tests {
                 "{}",
                 a.reason
             );
+            assert!(a.reason.contains(why), "{}", a.reason);
         };
-        let (pods, o) = six();
-        let sets = [rs("web-5d4f", 6), rs("web-77aa", 2)];
-        let a = floor_with(&pods, o, Some(&sets));
-        refused_at_three(&a);
-        assert!(
-            a.reason.contains("2 ReplicaSets of Deployment default/web have replicas (web-5d4f has 6, web-77aa has 2)"),
-            "{}",
-            a.reason
+        refused_at_three(
+            Some(&[rs("web-5d4f", 6), rs("web-77aa", 2)]),
+            "2 ReplicaSets of Deployment default/web have replicas (web-5d4f has 6, web-77aa has 2)",
         );
         let (pods, o) = six();
         let sets = [rs("web-0ld0", 0), rs("web-5d4f", 6)];
         assert_eq!(floor_with(&pods, o, Some(&sets)).value(), Some(3));
         // A Recreate rollout: the pods' ReplicaSet is at 0 and the new one has every replica
         // before its pods exist, so all of these pods go, whatever their cost.
-        let (pods, o) = six();
-        let sets = [rs("web-5d4f", 0), rs("web-77aa", 6)];
-        let a = floor_with(&pods, o, Some(&sets));
-        refused_at_three(&a);
-        assert!(
-            a.reason.contains("the pods of Deployment default/web are in ReplicaSet web-5d4f, but web-77aa is the one with replicas (6)"),
-            "{}",
-            a.reason
+        refused_at_three(
+            Some(&[rs("web-5d4f", 0), rs("web-77aa", 6)]),
+            "the pods of Deployment default/web are in ReplicaSet web-5d4f, but web-77aa is the one with replicas (6)",
         );
-        let (pods, o) = six();
-        let a = floor_with(&pods, o, None);
-        refused_at_three(&a);
-        assert!(
-            a.reason
-                .contains("the ReplicaSets of Deployment default/web are not known now"),
-            "{}",
-            a.reason
+        refused_at_three(
+            None,
+            "the ReplicaSets of Deployment default/web are not known now",
         );
     }
 
