@@ -27,7 +27,9 @@ use crate::telemetry::SelfMetrics;
 
 /// How long a written cost may take to show in the watch before it is written again: long
 /// enough for the watch to catch up, short enough that a value another writer changed is put
-/// back soon.
+/// back soon. Each further send of the same value that the watch still does not show waits
+/// twice as long, up to `BACKOFF_MAX`: while the pod watch is down no write shows, and
+/// resending every pod's cost at the full pace would spend the cluster's write budget on them.
 const CONFIRM_WAIT: Duration = Duration::from_secs(5);
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
@@ -49,11 +51,19 @@ pub struct DeletionCostWriter {
     gap: Duration,
 }
 
-/// Per pod: the cost last sent and when, and how its failures back off.
+/// Per pod: the cost last sent, when, and how many times in a row; and how its failures back
+/// off.
 #[derive(Default)]
 struct PodWrites {
-    sent: HashMap<(String, String), (i32, Instant)>,
+    sent: HashMap<(String, String), (i32, Instant, u32)>,
     failing: HashMap<(String, String), (u32, Instant)>,
+}
+
+/// The wait after the `n`th failure, or after the `n`th send of a value yet to show.
+fn doubling(first: Duration, n: u32) -> Duration {
+    first
+        .saturating_mul(1 << n.saturating_sub(1).min(16))
+        .min(BACKOFF_MAX)
 }
 
 impl DeletionCostWriter {
@@ -99,6 +109,7 @@ impl DeletionCostWriter {
             );
             let mut writes = PodWrites::default();
             let mut next_patch = Instant::now();
+            let mut round = 0usize;
             let mut tick = tokio::time::interval(self.interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -107,7 +118,15 @@ impl DeletionCostWriter {
                     continue;
                 }
                 let planned = Instant::now();
-                'plan: for (deployment, patches) in self.plan() {
+                // A round ends after an interval: each starts at the next Deployment, so one
+                // with many pods to write cannot keep the others waiting round after round.
+                let mut plan = self.plan();
+                if !plan.is_empty() {
+                    let first = round % plan.len();
+                    plan.rotate_left(first);
+                }
+                round = round.wrapping_add(1);
+                'plan: for (deployment, patches) in plan {
                     for p in patches {
                         // A plan older than an interval may write an index the store has
                         // since replaced: plan again instead.
@@ -115,7 +134,7 @@ impl DeletionCostWriter {
                             break 'plan;
                         }
                         let key = (deployment.namespace.clone(), p.pod.clone());
-                        if !writes.due(&key, p.cost) {
+                        if !writes.due(&key, p.cost, Instant::now()) {
                             continue;
                         }
                         tokio::time::sleep_until(next_patch).await;
@@ -126,7 +145,7 @@ impl DeletionCostWriter {
                         };
                         next_patch = Instant::now().max(next_patch) + self.gap;
                         let result = self.patch(&deployment, &p).await;
-                        writes.record(key, p.cost, result.is_ok());
+                        writes.record(key, p.cost, result.is_ok(), Instant::now());
                         self.metrics
                             .deletion_cost_patch(result.err().unwrap_or("success"));
                     }
@@ -207,34 +226,81 @@ impl DeletionCostWriter {
 impl PodWrites {
     /// Whether `cost` should be sent to the pod now: not while a failure backs off, and not
     /// again while the same value, just sent, has yet to show in the watch.
-    fn due(&mut self, key: &(String, String), cost: i32) -> bool {
-        let now = Instant::now();
+    fn due(&self, key: &(String, String), cost: i32, now: Instant) -> bool {
         if self.failing.get(key).is_some_and(|(_, until)| now < *until) {
             return false;
         }
         !self
             .sent
             .get(key)
-            .is_some_and(|(c, at)| *c == cost && now < *at + CONFIRM_WAIT)
+            .is_some_and(|(c, at, sends)| *c == cost && now < *at + doubling(CONFIRM_WAIT, *sends))
     }
 
-    fn record(&mut self, key: (String, String), cost: i32, ok: bool) {
-        let now = Instant::now();
+    fn record(&mut self, key: (String, String), cost: i32, ok: bool, now: Instant) {
         if ok {
             self.failing.remove(&key);
-            self.sent.insert(key, (cost, now));
+            let sends = match self.sent.get(&key) {
+                Some((c, _, n)) if *c == cost => n + 1,
+                _ => 1,
+            };
+            self.sent.insert(key, (cost, now, sends));
         } else {
             let failures = self.failing.get(&key).map_or(0, |(n, _)| *n) + 1;
-            let wait = BACKOFF_FIRST
-                .saturating_mul(1 << failures.min(16))
-                .min(BACKOFF_MAX);
+            let wait = doubling(BACKOFF_FIRST, failures + 1);
             self.sent.remove(&key);
             self.failing.insert(key, (failures, now + wait));
         }
         // Pods come and go: forget the ones not written for long.
         if self.sent.len() + self.failing.len() > 100_000 {
-            self.sent.retain(|_, (_, at)| now < *at + CONFIRM_WAIT);
+            self.sent
+                .retain(|_, (_, at, sends)| now < *at + doubling(CONFIRM_WAIT, *sends));
             self.failing.retain(|_, (_, until)| now < *until);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> (String, String) {
+        ("games".into(), "web-0".into())
+    }
+
+    /// A value sent again while the watch does not show it waits twice as long each time, up
+    /// to the cap; a new value goes at once; failures back off from 2 s as before.
+    #[test]
+    fn unconfirmed_sends_and_failures_back_off() {
+        let mut w = PodWrites::default();
+        let mut now = Instant::now();
+        // Seconds until `cost` is due again, in half-second steps.
+        let wait = |w: &PodWrites, now: &mut Instant, cost: i32| {
+            let from = *now;
+            while !w.due(&key(), cost, *now) {
+                *now += Duration::from_millis(500);
+            }
+            (*now - from).as_secs()
+        };
+        assert!(w.due(&key(), 3, now));
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            w.record(key(), 3, true, now);
+            assert!(w.due(&key(), 4, now), "another value is due at once");
+            waits.push(wait(&w, &mut now, 3));
+        }
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        w.record(key(), 4, true, now);
+        assert_eq!(
+            wait(&w, &mut now, 4),
+            5,
+            "a new value starts again at the first wait"
+        );
+
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            w.record(key(), 4, false, now);
+            failures.push(wait(&w, &mut now, 4));
+        }
+        assert_eq!(failures, [2, 4, 8]);
     }
 }
