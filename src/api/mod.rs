@@ -230,7 +230,10 @@ pub enum QueryParamError {
 ///
 /// Where Go reports an error (a bad escape, a `;`), the API server's handlers read
 /// `req.URL.Query()`, which drops the pair and carries on; dropping a `labelSelector` would
-/// widen the answer to the whole namespace, so any such query is refused instead (400).
+/// widen the answer to the whole namespace, so any such query is refused instead (400). That
+/// guards direct callers only: the aggregator forwards `req.URL.Query().Encode()`, in which
+/// such a pair is already gone (docs/hpa-behaviour.md §3.1), and the HPA's own client never
+/// sends one.
 pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, QueryParamError> {
     query_param(query, "labelSelector")
 }

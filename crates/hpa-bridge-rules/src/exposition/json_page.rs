@@ -12,6 +12,8 @@ use serde_json::Value;
 
 use super::{ExposedSample, Limits, Unusable};
 
+mod strict_value;
+
 /// One compiled JSONPath and the text it was written as (for messages).
 #[derive(Clone, Debug, PartialEq)]
 pub struct JsonPath {
@@ -126,8 +128,8 @@ impl JsonExtraction {
         // serde_json refuses documents nested deeper than 128 levels, so a hostile document
         // can neither overflow the stack nor make the paths below walk deep; the body itself
         // is bounded by scrape.maxBodyBytes before it gets here.
-        let doc: Value =
-            serde_json::from_slice(body).map_err(|e| JsonPageError::NotJson(e.to_string()))?;
+        let doc =
+            strict_value::from_slice(body).map_err(|e| JsonPageError::NotJson(e.to_string()))?;
         let mut page = JsonPage::default();
         if let Some(path) = &self.reason {
             page.reason = path.one(&doc)?.map(|v| {

@@ -35,10 +35,13 @@ pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let labels = sorted(&s.labels);
-        let chosen = match candidates.iter().find(|(l, _)| *l == labels) {
-            Some((_, v)) => Some(*v),
-            None if candidates.len() == 1 => Some(candidates[0].1),
-            None => None,
+        let mut same = candidates.iter().filter(|(l, _)| *l == labels);
+        let chosen = match (same.next(), same.next()) {
+            (Some((_, v)), None) => Some(*v),
+            // The page holds that time twice: which one counts is unknown.
+            (Some(_), Some(_)) => None,
+            (None, _) if candidates.len() == 1 => Some(candidates[0].1),
+            (None, _) => None,
         };
         found.push((i, chosen.and_then(unix_seconds_to_ms)));
     }
@@ -106,6 +109,14 @@ mod tests {
         assert_eq!(page[0].timestamp_ms, Some(200_000));
         // Several could apply and none has its labels: which is meant is unknown.
         assert_eq!(page[3].unusable, Some(Unusable::NoProducerTime));
+        // The time exported twice with the same labels: as unknown as none.
+        let mut page = vec![
+            s("rec", &[], 4.0),
+            s("rec_at", &[], 1_764_547_200.0),
+            s("rec_at", &[], 1000.0),
+        ];
+        apply(&mut page, &rules());
+        assert_eq!(page[0].unusable, Some(Unusable::NoProducerTime));
     }
 
     #[test]

@@ -246,6 +246,8 @@ fn a_body_that_is_not_json_fails_the_page() {
         "recommendedWorkers 4\n",
         "{\"recommendedWorkers\": 4",
         "[1,]",
+        // Which of the two is meant is unknown (RFC 8259 §4): 10 to one reader, 1 to another.
+        "{\"recommendedWorkers\": 10, \"recommendedWorkers\": 1}",
     ] {
         let err = read(&seatunnel(), body).unwrap_err();
         assert!(
