@@ -109,7 +109,8 @@ impl DeletionCostWriter {
             );
             let mut writes = PodWrites::default();
             let mut next_patch = Instant::now();
-            let mut round = 0usize;
+            // The Deployment the last round started at.
+            let mut started_at: Option<WorkloadRef> = None;
             let mut tick = tokio::time::interval(self.interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -118,14 +119,16 @@ impl DeletionCostWriter {
                     continue;
                 }
                 let planned = Instant::now();
-                // A round ends after an interval: each starts at the next Deployment, so one
-                // with many pods to write cannot keep the others waiting round after round.
+                // A round ends after an interval: each starts at the Deployment after the one
+                // the last started at (the plan is in name order), so one with many pods to
+                // write cannot keep the others waiting round after round.
                 let mut plan = self.plan();
-                if !plan.is_empty() {
-                    let first = round % plan.len();
-                    plan.rotate_left(first);
-                }
-                round = round.wrapping_add(1);
+                writes.forget_confirmed(&plan);
+                let first = started_at.as_ref().map_or(0, |last| {
+                    plan.iter().position(|(d, _)| d > last).unwrap_or(0)
+                });
+                plan.rotate_left(first);
+                started_at = plan.first().map(|(d, _)| d.clone());
                 'plan: for (deployment, patches) in plan {
                     for p in patches {
                         // A plan older than an interval may write an index the store has
@@ -224,6 +227,22 @@ impl DeletionCostWriter {
 }
 
 impl PodWrites {
+    /// Forget what was sent to the pods `plan` no longer lists: their cost shows in the watch
+    /// (or their index is unknown, or they are gone), so a later send of the same value is a
+    /// first send again, not one more unconfirmed resend.
+    fn forget_confirmed(&mut self, plan: &[(WorkloadRef, Vec<CostPatch>)]) {
+        let planned: std::collections::HashSet<(&str, &str)> = plan
+            .iter()
+            .flat_map(|(d, patches)| {
+                patches
+                    .iter()
+                    .map(|p| (d.namespace.as_str(), p.pod.as_str()))
+            })
+            .collect();
+        self.sent
+            .retain(|(ns, pod), _| planned.contains(&(ns.as_str(), pod.as_str())));
+    }
+
     /// Whether `cost` should be sent to the pod now: not while a failure backs off, and not
     /// again while the same value, just sent, has yet to show in the watch.
     fn due(&self, key: &(String, String), cost: i32, now: Instant) -> bool {
@@ -268,7 +287,7 @@ mod tests {
     }
 
     /// A value sent again while the watch does not show it waits twice as long each time, up
-    /// to the cap; a new value goes at once; failures back off from 2 s as before.
+    /// to the cap; a new value goes at once; failures back off from 2 s, doubling.
     #[test]
     fn unconfirmed_sends_and_failures_back_off() {
         let mut w = PodWrites::default();
@@ -302,5 +321,39 @@ mod tests {
             failures.push(wait(&w, &mut now, 4));
         }
         assert_eq!(failures, [2, 4, 8]);
+    }
+
+    /// A pod the plan no longer lists had its cost confirmed: the same value, needed again
+    /// later (another writer changed it), is sent at once.
+    #[test]
+    fn a_confirmed_cost_starts_its_resends_over() {
+        let mut w = PodWrites::default();
+        let now = Instant::now();
+        for _ in 0..3 {
+            w.record(key(), 3, true, now);
+        }
+        assert!(!w.due(&key(), 3, now + Duration::from_secs(19)));
+        let web = WorkloadRef {
+            kind: crate::cluster::WorkloadKind::Deployment,
+            namespace: "games".into(),
+            name: "web".into(),
+        };
+        let other = CostPatch {
+            pod: "web-1".into(),
+            cost: 1,
+        };
+        w.forget_confirmed(&[(
+            web.clone(),
+            vec![CostPatch {
+                pod: "web-0".into(),
+                cost: 3,
+            }],
+        )]);
+        assert!(
+            !w.due(&key(), 3, now + Duration::from_secs(19)),
+            "still planned: kept"
+        );
+        w.forget_confirmed(&[(web, vec![other])]);
+        assert!(w.due(&key(), 3, now));
     }
 }

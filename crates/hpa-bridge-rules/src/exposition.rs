@@ -65,9 +65,8 @@ pub struct Limits {
     /// Bytes of one decoded label value (Prometheus's `label_value_length_limit`).
     pub max_label_value_bytes: usize,
     /// Samples of wanted families on one page (Prometheus's `sample_limit`): each becomes a
-    /// tracked series with its own memory and index entries, and the rest of a page's limits
-    /// bound only its lines, so without this a page of short lines could add hundreds of
-    /// thousands of series at every scrape.
+    /// tracked series with its own memory and index entries, which the other limits do not
+    /// bound, since they bound a page's lines, not how many there are.
     pub max_series: usize,
 }
 
@@ -369,9 +368,19 @@ pub fn parse_with(
 /// one, but Prometheus's scrape parser appends it and accepts the page, and so does [`parse`];
 /// a scraper that cannot otherwise tell a whole body from a cut one asks this.
 pub fn ends_mid_line(body: &[u8]) -> bool {
-    let last = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let tail = &body[last..];
-    skip_ws(tail, 0) < tail.len() && !is_eof_marker(&tail[skip_ws(tail, 0)..])
+    let mut last: &[u8] = &[];
+    // Read as `parse` reads: a `\r` before the line feed is not part of the line, and nothing
+    // after `# EOF` counts.
+    for line in body.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let start = skip_ws(line, 0);
+        if is_eof_marker(&line[start..]) {
+            return false;
+        }
+        last = &line[start..];
+    }
+    // The split's last piece is what follows the last line feed: empty for a whole page.
+    !last.is_empty()
 }
 
 /// Parses every sample on the page: the generic-parser baseline, and handy in tests.

@@ -646,9 +646,9 @@ impl Oracle {
 
     /// An opted-in Deployment: how many of its pods hold state, complete only while every
     /// pod's index is fresh and valid and its cost annotation says the same (absent is 0),
-    /// every holding pod is Ready, one ReplicaSet holds them all, the ReplicaSets are known and
-    /// at most one has replicas (pods or not), that one is the pods' own, no series in scope comes from elsewhere and no
-    /// target in scope is unscraped.
+    /// every holding pod is Ready, one ReplicaSet holds them all, the ReplicaSets are known,
+    /// exactly one has replicas (pods or not) and it is the pods' own, no series in scope
+    /// comes from elsewhere and no target in scope is unscraped.
     fn deployment_floor(&self, c: &ClusterFacts, ev: &Ev, w: &Workload) -> Rule {
         let Some(pods) = c.pods(&self.pod_list(), &w.1) else {
             return Rule::Refused(Kind::IncompleteFloor, None);
@@ -708,8 +708,8 @@ impl Oracle {
         });
         incomplete |= !c.replica_sets_known || with_replicas.len() > 1;
         // The one ReplicaSet with replicas must be the pods' own.
-        if let ([only], [Some(of_pods)]) = (&with_replicas[..], &replica_sets[..]) {
-            incomplete |= *only != of_pods;
+        if let [Some(of_pods)] = &replica_sets[..] {
+            incomplete |= with_replicas.first().is_none_or(|only| *only != of_pods);
         }
         if incomplete || replica_sets.len() > 1 {
             Rule::Refused(Kind::IncompleteFloor, Some(holding))

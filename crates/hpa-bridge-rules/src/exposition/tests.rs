@@ -306,8 +306,12 @@ fn openmetrics_needs_its_eof_and_a_cut_line_is_recognised() {
         &b""[..],
         b"a 3\n",
         b"a 3\n\t\t",
+        b"a 3\r\n",
+        b"a 3\n\r",
         b"a 1\n# EOF",
         b"a 1\n# EOF  ",
+        b"a 1\n# EOF\r",
+        b"a 1\n# EOF\nb 2",
         b"\n\n",
     ] {
         assert!(

@@ -167,14 +167,19 @@ pub fn deployment_floor(
                     shown.join(", ")
                 ));
             }
-            // The pods' ReplicaSet has none while another has them (a Recreate rollout, or
-            // one at maxUnavailable 100 %): its pods all go, whatever their cost.
-            if let ([only], [Some(of_pods)]) = (&writers[..], &replica_sets_of_pods[..]) {
-                if only.name != *of_pods {
-                    problems.push(format!(
+            // When the pods' ReplicaSet has no replicas, its pods all go whatever their cost:
+            // a Recreate rollout scales it to 0 before the new one gets any, and at
+            // maxUnavailable 100% the new one may have them all at once.
+            if let [Some(of_pods)] = &replica_sets_of_pods[..] {
+                match &writers[..] {
+                    [] => problems.push(format!(
+                        "no ReplicaSet of {name} has replicas, so its pods in {of_pods} are removed whatever their cost"
+                    )),
+                    [only] if only.name != *of_pods => problems.push(format!(
                         "the pods of {name} are in ReplicaSet {of_pods}, but {} is the one with replicas ({}), so they are removed whatever their cost",
                         only.name, only.replicas
-                    ));
+                    )),
+                    _ => {}
                 }
             }
         }
@@ -584,8 +589,12 @@ mod tests {
         let (pods, o) = six();
         let sets = [rs("web-0ld0", 0), rs("web-5d4f", 6)];
         assert_eq!(floor_with(&pods, o, Some(&sets)).value(), Some(3));
-        // A Recreate rollout: the pods' ReplicaSet is at 0 and the new one has every replica
-        // before its pods exist, so all of these pods go, whatever their cost.
+        // The pods' ReplicaSet at 0, with the replicas elsewhere or nowhere: all of these
+        // pods go, whatever their cost.
+        refused_at_three(
+            Some(&[rs("web-5d4f", 0), rs("web-77aa", 0)]),
+            "no ReplicaSet of Deployment default/web has replicas, so its pods in web-5d4f are removed whatever their cost",
+        );
         refused_at_three(
             Some(&[rs("web-5d4f", 0), rs("web-77aa", 6)]),
             "the pods of Deployment default/web are in ReplicaSet web-5d4f, but web-77aa is the one with replicas (6)",

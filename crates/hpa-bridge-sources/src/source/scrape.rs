@@ -331,15 +331,21 @@ impl Scraper {
         if status != http::StatusCode::OK {
             return Err(ScrapeError::Status(status.as_u16()));
         }
-        // HTTP/1 with neither a length nor chunking: the body ends where the connection does,
-        // so an exporter that dies mid-write leaves a body that looks whole.
-        let close_delimited = response.version() < http::Version::HTTP_2
-            && !response
-                .headers()
-                .contains_key(http::header::CONTENT_LENGTH)
-            && !response
-                .headers()
-                .contains_key(http::header::TRANSFER_ENCODING);
+        // HTTP/1 whose body is neither chunked nor of a stated length (a transfer coding
+        // overrides a length, RFC 9112 §6.3): it ends where the connection does, so an
+        // exporter that dies mid-write leaves a body that looks whole.
+        let headers = response.headers();
+        let chunked = headers
+            .get_all(http::header::TRANSFER_ENCODING)
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|codings| codings.rsplit(',').next())
+            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        let framed = chunked
+            || (!headers.contains_key(http::header::TRANSFER_ENCODING)
+                && headers.contains_key(http::header::CONTENT_LENGTH));
+        let close_delimited = response.version() < http::Version::HTTP_2 && !framed;
         let format = exposition::Format::from_content_type(
             response
                 .headers()
@@ -621,15 +627,19 @@ pub(crate) mod tests {
         addr
     }
 
-    /// A page is taken only when it is known whole: status 200 exactly (Prometheus's rule), and
-    /// a body that ended with the connection must not end inside a line. A framed body may
-    /// (Prometheus accepts it), and a page over `maxSeriesPerPage` fails as a limit.
+    /// A page is taken only with status 200 exactly (Prometheus's rule), and a body that ended
+    /// with the connection must not end inside a line (a cut at a line boundary cannot be
+    /// told). A framed body may (Prometheus accepts it), and a page over `maxSeriesPerPage`
+    /// fails as a limit.
     #[tokio::test]
     async fn only_a_whole_page_is_taken() {
         let addr = serve_raw(HashMap::from([
             ("/cut", &b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nidx 3\nidx{a=\"b\"} 1"[..]),
             ("/whole", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nidx 3\n"),
             ("/http10", b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nidx 1"),
+            // A coding other than chunked last: read to the close, whatever the length says.
+            ("/identity", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: identity\r\nContent-Length: 5\r\nConnection: close\r\n\r\nidx 7"),
+            ("/eof", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nidx 8\n# EOF\r"),
             ("/framed", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nidx 4"),
             ("/chunked", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nidx 5\r\n0\r\n\r\n"),
             ("/no-content", b"HTTP/1.1 204 No Content\r\n\r\n"),
@@ -655,7 +665,8 @@ pub(crate) mod tests {
         assert_eq!(outcome("/whole").await, Ok(vec![3.0]));
         assert_eq!(outcome("/framed").await, Ok(vec![4.0]));
         assert_eq!(outcome("/chunked").await, Ok(vec![5.0]));
-        for cut in ["/cut", "/http10"] {
+        assert_eq!(outcome("/eof").await, Ok(vec![8.0]));
+        for cut in ["/cut", "/http10", "/identity"] {
             let (reason, text) = outcome(cut).await.unwrap_err();
             assert_eq!(reason, "body", "{cut}: {text}");
             assert!(text.contains("cut short"), "{cut}: {text}");

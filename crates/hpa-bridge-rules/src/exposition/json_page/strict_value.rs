@@ -7,6 +7,7 @@
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// `body` as a `Value`; an error names the first key an object repeats.
@@ -79,13 +80,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(A::Error::custom(format!(
-                    "the key {key:?} appears twice in one object, so its value is ambiguous"
-                )));
+            match object.entry(key) {
+                Entry::Vacant(slot) => {
+                    let Strict(v) = map.next_value()?;
+                    slot.insert(v);
+                }
+                Entry::Occupied(seen) => {
+                    return Err(A::Error::custom(format!(
+                        "the key {:?} appears twice in one object, so its value is ambiguous",
+                        seen.key()
+                    )));
+                }
             }
-            let Strict(v) = map.next_value()?;
-            object.insert(key, v);
         }
         Ok(Value::Object(object))
     }
