@@ -59,6 +59,13 @@ struct PodWrites {
     failing: HashMap<(String, String), (u32, Instant)>,
 }
 
+/// Where a round over `plan` (in `WorkloadRef` order: namespace, then name) starts: at the
+/// first Deployment after `last`, the one the previous round started at, wrapping to the first.
+fn rotation_start(plan: &[(WorkloadRef, Vec<CostPatch>)], last: Option<&WorkloadRef>) -> usize {
+    last.and_then(|last| plan.iter().position(|(d, _)| d > last))
+        .unwrap_or(0)
+}
+
 /// The wait after the `n`th failure, or after the `n`th send of a value yet to show.
 fn doubling(first: Duration, n: u32) -> Duration {
     first
@@ -120,13 +127,11 @@ impl DeletionCostWriter {
                 }
                 let planned = Instant::now();
                 // A round ends after an interval: each starts at the Deployment after the one
-                // the last started at (the plan is in name order), so one with many pods to
-                // write cannot keep the others waiting round after round.
+                // the last started at, so one with many pods to write cannot keep the others
+                // waiting round after round.
                 let mut plan = self.plan();
-                writes.forget_confirmed(&plan);
-                let first = started_at.as_ref().map_or(0, |last| {
-                    plan.iter().position(|(d, _)| d > last).unwrap_or(0)
-                });
+                writes.forget_unplanned(&plan);
+                let first = rotation_start(&plan, started_at.as_ref());
                 plan.rotate_left(first);
                 started_at = plan.first().map(|(d, _)| d.clone());
                 'plan: for (deployment, patches) in plan {
@@ -227,10 +232,12 @@ impl DeletionCostWriter {
 }
 
 impl PodWrites {
-    /// Forget what was sent to the pods `plan` no longer lists: their cost shows in the watch
-    /// (or their index is unknown, or they are gone), so a later send of the same value is a
-    /// first send again, not one more unconfirmed resend.
-    fn forget_confirmed(&mut self, plan: &[(WorkloadRef, Vec<CostPatch>)]) {
+    /// Forget what was sent to the pods `plan` no longer lists: their cost shows in the watch,
+    /// their index is unknown, or they are gone. A later send of the same value is then a first
+    /// send again, not one more unconfirmed resend; an index that flickers between unknown and
+    /// known while the pod watch is down therefore resends at the first wait each time it
+    /// returns, paced by --deletion-cost-qps like every patch.
+    fn forget_unplanned(&mut self, plan: &[(WorkloadRef, Vec<CostPatch>)]) {
         let planned: std::collections::HashSet<(&str, &str)> = plan
             .iter()
             .flat_map(|(d, patches)| {
@@ -326,7 +333,7 @@ mod tests {
     /// A pod the plan no longer lists had its cost confirmed: the same value, needed again
     /// later (another writer changed it), is sent at once.
     #[test]
-    fn a_confirmed_cost_starts_its_resends_over() {
+    fn a_pod_the_plan_no_longer_lists_starts_its_resends_over() {
         let mut w = PodWrites::default();
         let now = Instant::now();
         for _ in 0..3 {
@@ -342,7 +349,7 @@ mod tests {
             pod: "web-1".into(),
             cost: 1,
         };
-        w.forget_confirmed(&[(
+        w.forget_unplanned(&[(
             web.clone(),
             vec![CostPatch {
                 pod: "web-0".into(),
@@ -353,7 +360,30 @@ mod tests {
             !w.due(&key(), 3, now + Duration::from_secs(19)),
             "still planned: kept"
         );
-        w.forget_confirmed(&[(web, vec![other])]);
+        w.forget_unplanned(&[(web, vec![other])]);
         assert!(w.due(&key(), 3, now));
+    }
+
+    /// Each round starts after the Deployment the last one started at, whatever came or went.
+    #[test]
+    fn rounds_rotate_over_the_deployments() {
+        let d = |ns: &str, name: &str| {
+            (
+                WorkloadRef {
+                    kind: crate::cluster::WorkloadKind::Deployment,
+                    namespace: ns.into(),
+                    name: name.into(),
+                },
+                Vec::new(),
+            )
+        };
+        let plan = [d("a", "x"), d("b", "a"), d("b", "c")];
+        assert_eq!(rotation_start(&plan, None), 0);
+        assert_eq!(rotation_start(&[], Some(&plan[0].0)), 0);
+        assert_eq!(rotation_start(&plan, Some(&plan[0].0)), 1);
+        assert_eq!(rotation_start(&plan, Some(&plan[2].0)), 0, "wraps");
+        // The last start has gone: the one after where it stood.
+        assert_eq!(rotation_start(&plan, Some(&d("b", "b").0)), 2);
+        assert_eq!(rotation_start(&plan, Some(&d("c", "a").0)), 0);
     }
 }

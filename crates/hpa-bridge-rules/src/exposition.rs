@@ -364,23 +364,29 @@ pub fn parse_with(
     Ok(out)
 }
 
-/// Whether the page's last non-blank line has no line feed after it. The text format requires
-/// one, but Prometheus's scrape parser appends it and accepts the page, and so does [`parse`];
-/// a scraper that cannot otherwise tell a whole body from a cut one asks this.
+/// Whether the page's last non-blank line has no line feed after it, read as [`parse`] reads
+/// lines: a `\r` before the line feed is not part of the line, and nothing after an `# EOF`
+/// line counts. The text format requires the line feed, but Prometheus's scrape parser appends
+/// it and accepts the page, and so does [`parse`]; a scraper that cannot otherwise tell a whole
+/// body from a cut one asks this.
 pub fn ends_mid_line(body: &[u8]) -> bool {
-    let mut last: &[u8] = &[];
-    // Read as `parse` reads: a `\r` before the line feed is not part of the line, and nothing
-    // after `# EOF` counts.
-    for line in body.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let start = skip_ws(line, 0);
-        if is_eof_marker(&line[start..]) {
-            return false;
-        }
-        last = &line[start..];
+    let tail = match memchr::memrchr(b'\n', body) {
+        Some(i) => &body[i + 1..],
+        None => body,
+    };
+    let tail = tail.strip_suffix(b"\r").unwrap_or(tail);
+    if skip_ws(tail, 0) == tail.len() {
+        return false;
     }
-    // The split's last piece is what follows the last line feed: empty for a whole page.
-    !last.is_empty()
+    // Rare (a cut, or an exporter that omits the last line feed): look for an `# EOF` line
+    // before it, after which nothing counts.
+    !memchr::memmem::find_iter(body, b"# EOF").any(|at| {
+        let line_start = memchr::memrchr(b'\n', &body[..at]).map_or(0, |i| i + 1);
+        let line_end = memchr(b'\n', &body[at..]).map_or(body.len(), |i| at + i);
+        let line = &body[line_start..line_end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        is_eof_marker(&line[skip_ws(line, 0)..])
+    })
 }
 
 /// Parses every sample on the page: the generic-parser baseline, and handy in tests.

@@ -299,6 +299,8 @@ fn openmetrics_needs_its_eof_and_a_cut_line_is_recognised() {
         b"a 3\n# HELP a x",
         b"x",
         b"a 1\n  b 2\t",
+        b"a 1 # EOF\nb 2",
+        b"# EOFX\nb 2",
     ] {
         assert!(ends_mid_line(cut), "{:?}", String::from_utf8_lossy(cut));
     }
@@ -312,6 +314,9 @@ fn openmetrics_needs_its_eof_and_a_cut_line_is_recognised() {
         b"a 1\n# EOF  ",
         b"a 1\n# EOF\r",
         b"a 1\n# EOF\nb 2",
+        b"a 1\n  # EOF \t\r\nb 2\n# EOF\nc",
+        b"\r",
+        b" \t ",
         b"\n\n",
     ] {
         assert!(

@@ -229,7 +229,7 @@ pub fn deployment_floor(
             newest,
             RULE,
             format!(
-                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod, at most one has replicas",
+                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod and is the only one with replicas",
                 members.len(),
                 q.series_names()
             ),

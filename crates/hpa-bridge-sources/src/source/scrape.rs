@@ -258,7 +258,7 @@ impl Scraper {
                 return Err(ScrapeError::JsonConfig(why.to_string()))
             }
         };
-        let (body, format) = self.fetch(target).await?;
+        let (body, format, close_delimited) = self.fetch(target).await?;
         let wanted = self.settings.wanted.clone();
         let limits = self.settings.limits;
         let timestamp_series = self.settings.timestamp_series.clone();
@@ -267,6 +267,15 @@ impl Scraper {
             let wanted = |name: &str| wanted.contains(name);
             let mut page = match &json {
                 None => {
+                    // A text format page may end without its final line feed (Prometheus
+                    // accepts it), but not one whose end is only the connection's: `12` cut to
+                    // `1` would read as whole.
+                    if close_delimited
+                        && format == exposition::Format::PrometheusText
+                        && exposition::ends_mid_line(&body)
+                    {
+                        return Err(ScrapeError::CutShort);
+                    }
                     let options = exposition::Options {
                         format,
                         limits,
@@ -303,11 +312,12 @@ impl Scraper {
         parsed
     }
 
-    /// The body, and its format from the Content-Type.
+    /// The body, its format from the Content-Type, and whether its end was only the
+    /// connection's.
     async fn fetch(
         &self,
         target: &ScrapeTarget,
-    ) -> Result<(Bytes, exposition::Format), ScrapeError> {
+    ) -> Result<(Bytes, exposition::Format, bool), ScrapeError> {
         let uri: http::Uri = target
             .url
             .parse()
@@ -353,15 +363,14 @@ impl Scraper {
                 .and_then(|v| v.to_str().ok()),
         );
         let limit = self.settings.max_body_bytes;
-        if let Some(len) = response
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
+        // A stated length counts only where hyper reads by it: not beside a transfer coding.
+        let stated = (!headers.contains_key(http::header::TRANSFER_ENCODING))
+            .then(|| headers.get(http::header::CONTENT_LENGTH))
+            .flatten()
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if len > limit {
-                return Err(ScrapeError::TooLarge { limit });
-            }
+            .and_then(|v| v.parse::<u64>().ok());
+        if stated.is_some_and(|len| len > limit) {
+            return Err(ScrapeError::TooLarge { limit });
         }
         let mut body = response.into_body();
         let mut buf = BytesMut::new();
@@ -374,16 +383,7 @@ impl Scraper {
                 buf.extend_from_slice(&data);
             }
         }
-        // A text format page may end without its final line feed (Prometheus accepts it), but
-        // not one whose end is only the connection's: `12` cut to `1` would read as whole.
-        if close_delimited
-            && format == exposition::Format::PrometheusText
-            && matches!(target.format, PageFormat::Exposition)
-            && exposition::ends_mid_line(&buf)
-        {
-            return Err(ScrapeError::CutShort);
-        }
-        Ok((buf.freeze(), format))
+        Ok((buf.freeze(), format, close_delimited))
     }
 }
 
