@@ -276,10 +276,9 @@ impl PodWrites {
             self.sent.remove(&key);
             self.failing.insert(key, (failures, now + wait));
         }
-        // Pods come and go: forget the ones not written for long.
-        if self.sent.len() + self.failing.len() > 100_000 {
-            self.sent
-                .retain(|_, (_, at, sends)| now < *at + doubling(CONFIRM_WAIT, *sends));
+        // Pods come and go: forget failures whose wait is over. (`sent` holds only pods the
+        // current plan lists: `forget_unplanned`.)
+        if self.failing.len() > 100_000 {
             self.failing.retain(|_, (_, until)| now < *until);
         }
     }

@@ -294,35 +294,34 @@ fn openmetrics_needs_its_eof_and_a_cut_line_is_recognised() {
     assert!(e.to_string().contains("# EOF"), "{e}");
     assert!(openmetrics(b"").is_err());
     // The text format's last line may lack its line feed; `ends_mid_line` says so.
-    for cut in [
-        &b"a 3\nhpa_expect_replicas 1"[..],
-        b"a 3\n# HELP a x",
-        b"x",
-        b"a 1\n  b 2\t",
-        b"a 1 # EOF\nb 2",
-        b"# EOFX\nb 2",
-    ] {
-        assert!(ends_mid_line(cut), "{:?}", String::from_utf8_lossy(cut));
-    }
-    for whole in [
-        &b""[..],
-        b"a 3\n",
-        b"a 3\n\t\t",
-        b"a 3\r\n",
-        b"a 3\n\r",
-        b"a 1\n# EOF",
-        b"a 1\n# EOF  ",
-        b"a 1\n# EOF\r",
-        b"a 1\n# EOF\nb 2",
-        b"a 1\n  # EOF \t\r\nb 2\n# EOF\nc",
-        b"\r",
-        b" \t ",
-        b"\n\n",
-    ] {
-        assert!(
-            !ends_mid_line(whole),
+    // Whether each body ends inside a line.
+    let cases: [(&[u8], bool); 19] = [
+        (b"a 3\nhpa_expect_replicas 1", true),
+        (b"a 3\n# HELP a x", true),
+        (b"x", true),
+        (b"a 1\n  b 2\t", true),
+        (b"a 1 # EOF\nb 2", true),
+        (b"# EOFX\nb 2", true),
+        (b"", false),
+        (b"a 3\n", false),
+        (b"a 3\n\t\t", false),
+        (b"a 3\r\n", false),
+        (b"a 3\n\r", false),
+        (b"a 1\n# EOF", false),
+        (b"a 1\n# EOF  ", false),
+        (b"a 1\n# EOF\r", false),
+        (b"a 1\n# EOF\nb 2", false),
+        (b"a 1\n  # EOF \t\r\nb 2\n# EOF\nc", false),
+        (b"\r", false),
+        (b" \t ", false),
+        (b"\n\n", false),
+    ];
+    for (body, cut) in cases {
+        assert_eq!(
+            ends_mid_line(body),
+            cut,
             "{:?}",
-            String::from_utf8_lossy(whole)
+            String::from_utf8_lossy(body)
         );
     }
 }

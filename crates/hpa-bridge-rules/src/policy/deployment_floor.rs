@@ -252,12 +252,8 @@ pub fn mixed_workloads_floor(
         .iter()
         .map(|w| format!("{} {}/{}", w.kind, w.namespace, w.name))
         .collect();
-    Answer::refused(
-        q.metric,
-        MetricKind::StatefulFloor,
-        RefusalKind::IncompleteFloor,
-        None,
-        RULE,
+    incomplete_before_counting(
+        q,
         format!(
             "the floor for {} is incomplete: its series come from {} workloads ({}), and Deployment {}/{} counts its own pods only; narrow the selector to it",
             q.scope,
@@ -273,16 +269,24 @@ pub fn mixed_workloads_floor(
 /// (`Cluster::owner_unresolved`): incomplete, since if that controller is an opted-in
 /// Deployment the floor is the count of its holding pods, which the highest index can be below.
 pub fn unresolved_owner_floor(q: &QueryContext<'_>, replica_set: &WorkloadRef) -> Answer {
+    incomplete_before_counting(
+        q,
+        format!(
+            "the floor for {} is incomplete: pods of ReplicaSet {}/{} are not yet followed to their Deployment (the ReplicaSet is not in the watch cache, or their targets predate it), so whether that Deployment counts pods by deletion cost is unknown",
+            q.scope, replica_set.namespace, replica_set.name
+        ),
+    )
+}
+
+/// An incomplete floor refused before any pod was counted, so with no known lower bound.
+fn incomplete_before_counting(q: &QueryContext<'_>, reason: String) -> Answer {
     Answer::refused(
         q.metric,
         MetricKind::StatefulFloor,
         RefusalKind::IncompleteFloor,
         None,
         RULE,
-        format!(
-            "the floor for {} is incomplete: pods of ReplicaSet {}/{} are not yet followed to their Deployment (the ReplicaSet is not in the watch cache, or their targets predate it), so whether that Deployment counts pods by deletion cost is unknown",
-            q.scope, replica_set.namespace, replica_set.name
-        ),
+        reason,
     )
 }
 
