@@ -182,6 +182,8 @@ pub enum Unusable {
     NoProducerTime,
     /// A JSON value that is neither a number, a boolean nor a numeric string.
     NotANumber,
+    /// Its producer's timestamp is older than the sample the series already holds.
+    OutOfOrder,
 }
 
 impl Unusable {
@@ -194,6 +196,9 @@ impl Unusable {
                 "its timestampSeries is missing from the page or not a valid Unix time"
             }
             Unusable::NotANumber => "its JSON value is not a number, boolean or numeric string",
+            Unusable::OutOfOrder => {
+                "timestamped before the sample already held, so it is out of order"
+            }
         }
     }
 }

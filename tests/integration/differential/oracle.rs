@@ -385,6 +385,7 @@ impl Oracle {
                 age: 0,
                 last_valid: None,
             };
+            let mut newest: Option<Ms> = None;
             for (i, (wall, mono, samples)) in pages.iter().enumerate() {
                 let of_key: Vec<&Sample> = samples
                     .iter()
@@ -397,8 +398,16 @@ impl Oracle {
                 // A producer's time further ahead than scrape.maxClockSkew (10s by default)
                 // makes the sample unusable, as a duplicate is: read as invalid, never retained.
                 let from_the_future = first.timestamp.is_some_and(|ts| ts > *wall + 10_000);
+                // So does a producer's time older than the series' newest sample; the series
+                // keeps that sample's age and its retained value.
+                let at = first.timestamp.map_or(*wall, |ts| ts.clamp(0, *wall));
+                let out_of_order = first.timestamp.is_some() && newest.is_some_and(|n| at < n);
                 o.present = last_page;
-                o.duplicated = last_page && (of_key.len() > 1 || from_the_future);
+                o.duplicated = last_page && (of_key.len() > 1 || from_the_future || out_of_order);
+                if out_of_order {
+                    continue;
+                }
+                newest = Some(at);
                 o.value = if of_key.len() > 1 {
                     f64::NAN
                 } else {

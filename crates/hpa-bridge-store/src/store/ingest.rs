@@ -395,13 +395,23 @@ impl Store {
                     state.last_valid = state.last_valid_before_page;
                     continue;
                 }
+                state.last_valid_before_page = state.last_valid;
+                // A producer's time older than the one the series holds is out of order, and
+                // Prometheus rejects such a sample. Neither value is trusted, as with a
+                // duplicate: the series keeps its time, so it ages from the newer sample, and
+                // its retained value, so the older value never lowers a floor.
+                if sample.timestamp_ms.is_some() && at < state.latest_at {
+                    state.present = true;
+                    state.unusable = Some(Unusable::OutOfOrder);
+                    state.latest = f64::NAN;
+                    continue;
+                }
                 state.latest = sample.value;
                 state.latest_at = at;
                 state.latest_mono = mono;
                 state.present = true;
                 state.unusable = unusable;
                 state.valid_until = valid_until_ms;
-                state.last_valid_before_page = state.last_valid;
                 // An unusable sample's value is not retained either: a floor holding it could
                 // be lower than the state the pod holds now.
                 if unusable.is_none() && invalid_reason(sample.value).is_none() {

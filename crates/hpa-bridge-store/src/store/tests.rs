@@ -626,6 +626,48 @@ fn samples_from_the_future_are_unusable_and_valid_until_reaches_each_series() {
     assert_eq!(health.producer_reason.as_deref(), Some("stuck"));
 }
 
+/// A producer's time older than the sample a series holds is out of order (Prometheus rejects
+/// it): the series reads as unusable, keeps the newer sample's time and its retained value, and
+/// the next sample in order is read as usual.
+#[test]
+fn a_sample_older_than_the_one_held_is_out_of_order() {
+    let store = Store::with_max_clock_skew(10_000);
+    let t = target("http://a/m", &[("namespace", "default")]);
+    store.set_targets(vec![t.clone()]);
+    let at = |ts: i64, v: f64| ExposedSample {
+        timestamp_ms: Some(ts),
+        ..sample("idx", &[], v)
+    };
+    let s = vec!["idx".to_string()];
+    let sel = LabelSelector::everything();
+    let read = || store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    store.record_success(&t, 100_000, 1, vec![at(100_000, 9.0)]);
+    store.record_success(&t, 101_000, 1, vec![at(80_000, 2.0)]);
+    let o = read();
+    assert_eq!(o.unusable, Some(Unusable::OutOfOrder));
+    assert!(o.present && o.value.is_nan());
+    assert_eq!(
+        (o.observed_at_ms, o.last_valid),
+        (100_000, Some((9, 100_000))),
+        "the older sample neither replaces the time nor lowers the retained value"
+    );
+    // The same time again is in order; so is a sample without a time of its own.
+    store.record_success(&t, 102_000, 1, vec![at(100_000, 4.0)]);
+    let o = read();
+    assert_eq!((o.unusable, o.value), (None, 4.0));
+    store.record_success(&t, 103_000, 1, vec![sample("idx", &[], 3.0)]);
+    let o = read();
+    assert_eq!(
+        (o.unusable, o.value, o.observed_at_ms),
+        (None, 3.0, 103_000)
+    );
+    // Held twice, where the first is out of order: ambiguous, the retained value stands.
+    store.record_success(&t, 104_000, 1, vec![at(1_000, 1.0), at(104_000, 1.0)]);
+    let o = read();
+    assert_eq!(o.unusable, Some(Unusable::Duplicated));
+    assert_eq!(o.last_valid, Some((3, 103_000)));
+}
+
 /// The scope's rule read plainly: the name listed, the namespace, the whole selector.
 fn scope_matches(scope: &Scope<'_>, name: &str, labels: &BTreeMap<String, String>) -> bool {
     scope.series.iter().any(|s| s == name)
