@@ -34,7 +34,7 @@ pub const MAX_REASON_BYTES: usize = 512;
 
 /// What was asked: the metric, the namespace, and the scope within it. The scope is the
 /// selector text for an External metric, or an object reference such as
-/// `statefulsets.apps/lobby` for an Object metric.
+/// `StatefulSet/lobby` for an Object metric (`metric_query::history_scope`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct HistoryKey {
     pub metric: String,
@@ -91,17 +91,20 @@ impl HistoryKey {
     /// The workload the scope names, for labels and the status page: the value of
     /// `hpa_target_name` in a selector, the name of an object reference, else the scope text.
     pub fn workload(&self) -> &str {
+        // An Object scope starts with its object, `StatefulSet/lobby`: the only text here
+        // whose first word holds a slash after an uppercase letter.
+        let head = self.scope.split(' ').next().unwrap_or_default();
+        if let Some((kind, name)) = head.split_once('/') {
+            if kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+                return name;
+            }
+        }
         if let Some(rest) = self
             .scope
             .split(',')
             .find_map(|r| r.trim().strip_prefix("hpa_target_name="))
         {
             return rest;
-        }
-        if !self.scope.contains('=') {
-            if let Some((_, name)) = self.scope.rsplit_once('/') {
-                return name;
-            }
         }
         &self.scope
     }

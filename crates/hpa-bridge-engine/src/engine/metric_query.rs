@@ -71,8 +71,11 @@ impl MetricQuery {
 }
 
 /// The history's name for a query's scope: the selector for an External query;
-/// `statefulsets.apps/lobby`, narrowed by its `metricLabelSelector` when one was given, for an
-/// Object query.
+/// `StatefulSet/lobby` (as `kubectl describe hpa` names its target), narrowed by its
+/// `metricLabelSelector` when one was given, for an Object query. No selector reads like an
+/// Object scope: a label key's prefix is lowercase, so `StatefulSet/lobby` is no label key,
+/// while `statefulsets.apps/lobby` is one (an Exists requirement), and the two would share a
+/// history.
 pub(super) fn history_scope<'a>(
     selector: &'a LabelSelector,
     object: Option<&ObjectRef>,
@@ -82,14 +85,14 @@ pub(super) fn history_scope<'a>(
     };
     // Built once per Object answer: pieces pushed into one buffer of the final size, not
     // `format!`'s machinery.
-    let (resource, narrowed) = (object.kind.resource(), !selector.requirements().is_empty());
+    let (kind, narrowed) = (object.kind.kind(), !selector.requirements().is_empty());
     let extra = if narrowed {
         1 + selector.as_str().len()
     } else {
         0
     };
-    let mut scope = String::with_capacity(resource.len() + 1 + object.name.len() + extra);
-    scope.push_str(resource);
+    let mut scope = String::with_capacity(kind.len() + 1 + object.name.len() + extra);
+    scope.push_str(kind);
     scope.push('/');
     scope.push_str(&object.name);
     if narrowed {
@@ -166,11 +169,16 @@ mod tests {
         assert_eq!(history_scope(&selector(""), None), "");
         assert_eq!(
             history_scope(&selector(""), Some(&lobby)),
+            "StatefulSet/lobby"
+        );
+        // The Exists selector on the key `statefulsets.apps/lobby` is a scope of its own.
+        assert_eq!(
+            history_scope(&selector("statefulsets.apps/lobby"), None),
             "statefulsets.apps/lobby"
         );
         assert_eq!(
             history_scope(&selector("zone in (b,a),app"), Some(&api)),
-            "deployments.apps/lobby app,zone in (a,b)"
+            "Deployment/lobby app,zone in (a,b)"
         );
     }
 }

@@ -230,7 +230,7 @@ fn scopes_json<S: serde::Serializer>(
 struct WorkloadStatus {
     namespace: String,
     /// What the answer covers, named as in the history: the selector of an External query,
-    /// `statefulsets.apps/lobby` (plus any `metricLabelSelector`) for an Object query.
+    /// `StatefulSet/lobby` (plus any `metricLabelSelector`) for an Object query.
     scope: String,
     /// The workload an Object query named; absent on External rows.
     #[serde(skip_serializing_if = "Option::is_none")]

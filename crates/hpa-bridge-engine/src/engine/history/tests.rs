@@ -253,7 +253,17 @@ fn filters_match_namespace_and_metric() {
 fn the_workload_comes_from_the_selector_or_the_object() {
     assert_eq!(key("a", "hpa_target_name=lobby").workload(), "lobby");
     assert_eq!(key("a", "app=x,hpa_target_name=lobby").workload(), "lobby");
-    assert_eq!(key("a", "statefulsets.apps/lobby").workload(), "lobby");
+    assert_eq!(key("a", "StatefulSet/lobby").workload(), "lobby");
+    assert_eq!(key("a", "Deployment/lobby tier=x").workload(), "lobby");
+    assert_eq!(
+        key("a", "Deployment/lobby hpa_target_name=other").workload(),
+        "lobby"
+    );
+    // A selector on a prefixed key names no workload.
+    assert_eq!(
+        key("a", "statefulsets.apps/lobby").workload(),
+        "statefulsets.apps/lobby"
+    );
     assert_eq!(key("a", "app=x").workload(), "app=x");
     assert_eq!(key("a", "").workload(), "");
 }
