@@ -83,8 +83,14 @@ impl Election {
     /// Whether this replica may write now: it holds the lease, and its last renewal was sent
     /// less than `renewDeadline` ago.
     pub fn leading(&self, now_mono: Millis) -> bool {
+        self.lead_left_ms(now_mono).is_some()
+    }
+
+    /// How much longer this replica leads without another renewal, while it leads.
+    pub fn lead_left_ms(&self, now_mono: Millis) -> Option<Millis> {
         self.renewed_mono
-            .is_some_and(|at| now_mono - at < self.renew_deadline_ms)
+            .map(|at| at + self.renew_deadline_ms - now_mono)
+            .filter(|left| *left > 0)
     }
 
     /// What to write, having read `current` (`None`: the lease does not exist) at `now`.
@@ -320,6 +326,10 @@ mod tests {
             !e.leading(1_000 + DEADLINE_MS),
             "timed from when the renewal was sent, not answered"
         );
+        // What a patch may wait for: the rest of the term, none past it.
+        assert_eq!(e.lead_left_ms(1_200), Some(DEADLINE_MS - 200));
+        assert_eq!(e.lead_left_ms(1_000 + DEADLINE_MS - 1), Some(1));
+        assert_eq!(e.lead_left_ms(1_000 + DEADLINE_MS), None);
     }
 
     #[test]

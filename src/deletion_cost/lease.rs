@@ -235,14 +235,23 @@ impl Leadership {
 
     /// Whether this replica may write now.
     pub fn leading(&self) -> bool {
-        !self.resigned.load(Ordering::SeqCst) && self.election().leading(self.clock.mono_ms())
+        self.lead_left().is_some()
     }
 
-    /// Leave to send one patch: `None` unless this replica leads now. Hold it until the patch
-    /// is answered.
-    pub async fn permit(&self) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
+    /// How much longer this replica leads without another renewal, while it leads.
+    fn lead_left(&self) -> Option<Duration> {
+        if self.resigned.load(Ordering::SeqCst) {
+            return None;
+        }
+        let left = self.election().lead_left_ms(self.clock.mono_ms())?;
+        Some(Duration::from_millis(left.unsigned_abs()))
+    }
+
+    /// Leave to send one patch, and how long this replica leads at most without another
+    /// renewal: `None` unless it leads now. Hold it until the patch is answered or abandoned.
+    pub async fn permit(&self) -> Option<(tokio::sync::RwLockReadGuard<'_, ()>, Duration)> {
         let permit = self.patches.read().await;
-        self.leading().then_some(permit)
+        self.lead_left().map(|left| (permit, left))
     }
 
     /// The lease as this replica sees it, for `/status`.

@@ -148,11 +148,25 @@ impl DeletionCostWriter {
                         tokio::time::sleep_until(next_patch).await;
                         // Checked before every patch, not once per plan: a replica that lost
                         // the lease while pacing drops the rest of its plan at once.
-                        let Some(_permit) = self.leadership.permit().await else {
+                        let Some((_permit, lead_left)) = self.leadership.permit().await else {
                             break 'plan;
                         };
                         next_patch = Instant::now().max(next_patch) + self.gap;
-                        let result = self.patch(&deployment, &p).await;
+                        // A patch held up (API priority and fairness, a slow link) is abandoned
+                        // when this replica's term may end: past it another replica may take
+                        // over, and a shutdown waits for the patch before releasing the lease.
+                        // The server may still apply one it had already received.
+                        let result = tokio::time::timeout(lead_left, self.patch(&deployment, &p))
+                            .await
+                            .unwrap_or_else(|_| {
+                                tracing::warn!(
+                                    namespace = %deployment.namespace,
+                                    pod = %p.pod,
+                                    waited = ?lead_left,
+                                    "a pod-deletion-cost patch was not answered within this replica's lease term; abandoned"
+                                );
+                                Err("timeout")
+                            });
                         writes.record(key, p.cost, result.is_ok(), Instant::now());
                         self.metrics
                             .deletion_cost_patch(result.err().unwrap_or("success"));

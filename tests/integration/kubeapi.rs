@@ -115,6 +115,9 @@ struct State {
     patches: Vec<Patched>,
     /// Every PATCH is answered with this status, unapplied.
     patch_failure: Option<u16>,
+    /// Every PATCH waits this long before it is handled, as one queued by API priority and
+    /// fairness does.
+    patch_stall: Option<std::time::Duration>,
     /// A watch from a `resourceVersion` below this one is too old (410 Gone): the watch cache
     /// of a restarted API server starts at its restart.
     oldest_watchable_rv: u64,
@@ -194,6 +197,12 @@ impl KubeApi {
                                 .await
                                 .map(|b| b.to_bytes())
                                 .unwrap_or_default();
+                            let stall = a.state.lock().unwrap().patch_stall;
+                            if let Some(stall) =
+                                stall.filter(|_| parts.method == http::Method::PATCH)
+                            {
+                                tokio::time::sleep(stall).await;
+                            }
                             Ok::<_, Infallible>(a.handle(http::Request::from_parts(parts, body)))
                         }
                     });
@@ -596,6 +605,11 @@ impl KubeApi {
     /// From now on every PATCH is answered `code` (`None`: applied again).
     pub fn fail_patches(&self, code: Option<u16>) {
         self.state.lock().unwrap().patch_failure = code;
+    }
+
+    /// From now on every PATCH waits `stall` before it is handled (`None`: at once).
+    pub fn stall_patches(&self, stall: Option<std::time::Duration>) {
+        self.state.lock().unwrap().patch_stall = stall;
     }
 
     /// The object as the server holds it.

@@ -1001,6 +1001,55 @@ async fn one_replica_writes_deletion_costs_and_another_takes_over_only_once_the_
     assert_eq!(lease_status(&follower).await["leading"], true);
 }
 
+/// A patch held up past the writer's lease term (the server queues it, as API priority and
+/// fairness may) is abandoned at the end of the term, counted as `timeout`, and does not keep a
+/// clean shutdown from releasing the Lease. (Loopback API server; no kube-apiserver here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_held_up_past_the_lease_term_is_abandoned() {
+    let ex = TestExporter::start().await;
+    let api = KubeApi::start().await;
+    opted_in_web_and_other(&api, &ex);
+    let stall = Duration::from_secs(20);
+    api.stall_patches(Some(stall));
+    let writer = start_writer(&api, "a").await;
+    let started = Instant::now();
+    loop {
+        let (_, metrics) = writer.plain_get("/metrics").await;
+        if metrics.contains("hpa_bridge_deletion_cost_patches_total{result=\"timeout\"}") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no patch was abandoned: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        started.elapsed() < stall,
+        "abandoned only when the server answered"
+    );
+    let lid = lease_status(&writer).await["identity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(lease_holder(&api).as_deref(), Some(lid.as_str()));
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &writer.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let asked = Instant::now();
+    until("the lease released", || {
+        (!applied_writes(&api, "a", "").is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        asked.elapsed() < stall / 2,
+        "the release waited {:?}, for a patch held up by the server",
+        asked.elapsed()
+    );
+}
+
 /// A writer that shuts down cleanly releases the Lease, so the other replica takes over at once
 /// instead of after the lease duration; a writer whose renewals fail stops patching within the
 /// renew deadline, and writes again once it renews.
