@@ -153,9 +153,10 @@ impl DeletionCostWriter {
                         };
                         next_patch = Instant::now().max(next_patch) + self.gap;
                         // A patch held up (API priority and fairness, a slow link) is abandoned
-                        // when this replica's term may end: past it another replica may take
-                        // over, and a shutdown waits for the patch before releasing the lease.
-                        // The server may still apply one it had already received.
+                        // when this replica's term would end without another renewal: it then
+                        // stops writing so that another replica may take over, and a shutdown
+                        // waits for the patch before releasing the lease. The server may still
+                        // apply one it had already received.
                         let result = tokio::time::timeout(lead_left, self.patch(&deployment, &p))
                             .await
                             .unwrap_or_else(|_| {

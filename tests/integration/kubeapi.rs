@@ -118,6 +118,8 @@ struct State {
     /// Every PATCH waits this long before it is handled, as one queued by API priority and
     /// fairness does.
     patch_stall: Option<std::time::Duration>,
+    /// PATCHes that arrived while `patch_stall` was set.
+    patches_stalled: usize,
     /// A watch from a `resourceVersion` below this one is too old (410 Gone): the watch cache
     /// of a restarted API server starts at its restart.
     oldest_watchable_rv: u64,
@@ -201,6 +203,7 @@ impl KubeApi {
                             if let Some(stall) =
                                 stall.filter(|_| parts.method == http::Method::PATCH)
                             {
+                                a.state.lock().unwrap().patches_stalled += 1;
                                 tokio::time::sleep(stall).await;
                             }
                             Ok::<_, Infallible>(a.handle(http::Request::from_parts(parts, body)))
@@ -610,6 +613,11 @@ impl KubeApi {
     /// From now on every PATCH waits `stall` before it is handled (`None`: at once).
     pub fn stall_patches(&self, stall: Option<std::time::Duration>) {
         self.state.lock().unwrap().patch_stall = stall;
+    }
+
+    /// How many PATCHes have arrived to be stalled.
+    pub fn patches_stalled(&self) -> usize {
+        self.state.lock().unwrap().patches_stalled
     }
 
     /// The object as the server holds it.

@@ -1024,15 +1024,17 @@ async fn a_patch_held_up_past_the_lease_term_is_abandoned() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(
-        started.elapsed() < stall,
-        "abandoned only when the server answered"
-    );
     let lid = lease_status(&writer).await["identity"]
         .as_str()
         .unwrap()
         .to_string();
     assert_eq!(lease_holder(&api).as_deref(), Some(lid.as_str()));
+    // The shutdown starts just as a patch reaches the server, so one is held up throughout.
+    let arrived = api.patches_stalled();
+    until("another patch held up", || {
+        (api.patches_stalled() > arrived).then_some(())
+    })
+    .await;
     let status = std::process::Command::new("kill")
         .args(["-TERM", &writer.child.id().to_string()])
         .status()

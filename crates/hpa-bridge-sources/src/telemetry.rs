@@ -130,6 +130,7 @@ pub struct SelfMetrics {
     scrape_error_reasons: std::sync::Mutex<foldhash::HashMap<TargetId, Vec<&'static str>>>,
     pub samples_scraped: Counter,
     pub duplicate_series: Counter,
+    pub out_of_order_series: Counter,
     pub forgotten_series: Counter,
     pub series: Gauge,
     pub stale_series: Gauge,
@@ -194,6 +195,7 @@ impl SelfMetrics {
         let scrape_errors = Family::<ScrapeErrorLabels, Counter>::default();
         let samples_scraped = Counter::default();
         let duplicate_series = Counter::default();
+        let out_of_order_series = Counter::default();
         let forgotten_series = Counter::default();
         let series = Gauge::default();
         let stale_series = Gauge::default();
@@ -212,6 +214,11 @@ impl SelfMetrics {
             "scrape_duplicate_series",
             "Series found twice in one scraped page (same name and labels); their values are not used until a page holds them once",
             duplicate_series.clone(),
+        );
+        registry.register(
+            "scrape_out_of_order_series",
+            "Series whose sample on a scraped page was timestamped before the sample they held (Prometheus rejects such samples); they read as unknown until a sample in order arrives",
+            out_of_order_series.clone(),
         );
         registry.register(
             "scrape_forgotten_series",
@@ -388,6 +395,7 @@ impl SelfMetrics {
             scrape_error_reasons: Default::default(),
             samples_scraped,
             duplicate_series,
+            out_of_order_series,
             forgotten_series,
             series,
             stale_series,

@@ -229,8 +229,11 @@ struct Observed {
     target: usize,
     name: String,
     present: bool,
-    /// Unusable whatever its value: held twice in its last page, or timed from the future.
+    /// Unusable whatever its value: held twice in its last page, timed from the future, or
+    /// out of order.
     duplicated: bool,
+    /// Its last page's sample was older than the one it held: unknown however old that is.
+    out_of_order: bool,
     value: f64,
     /// Its age now, in ms.
     age: Ms,
@@ -381,6 +384,7 @@ impl Oracle {
                 name: name.clone(),
                 present: false,
                 duplicated: false,
+                out_of_order: false,
                 value: f64::NAN,
                 age: 0,
                 last_valid: None,
@@ -399,11 +403,13 @@ impl Oracle {
                 // makes the sample unusable, as a duplicate is: read as invalid, never retained.
                 let from_the_future = first.timestamp.is_some_and(|ts| ts > *wall + 10_000);
                 // So does a producer's time older than the series' newest sample; the series
-                // keeps that sample's age and its retained value.
+                // keeps that sample's age and its retained value, and reads as unknown
+                // however old that sample grows.
                 let at = first.timestamp.map_or(*wall, |ts| ts.clamp(0, *wall));
                 let out_of_order = first.timestamp.is_some() && newest.is_some_and(|n| at < n);
                 o.present = last_page;
                 o.duplicated = last_page && (of_key.len() > 1 || from_the_future || out_of_order);
+                o.out_of_order = last_page && out_of_order;
                 if out_of_order {
                     continue;
                 }
@@ -558,8 +564,9 @@ impl Oracle {
             .collect()
     }
 
+    /// A series out of order reads as unknown, never as stale.
     fn fresh(&self, o: &Observed) -> bool {
-        o.age <= self.stale_after
+        o.out_of_order || o.age <= self.stale_after
     }
 
     /// Max over fresh series, never sum; unknown input that could be higher refuses. With an

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::object_scope::ObjectKind;
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
 use crate::evidence::{ProducerReason, SeriesId};
@@ -91,11 +92,11 @@ impl HistoryKey {
     /// The workload the scope names, for labels and the status page: the value of
     /// `hpa_target_name` in a selector, the name of an object reference, else the scope text.
     pub fn workload(&self) -> &str {
-        // An Object scope starts with its object, `StatefulSet/lobby`: the only text here
-        // whose first word holds a slash after an uppercase letter.
+        // An Object scope starts with its object, `StatefulSet/lobby`; no selector starts with
+        // a kind and a slash, since a label key's prefix is lowercase (metric_query.rs).
         let head = self.scope.split(' ').next().unwrap_or_default();
         if let Some((kind, name)) = head.split_once('/') {
-            if kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            if ObjectKind::ALL.iter().any(|k| k.kind() == kind) {
                 return name;
             }
         }

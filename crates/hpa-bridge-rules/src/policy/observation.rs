@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::answer::{InputNote, RawValue};
 use crate::clock::{Millis, Now};
-use crate::evidence::Observation;
+use crate::evidence::{Observation, Unusable};
 
 /// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
 #[derive(Clone, Debug)]
@@ -185,7 +185,7 @@ pub enum Reading {
     Gone,
     /// Older than `staleAfter`, or past the `validUntil` its producer gave.
     Stale { age_ms: Millis },
-    /// Fresh, but the value cannot be used (the reason says why).
+    /// Fresh, or exported out of order, but the value cannot be used (the reason says why).
     Invalid(&'static str),
     /// Fresh and usable.
     Fresh(f64),
@@ -199,6 +199,12 @@ pub fn read(
 ) -> Reading {
     if !o.present {
         return Reading::Gone;
+    }
+    // An out-of-order sample leaves the series' time at the newer one it held, so its age says
+    // nothing of what the producer sends now: read by age, the series would turn stale and
+    // offer a retained value lower than the one it exports.
+    if o.unusable == Some(Unusable::OutOfOrder) {
+        return Reading::Invalid(Unusable::OutOfOrder.why());
     }
     let age_ms = o.age_ms(q.now);
     if age_ms > q.stale_after_ms || o.expired(q.now) {

@@ -353,6 +353,24 @@ mod tests {
         assert_eq!(a.value(), Some(9));
     }
 
+    /// A series whose exporter sends samples older than the one it holds keeps that sample's
+    /// time: however old it grows, it reads as unknown, not as stale with a lower retained value.
+    #[test]
+    fn a_series_out_of_order_blocks_whatever_its_age() {
+        let s = series();
+        let out_of_order = Observation {
+            unusable: Some(crate::evidence::Unusable::OutOfOrder),
+            ..obs("b", f64::NAN, 60_000)
+        };
+        let b = Observation {
+            last_valid: Some((3, NOW - 60_000)),
+            ..out_of_order
+        };
+        let a = recommendation(&ctx(&s), &ev(vec![obs("a", 5.0, 0), b]), None);
+        assert_eq!(a.refusal(), Some(RefusalKind::Partial));
+        assert!(a.reason.contains("out of order"), "{}", a.reason);
+    }
+
     #[test]
     fn invalid_values_are_never_served() {
         let s = series();

@@ -229,6 +229,10 @@ impl Scraper {
                     self.metrics.duplicate_series.inc_by(duplicates);
                     tracing::warn!(target = %target.id, duplicates, "page holds series twice (same name and labels); not using their values");
                 }
+                if page.out_of_order > 0 {
+                    self.metrics.out_of_order_series.inc_by(page.out_of_order);
+                    tracing::warn!(target = %target.id, out_of_order = page.out_of_order, "page holds samples timestamped before the ones their series hold; not using their values");
+                }
             }
             Err(e) => {
                 tracing::warn!(target_id = %target.id, error = %e, "scrape failed");

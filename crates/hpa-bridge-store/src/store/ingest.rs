@@ -114,6 +114,8 @@ impl Default for ClockSkew {
 pub struct PageOutcome {
     /// Series the page held more than once.
     pub duplicates: u64,
+    /// Series whose sample on the page was older than the one they held.
+    pub out_of_order: u64,
     /// Retained series dropped to keep the target within `MAX_RETAINED_ABSENT_SERIES`.
     pub forgotten: u64,
 }
@@ -297,6 +299,7 @@ impl Store {
         } = page.into();
         let max_skew = self.clock_skew.0;
         let mut duplicates = 0u64;
+        let mut out_of_order = 0u64;
         let mut forgotten = 0u64;
         self.with_scraped_record(target, |rec, postings, slots, stamp| {
             let was_failing = rec.health.last_error.is_some();
@@ -387,20 +390,28 @@ impl Store {
                 // and reports the page; here neither value is trusted, and the retained value
                 // stays the last one seen unambiguously, so the duplicate never lowers an answer.
                 if state.present {
-                    if state.unusable != Some(Unusable::Duplicated) {
+                    // An out-of-order first copy keeps the series out of order: its time is
+                    // still the held sample's, and only that reading stays unknown however old
+                    // the held sample grows.
+                    if !matches!(
+                        state.unusable,
+                        Some(Unusable::Duplicated | Unusable::OutOfOrder)
+                    ) {
                         duplicates += 1;
+                        state.unusable = Some(Unusable::Duplicated);
                     }
-                    state.unusable = Some(Unusable::Duplicated);
                     state.latest = f64::NAN;
                     state.last_valid = state.last_valid_before_page;
                     continue;
                 }
                 state.last_valid_before_page = state.last_valid;
                 // A producer's time older than the one the series holds is out of order, and
-                // Prometheus rejects such a sample. Neither value is trusted, as with a
-                // duplicate: the series keeps its time, so it ages from the newer sample, and
-                // its retained value, so the older value never lowers a floor.
+                // Prometheus rejects such a sample. Neither value is trusted: the series keeps
+                // its time and its retained value, so the older value never lowers a floor,
+                // and it reads as unknown whatever its age (policy/observation.rs), so it never
+                // passes as a stale series whose retained value is lower than what it sends.
                 if sample.timestamp_ms.is_some() && at < state.latest_at {
+                    out_of_order += 1;
                     state.present = true;
                     state.unusable = Some(Unusable::OutOfOrder);
                     state.latest = f64::NAN;
@@ -443,6 +454,7 @@ impl Store {
         });
         PageOutcome {
             duplicates,
+            out_of_order,
             forgotten,
         }
     }

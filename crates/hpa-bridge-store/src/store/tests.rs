@@ -661,11 +661,25 @@ fn a_sample_older_than_the_one_held_is_out_of_order() {
         (o.unusable, o.value, o.observed_at_ms),
         (None, 3.0, 103_000)
     );
-    // Held twice, where the first is out of order: ambiguous, the retained value stands.
-    store.record_success(&t, 104_000, 1, vec![at(1_000, 1.0), at(104_000, 1.0)]);
+    // Held twice, where the first is out of order: it stays out of order (its time is the
+    // held one), and the retained value stands.
+    let outcome = store.record_success(&t, 104_000, 1, vec![at(1_000, 1.0), at(104_000, 1.0)]);
+    assert_eq!((outcome.out_of_order, outcome.duplicates), (1, 0));
+    let o = read();
+    assert_eq!(o.unusable, Some(Unusable::OutOfOrder));
+    assert_eq!(
+        (o.observed_at_ms, o.last_valid),
+        (103_000, Some((3, 103_000)))
+    );
+    // Where the second is: the first counts, and the pair is ambiguous.
+    let outcome = store.record_success(&t, 105_000, 1, vec![at(105_000, 1.0), at(1_000, 1.0)]);
+    assert_eq!((outcome.out_of_order, outcome.duplicates), (0, 1));
     let o = read();
     assert_eq!(o.unusable, Some(Unusable::Duplicated));
-    assert_eq!(o.last_valid, Some((3, 103_000)));
+    assert_eq!(
+        (o.observed_at_ms, o.last_valid),
+        (105_000, Some((3, 103_000)))
+    );
 }
 
 /// The scope's rule read plainly: the name listed, the namespace, the whole selector.

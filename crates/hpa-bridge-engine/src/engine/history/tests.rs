@@ -259,6 +259,15 @@ fn the_workload_comes_from_the_selector_or_the_object() {
         key("a", "Deployment/lobby hpa_target_name=other").workload(),
         "lobby"
     );
+    // A selector whose first key starts with an uppercase letter is no object.
+    assert_eq!(
+        key("a", "Tier=a,example.com/team=x").workload(),
+        "Tier=a,example.com/team=x"
+    );
+    assert_eq!(
+        key("a", "Zone=b,example.com/t=x,hpa_target_name=lobby").workload(),
+        "lobby"
+    );
     // A selector on a prefixed key names no workload.
     assert_eq!(
         key("a", "statefulsets.apps/lobby").workload(),
