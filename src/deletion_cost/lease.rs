@@ -151,7 +151,7 @@ pub struct Leadership {
     metrics: Arc<SelfMetrics>,
     election: Mutex<Election>,
     /// Held shared by each patch in flight and exclusively by `resign`: the lease is given up
-    /// only once the last patch sent under it is answered.
+    /// only once the last patch sent under it is answered or abandoned.
     patches: tokio::sync::RwLock<()>,
     /// Held by each round, so that `resign` never races a renewal.
     rounds: tokio::sync::Mutex<()>,
@@ -267,7 +267,7 @@ impl Leadership {
     }
 
     /// Give the lease up on a clean shutdown (client-go's `ReleaseOnCancel`): stop writing,
-    /// wait for the patch in flight, then clear the holder so another replica takes over at
+    /// wait for the patch in flight to be answered or abandoned, then clear the holder so another replica takes over at
     /// once instead of after the lease duration.
     pub async fn resign(&self) {
         self.resigned.store(true, Ordering::SeqCst);

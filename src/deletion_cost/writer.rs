@@ -164,7 +164,7 @@ impl DeletionCostWriter {
                                     namespace = %deployment.namespace,
                                     pod = %p.pod,
                                     waited = ?lead_left,
-                                    "a pod-deletion-cost patch was not answered within this replica's lease term; abandoned"
+                                    "a pod-deletion-cost patch was not answered before this replica's renew deadline; abandoned"
                                 );
                                 Err("timeout")
                             });

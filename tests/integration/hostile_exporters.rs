@@ -111,6 +111,52 @@ async fn a_series_twice_in_one_page_is_ambiguous_never_lowers_and_is_counted() {
     assert!(counted.is_some_and(|n| n >= 1.0), "{metrics}");
 }
 
+/// A sample timestamped before the one its series holds (10 now, then 2 from 20 s before) is
+/// out of order, as Prometheus rejects it: the answer never drops to 2, the refusal and /status
+/// say why, and /metrics counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_older_than_the_one_held_is_out_of_order_and_counted() {
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    let timed = |value: &str, at: u128| {
+        expect_page("ctl-0", value).replace(&format!(" {value}\n"), &format!(" {value} {at}\n"))
+    };
+    let ex = TestExporter::start().await;
+    let held = now_ms();
+    ex.page("/ctl", timed("10", held));
+    let adapter = serving_lobby(&[(ex.url("/ctl"), "default", "ctl-0")], "10").await;
+
+    ex.page("/ctl", timed("2", held - 20_000));
+    let refused = adapter
+        .eventually(
+            "default",
+            "hpa_expect_replicas",
+            "hpa_target_name=lobby",
+            "out of order",
+            |c, v| {
+                c != 200
+                    && v["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("out of order")
+            },
+        )
+        .await;
+    assert!(single_value(&refused).is_none(), "{refused}");
+    let status = adapter.status().await.to_string();
+    assert!(status.contains("so it is out of order"), "{status}");
+    let (_, metrics) = adapter.plain_get("/metrics").await;
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hpa_bridge_scrape_out_of_order_series_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(counted.is_some_and(|n| n >= 1.0), "{metrics}");
+}
+
 /// A password and query values in a target URL (`?token=`, as some exporters take a token)
 /// appear nowhere: not in /status, /status/history, the status page, /metrics, nor the log of
 /// the failing scrape. The query keys stay, so the URL still says what it asks for.

@@ -294,7 +294,7 @@ async fn a_producers_reason_is_shown_beside_its_answer_and_quoted_in_its_refusal
 
     // The loop sticks behind a live endpoint: its document stops moving, the value goes stale,
     // and the refusal the HPA reads quotes what the recommender last said.
-    // Its time stays where it stopped: an older one would be out of order, not stale.
+    // One page timestamped now, then frozen: an older time would be out of order, not stale.
     fresh.abort();
     let _ = fresh.await;
     ex.page("/autoscaler/status", document(now_ms(), reason));

@@ -405,15 +405,22 @@ impl Oracle {
                 // So does a producer's time older than the series' newest sample; the series
                 // keeps that sample's age and its retained value, and reads as unknown
                 // however old that sample grows.
-                let at = first.timestamp.map_or(*wall, |ts| ts.clamp(0, *wall));
-                let out_of_order = first.timestamp.is_some() && newest.is_some_and(|n| at < n);
+                // Ordered by the producer's time as given, or the scrape's when it gave none
+                // usable.
+                let order_at = first
+                    .timestamp
+                    .filter(|_| !from_the_future)
+                    .unwrap_or(*wall);
+                let out_of_order = first
+                    .timestamp
+                    .is_some_and(|ts| newest.is_some_and(|n| ts < n));
                 o.present = last_page;
                 o.duplicated = last_page && (of_key.len() > 1 || from_the_future || out_of_order);
                 o.out_of_order = last_page && out_of_order;
                 if out_of_order {
                     continue;
                 }
-                newest = Some(at);
+                newest = Some(order_at);
                 o.value = if of_key.len() > 1 {
                     f64::NAN
                 } else {

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use lru::LruCache;
 use std::fmt::Write as _;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -36,7 +36,7 @@ pub const MAX_REASON_BYTES: usize = 512;
 /// What was asked: the metric, the namespace, and the scope within it. The scope is the
 /// selector text for an External metric, or an object reference such as
 /// `StatefulSet/lobby` for an Object metric (`metric_query::history_scope`).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct HistoryKey {
     pub metric: String,
     pub namespace: String,
@@ -61,39 +61,21 @@ impl KeyParts for (&str, &str, &str) {
     }
 }
 
-impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for HistoryKey {
-    fn borrow(&self) -> &(dyn KeyParts + 'a) {
-        self
+/// A scope's parts as one text, each after its length, so that no two keys join alike whatever
+/// their parts hold: the text the history finds a scope by.
+fn join_key(into: &mut String, (metric, namespace, scope): (&str, &str, &str)) {
+    into.clear();
+    for part in [metric, namespace, scope] {
+        let _ = write!(into, "{}:", part.len());
+        into.push_str(part);
     }
 }
-
-// The map hashes and compares an owned key and borrowed parts alike: by their parts.
-impl Hash for HistoryKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.parts().hash(h)
-    }
-}
-
-impl Hash for dyn KeyParts + '_ {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.parts().hash(h)
-    }
-}
-
-impl PartialEq for dyn KeyParts + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn KeyParts + '_ {}
 
 impl HistoryKey {
     /// The workload the scope names, for labels and the status page: the value of
     /// `hpa_target_name` in a selector, the name of an object reference, else the scope text.
     pub fn workload(&self) -> &str {
-        // An Object scope starts with its object, `StatefulSet/lobby`; no selector starts with
-        // a kind and a slash, since a label key's prefix is lowercase (metric_query.rs).
+        // An Object scope starts with its object, `StatefulSet/lobby` (metric_query.rs).
         let head = self.scope.split(' ').next().unwrap_or_default();
         if let Some((kind, name)) = head.split_once('/') {
             if ObjectKind::ALL.iter().any(|k| k.kind() == kind) {
@@ -427,10 +409,13 @@ impl Default for Limits {
 #[derive(Debug)]
 pub struct History {
     limits: Limits,
-    /// Keys come from authorised requests and the config, so a seeded fast hash will do
-    /// (Cargo.toml, `foldhash`); bounded by `limits.max_scopes`, in the order the scopes were
-    /// last asked about.
-    scopes: LruCache<HistoryKey, Ring, foldhash::fast::RandomState>,
+    /// By the scope's joined key (`join_key`), so that an answer finds its scope with text
+    /// built in `lookup` rather than an owned key. Keys come from authorised requests and the
+    /// config, so a seeded fast hash will do (Cargo.toml, `foldhash`); bounded by
+    /// `limits.max_scopes`, in the order the scopes were last asked about.
+    scopes: LruCache<Box<str>, (HistoryKey, Ring), foldhash::fast::RandomState>,
+    /// Where a lookup's joined key is built, kept for its capacity.
+    lookup: String,
     dropped_scopes: u64,
 }
 
@@ -440,6 +425,7 @@ impl History {
         History {
             limits,
             scopes: LruCache::unbounded_with_hasher(Default::default()),
+            lookup: String::new(),
             dropped_scopes: 0,
         }
     }
@@ -459,14 +445,15 @@ impl History {
     ) -> Option<HistoryKey> {
         let parts = key.parts();
         let limits = self.limits;
+        join_key(&mut self.lookup, parts);
         // One lookup for a known scope, the case of every answer but a scope's first.
-        if let Some(ring) = self.scopes.get_mut(&parts as &dyn KeyParts) {
+        if let Some((_, ring)) = self.scopes.get_mut(self.lookup.as_str()) {
             ring.record(answer, spec_replicas, now, limits);
             return None;
         }
         let mut evicted = None;
         if self.scopes.len() >= limits.max_scopes {
-            if let Some((oldest, _)) = self.scopes.pop_lru() {
+            if let Some((_, (oldest, _))) = self.scopes.pop_lru() {
                 self.dropped_scopes += 1;
                 evicted = Some(oldest);
             }
@@ -487,7 +474,7 @@ impl History {
             namespace: namespace.to_string(),
             scope: scope.to_string(),
         };
-        self.scopes.push(key, ring);
+        self.scopes.push(self.lookup.as_str().into(), (key, ring));
         evicted
     }
 
@@ -511,6 +498,7 @@ impl History {
         let mut scopes: Vec<ScopeHistory> = self
             .scopes
             .iter()
+            .map(|(_, kr)| kr)
             .filter(|(k, _)| filter.matches(k))
             .map(|(k, r)| ScopeHistory {
                 key: k.clone(),
@@ -536,7 +524,7 @@ impl History {
         let mut states: Vec<ScopeState> = self
             .scopes
             .iter()
-            .filter_map(|(k, r)| {
+            .filter_map(|(_, (k, r))| {
                 let newest = r.entries.back()?;
                 Some(ScopeState {
                     key: k.clone(),

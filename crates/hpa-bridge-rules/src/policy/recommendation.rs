@@ -263,7 +263,7 @@ pub(super) fn max_rule<'o>(
             if invalid.is_empty() {
                 String::new()
             } else {
-                format!(", and {} fresh series are invalid", invalid.len())
+                format!(", and {} series not stale are invalid", invalid.len())
             },
             if epoch.is_some() {
                 ": the newest leader's state is unknown"
@@ -276,7 +276,7 @@ pub(super) fn max_rule<'o>(
         Answer::refused(q.metric, kind, RefusalKind::Stale, None, rule, reason)
     } else {
         let mut reason = format!(
-            "every fresh series of {} matching {} is invalid: {}",
+            "every series of {} matching {} that is not stale is invalid: {}",
             names,
             q.scope,
             invalid

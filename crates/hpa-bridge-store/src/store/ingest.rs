@@ -300,6 +300,9 @@ impl Store {
         let max_skew = self.clock_skew.0;
         let mut duplicates = 0u64;
         let mut out_of_order = 0u64;
+        // Series counted as held twice on this page: one out of order keeps that reason, so
+        // its reason cannot tell whether it was counted.
+        let mut counted_twice: HashSet<SlotId> = HashSet::new();
         let mut forgotten = 0u64;
         self.with_scraped_record(target, |rec, postings, slots, stamp| {
             let was_failing = rec.health.last_error.is_some();
@@ -328,7 +331,10 @@ impl Store {
                     slots.get(*slot).map(|s| {
                         let age = page_now.age_ms(s.latest_at, s.latest_mono);
                         let expired = s.valid_until.is_some_and(|u| scraped_at > u);
-                        (*slot, s.reading(), age > stale_after || expired)
+                        // One out of order reads the same however old it is.
+                        let aged = (age > stale_after || expired)
+                            && s.unusable != Some(Unusable::OutOfOrder);
+                        (*slot, s.reading(), aged)
                     })
                 })
                 .collect();
@@ -356,6 +362,10 @@ impl Store {
                     .map(|t| t.clamp(0, scraped_at))
                     .unwrap_or(scraped_at);
                 let mono = sample.timestamp_ms.is_none().then_some(scraped_mono);
+                let order_at = sample
+                    .timestamp_ms
+                    .filter(|_| !from_the_future)
+                    .unwrap_or(scraped_at);
                 let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
                     Some((name, _)) => name.clone(),
                     None => Arc::from(sample.name.as_str()),
@@ -376,6 +386,7 @@ impl Store {
                             unusable: None,
                             valid_until: None,
                             rank: 0,
+                            order_at,
                         });
                         postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
                         inserted = true;
@@ -393,12 +404,11 @@ impl Store {
                     // An out-of-order first copy keeps the series out of order: its time is
                     // still the held sample's, and only that reading stays unknown however old
                     // the held sample grows.
-                    if !matches!(
-                        state.unusable,
-                        Some(Unusable::Duplicated | Unusable::OutOfOrder)
-                    ) {
-                        duplicates += 1;
+                    if state.unusable != Some(Unusable::OutOfOrder) {
                         state.unusable = Some(Unusable::Duplicated);
+                    }
+                    if counted_twice.insert(slot) {
+                        duplicates += 1;
                     }
                     state.latest = f64::NAN;
                     state.last_valid = state.last_valid_before_page;
@@ -407,10 +417,8 @@ impl Store {
                 state.last_valid_before_page = state.last_valid;
                 // A producer's time older than the one the series holds is out of order, and
                 // Prometheus rejects such a sample. Neither value is trusted: the series keeps
-                // its time and its retained value, so the older value never lowers a floor,
-                // and it reads as unknown whatever its age (policy/observation.rs), so it never
-                // passes as a stale series whose retained value is lower than what it sends.
-                if sample.timestamp_ms.is_some() && at < state.latest_at {
+                // its time and its retained value (policy/observation.rs reads it as unknown).
+                if sample.timestamp_ms.is_some_and(|t| t < state.order_at) {
                     out_of_order += 1;
                     state.present = true;
                     state.unusable = Some(Unusable::OutOfOrder);
@@ -419,6 +427,7 @@ impl Store {
                 }
                 state.latest = sample.value;
                 state.latest_at = at;
+                state.order_at = order_at;
                 state.latest_mono = mono;
                 state.present = true;
                 state.unusable = unusable;

@@ -126,6 +126,11 @@ struct SeriesState {
     /// `last_valid` before the current page, restored if the page turns out to hold the series
     /// twice.
     last_valid_before_page: Option<(u64, Millis)>,
+    /// What a later sample's own time must not be below (else it is out of order): the held
+    /// sample's time as its producer gave it, unclamped, so that a step of this process's wall
+    /// clock does not put an exporter's next sample out of order; the scrape's time when the
+    /// held sample had no usable time of its own.
+    order_at: Millis,
 }
 
 #[derive(Debug)]

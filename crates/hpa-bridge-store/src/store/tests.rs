@@ -664,14 +664,14 @@ fn a_sample_older_than_the_one_held_is_out_of_order() {
     // Held twice, where the first is out of order: it stays out of order (its time is the
     // held one), and the retained value stands.
     let outcome = store.record_success(&t, 104_000, 1, vec![at(1_000, 1.0), at(104_000, 1.0)]);
-    assert_eq!((outcome.out_of_order, outcome.duplicates), (1, 0));
+    assert_eq!((outcome.out_of_order, outcome.duplicates), (1, 1));
     let o = read();
     assert_eq!(o.unusable, Some(Unusable::OutOfOrder));
     assert_eq!(
         (o.observed_at_ms, o.last_valid),
         (103_000, Some((3, 103_000)))
     );
-    // Where the second is: the first counts, and the pair is ambiguous.
+    // Where the second is: the pair is ambiguous.
     let outcome = store.record_success(&t, 105_000, 1, vec![at(105_000, 1.0), at(1_000, 1.0)]);
     assert_eq!((outcome.out_of_order, outcome.duplicates), (0, 1));
     let o = read();
@@ -679,6 +679,15 @@ fn a_sample_older_than_the_one_held_is_out_of_order() {
     assert_eq!(
         (o.observed_at_ms, o.last_valid),
         (105_000, Some((3, 103_000)))
+    );
+    // This process's wall clock steps back: the exporter's next time, still ahead of the
+    // scrape's (within scrape.maxClockSkew), is in order; it ages from the scrape's time.
+    store.record_success(&t, 106_000, 1, vec![at(106_000, 2.0)]);
+    store.record_success(&t, 101_000, 1, vec![at(107_000, 6.0)]);
+    let o = read();
+    assert_eq!(
+        (o.unusable, o.value, o.observed_at_ms),
+        (None, 6.0, 101_000)
     );
 }
 

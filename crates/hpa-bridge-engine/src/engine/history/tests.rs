@@ -102,6 +102,28 @@ fn the_scope_cap_evicts_the_least_recently_asked_scope_and_counts_it() {
     assert_eq!(h.dropped_scopes(), 5001);
 }
 
+/// Scopes are told apart by their parts, however those would read run together; the same
+/// parts given borrowed find the scope recorded under an owned key.
+#[test]
+fn scopes_are_found_by_their_parts() {
+    let mut h = History::new(Limits::default());
+    h.record(&("m", "ab", "c"), &value(1), None, 0);
+    h.record(&("m", "a", "bc"), &value(2), None, 0);
+    h.record(&("m", "a", "1:bc"), &value(3), None, 0);
+    h.record(&("m1:", "a", "bc"), &value(4), None, 0);
+    assert_eq!(h.len(), 4);
+    let owned = HistoryKey {
+        metric: "m".into(),
+        namespace: "a".into(),
+        scope: "bc".into(),
+    };
+    h.record(&owned, &value(5), None, 15_000);
+    assert_eq!(h.len(), 4);
+    let all = h.snapshot(&Filter::default(), 15_000);
+    let found = all.iter().find(|s| s.key == owned).unwrap();
+    assert_eq!(found.entries.len(), 2, "{found:?}");
+}
+
 #[test]
 fn refusal_runs_report_their_start_and_end_on_a_value() {
     let mut h = History::new(Limits::default());
