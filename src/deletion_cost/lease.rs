@@ -267,8 +267,8 @@ impl Leadership {
     }
 
     /// Give the lease up on a clean shutdown (client-go's `ReleaseOnCancel`): stop writing,
-    /// wait for the patch in flight to be answered or abandoned, then clear the holder so another replica takes over at
-    /// once instead of after the lease duration.
+    /// wait for the patch in flight to be answered or abandoned, then clear the holder so
+    /// another replica takes over at once instead of after the lease duration.
     pub async fn resign(&self) {
         self.resigned.store(true, Ordering::SeqCst);
         let _patches = self.patches.write().await;

@@ -402,11 +402,10 @@ impl Oracle {
                 // A producer's time further ahead than scrape.maxClockSkew (10s by default)
                 // makes the sample unusable, as a duplicate is: read as invalid, never retained.
                 let from_the_future = first.timestamp.is_some_and(|ts| ts > *wall + 10_000);
-                // So does a producer's time older than the series' newest sample; the series
-                // keeps that sample's age and its retained value, and reads as unknown
+                // So does a producer's time older than the series' newest sample (ordered by
+                // the producer's time as given, or the scrape's when it gave none usable); the
+                // series keeps that sample's age and its retained value, and reads as unknown
                 // however old that sample grows.
-                // Ordered by the producer's time as given, or the scrape's when it gave none
-                // usable.
                 let order_at = first
                     .timestamp
                     .filter(|_| !from_the_future)

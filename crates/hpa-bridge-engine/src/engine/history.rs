@@ -13,7 +13,6 @@ use std::collections::VecDeque;
 
 use lru::LruCache;
 use std::fmt::Write as _;
-use std::hash::Hash;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -36,7 +35,7 @@ pub const MAX_REASON_BYTES: usize = 512;
 /// What was asked: the metric, the namespace, and the scope within it. The scope is the
 /// selector text for an External metric, or an object reference such as
 /// `StatefulSet/lobby` for an Object metric (`metric_query::history_scope`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct HistoryKey {
     pub metric: String,
     pub namespace: String,

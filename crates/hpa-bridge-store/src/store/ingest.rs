@@ -331,9 +331,7 @@ impl Store {
                     slots.get(*slot).map(|s| {
                         let age = page_now.age_ms(s.latest_at, s.latest_mono);
                         let expired = s.valid_until.is_some_and(|u| scraped_at > u);
-                        // One out of order reads the same however old it is.
-                        let aged = (age > stale_after || expired)
-                            && s.unusable != Some(Unusable::OutOfOrder);
+                        let aged = (age > stale_after || expired) && s.can_go_stale();
                         (*slot, s.reading(), aged)
                     })
                 })

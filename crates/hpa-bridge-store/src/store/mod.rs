@@ -159,6 +159,12 @@ struct Reading {
 }
 
 impl SeriesState {
+    /// Whether time can turn its reading stale: not once it is out of order, which the rules
+    /// read as unknown whatever its age (policy/observation.rs).
+    fn can_go_stale(&self) -> bool {
+        self.unusable != Some(Unusable::OutOfOrder)
+    }
+
     fn reading(&self) -> Reading {
         Reading {
             value_bits: self.latest.to_bits(),

@@ -12,7 +12,7 @@ use super::{Inner, SeriesState, Store, WorkloadRef};
 use crate::clock::{Millis, Now};
 use crate::evidence::{
     CleanTail, Evidence, Observation, ProducerReason, Scope, ScopeKey, SeriesId, SeriesLabels,
-    SeriesRef, SilentPods, Summarize, UnknownTarget, Unusable,
+    SeriesRef, SilentPods, Summarize, UnknownTarget,
 };
 use crate::selector::Operator;
 
@@ -88,10 +88,7 @@ impl Store {
                 .filter(|s| s.present)
             {
                 total += 1;
-                // As the rules read it: one out of order is unknown, not stale.
-                if now.age_ms(s.latest_at, s.latest_mono) > stale_after_ms
-                    && s.unusable != Some(Unusable::OutOfOrder)
-                {
+                if now.age_ms(s.latest_at, s.latest_mono) > stale_after_ms && s.can_go_stale() {
                     stale += 1;
                 }
             }
