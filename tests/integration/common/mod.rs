@@ -1,6 +1,7 @@
 //! Shared test harness: real exporters on loopback, real certificates generated per test,
 //! the real `hpa-bridge` binary as a subprocess, and a real HTTPS client.
 
+pub mod control_plane;
 pub mod fake_apiserver;
 pub mod kube_objects;
 pub mod peers;
@@ -50,7 +51,14 @@ pub struct TestExporter {
 
 impl TestExporter {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap()
+    }
+
+    /// An exporter on `addr`: a pod's own address in 127.1.0.0/16 on the control plane.
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr().unwrap();
         let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
         let p = pages.clone();
@@ -98,11 +106,11 @@ impl TestExporter {
                 });
             }
         });
-        TestExporter {
+        Ok(TestExporter {
             addr,
             pages,
             stopped: Arc::new(stopped),
-        }
+        })
     }
 
     /// The exporter disappears: the listener closes and open (keep-alive) connections drop, so
@@ -287,10 +295,15 @@ impl AdapterProcess {
     }
 
     pub async fn start_with(config: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(config, extra, &[]).await
+    }
+
+    /// `start_with`, with environment variables for the process (`RUST_LOG`, ...).
+    pub async fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         // `free_port` releases the port before the adapter binds it, so a test running beside
         // this one may take it meanwhile: start again on new ports, not fail.
         for _ in 0..5 {
-            let mut p = Self::spawn(config, extra);
+            let mut p = Self::spawn_env(config, extra, env);
             match p.ready().await {
                 Ok(()) => return p,
                 Err(log) if log.contains("Address already in use") => continue,
@@ -301,6 +314,10 @@ impl AdapterProcess {
     }
 
     pub fn spawn(config: &str, extra: &[&str]) -> Self {
+        Self::spawn_env(config, extra, &[])
+    }
+
+    pub fn spawn_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let pki = Pki::new("test-serving-ca");
         let server = pki.server();
         let dir = tempfile::tempdir().unwrap();
@@ -324,6 +341,7 @@ impl AdapterProcess {
             .arg(&server.key_path)
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log);
         let child = cmd.spawn().expect("spawn hpa-bridge");

@@ -1,0 +1,572 @@
+//! hpa-bridge against a real control plane (tests/control-plane): kube-apiserver 1.37 with its
+//! aggregator, kube-controller-manager's HPA and StatefulSet controllers, and the stand-in
+//! scheduler and kubelet. The adapter runs as a local process with manifests/base's service
+//! account and RBAC, registered through an ExternalName Service (scripts/cluster register);
+//! the pods' exporters listen on the pods' own addresses.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::control_plane::{kubectl_with, ControlPlane, PodPages};
+use crate::common::*;
+
+fn external_path(ns: &str) -> String {
+    format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby"
+    )
+}
+
+/// The adapter as the manifests run it, with the hpa-bridge service account's token for
+/// discovery and for the delegated TokenReview and SubjectAccessReview; its auth decisions
+/// are logged.
+async fn start_adapter(cp: &ControlPlane, scrape: &str) -> AdapterProcess {
+    let kubeconfig = cp.adapter_kubeconfig();
+    let k = kubeconfig.to_str().unwrap();
+    let config = format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n{scrape}"
+    );
+    AdapterProcess::start_with_env(
+        &config,
+        &["--kubeconfig", k, "--authentication-kubeconfig", k],
+        &[("RUST_LOG", "info,hpa_bridge::auth=debug")],
+    )
+    .await
+}
+
+fn discovery(ns: &str) -> String {
+    format!("  kubernetes:\n    namespaces: [{ns}]\n")
+}
+
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// The one item's value of a metric list.
+fn value_of(body: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    v["items"][0]["value"].as_str().map(String::from)
+}
+
+/// The adapter's log line that admitted `user` with `method`.
+fn admitted(adapter: &AdapterProcess, user: &str, method: &str) -> bool {
+    adapter.log().lines().any(|l| {
+        l.contains("allowed") && l.contains(&format!("user={user} ")) && l.contains(method)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_aggregator_reaches_hpa_bridge_as_the_front_proxy_and_rbac_decides() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("aggregator").await;
+    let ex = TestExporter::start().await;
+    ex.page("/ctl", expect_page("ctl-0", "3"));
+    let adapter = start_adapter(cp, &static_targets(&[(ex.url("/ctl"), &ns, "ctl-0")])).await;
+    cp.register(adapter.port, "both", None).await;
+
+    for name in [
+        "v1beta1.external.metrics.k8s.io",
+        "v1beta2.custom.metrics.k8s.io",
+        "v1beta1.custom.metrics.k8s.io",
+    ] {
+        let api = cp.get_json(&["apiservice", name]);
+        let available = condition(&api, "Available").unwrap();
+        assert_eq!(available["status"], "True", "{name}: {available}");
+    }
+
+    // External through the aggregator, as cluster-admin.
+    let external = external_path(&ns);
+    let body = cp
+        .eventually("the External answer through the aggregator", || {
+            cp.try_kubectl(&["get", "--raw", &external])
+                .ok()
+                .filter(|b| value_of(b).as_deref() == Some("3"))
+        })
+        .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["kind"], "ExternalMetricValueList", "{v}");
+    // It reached hpa-bridge over the aggregator's front-proxy client certificate, with the
+    // user in the request headers.
+    assert!(
+        admitted(&adapter, "kubernetes-admin", "front-proxy"),
+        "no front-proxy admission of kubernetes-admin in the log:\n{}",
+        adapter.log()
+    );
+
+    // Object through custom.metrics.k8s.io v1beta2.
+    let object = format!(
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/statefulsets.apps/lobby/hpa_target_replicas"
+    );
+    let body = cp
+        .eventually("the Object answer through the aggregator", || {
+            cp.try_kubectl(&["get", "--raw", &object])
+                .ok()
+                .filter(|b| value_of(b).as_deref() == Some("3"))
+        })
+        .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
+
+    // A service account without RBAC: refused with 403.
+    cp.kubectl(&["create", "serviceaccount", "reader", "-n", &ns]);
+    let reader = cp.service_account_kubeconfig(&ns, "reader");
+    let err = kubectl_with(&reader, &["get", "--raw", &external], None).unwrap_err();
+    assert!(
+        err.contains("Forbidden") || err.contains("forbidden") || err.contains("403"),
+        "{err}"
+    );
+    // With the install's read role (manifests/check/rbac.yaml) bound: an answer, checked again
+    // by hpa-bridge's own SubjectAccessReview for that user.
+    let check_rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/check/rbac.yaml");
+    cp.kubectl(&["apply", "-f", check_rbac.to_str().unwrap()]);
+    cp.kubectl(&[
+        "create",
+        "rolebinding",
+        "reader-check",
+        "-n",
+        &ns,
+        "--clusterrole=hpa-bridge:check",
+        &format!("--serviceaccount={ns}:reader"),
+    ]);
+    cp.eventually("the bound service account's answer", || {
+        kubectl_with(&reader, &["get", "--raw", &external], None)
+            .ok()
+            .filter(|b| value_of(b).as_deref() == Some("3"))
+    })
+    .await;
+    let user = format!("system:serviceaccount:{ns}:reader");
+    assert!(
+        admitted(&adapter, &user, "front-proxy"),
+        "no front-proxy admission of {user} in the log:\n{}",
+        adapter.log()
+    );
+
+    // Straight to hpa-bridge, a forged X-Remote-User without the front-proxy certificate.
+    let direct = external.clone();
+    let forged = [
+        ("X-Remote-User", "kubernetes-admin"),
+        ("X-Remote-Group", "system:masters"),
+    ];
+    let (code, body) = adapter.client().get(&direct, &forged).await.unwrap();
+    assert!(
+        code == 401 || code == 403,
+        "forged headers answered {code}: {body}"
+    );
+    // With a client certificate from the cluster CA that is not the front proxy's: the headers
+    // are ignored and the certificate's own user is checked (no RBAC for it: 403).
+    let pki = cp.dir().join("pki");
+    let kcm = HttpsClient::new(
+        adapter.port,
+        &[adapter.pki.ca_der()],
+        Some((
+            &pki.join("kube-controller-manager.crt"),
+            &pki.join("kube-controller-manager.key"),
+        )),
+    );
+    let (code, body) = kcm.get(&direct, &forged).await.unwrap();
+    assert_eq!(
+        code, 403,
+        "a client certificate's headers were believed: {body}"
+    );
+}
+
+/// The StatefulSet `lobby` and the controller instances' StatefulSet `lobby-ctl` (whose pods
+/// export the recommendation), both scraped through discovery.
+fn workloads(ns: &str, pods: &PodPages, ctl_replicas: u32) -> String {
+    let sts = |name: &str, replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  serviceName: {name}\n  podManagementPolicy: Parallel\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/{name}:1}}]\n",
+            pods.annotations()
+        )
+    };
+    format!("{}---\n{}", sts("lobby", 1), sts("lobby-ctl", ctl_replicas))
+}
+
+/// An HPA on hpa_target_replicas with AverageValue 1, min..10, and windows of a few seconds.
+fn hpa(ns: &str, min: u32, metric: &str) -> String {
+    format!(
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: lobby, namespace: {ns}}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: StatefulSet, name: lobby}}\n  minReplicas: {min}\n  maxReplicas: 10\n  metrics:\n{metric}  behavior:\n    scaleUp:\n      stabilizationWindowSeconds: 0\n      policies: [{{type: Pods, value: 10, periodSeconds: 1}}]\n    scaleDown:\n      stabilizationWindowSeconds: 3\n      policies: [{{type: Pods, value: 10, periodSeconds: 1}}]\n"
+    )
+}
+
+const EXTERNAL_METRIC: &str = "  - type: External\n    external:\n      metric: {name: hpa_target_replicas, selector: {matchLabels: {hpa_target_name: lobby}}}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
+
+const OBJECT_METRIC: &str = "  - type: Object\n    object:\n      describedObject: {apiVersion: apps/v1, kind: StatefulSet, name: lobby}\n      metric: {name: hpa_target_replicas}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
+
+/// `spec.replicas` stays `want` for `secs` seconds.
+async fn holds(cp: &ControlPlane, ns: &str, want: i64, secs: u64) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        let got = cp.replicas(ns, "statefulset", "lobby");
+        assert_eq!(got, want, "lobby left {want} replicas");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn lobby_indices(pods: &PodPages, indices: &[u32]) {
+    for i in 0..10u32 {
+        let name = format!("lobby-{i}");
+        let index = indices.get(i as usize).copied().unwrap_or(0);
+        pods.set(&name, index_page(&name, &index.to_string()));
+    }
+}
+
+/// StatefulSet `lobby` with its HPA, the controller instances `lobby-ctl-0` and `-1`, and
+/// hpa-bridge registered, with the cluster to itself.
+struct Lobby {
+    cp: &'static ControlPlane,
+    ns: String,
+    pods: PodPages,
+    adapter: Option<AdapterProcess>,
+    _cluster: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Lobby {
+    async fn start(metric: &str, group: &str, min: u32, recommendation: u32) -> Lobby {
+        let cp = ControlPlane::shared();
+        let cluster = cp.exclusive().await;
+        let ns = cp.namespace("lobby").await;
+        let pods = PodPages::start(cp, &ns).await;
+        let lobby = Lobby {
+            cp,
+            ns,
+            pods,
+            adapter: None,
+            _cluster: cluster,
+        };
+        lobby.recommend(recommendation, recommendation);
+        lobby.indices(&[]);
+        cp.apply(&workloads(&lobby.ns, &lobby.pods, 2));
+        let adapter = start_adapter(cp, &discovery(&lobby.ns)).await;
+        cp.register(adapter.port, group, None).await;
+        cp.apply(&hpa(&lobby.ns, min, metric));
+        Lobby {
+            adapter: Some(adapter),
+            ..lobby
+        }
+    }
+
+    /// What the two controller instances export.
+    fn recommend(&self, first: u32, second: u32) {
+        self.pods
+            .set("lobby-ctl-0", expect_page("ctl-0", &first.to_string()));
+        self.pods
+            .set("lobby-ctl-1", expect_page("ctl-1", &second.to_string()));
+    }
+
+    /// The stateful indices of lobby-0, lobby-1, ...; 0 for the rest.
+    fn indices(&self, indices: &[u32]) {
+        lobby_indices(&self.pods, indices);
+    }
+
+    async fn reaches(&self, want: i64) {
+        self.cp
+            .wait_replicas(&self.ns, "statefulset", "lobby", want)
+            .await;
+    }
+
+    async fn holds(&self, want: i64, secs: u64) {
+        holds(self.cp, &self.ns, want, secs).await;
+    }
+
+    fn hpa(&self) -> Value {
+        self.cp.get_json(&["hpa", "lobby", "-n", &self.ns])
+    }
+}
+
+async fn follows(metric: &str, group: &str) {
+    let lobby = Lobby::start(metric, group, 1, 2).await;
+    // The recommendation 2, then 5: the real HPA applies each.
+    lobby.reaches(2).await;
+    // Two controller instances at 5 and 3: the max, not the sum.
+    lobby.recommend(5, 3);
+    lobby.reaches(5).await;
+    lobby.holds(5, 4).await;
+
+    // The recommendation drops to 2 while ordinal 3 holds state (index 4): the floor keeps 4.
+    lobby.indices(&[0, 0, 0, 4]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lobby.recommend(2, 2);
+    lobby.reaches(4).await;
+    lobby.holds(4, 6).await;
+    // The index is released: down to the recommendation.
+    lobby.indices(&[]);
+    lobby.reaches(2).await;
+    assert_eq!(lobby.hpa()["status"]["desiredReplicas"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_hpa_follows_the_external_target_max_and_floor() {
+    follows(EXTERNAL_METRIC, "external").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_hpa_follows_the_object_target_max_and_floor() {
+    follows(OBJECT_METRIC, "custom").await;
+}
+
+/// The HPA's condition of `kind` once its status is `status`.
+async fn hpa_condition(lobby: &Lobby, kind: &str, status: &str) -> Value {
+    lobby
+        .cp
+        .eventually(&format!("HPA condition {kind}={status}"), || {
+            let hpa = lobby.hpa();
+            condition(&hpa, kind)
+                .filter(|c| c["status"] == status)
+                .cloned()
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_recommender_is_refused_and_the_real_hpa_keeps_its_size_with_our_message() {
+    let lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 4).await;
+    lobby.reaches(4).await;
+    assert_eq!(
+        hpa_condition(&lobby, "ScalingActive", "True").await["reason"],
+        "ValidMetricFound"
+    );
+    // Both controller instances stop answering; their last values go stale.
+    for pod in ["lobby-ctl-0", "lobby-ctl-1"] {
+        lobby.pods.set_status(pod, 500);
+    }
+    let refusal = lobby
+        .cp
+        .eventually("hpa-bridge's refusal through the aggregator", || {
+            lobby
+                .cp
+                .try_kubectl(&["get", "--raw", &external_path(&lobby.ns)])
+                .err()
+        })
+        .await;
+    let active = hpa_condition(&lobby, "ScalingActive", "False").await;
+    assert_eq!(active["reason"], "FailedGetExternalMetric", "{active}");
+    let message = active["message"].as_str().unwrap();
+    // kubectl prints the Status message after "Error from server (...): ".
+    let ours = refusal
+        .trim()
+        .rsplit_once("): ")
+        .map_or(refusal.trim(), |(_, m)| m);
+    assert!(
+        message.contains(ours),
+        "the HPA's condition does not carry hpa-bridge's message {ours:?}: {message}"
+    );
+    // A refusal never shrinks the workload: longer than the scale-down window.
+    lobby.holds(4, 8).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hpa_bridge_the_apiservice_is_unavailable_and_the_workload_keeps_its_size() {
+    let mut lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
+    lobby.reaches(3).await;
+    // Killed, as by SIGKILL: no goodbye.
+    drop(lobby.adapter.take());
+    let cp = lobby.cp;
+    cp.eventually("the APIService unavailable", || {
+        let api = cp.get_json(&["apiservice", "v1beta1.external.metrics.k8s.io"]);
+        condition(&api, "Available")
+            .filter(|c| c["status"] == "False")
+            .cloned()
+    })
+    .await;
+    hpa_condition(&lobby, "ScalingActive", "False").await;
+    lobby.holds(3, 8).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_outage_of_30_s_drives_no_scale_in_and_the_hpa_recovers() {
+    let lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 4).await;
+    lobby.reaches(4).await;
+    let cp = lobby.cp;
+    cp.stop_etcd();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    cp.start_etcd();
+    // Once the API server answers again, nothing was scaled in meanwhile.
+    let replicas = cp
+        .eventually("the API server back", || {
+            cp.try_kubectl(&[
+                "get",
+                "statefulset",
+                "lobby",
+                "-n",
+                &lobby.ns,
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ])
+            .ok()
+        })
+        .await;
+    assert_eq!(replicas.trim(), "4", "the outage drove a scale change");
+    lobby.holds(4, 5).await;
+    // The answers and the HPA recover: a new recommendation is followed.
+    lobby.recommend(6, 1);
+    lobby.reaches(6).await;
+}
+
+/// `kubectl auth can-i` as hpa-bridge's service account.
+fn can(cp: &ControlPlane, args: &[&str]) -> bool {
+    let mut a = vec![
+        "auth",
+        "can-i",
+        "--as=system:serviceaccount:hpa-bridge:hpa-bridge",
+    ];
+    a.extend_from_slice(args);
+    let out = std::process::Command::new(peers::kubectl())
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig())
+        .args(&a)
+        .output()
+        .unwrap();
+    // kubectl prints yes (exit 0) or no (exit 1); anything else is a mistake in the question
+    // (say, an unknown resource), which must not pass for a "no".
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "yes" => true,
+        "no" => false,
+        other => panic!(
+            "kubectl auth can-i {}: {other} {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// What `serve` asks of the API server (src/auth: TokenReview, SubjectAccessReview, the
+/// extension-apiserver-authentication ConfigMap; hpa-bridge-sources' discovery: list and watch
+/// of pods and their workloads in every namespace).
+const SERVE_USES: &[&[&str]] = &[
+    &["list", "pods", "-A"],
+    &["watch", "pods", "-A"],
+    &["list", "statefulsets.apps", "-A"],
+    &["watch", "statefulsets.apps", "-A"],
+    &["list", "replicasets.apps", "-A"],
+    &["watch", "replicasets.apps", "-A"],
+    &["list", "deployments.apps", "-A"],
+    &["watch", "deployments.apps", "-A"],
+    &["create", "tokenreviews.authentication.k8s.io"],
+    &["create", "subjectaccessreviews.authorization.k8s.io"],
+    &[
+        "get",
+        "configmaps/extension-apiserver-authentication",
+        "-n",
+        "kube-system",
+    ],
+];
+
+/// What `serve --write-deletion-cost` asks on top (src/deletion_cost: a merge patch of pods,
+/// and get, create and update of its Lease).
+const DELETION_COST_USES: &[&[&str]] = &[
+    &["patch", "pods", "-n", "default"],
+    &[
+        "get",
+        "leases.coordination.k8s.io/hpa-bridge-deletion-cost",
+        "-n",
+        "hpa-bridge",
+    ],
+    &[
+        "update",
+        "leases.coordination.k8s.io/hpa-bridge-deletion-cost",
+        "-n",
+        "hpa-bridge",
+    ],
+    &["create", "leases.coordination.k8s.io", "-n", "hpa-bridge"],
+];
+
+/// Nothing more: writes to workloads and pods, secrets, other ConfigMaps, other Leases.
+const NEVER: &[&[&str]] = &[
+    &["get", "secrets", "-n", "kube-system"],
+    &["list", "secrets", "-A"],
+    &["get", "configmaps", "-n", "default"],
+    &["list", "configmaps", "-n", "kube-system"],
+    &["update", "statefulsets.apps", "-n", "default"],
+    &["patch", "statefulsets.apps/scale", "-n", "default"],
+    &["update", "deployments.apps", "-n", "default"],
+    &["delete", "pods", "-n", "default"],
+    &["create", "pods", "-n", "default"],
+    &["update", "pods/status", "-n", "default"],
+    &[
+        "update",
+        "leases.coordination.k8s.io/other",
+        "-n",
+        "hpa-bridge",
+    ],
+    &[
+        "delete",
+        "leases.coordination.k8s.io/hpa-bridge-deletion-cost",
+        "-n",
+        "hpa-bridge",
+    ],
+    &[
+        "update",
+        "horizontalpodautoscalers.autoscaling",
+        "-n",
+        "default",
+    ],
+    &["create", "apiservices.apiregistration.k8s.io"],
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_install_rbac_grants_every_verb_hpa_bridge_uses_and_nothing_more() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    cp.adapter_kubeconfig();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let overlay = root.join("manifests/overlays/deletion-cost/rbac.yaml");
+    let overlay = overlay.to_str().unwrap();
+    cp.try_kubectl(&["delete", "--ignore-not-found", "-f", overlay])
+        .unwrap();
+    let denied = |uses: &[&[&str]]| -> Vec<String> {
+        uses.iter()
+            .filter(|a| !can(cp, a))
+            .map(|a| a.join(" "))
+            .collect()
+    };
+    let granted = |uses: &[&[&str]]| -> Vec<String> {
+        uses.iter()
+            .filter(|a| can(cp, a))
+            .map(|a| a.join(" "))
+            .collect()
+    };
+    assert_eq!(
+        denied(SERVE_USES),
+        Vec::<String>::new(),
+        "base denies what serve uses"
+    );
+    assert_eq!(
+        granted(DELETION_COST_USES)
+            .into_iter()
+            .filter(|a| a.starts_with("patch"))
+            .collect::<Vec<_>>(),
+        Vec::<String>::new(),
+        "the base alone lets hpa-bridge patch pods"
+    );
+    assert_eq!(granted(NEVER), Vec::<String>::new(), "base grants more");
+
+    cp.kubectl(&["apply", "-f", overlay]);
+    assert_eq!(
+        denied(DELETION_COST_USES),
+        Vec::<String>::new(),
+        "overlays/deletion-cost denies what the writer uses"
+    );
+    assert_eq!(
+        granted(NEVER),
+        Vec::<String>::new(),
+        "overlays/deletion-cost grants more"
+    );
+    cp.kubectl(&["delete", "-f", overlay]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minreplicas_0_scales_to_zero_and_back_with_the_external_metric() {
+    let lobby = Lobby::start(EXTERNAL_METRIC, "external", 0, 2).await;
+    lobby.reaches(2).await;
+    lobby.recommend(0, 0);
+    lobby.reaches(0).await;
+    lobby.holds(0, 3).await;
+    lobby.recommend(3, 0);
+    lobby.reaches(3).await;
+}
