@@ -25,10 +25,10 @@ func clientcmdKubeconfig(server, ca, cert, key string) *clientcmdapi.Config {
 	return cfg
 }
 
-// waitReady returns once the API server is ready, kube-controller-manager is healthy (its
+// waitReady returns once the API server is ready (then calls apiserverReady), kube-controller-manager is healthy (its
 // /healthz includes each controller's check), the service-account controllers have acted in
 // the default namespace, and the stand-in's Node is Ready.
-func waitReady(ctx context.Context, client kubernetes.Interface, l layout, p ports) error {
+func waitReady(ctx context.Context, client kubernetes.Interface, l layout, p ports, apiserverReady func() error) error {
 	deadline := time.Now().Add(readyTimeout)
 	ca, err := os.ReadFile(l.pki("ca.crt"))
 	if err != nil {
@@ -79,7 +79,12 @@ func waitReady(ctx context.Context, client kubernetes.Interface, l layout, p por
 			return nil
 		}},
 	}
-	for _, c := range checks {
+	for i, c := range checks {
+		if i == 1 {
+			if err := apiserverReady(); err != nil {
+				return err
+			}
+		}
 		var last error
 		for {
 			if last = c.ok(); last == nil {

@@ -220,7 +220,10 @@ func runUp(args []string) error {
 		}()
 	}
 
-	for _, c := range all {
+	// kube-controller-manager reads kube-system/extension-apiserver-authentication at start,
+	// which RBAC lets it do only once the API server has bootstrapped its roles: it starts
+	// when the API server is ready, as a kubelet's restarts would get it there in a cluster.
+	for _, c := range []*component{etcd, apiserver} {
 		if err := c.start(); err != nil {
 			return err
 		}
@@ -238,7 +241,9 @@ func runUp(args []string) error {
 	go runNodeStandIn(ctx, client)
 
 	ready := make(chan error, 1)
-	go func() { ready <- waitReady(ctx, client, l, p) }()
+	go func() {
+		ready <- waitReady(ctx, client, l, p, func() error { return kcm.start() })
+	}()
 	isReady := false
 	for {
 		select {
