@@ -52,9 +52,27 @@ fn value_of(body: &str) -> Option<String> {
     v["items"][0]["value"].as_str().map(String::from)
 }
 
+/// The log without its terminal colours (ESC [ ... m).
+fn plain(log: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The adapter's log line that admitted `user` with `method`.
 fn admitted(adapter: &AdapterProcess, user: &str, method: &str) -> bool {
-    adapter.log().lines().any(|l| {
+    plain(&adapter.log()).lines().any(|l| {
         l.contains("allowed") && l.contains(&format!("user={user} ")) && l.contains(method)
     })
 }
@@ -66,7 +84,15 @@ async fn the_real_aggregator_reaches_hpa_bridge_as_the_front_proxy_and_rbac_deci
     let ns = cp.namespace("aggregator").await;
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "3"));
-    let adapter = start_adapter(cp, &static_targets(&[(ex.url("/ctl"), &ns, "ctl-0")])).await;
+    ex.page("/lobby-0", index_page("lobby-0", "0"));
+    let adapter = start_adapter(
+        cp,
+        &static_targets(&[
+            (ex.url("/ctl"), &ns, "ctl-0"),
+            (ex.url("/lobby-0"), &ns, "lobby-0"),
+        ]),
+    )
+    .await;
     cp.register(adapter.port, "both", None).await;
 
     for name in [
