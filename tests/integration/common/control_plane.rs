@@ -214,12 +214,16 @@ impl ControlPlane {
             args.push(ca.display().to_string());
         }
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster");
-        let out = tokio::process::Command::new(script)
-            .args(&args)
-            .env("KUBECTL", peers::kubectl())
-            .output()
-            .await
-            .unwrap();
+        let kubectl = peers::kubectl();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(script)
+                .args(&args)
+                .env("KUBECTL", kubectl)
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert!(
             out.status.success(),
             "scripts/cluster register failed: {}",
