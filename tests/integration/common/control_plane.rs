@@ -116,6 +116,7 @@ impl ControlPlane {
         &self.kubeconfig
     }
 
+    #[allow(dead_code)]
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
