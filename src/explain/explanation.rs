@@ -307,9 +307,11 @@ fn model_time(ms: Millis) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
+/// An RFC 3339 time of the HPA object, read as the API types read it.
 fn parse_time(s: &str) -> Option<Millis> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
-    Some((t.unix_timestamp_nanos() / 1_000_000) as Millis)
+    let t: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+        serde_json::from_value(Value::String(s.to_string())).ok()?;
+    Some(t.0.as_millisecond())
 }
 
 /// `status.conditions` as the model keeps them.
@@ -372,7 +374,10 @@ fn metric_input(
                 }
                 (None, Some(o)) => {
                     r.object.as_deref()
-                        == Some(&format!("{}/{}", o.described_object.kind, o.described_object.name))
+                        == Some(
+                            format!("{}/{}", o.described_object.kind, o.described_object.name)
+                                .as_str(),
+                        )
                 }
                 _ => false,
             }

@@ -212,3 +212,65 @@ async fn read_status(status_url: &str, namespace: &str) -> Result<Vec<ServedAnsw
         .await
         .unwrap_or_else(|_| Err(format!("{url}: no answer within {} s", STATUS_TIMEOUT.as_secs())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    /// A loopback HTTP server answering every request with `code` and `body`; returns its URL.
+    async fn serve_once(code: u16, body: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| async move {
+                    assert_eq!(req.uri().path(), "/status");
+                    assert_eq!(req.uri().query(), Some("namespace=games"));
+                    http::Response::builder()
+                        .status(code)
+                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn the_status_port_is_read_over_http() {
+        let url = serve_once(
+            200,
+            r#"{"workloads":[{"namespace":"games","metric":"hpa_target_replicas","selector":"","answer":{"outcome":{"state":"value","value":3},"reason":"max 3"}}]}"#,
+        )
+        .await;
+        let rows = read_status(&url, "games").await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].value, Some(3));
+        let url = serve_once(500, "building the status document failed\n").await;
+        assert!(read_status(&url, "games").await.unwrap_err().contains("HTTP 500"));
+        let url = serve_once(200, "not json").await;
+        assert!(read_status(&url, "games")
+            .await
+            .unwrap_err()
+            .contains("not a status document"));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_status_port_says_to_forward_it() {
+        // A port just freed: nothing listens there.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let err = read_status(&format!("http://127.0.0.1:{port}"), "games")
+            .await
+            .unwrap_err();
+        assert!(err.contains("port-forward"), "{err}");
+    }
+}

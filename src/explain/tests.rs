@@ -335,7 +335,8 @@ fn an_object_metric_matches_its_row_by_described_object() {
     let o = observe(hpa(1, 10, vec![obj], prompt_down(), status(3, None)), 3, vec![other, row]);
     let e = explain(&o).unwrap();
     assert_eq!(e.metrics[0].source, "hpa-bridge");
-    assert_eq!(e.next.desired_replicas, 6, "capped by the default 4 Pods / 100 %");
+    assert_eq!(e.metrics[0].proposed_replicas, Some(7));
+    assert_eq!(e.next.desired_replicas, 7, "3 + 4 Pods, the more of the default policies");
 }
 
 #[test]

@@ -51,7 +51,18 @@ pub fn render(e: &Explanation) -> String {
     };
     let _ = writeln!(out, "\n{}", line(header));
     for r in &rows {
-        let _ = writeln!(out, "{}", line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]));
+        let _ = writeln!(
+            out,
+            "{}",
+            line([
+                r[0].as_str(),
+                r[1].as_str(),
+                r[2].as_str(),
+                r[3].as_str(),
+                r[4].as_str(),
+                r[5].as_str(),
+            ])
+        );
     }
     let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     let _ = writeln!(
