@@ -533,9 +533,11 @@ impl ServeArgs {
 const KUBECTL_PLUGIN_NAME: &str = "kubectl-hpa_bridge";
 
 fn main() {
-    let invoked_as = std::env::args_os()
-        .next()
-        .and_then(|a| PathBuf::from(a).file_name().map(|f| f.to_string_lossy().into_owned()));
+    let invoked_as = std::env::args_os().next().and_then(|a| {
+        PathBuf::from(a)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+    });
     let cli = if invoked_as.as_deref() == Some(KUBECTL_PLUGIN_NAME) {
         // Help and errors then name the command as the user typed it.
         let matches = Cli::command().bin_name("kubectl hpa-bridge").get_matches();
@@ -643,18 +645,24 @@ fn run_explain(args: ExplainHpaArgs) -> Result<()> {
         .adapter_service
         .split_once('/')
         .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
-        .with_context(|| format!("--adapter-service {:?} must be namespace/name", args.adapter_service))?;
+        .with_context(|| {
+            format!(
+                "--adapter-service {:?} must be namespace/name",
+                args.adapter_service
+            )
+        })?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let observation = runtime.block_on(async {
-        let client = hpa_bridge::check::cluster::client(&hpa_bridge::check::cluster::ClusterOptions {
-            kubeconfig: args.kubeconfig.clone(),
-            context: args.context.clone(),
-            namespace: Some(args.namespace.clone()),
-        })
-        .await?;
+        let client =
+            hpa_bridge::check::cluster::client(&hpa_bridge::check::cluster::ClusterOptions {
+                kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
+                namespace: Some(args.namespace.clone()),
+            })
+            .await?;
         let target = explain::read::Target {
             namespace: &args.namespace,
             name: &args.name,

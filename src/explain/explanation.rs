@@ -136,7 +136,8 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     let spec: HpaSpec = serde_json::from_value(hpa["spec"].clone())
         .map_err(|e| ExplainError::Spec(e.to_string()))?;
     let config = ControllerConfig::for_kube_minor(obs.kube_minor);
-    let mut model = Hpa::new(spec.clone(), config).map_err(|e| ExplainError::Spec(e.to_string()))?;
+    let mut model =
+        Hpa::new(spec.clone(), config).map_err(|e| ExplainError::Spec(e.to_string()))?;
     let now = model_time(obs.now_ms);
     let status = &hpa["status"];
     let mut notes = Vec::new();
@@ -208,7 +209,11 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     }
     let selector = if !obs.other_hpas_on_target.is_empty() {
         let mut hpas = vec![format!("{{{name} {namespace}}}")];
-        hpas.extend(obs.other_hpas_on_target.iter().map(|o| format!("{{{o} {namespace}}}")));
+        hpas.extend(
+            obs.other_hpas_on_target
+                .iter()
+                .map(|o| format!("{{{o} {namespace}}}")),
+        );
         notes.push(format!(
             "{} also scale(s) this target: the controller refuses to scale pods that two HPAs select (AmbiguousSelector); delete or retarget one",
             obs.other_hpas_on_target.join(", ")
@@ -248,7 +253,10 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     let mut winner: Option<(String, i32)> = None;
     for o in &outcome.metrics {
         if let Ok(p) = &o.result {
-            if winner.as_ref().is_none_or(|(_, r)| *r == 0 || p.replicas > *r) {
+            if winner
+                .as_ref()
+                .is_none_or(|(_, r)| *r == 0 || p.replicas > *r)
+            {
                 winner = Some((o.name.clone(), p.replicas));
             }
         }
@@ -267,7 +275,14 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         );
     let stabilization = stabilization_out(&model, &outcome, obs.now_ms);
     let rate_limit = rate_limit_out(&spec, &model, &outcome, limit);
-    let why = why(&spec, &outcome, &metrics, winner.as_ref(), &stabilization, &rate_limit);
+    let why = why(
+        &spec,
+        &outcome,
+        &metrics,
+        winner.as_ref(),
+        &stabilization,
+        &rate_limit,
+    );
     Ok(Explanation {
         hpa: format!("{namespace}/{name}"),
         scale_target: ScaleTargetOut {
@@ -443,7 +458,10 @@ fn metric_input(
                 .or_else(|| q("averageValue"));
             match v {
                 Some(v) => (Ok(vec![v]), source(None)),
-                None => (Err("the HPA's status shows no average for it".into()), source(None)),
+                None => (
+                    Err("the HPA's status shows no average for it".into()),
+                    source(None),
+                ),
             }
         }
     }
@@ -464,9 +482,13 @@ fn status_metric<'a>(status: &'a Value, m: &MetricSpec, index: usize) -> Option<
     let name = m.metric_name().unwrap_or_default();
     let named = |e: &Value| {
         e["type"] == ty
-            && (e[key]["metric"]["name"].as_str() == Some(name) || e[key]["name"].as_str() == Some(name))
+            && (e[key]["metric"]["name"].as_str() == Some(name)
+                || e[key]["name"].as_str() == Some(name))
     };
-    let entry = list.get(index).filter(|e| named(e)).or_else(|| list.iter().find(|e| named(e)))?;
+    let entry = list
+        .get(index)
+        .filter(|e| named(e))
+        .or_else(|| list.iter().find(|e| named(e)))?;
     let current = &entry[key]["current"];
     (!current.is_null()).then_some(current)
 }
@@ -490,8 +512,17 @@ fn type_text(t: MetricSourceType) -> String {
     format!("{t:?}")
 }
 
-fn metric_out(m: &MetricSpec, o: &MetricOutcome, src: &MetricSource, input: &SyncInput) -> MetricOut {
-    let source = if src.from_adapter { "hpa-bridge" } else { "hpaStatus" };
+fn metric_out(
+    m: &MetricSpec,
+    o: &MetricOutcome,
+    src: &MetricSource,
+    input: &SyncInput,
+) -> MetricOut {
+    let source = if src.from_adapter {
+        "hpa-bridge"
+    } else {
+        "hpaStatus"
+    };
     match &o.result {
         Ok(p) => {
             let mut reason = proposal_reason(m, p, input);
@@ -509,10 +540,13 @@ fn metric_out(m: &MetricSpec, o: &MetricOutcome, src: &MetricSource, input: &Syn
             MetricOut {
                 name: o.name.clone(),
                 metric_type: type_text(m.source_type),
-                value: Some(milli_text(match m.source_type {
-                    MetricSourceType::Pods | MetricSourceType::Resource => p.current_milli,
-                    _ => p.usage_milli,
-                }, m)),
+                value: Some(milli_text(
+                    match m.source_type {
+                        MetricSourceType::Pods | MetricSourceType::Resource => p.current_milli,
+                        _ => p.usage_milli,
+                    },
+                    m,
+                )),
                 target: target_text(m),
                 proposed_replicas: Some(p.replicas),
                 valid: true,
@@ -549,7 +583,10 @@ fn milli_text(milli: i64, m: &MetricSpec) -> String {
 
 fn proposal_reason(m: &MetricSpec, p: &MetricProposal, input: &SyncInput) -> String {
     let band = |baseline: &str, n: i32| {
-        format!("ratio {:.3} is inside the tolerance band, so it proposes {baseline} ({n})", p.ratio)
+        format!(
+            "ratio {:.3} is inside the tolerance band, so it proposes {baseline} ({n})",
+            p.ratio
+        )
     };
     match (m.source_type, p.formula) {
         (MetricSourceType::Pods | MetricSourceType::Resource, _) => {
@@ -603,14 +640,24 @@ fn stabilization_out(model: &Hpa, outcome: &SyncOutcome, now_ms: Millis) -> Stab
     let behavior = model.spec().behavior.clone();
     let down = behavior
         .as_ref()
-        .map(|b| b.resolved_scale_down(model.config().downscale_stabilization).stabilization_window)
+        .map(|b| {
+            b.resolved_scale_down(model.config().downscale_stabilization)
+                .stabilization_window
+        })
         .unwrap_or(model.config().downscale_stabilization);
     let up = behavior
         .as_ref()
         .map(|b| b.resolved_scale_up().stabilization_window)
         .unwrap_or(Duration::ZERO);
-    let proposed = outcome.metric_replicas.unwrap_or(outcome.current_replicas).max(0);
-    let window = if proposed < outcome.current_replicas { down } else { up };
+    let proposed = outcome
+        .metric_replicas
+        .unwrap_or(outcome.current_replicas)
+        .max(0);
+    let window = if proposed < outcome.current_replicas {
+        down
+    } else {
+        up
+    };
     let now = model_time(now_ms);
     let in_window: Vec<&TimestampedRecommendation> = model
         .recommendations()
@@ -659,12 +706,22 @@ fn policy_text(rules: &ResolvedRules) -> String {
     format!("{} ({:?})", policies.join(", "), rules.select_policy)
 }
 
-fn rate_limit_out(spec: &HpaSpec, model: &Hpa, outcome: &SyncOutcome, limit: Option<Limit>) -> RateLimitOut {
-    let up = outcome.stabilized_replicas.unwrap_or(outcome.current_replicas) > outcome.current_replicas;
+fn rate_limit_out(
+    spec: &HpaSpec,
+    model: &Hpa,
+    outcome: &SyncOutcome,
+    limit: Option<Limit>,
+) -> RateLimitOut {
+    let up = outcome
+        .stabilized_replicas
+        .unwrap_or(outcome.current_replicas)
+        > outcome.current_replicas;
     let policy = match &spec.behavior {
         None => up.then(|| "max(2 × current, 4) per sync (no behavior)".to_string()),
         Some(b) if up => Some(policy_text(&b.resolved_scale_up())),
-        Some(b) => Some(policy_text(&b.resolved_scale_down(model.config().downscale_stabilization))),
+        Some(b) => Some(policy_text(
+            &b.resolved_scale_down(model.config().downscale_stabilization),
+        )),
     };
     let applied = matches!(limit, Some(Limit::ScaleUpLimit | Limit::ScaleDownLimit))
         && outcome.stabilized_replicas != Some(outcome.replicas);

@@ -74,9 +74,13 @@ impl ServedAnswer {
                     "value" => Some(outcome["value"].as_u64()?),
                     _ => None,
                 };
-                let object = w["object"]
-                    .as_object()
-                    .and_then(|o| Some(format!("{}/{}", o.get("kind")?.as_str()?, o.get("name")?.as_str()?)));
+                let object = w["object"].as_object().and_then(|o| {
+                    Some(format!(
+                        "{}/{}",
+                        o.get("kind")?.as_str()?,
+                        o.get("name")?.as_str()?
+                    ))
+                });
                 Some(ServedAnswer {
                     namespace: w["namespace"].as_str()?.to_string(),
                     metric: w["metric"].as_str()?.to_string(),

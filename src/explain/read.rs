@@ -43,7 +43,11 @@ pub struct Target<'a> {
 }
 
 /// Reads everything an explanation needs. Only a missing or unreadable HPA is an error.
-pub async fn observe(client: &Client, t: &Target<'_>, now_ms: Millis) -> Result<Observation, ReadError> {
+pub async fn observe(
+    client: &Client,
+    t: &Target<'_>,
+    now_ms: Millis,
+) -> Result<Observation, ReadError> {
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), t.namespace);
     let hpa = match hpas.get_opt(t.name).await {
         Ok(Some(h)) => h,
@@ -64,7 +68,16 @@ pub async fn observe(client: &Client, t: &Target<'_>, now_ms: Millis) -> Result<
     let target_ref = hpa.spec.as_ref().map(|s| s.scale_target_ref.clone());
     let hpa_json = serde_json::to_value(&hpa).unwrap_or(Value::Null);
     let scale = match &target_ref {
-        Some(r) => read_scale(client, t.namespace, &r.api_version.clone().unwrap_or_default(), &r.kind, &r.name).await,
+        Some(r) => {
+            read_scale(
+                client,
+                t.namespace,
+                &r.api_version.clone().unwrap_or_default(),
+                &r.kind,
+                &r.name,
+            )
+            .await
+        }
         None => Err("the HPA has no scaleTargetRef".into()),
     };
     let pods = match &scale {
@@ -172,8 +185,12 @@ async fn foreign_owner(client: &Client, adapter: (&str, &str)) -> Option<String>
     let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
     let resource = kube::api::ApiResource::from_gvk(&gvk);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let svc = api.get_opt("v1beta1.external.metrics.k8s.io").await.ok()??;
-    let input = crate::check::manifest::api_service_from_json(&serde_json::to_value(&svc).ok()?, None);
+    let svc = api
+        .get_opt("v1beta1.external.metrics.k8s.io")
+        .await
+        .ok()??;
+    let input =
+        crate::check::manifest::api_service_from_json(&serde_json::to_value(&svc).ok()?, None);
     match input.service {
         Some((ns, name)) if ns == adapter.0 && name == adapter.1 => None,
         Some((ns, name)) => Some(format!("{ns}/{name}")),
@@ -191,10 +208,9 @@ async fn read_status(status_url: &str, namespace: &str) -> Result<Vec<ServedAnsw
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Empty<bytes::Bytes>>();
     let fetch = async {
-        let resp = client
-            .get(uri)
-            .await
-            .map_err(|e| format!("{url}: {e} (is `kubectl port-forward` to the adapter's status port running?)"))?;
+        let resp = client.get(uri).await.map_err(|e| {
+            format!("{url}: {e} (is `kubectl port-forward` to the adapter's status port running?)")
+        })?;
         let code = resp.status();
         let body = http_body_util::Limited::new(resp.into_body(), MAX_STATUS_BYTES)
             .collect()
@@ -204,13 +220,18 @@ async fn read_status(status_url: &str, namespace: &str) -> Result<Vec<ServedAnsw
         if !code.is_success() {
             return Err(format!("{url}: HTTP {code}"));
         }
-        let doc: Value =
-            serde_json::from_slice(&body).map_err(|e| format!("{url}: not a status document: {e}"))?;
+        let doc: Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("{url}: not a status document: {e}"))?;
         Ok(ServedAnswer::from_status_document(&doc))
     };
     tokio::time::timeout(STATUS_TIMEOUT, fetch)
         .await
-        .unwrap_or_else(|_| Err(format!("{url}: no answer within {} s", STATUS_TIMEOUT.as_secs())))
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "{url}: no answer within {} s",
+                STATUS_TIMEOUT.as_secs()
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -225,13 +246,15 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
-                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| async move {
-                    assert_eq!(req.uri().path(), "/status");
-                    assert_eq!(req.uri().query(), Some("namespace=games"));
-                    http::Response::builder()
-                        .status(code)
-                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-                });
+                let svc = service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| async move {
+                        assert_eq!(req.uri().path(), "/status");
+                        assert_eq!(req.uri().query(), Some("namespace=games"));
+                        http::Response::builder()
+                            .status(code)
+                            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                    },
+                );
                 tokio::spawn(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(tcp), svc)
@@ -253,7 +276,10 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].value, Some(3));
         let url = serve_once(500, "building the status document failed\n").await;
-        assert!(read_status(&url, "games").await.unwrap_err().contains("HTTP 500"));
+        assert!(read_status(&url, "games")
+            .await
+            .unwrap_err()
+            .contains("HTTP 500"));
         let url = serve_once(200, "not json").await;
         assert!(read_status(&url, "games")
             .await

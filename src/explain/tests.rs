@@ -225,11 +225,21 @@ fn inside_the_tolerance_band_nothing_moves() {
 #[test]
 fn the_stabilization_window_holds_a_scale_in_until_it_expires() {
     let e = case("stabilization");
-    assert_eq!((e.proposed, e.before_clamp, e.next.desired_replicas), (Some(2), Some(6), 6));
+    assert_eq!(
+        (e.proposed, e.before_clamp, e.next.desired_replicas),
+        (Some(2), Some(6), 6)
+    );
     assert_eq!(e.stabilization.window_seconds, 300);
     // Scaled at now-120 s: held until now+180 s.
-    assert_eq!(e.stabilization.blocks_until.as_deref(), Some(at(-180).as_str()));
-    assert!(e.next.why.contains("stabilization window"), "{}", e.next.why);
+    assert_eq!(
+        e.stabilization.blocks_until.as_deref(),
+        Some(at(-180).as_str())
+    );
+    assert!(
+        e.next.why.contains("stabilization window"),
+        "{}",
+        e.next.why
+    );
 }
 
 #[test]
@@ -238,7 +248,10 @@ fn a_rate_policy_limits_the_step() {
     assert_eq!((e.proposed, e.next.desired_replicas), (Some(12), 6));
     assert!(e.rate_limit.applied);
     assert_eq!(e.rate_limit.value, Some(6));
-    assert_eq!(e.rate_limit.policy.as_deref(), Some("2 Pods per 60 s (Max)"));
+    assert_eq!(
+        e.rate_limit.policy.as_deref(),
+        Some("2 Pods per 60 s (Max)")
+    );
     assert!(e.next.why.contains("rate policy"), "{}", e.next.why);
 }
 
@@ -254,7 +267,11 @@ fn max_replicas_clamps() {
 fn a_refused_metric_is_invalid_and_carries_hpa_bridges_reason() {
     let e = case("refused");
     assert!(!e.metrics[0].valid);
-    assert!(e.metrics[0].reason.contains("Stale"), "{}", e.metrics[0].reason);
+    assert!(
+        e.metrics[0].reason.contains("Stale"),
+        "{}",
+        e.metrics[0].reason
+    );
     assert!(e.metrics[0].reason.contains("older than 45s"));
     assert_eq!(e.next.desired_replicas, 6);
     assert!(e.next.why.contains("no metric is valid"), "{}", e.next.why);
@@ -271,14 +288,21 @@ fn two_hpas_on_one_target_stop_both() {
 #[test]
 fn another_adapter_owning_the_apiservice_is_a_note() {
     let e = case("foreign-apiservice");
-    assert!(e.notes.iter().any(|n| n.contains("monitoring/prometheus-adapter")));
+    assert!(e
+        .notes
+        .iter()
+        .any(|n| n.contains("monitoring/prometheus-adapter")));
 }
 
 #[test]
 fn scale_to_zero_resumes_only_from_the_hpas_own_zero() {
     let paused = case("zero-paused");
     assert_eq!(paused.next.desired_replicas, 0);
-    assert!(paused.next.why.contains("did not put it there"), "{}", paused.next.why);
+    assert!(
+        paused.next.why.contains("did not put it there"),
+        "{}",
+        paused.next.why
+    );
     let resumes = case("zero-resumes");
     assert_eq!(resumes.next.desired_replicas, 4);
 }
@@ -286,7 +310,10 @@ fn scale_to_zero_resumes_only_from_the_hpas_own_zero() {
 #[test]
 fn an_hpa_reading_no_hpa_bridge_metric_is_explained_from_its_status() {
     let e = case("not-hpa-bridge");
-    assert!(e.notes.iter().any(|n| n.contains("reads no metric hpa-bridge serves")));
+    assert!(e
+        .notes
+        .iter()
+        .any(|n| n.contains("reads no metric hpa-bridge serves")));
     let m = &e.metrics[0];
     assert_eq!(m.source, "hpaStatus");
     assert_eq!(m.value.as_deref(), Some("90%"));
@@ -299,7 +326,11 @@ fn an_hpa_reading_no_hpa_bridge_metric_is_explained_from_its_status() {
 #[test]
 fn an_unreachable_status_port_falls_back_to_the_hpas_status() {
     let e = case("status-port-unreachable");
-    assert!(e.unseen[0].contains("hpa-bridge's answers"), "{:?}", e.unseen);
+    assert!(
+        e.unseen[0].contains("hpa-bridge's answers"),
+        "{:?}",
+        e.unseen
+    );
     let m = &e.metrics[0];
     assert_eq!(m.source, "hpaStatus");
     // averageValue 2 over 3 pods: a sum of 6.
@@ -310,7 +341,13 @@ fn an_unreachable_status_port_falls_back_to_the_hpas_status() {
 #[test]
 fn an_unreadable_scale_and_pods_are_named_and_assumed() {
     let mut o = observe(
-        hpa(1, 10, vec![average_one("m")], prompt_down(), status(4, None)),
+        hpa(
+            1,
+            10,
+            vec![average_one("m")],
+            prompt_down(),
+            status(4, None),
+        ),
         4,
         vec![served("m", Some(4), None)],
     );
@@ -332,11 +369,18 @@ fn an_object_metric_matches_its_row_by_described_object() {
     row.object = Some("StatefulSet/lobby".into());
     let mut other = served("hpa_target_replicas", Some(1), None);
     other.object = Some("StatefulSet/other".into());
-    let o = observe(hpa(1, 10, vec![obj], prompt_down(), status(3, None)), 3, vec![other, row]);
+    let o = observe(
+        hpa(1, 10, vec![obj], prompt_down(), status(3, None)),
+        3,
+        vec![other, row],
+    );
     let e = explain(&o).unwrap();
     assert_eq!(e.metrics[0].source, "hpa-bridge");
     assert_eq!(e.metrics[0].proposed_replicas, Some(7));
-    assert_eq!(e.next.desired_replicas, 7, "3 + 4 Pods, the more of the default policies");
+    assert_eq!(
+        e.next.desired_replicas, 7,
+        "3 + 4 Pods, the more of the default policies"
+    );
 }
 
 #[test]
@@ -347,7 +391,12 @@ fn an_external_row_must_carry_the_hpas_selector() {
     let mut right = served("m", Some(5), None);
     right.selector = "hpa_target_name=lobby".into();
     let wrong = served("m", Some(1), None);
-    let e = explain(&observe(hpa(1, 10, vec![ext], prompt_down(), status(3, None)), 3, vec![wrong, right])).unwrap();
+    let e = explain(&observe(
+        hpa(1, 10, vec![ext], prompt_down(), status(3, None)),
+        3,
+        vec![wrong, right],
+    ))
+    .unwrap();
     assert_eq!(e.metrics[0].value.as_deref(), Some("5"));
 }
 
@@ -420,7 +469,9 @@ fn troubleshooting_doc_shows_these_outputs() {
         let out = text::render(&explain(&o).unwrap());
         let open = format!("<!-- explain:{name} -->\n");
         let close = format!("<!-- /explain:{name} -->");
-        let block = format!("{open}```text\n$ kubectl hpa-bridge explain hpa lobby -n games\n{out}```\n{close}");
+        let block = format!(
+            "{open}```text\n$ kubectl hpa-bridge explain hpa lobby -n games\n{out}```\n{close}"
+        );
         let (Some(start), Some(end)) = (doc.find(&open), doc.find(&close)) else {
             stale.push(format!("{name}: no markers"));
             continue;

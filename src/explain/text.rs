@@ -12,7 +12,10 @@ pub fn render(e: &Explanation) -> String {
     let _ = writeln!(
         out,
         "\nHPA {}  ->  {}/{}  (spec.replicas {}, status.replicas {})",
-        e.hpa, e.scale_target.kind, e.scale_target.name, e.scale_target.spec_replicas,
+        e.hpa,
+        e.scale_target.kind,
+        e.scale_target.name,
+        e.scale_target.spec_replicas,
         e.scale_target.status_replicas
     );
     let rows: Vec<[String; 6]> = e
@@ -20,7 +23,15 @@ pub fn render(e: &Explanation) -> String {
         .iter()
         .map(|m| {
             [
-                format!("{}{}", m.name, if Some(&m.name) == e.winner.as_ref() { " *" } else { "" }),
+                format!(
+                    "{}{}",
+                    m.name,
+                    if Some(&m.name) == e.winner.as_ref() {
+                        " *"
+                    } else {
+                        ""
+                    }
+                ),
                 m.metric_type.clone(),
                 m.value.clone().unwrap_or_else(|| "-".into()),
                 m.target.clone(),
@@ -87,7 +98,11 @@ pub fn render(e: &Explanation) -> String {
         out,
         "stabilization window {} s: {}{}",
         e.stabilization.window_seconds,
-        if recs.is_empty() { "-".into() } else { recs.join(", ") },
+        if recs.is_empty() {
+            "-".into()
+        } else {
+            recs.join(", ")
+        },
         e.stabilization
             .blocks_until
             .as_ref()
@@ -98,7 +113,11 @@ pub fn render(e: &Explanation) -> String {
         let _ = writeln!(
             out,
             "rate policy: {p}{}",
-            if e.rate_limit.applied { " (limits this sync)" } else { "" }
+            if e.rate_limit.applied {
+                " (limits this sync)"
+            } else {
+                ""
+            }
         );
     }
     for n in &e.notes {

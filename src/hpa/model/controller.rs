@@ -628,9 +628,7 @@ impl Hpa {
             if is_after(rec.at, now, down_window) {
                 down_rec = down_rec.max(rec.replicas);
             }
-            if is_before(rec.at, now, up_window)
-                && is_before(rec.at, now, down_window)
-            {
+            if is_before(rec.at, now, up_window) && is_before(rec.at, now, down_window) {
                 old_index = Some(i);
             }
         }

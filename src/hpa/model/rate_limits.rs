@@ -66,7 +66,9 @@ pub(super) fn scale_down_limit(
         let proposed = match p.policy_type {
             PolicyType::Pods => start.wrapping_sub(p.value),
             // Percent down truncates (docs/hpa-behaviour.md §1.7.4).
-            PolicyType::Percent => go_f64_to_i32(f64::from(start) * (1.0 - f64::from(p.value) / 100.0)),
+            PolicyType::Percent => {
+                go_f64_to_i32(f64::from(start) * (1.0 - f64::from(p.value) / 100.0))
+            }
         };
         result = pick(result, proposed);
     }

@@ -30,7 +30,9 @@ pub(super) fn external_metric_replicas(
     // docs/hpa-behaviour.md §1.2: every item is summed, each as its milli value rounded up.
     let mut milli = Vec::with_capacity(items.len());
     for v in items {
-        milli.push(milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?);
+        milli.push(
+            milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?,
+        );
     }
     let usage = external_sum(formula, &milli, guarded_sum);
     proposal(formula, usage, input, tolerances, Source::External)
@@ -66,7 +68,8 @@ pub(super) fn pod_metric_replicas(
         pods: input.pods,
     };
     let (replicas, usage) =
-        plain_metric_replicas(&pods, input.spec_replicas, target_milli, tolerances).map_err(|e| fail(&e))?;
+        plain_metric_replicas(&pods, input.spec_replicas, target_milli, tolerances)
+            .map_err(|e| fail(&e))?;
     let ratio = usage as f64 / target_milli as f64;
     Ok(MetricProposal {
         formula: TargetFormula::AverageValue {

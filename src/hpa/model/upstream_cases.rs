@@ -59,7 +59,10 @@ fn tolerances(c: &Value) -> Tolerances {
     let (down, up) = if t.is_null() {
         (0.1, 0.1)
     } else {
-        (t["scaleDown"].as_f64().unwrap(), t["scaleUp"].as_f64().unwrap())
+        (
+            t["scaleDown"].as_f64().unwrap(),
+            t["scaleUp"].as_f64().unwrap(),
+        )
     };
     Tolerances {
         style: ToleranceStyle::PerDirection { configurable: true },
@@ -145,7 +148,13 @@ fn replica_calc_external_per_pod_metric() {
             milli: int(&c["perPodTargetUsage"]),
         };
         let usage = external_sum(formula, &levels(c), true);
-        let p = proposal(formula, usage, &calc_input(c), &tolerances(c), Source::External)?;
+        let p = proposal(
+            formula,
+            usage,
+            &calc_input(c),
+            &tolerances(c),
+            Source::External,
+        )?;
         compare(
             (p.replicas, p.current_milli),
             (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
@@ -156,13 +165,21 @@ fn replica_calc_external_per_pod_metric() {
 
 #[test]
 fn replica_calc_external_metric() {
-    let cases = table(include_str!("upstream_cases/TestReplicaCalcExternalMetric.json"));
+    let cases = table(include_str!(
+        "upstream_cases/TestReplicaCalcExternalMetric.json"
+    ));
     let failures = run(&cases, |c| {
         let formula = TargetFormula::Value {
             milli: int(&c["targetUsage"]),
         };
         let usage = external_sum(formula, &levels(c), true);
-        let p = proposal(formula, usage, &calc_input(c), &tolerances(c), Source::External)?;
+        let p = proposal(
+            formula,
+            usage,
+            &calc_input(c),
+            &tolerances(c),
+            Source::External,
+        )?;
         compare(
             (p.replicas, p.current_milli),
             (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
@@ -173,13 +190,21 @@ fn replica_calc_external_metric() {
 
 #[test]
 fn replica_calc_object_metric() {
-    let cases = table(include_str!("upstream_cases/TestReplicaCalcObjectMetric.json"));
+    let cases = table(include_str!(
+        "upstream_cases/TestReplicaCalcObjectMetric.json"
+    ));
     let failures = run(&cases, |c| {
         let formula = TargetFormula::Value {
             milli: int(&c["targetUsage"]),
         };
         let usage = levels(c)[0];
-        let p = proposal(formula, usage, &calc_input(c), &tolerances(c), Source::Object)?;
+        let p = proposal(
+            formula,
+            usage,
+            &calc_input(c),
+            &tolerances(c),
+            Source::Object,
+        )?;
         compare(
             (p.replicas, p.current_milli),
             (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
@@ -198,7 +223,13 @@ fn replica_calc_object_per_pod_metric() {
             milli: int(&c["perPodTargetUsage"]),
         };
         let usage = levels(c)[0];
-        let p = proposal(formula, usage, &calc_input(c), &tolerances(c), Source::Object)?;
+        let p = proposal(
+            formula,
+            usage,
+            &calc_input(c),
+            &tolerances(c),
+            Source::Object,
+        )?;
         compare(
             (p.replicas, p.current_milli),
             (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
@@ -311,7 +342,9 @@ fn hpa(min: i32, max: i32, behavior: Option<Behavior>) -> Hpa {
 
 #[test]
 fn normalize_desired_replicas() {
-    let cases = table(include_str!("upstream_cases/TestNormalizeDesiredReplicas.json"));
+    let cases = table(include_str!(
+        "upstream_cases/TestNormalizeDesiredReplicas.json"
+    ));
     let failures = run(&cases, |c| {
         let mut h = hpa(1, 100, None);
         h.seed_memory(recommendations(&c["recommendations"]), vec![], vec![]);
@@ -408,11 +441,7 @@ fn store_scale_events() {
             let mut h = hpa(1, 1000, behavior);
             let prev = events(&c["prevScaleEvents"]);
             compare(change_in_period(NOW, &prev, 60), want_change)?;
-            let (up_events, down_events) = if up {
-                (prev, vec![])
-            } else {
-                (vec![], prev)
-            };
+            let (up_events, down_events) = if up { (prev, vec![]) } else { (vec![], prev) };
             h.seed_memory(vec![], up_events, down_events);
             h.store_scale_event(NOW, 10, if up { 10 + change } else { 10 - change });
             let kept = if up {
@@ -421,7 +450,8 @@ fn store_scale_events() {
                 h.scale_down_events()
             };
             let got: Vec<(i32, bool)> = kept.iter().map(|e| (e.change, e.outdated)).collect();
-            compare(got, want.clone()).map_err(|e| format!("{}: {e}", if up { "up" } else { "down" }))?;
+            compare(got, want.clone())
+                .map_err(|e| format!("{}: {e}", if up { "up" } else { "down" }))?;
         }
         Ok(())
     });

@@ -424,7 +424,12 @@ impl Scenario {
         self.adapter_config()?;
         Hpa::new(self.hpa.clone(), self.kubernetes.controller_config()?)
             .map_err(|e| invalid("hpa", e.to_string()))?;
-        if let Some(m) = self.hpa.metrics.iter().find(|m| m.pods.is_some() || m.resource.is_some()) {
+        if let Some(m) = self
+            .hpa
+            .metrics
+            .iter()
+            .find(|m| m.pods.is_some() || m.resource.is_some())
+        {
             return Err(invalid(
                 "hpa.metrics",
                 format!(

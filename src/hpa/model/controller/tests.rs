@@ -828,7 +828,11 @@ fn raising_min_replicas_at_zero_differs_by_implementation() {
 #[test]
 fn v136_with_the_gate_on_keeps_a_manual_zero() {
     let mut on36 = ControllerConfig::for_kube_minor(36);
-    assert_eq!(on36.scale_to_zero, ScaleToZero::Off, "off by default in 1.36");
+    assert_eq!(
+        on36.scale_to_zero,
+        ScaleToZero::Off,
+        "off by default in 1.36"
+    );
     on36.scale_to_zero = ScaleToZero::for_kube_minor_with_gate(36, Some(true));
     assert_eq!(on36.scale_to_zero, ScaleToZero::Condition);
     let mut on35 = v135();
@@ -866,7 +870,10 @@ fn a_negative_average_value_sum_is_an_overflow_from_1_34() {
     let o = v134.sync(t(0), &SyncInput::steady(4, vec![answer()]));
     let p = proposal(&o, 0);
     assert_eq!((p.usage_milli, p.replicas), (i64::MAX, i32::MAX), "{o}");
-    assert_eq!(o.replicas, 8, "capped at 2 × current by the legacy rule: {o}");
+    assert_eq!(
+        o.replicas, 8,
+        "capped at 2 × current by the legacy rule: {o}"
+    );
     let mut v133 = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v133()).unwrap();
     let o = v133.sync(t(0), &SyncInput::steady(4, vec![answer()]));
     let p = proposal(&o, 0);
@@ -925,7 +932,10 @@ fn unchecked_int32_conversions_follow_go_on_amd64() {
     let mut hpa = Hpa::new(hpa_spec(1, 10, vec![obj], prompt_down()), v137()).unwrap();
     let o = hpa.sync(t(0), &SyncInput::steady(3, vec![one(1e12)]));
     assert_eq!(proposal(&o, 0).replicas, i32::MIN, "{o}");
-    assert_eq!(o.replicas, 1, "a MinInt32 proposal normalises to minReplicas: {o}");
+    assert_eq!(
+        o.replicas, 1,
+        "a MinInt32 proposal normalises to minReplicas: {o}"
+    );
     let mut hpa = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v137()).unwrap();
     let o = hpa.sync(t(0), &SyncInput::steady(3, vec![one(1e12)]));
     assert_eq!(proposal(&o, 0).replicas, i32::MAX, "{o}");
@@ -950,7 +960,11 @@ fn scaled_to_zero_after_a_manual_scale_from_zero() {
     assert_eq!(scaled_to_zero(&o), Some((false, "NotScaledToZero".into())));
     // Once the HPA rescaled, a manual 0 pauses it.
     let o = hpa.sync(t(45), &SyncInput::steady(0, vec![one(3.0)]));
-    assert_eq!((o.decision, o.replicas), (Decision::ScalingDisabled, 0), "{o}");
+    assert_eq!(
+        (o.decision, o.replicas),
+        (Decision::ScalingDisabled, 0),
+        "{o}"
+    );
 
     // Any rescale of the HPA's that is not to 0 writes False, a scale-up from 4 included.
     let mut hpa = Hpa::new(spec(), v137()).unwrap();
@@ -971,7 +985,10 @@ fn a_raised_minimum_at_zero_still_needs_a_valid_metric() {
     hpa.set_spec(hpa_spec(2, 10, vec![avg("m")], prompt_down()))
         .unwrap();
     let o = hpa.sync(t(15), &SyncInput::steady(0, vec![broken()]));
-    assert_eq!((o.decision, o.replicas), (Decision::AllMetricsInvalid { invalid: 1 }, 0));
+    assert_eq!(
+        (o.decision, o.replicas),
+        (Decision::AllMetricsInvalid { invalid: 1 }, 0)
+    );
     let o = hpa.sync(t(30), &SyncInput::steady(0, vec![one(0.0)]));
     assert_eq!(o.replicas, 2, "{o}");
 }
@@ -982,7 +999,11 @@ fn a_raised_minimum_at_zero_still_needs_a_valid_metric() {
 #[test]
 fn a_missing_or_ambiguous_selector_stops_the_hpa() {
     let cases = [
-        (TargetSelector::Missing, "InvalidSelector", "SelectorRequired"),
+        (
+            TargetSelector::Missing,
+            "InvalidSelector",
+            "SelectorRequired",
+        ),
         (
             TargetSelector::Unparsable("unable to parse requirement".into()),
             "InvalidSelector",
