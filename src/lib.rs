@@ -13,6 +13,7 @@ pub mod auth;
 pub mod check;
 pub mod deletion_cost;
 pub mod demo;
+pub mod explain;
 pub mod hpa;
 
 pub use hpa_bridge_rules::{

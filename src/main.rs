@@ -63,6 +63,47 @@ enum Command {
     /// hpa-bridge-bench`); `hpa-bridge bench --help` shows its flags.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
+    /// Explain what an HPA will do next and why, per metric, from the API server and
+    /// hpa-bridge's status port (docs/explain.md). Exit code 2 when the HPA cannot be read.
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+struct ExplainArgs {
+    #[command(subcommand)]
+    what: ExplainWhat,
+}
+
+#[derive(Subcommand, Debug)]
+enum ExplainWhat {
+    /// One HorizontalPodAutoscaler.
+    Hpa(ExplainHpaArgs),
+}
+
+#[derive(Args, Debug)]
+struct ExplainHpaArgs {
+    /// The HPA's name.
+    name: String,
+    /// The HPA's namespace.
+    #[arg(short, long, default_value = "default")]
+    namespace: String,
+    /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config or in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long)]
+    context: Option<String>,
+    /// The adapter's status port. It listens on the adapter pod's loopback only: run
+    /// `kubectl port-forward -n hpa-bridge deploy/hpa-bridge 9100` first, or point this at a
+    /// --status-bind-address you can reach.
+    #[arg(long, default_value = "http://127.0.0.1:9100")]
+    status_url: String,
+    /// The Service that should own the external metrics APIService, as namespace/name.
+    #[arg(long, default_value = "hpa-bridge/hpa-bridge")]
+    adapter_service: String,
+    /// Output format.
+    #[arg(short, long, value_parser = ["text", "json"], default_value = "text")]
+    output: String,
 }
 
 #[derive(Args, Debug)]
@@ -488,8 +529,22 @@ impl ServeArgs {
     }
 }
 
+/// The name kubectl runs a plugin by: `kubectl hpa-bridge ...` executes `kubectl-hpa_bridge`.
+const KUBECTL_PLUGIN_NAME: &str = "kubectl-hpa_bridge";
+
 fn main() {
-    let cli = Cli::parse();
+    let invoked_as = std::env::args_os().next().and_then(|a| {
+        PathBuf::from(a)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+    });
+    let cli = if invoked_as.as_deref() == Some(KUBECTL_PLUGIN_NAME) {
+        // Help and errors then name the command as the user typed it.
+        let matches = Cli::command().bin_name("kubectl hpa-bridge").get_matches();
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    } else {
+        Cli::parse()
+    };
     if let Command::Serve(args) = &cli.command {
         if let Err(e) = args.lease_timings().check() {
             Cli::command()
@@ -509,6 +564,7 @@ fn main() {
     }
     let command = match cli.command {
         Command::Check(args) => std::process::exit(check_main(args)),
+        Command::Explain(args) => std::process::exit(explain_main(args)),
         Command::Bench(args) => {
             let err = run_bench_binary(cli.verbose, &cli.log_format, args);
             eprintln!("error: {err:#}");
@@ -531,7 +587,9 @@ fn main() {
             Command::Serve(args) => serve(*args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
-            Command::Check(_) | Command::Bench(_) => unreachable!("handled above"),
+            Command::Check(_) | Command::Bench(_) | Command::Explain(_) => {
+                unreachable!("handled above")
+            }
         }
     });
     // Tasks still running (connections cut by the shutdown timeout, scrapes) end with the
@@ -569,6 +627,60 @@ async fn simulate(args: SimulateArgs) -> Result<()> {
 }
 
 /// Run `check`; the exit code: 0 clean or warnings only, 1 error findings, 2 unusable input.
+/// `explain hpa`: 0 when explained, 2 when the HPA or the cluster cannot be read.
+fn explain_main(args: ExplainArgs) -> i32 {
+    let ExplainWhat::Hpa(args) = args.what;
+    match run_explain(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}
+
+fn run_explain(args: ExplainHpaArgs) -> Result<()> {
+    use hpa_bridge::explain;
+    let (svc_ns, svc_name) = args
+        .adapter_service
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .with_context(|| {
+            format!(
+                "--adapter-service {:?} must be namespace/name",
+                args.adapter_service
+            )
+        })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let observation = runtime.block_on(async {
+        let client =
+            hpa_bridge::check::cluster::client(&hpa_bridge::check::cluster::ClusterOptions {
+                kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
+                namespace: Some(args.namespace.clone()),
+            })
+            .await?;
+        let target = explain::read::Target {
+            namespace: &args.namespace,
+            name: &args.name,
+            status_url: &args.status_url,
+            adapter_service: (svc_ns, svc_name),
+        };
+        let now_ms = hpa_bridge::clock::Clock::now_ms(&SystemClock);
+        anyhow::Ok(explain::read::observe(&client, &target, now_ms).await?)
+    })?;
+    let explanation = explain::explain(&observation)?;
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&explanation)?);
+    } else {
+        print!("{}", explain::text::render(&explanation));
+    }
+    Ok(())
+}
+
 fn check_main(args: CheckArgs) -> i32 {
     match run_check(args) {
         Ok(code) => code,

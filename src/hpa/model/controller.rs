@@ -4,12 +4,22 @@
 
 use std::time::Duration;
 
-use super::rate_limits::{legacy_scale_up_limit, scale_down_limit, scale_up_limit};
-use super::replicas::{external_metric_replicas, object_metric_replicas};
+use super::rate_limits::{legacy_scale_up_limit_i32, scale_down_limit, scale_up_limit};
+use super::replicas::{external_metric_replicas, object_metric_replicas, pod_metric_replicas};
 use super::scale_event::{is_after, is_before, secs, ScaleEvent};
 use super::spec::*;
 use super::sync_io::*;
 use super::tolerance::*;
+
+/// What normalisation made of the metrics' proposal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Normalized {
+    pub desired: i32,
+    /// After stabilisation, before the rate limits and `[min, max]`.
+    pub stabilized: i32,
+    pub stabilization: Stabilization,
+    pub limit: Limit,
+}
 
 /// A recommendation kept for stabilisation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +88,42 @@ impl Hpa {
                 replicas: current,
                 at: now,
             });
+        }
+    }
+
+    /// Replaces the controller's memory of this HPA: its recommendations and its scale-up and
+    /// scale-down events. `explain` seeds it from what the HPA object shows; the upstream
+    /// controller's tests seed it the same way.
+    pub fn seed_memory(
+        &mut self,
+        recommendations: Vec<TimestampedRecommendation>,
+        scale_up_events: Vec<ScaleEvent>,
+        scale_down_events: Vec<ScaleEvent>,
+    ) {
+        self.recommendations = recommendations;
+        self.scale_up_events = scale_up_events;
+        self.scale_down_events = scale_down_events;
+    }
+
+    /// Replaces `status.conditions` (as read from the HPA object).
+    pub fn seed_conditions(&mut self, conditions: Vec<Condition>) {
+        self.conditions = conditions;
+    }
+
+    /// `normalizeDesiredReplicas` or `normalizeDesiredReplicasWithBehaviors`: stabilisation, then
+    /// the rate limits and `[min, max]`, on a count the metrics proposed. Records the
+    /// recommendation and updates the conditions as a sync does (docs/hpa-behaviour.md §1.7).
+    pub fn normalize(&mut self, now: Duration, current: i32, prenormalized: i32) -> Normalized {
+        let (min, max) = (self.spec.min_replicas(), self.spec.max_replicas);
+        let (desired, stabilized, stabilization, limit) = match self.spec.behavior.clone() {
+            None => self.normalize_legacy(now, current, prenormalized, min, max),
+            Some(b) => self.normalize_with_behavior(now, &b, current, prenormalized, min, max),
+        };
+        Normalized {
+            desired,
+            stabilized,
+            stabilization,
+            limit,
         }
     }
 
@@ -184,6 +230,7 @@ impl Hpa {
         // docs/hpa-behaviour.md §1.7.6: recorded before anything else, only when no history is kept.
         self.record_initial_recommendation(now, current);
 
+        let scaled_to_zero = self.scaled_to_zero();
         let (desired, rescale, decision) = if current == 0 && !self.may_scale_from_zero(min) {
             // docs/hpa-behaviour.md §1.7.1, §7.2: scaling disabled.
             self.set_condition(
@@ -193,13 +240,52 @@ impl Hpa {
                 "ScalingDisabled",
                 "scaling is disabled since the replica count of the target is zero".into(),
             );
+            if self.config.scale_to_zero == ScaleToZero::Off {
+                self.remove_condition(ConditionType::ScaledToZero);
+            }
             (0, false, Decision::ScalingDisabled)
-        } else if current > max {
+        } else if current != 0 && current > max {
             // docs/hpa-behaviour.md §1.7.1: current above max, metrics skipped.
             (max, true, Decision::AboveMaxReplicas)
-        } else if current < min {
-            // docs/hpa-behaviour.md §1.7.1: current below min, metrics skipped.
+        } else if current != 0 && current < min {
+            // docs/hpa-behaviour.md §1.7.1: current below min, metrics skipped. A target at 0
+            // that may scale reads its metrics even below a raised minReplicas (§7.2), so an
+            // invalid metric keeps it at 0.
             (min, true, Decision::BelowMinReplicas)
+        } else if let Some(refusal) = input.selector.refusal() {
+            // docs/hpa-behaviour.md §1.6.1: the selector is checked before any metric; a
+            // refusal stops the sync with no proposal and no recommendation.
+            self.set_condition(
+                now,
+                ConditionType::ScalingActive,
+                false,
+                refusal.condition_reason,
+                refusal.condition_message,
+            );
+            events.push(Event {
+                warning: true,
+                reason: refusal.event_reason.into(),
+                message: refusal.event_message.clone(),
+            });
+            events.push(Event {
+                warning: true,
+                reason: "FailedComputeMetricsReplicas".into(),
+                message: refusal.event_message,
+            });
+            return SyncOutcome {
+                at: now,
+                current_replicas: current,
+                replicas: current,
+                rescaled: false,
+                decision: Decision::SelectorRefused {
+                    reason: refusal.condition_reason,
+                },
+                metrics,
+                metric_replicas: None,
+                stabilized_replicas: None,
+                conditions: self.conditions.clone(),
+                events,
+            };
         } else {
             let computed = self.compute_replicas_for_metrics(input);
             metrics = computed.outcomes;
@@ -280,10 +366,17 @@ impl Hpa {
             metric_replicas = Some(computed.replicas);
             // docs/hpa-behaviour.md §1.7.2: the maximum proposal (never below 0).
             let prenormalized = computed.replicas.max(0);
-            let (desired, stabilized, stabilization, limit) = match self.spec.behavior.clone() {
-                None => self.normalize_legacy(now, current, prenormalized, min, max),
-                Some(b) => self.normalize_with_behavior(now, &b, current, prenormalized, min, max),
-            };
+            let Normalized {
+                mut desired,
+                stabilized,
+                stabilization,
+                limit,
+            } = self.normalize(now, current, prenormalized);
+            // docs/hpa-behaviour.md §7.2: leaving a 0 the HPA set itself, after minReplicas was
+            // raised, goes at least to the new minimum.
+            if current == 0 && min != 0 && scaled_to_zero && desired < min {
+                desired = min;
+            }
             stabilized_replicas = Some(stabilized);
             (
                 desired,
@@ -331,42 +424,63 @@ impl Hpa {
         }
     }
 
+    /// `ScaledToZero=True` on the object, read only with the condition implementation.
+    fn scaled_to_zero(&self) -> bool {
+        self.config.scale_to_zero == ScaleToZero::Condition
+            && self
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == ConditionType::ScaledToZero)
+                .is_some_and(|c| c.status)
+    }
+
     /// Whether a target at 0 replicas is autoscaled (docs/hpa-behaviour.md §1.7.1, §7.2).
     fn may_scale_from_zero(&self, min: i32) -> bool {
         match self.config.scale_to_zero {
             ScaleToZero::Off | ScaleToZero::ReplicasRule => min == 0,
-            ScaleToZero::Condition => self
-                .conditions
-                .iter()
-                .any(|c| c.condition_type == ConditionType::ScaledToZero && c.status),
+            ScaleToZero::Condition => {
+                self.scaled_to_zero() && (min != 0 || self.spec.has_object_or_external_metric())
+            }
         }
     }
 
-    /// The 1.37 controller marks its own scale to 0, which alone lets it scale from 0 later,
-    /// and clears the mark when it leaves 0 for any reason, a raised `minReplicas` included
-    /// (docs/hpa-behaviour.md §7.2). Every metric the model runs is External or Object, the
-    /// only kinds that may take a workload to 0.
+    /// The condition implementation writes `ScaledToZero` on every rescale, so it is never
+    /// stale: True only for its own scale from more than 0 to 0 with `minReplicas` 0 and an
+    /// Object or External metric, False (`NotScaledToZero`) for any other rescale. A manual
+    /// scale is no rescale of the HPA's and leaves the condition as it was; the next rescale of
+    /// the HPA's clears it (docs/hpa-behaviour.md §7.2). With the gate off the condition goes.
     fn record_zero_crossing(&mut self, now: Duration, current: i32, desired: i32, min: i32) {
-        if self.config.scale_to_zero != ScaleToZero::Condition {
-            return;
+        match self.config.scale_to_zero {
+            ScaleToZero::ReplicasRule => {}
+            ScaleToZero::Off => self.remove_condition(ConditionType::ScaledToZero),
+            ScaleToZero::Condition => {
+                if current > 0
+                    && desired == 0
+                    && min == 0
+                    && self.spec.has_object_or_external_metric()
+                {
+                    self.set_condition(
+                        now,
+                        ConditionType::ScaledToZero,
+                        true,
+                        "ScaledToZero",
+                        "the HPA controller scaled the workload to zero".into(),
+                    );
+                } else {
+                    self.set_condition(
+                        now,
+                        ConditionType::ScaledToZero,
+                        false,
+                        "NotScaledToZero",
+                        "the HPA controller did not scale the workload to zero".into(),
+                    );
+                }
+            }
         }
-        if current > 0 && desired == 0 && min == 0 {
-            self.set_condition(
-                now,
-                ConditionType::ScaledToZero,
-                true,
-                "ScaledToZero",
-                "the HPA controller scaled the workload to zero".into(),
-            );
-        } else if current == 0 && desired > 0 {
-            self.set_condition(
-                now,
-                ConditionType::ScaledToZero,
-                false,
-                "ScaledFromZero",
-                "the HPA controller scaled the workload from zero".into(),
-            );
-        }
+    }
+
+    fn remove_condition(&mut self, t: ConditionType) {
+        self.conditions.retain(|c| c.condition_type != t);
     }
 
     /// Every metric's proposal and the maximum over the valid ones (docs/hpa-behaviour.md §1.6/§1.7.2).
@@ -385,9 +499,21 @@ impl Hpa {
                     "unable to get {} metric {name}: no answer in the model input",
                     source_word(spec)
                 )),
-                (Some(answer), Some(ext), _) => {
-                    external_metric_replicas(ext, answer, input, &tolerances)
+                (Some(answer), None, None) if spec.pods.is_some() || spec.resource.is_some() => {
+                    match spec.target() {
+                        Some(target) => {
+                            pod_metric_replicas(&name, target, answer, input, &tolerances)
+                        }
+                        None => Err(format!("metric {name}: no target")),
+                    }
                 }
+                (Some(answer), Some(ext), _) => external_metric_replicas(
+                    ext,
+                    answer,
+                    input,
+                    &tolerances,
+                    self.config.guarded_external_sum,
+                ),
                 (Some(answer), None, Some(obj)) => {
                     object_metric_replicas(obj, answer, input, &tolerances)
                 }
@@ -446,21 +572,7 @@ impl Hpa {
         };
         self.set_able_to_scale_stabilization(now, stabilization);
 
-        // docs/hpa-behaviour.md §1.7.3: scale-up cap max(2×current, 4), then [min, max].
-        let scale_up_limit =
-            i32::try_from(legacy_scale_up_limit(i64::from(current))).unwrap_or(i32::MAX);
-        let (max_allowed, up_reason) = if max > scale_up_limit {
-            (scale_up_limit, Limit::ScaleUpLimit)
-        } else {
-            (max, Limit::TooManyReplicas)
-        };
-        let (desired, limit) = if stabilized < min {
-            (min, Limit::TooFewReplicas)
-        } else if stabilized > max_allowed {
-            (max_allowed, up_reason)
-        } else {
-            (stabilized, Limit::DesiredWithinRange)
-        };
+        let (desired, limit) = legacy_rules(current, stabilized, min, max);
         self.set_scaling_limited(now, desired != stabilized, limit);
         (desired, stabilized, stabilization, limit)
     }
@@ -478,22 +590,45 @@ impl Hpa {
     ) -> (i32, i32, Stabilization, Limit) {
         let up = behavior.resolved_scale_up();
         let down = behavior.resolved_scale_down(self.config.downscale_stabilization);
+        let (stabilized, stabilization) = self.stabilize_with_windows(
+            now,
+            up.stabilization_window,
+            down.stabilization_window,
+            current,
+            prenormalized,
+        );
+        self.set_able_to_scale_stabilization(now, stabilization);
 
+        // Rate policies and [min, max] (docs/hpa-behaviour.md §1.7.4).
+        let (desired, limit) = self.behavior_rate(now, behavior, current, stabilized, min, max);
+        self.set_scaling_limited(now, desired != stabilized, limit);
+        (desired, stabilized, stabilization, limit)
+    }
+
+    /// `stabilizeRecommendationWithBehaviors`: the lowest recommendation in the scale-up window
+    /// and the highest in the scale-down window bound the current count; records the
+    /// recommendation, reusing a slot older than both windows (docs/hpa-behaviour.md §1.7.4).
+    pub(super) fn stabilize_with_windows(
+        &mut self,
+        now: Duration,
+        up_window: Duration,
+        down_window: Duration,
+        current: i32,
+        prenormalized: i32,
+    ) -> (i32, Stabilization) {
         // Stabilisation: up = min over the up window, down = max over the down window, result =
         // current clamped into [up, down] (docs/hpa-behaviour.md §1.7.4).
         let mut up_rec = prenormalized;
         let mut down_rec = prenormalized;
         let mut old_index = None;
         for (i, rec) in self.recommendations.iter().enumerate() {
-            if is_after(rec.at, now, up.stabilization_window) {
+            if is_after(rec.at, now, up_window) {
                 up_rec = up_rec.min(rec.replicas);
             }
-            if is_after(rec.at, now, down.stabilization_window) {
+            if is_after(rec.at, now, down_window) {
                 down_rec = down_rec.max(rec.replicas);
             }
-            if is_before(rec.at, now, up.stabilization_window)
-                && is_before(rec.at, now, down.stabilization_window)
-            {
+            if is_before(rec.at, now, up_window) && is_before(rec.at, now, down_window) {
                 old_index = Some(i);
             }
         }
@@ -519,10 +654,24 @@ impl Hpa {
         } else {
             Stabilization::ScaleDownStabilized
         };
-        self.set_able_to_scale_stabilization(now, stabilization);
+        (stabilized, stabilization)
+    }
 
-        // Rate policies and [min, max] (docs/hpa-behaviour.md §1.7.4).
-        let (desired, limit) = if stabilized > current {
+    /// `convertDesiredReplicasWithBehaviorRate`: the rate policies of the direction the count
+    /// moves in, then `[min, max]`, with the limiting reason (docs/hpa-behaviour.md §1.7.4).
+    /// Reads the scale events kept so far; records nothing.
+    pub fn behavior_rate(
+        &self,
+        now: Duration,
+        behavior: &Behavior,
+        current: i32,
+        stabilized: i32,
+        min: i32,
+        max: i32,
+    ) -> (i32, Limit) {
+        let up = behavior.resolved_scale_up();
+        let down = behavior.resolved_scale_down(self.config.downscale_stabilization);
+        if stabilized > current {
             let limit = scale_up_limit(
                 now,
                 current,
@@ -562,9 +711,7 @@ impl Hpa {
             }
         } else {
             (stabilized, Limit::DesiredWithinRange)
-        };
-        self.set_scaling_limited(now, desired != stabilized, limit);
-        (desired, stabilized, stabilization, limit)
+        }
     }
 
     fn set_able_to_scale_stabilization(&mut self, now: Duration, s: Stabilization) {
@@ -618,7 +765,7 @@ impl Hpa {
     /// Keeps the scale event for rate policies, reusing an outdated slot (older than the
     /// direction's longest policy period) as Go does. Only with `behavior`
     /// (docs/hpa-behaviour.md §1.7.4).
-    fn store_scale_event(&mut self, now: Duration, prev: i32, new: i32) {
+    pub(super) fn store_scale_event(&mut self, now: Duration, prev: i32, new: i32) {
         let Some(behavior) = self.spec.behavior.clone() else {
             return;
         };
@@ -662,6 +809,25 @@ impl Hpa {
     }
 }
 
+/// `convertDesiredReplicasWithRules`, the normalisation without `behavior`: the scale-up cap
+/// `max(2×current, 4)`, then `[min, max]`, with the limiting reason (docs/hpa-behaviour.md
+/// §1.7.3).
+pub fn legacy_rules(current: i32, desired: i32, min: i32, max: i32) -> (i32, Limit) {
+    let scale_up_limit = legacy_scale_up_limit_i32(current);
+    let (max_allowed, up_reason) = if max > scale_up_limit {
+        (scale_up_limit, Limit::ScaleUpLimit)
+    } else {
+        (max, Limit::TooManyReplicas)
+    };
+    if desired < min {
+        (min, Limit::TooFewReplicas)
+    } else if desired > max_allowed {
+        (max_allowed, up_reason)
+    } else {
+        (desired, Limit::DesiredWithinRange)
+    }
+}
+
 /// The API server's validation with the cluster's feature gates: `minReplicas: 0` needs
 /// `HPAScaleToZero` (docs/hpa-behaviour.md §1.7.7, §7.1).
 fn validate_for(spec: &HpaSpec, config: &ControllerConfig) -> Result<(), SpecError> {
@@ -681,21 +847,24 @@ struct ComputedMetrics {
     metric_name: String,
 }
 
-/// `external` or `object`, as the controller names a metric's source in messages.
+/// The source as the controller names it in messages.
 fn source_word(spec: &MetricSpec) -> &'static str {
-    if spec.object.is_some() {
-        "object"
-    } else {
-        "external"
+    match spec.source_type {
+        MetricSourceType::Object => "object",
+        MetricSourceType::Pods => "pods",
+        MetricSourceType::Resource | MetricSourceType::ContainerResource => "resource",
+        MetricSourceType::External => "external",
     }
 }
 
 /// The event and condition reason of a failed fetch (docs/hpa-behaviour.md §1.6, §6.4).
 fn failed_get_reason(spec: &MetricSpec) -> &'static str {
-    if spec.object.is_some() {
-        "FailedGetObjectMetric"
-    } else {
-        "FailedGetExternalMetric"
+    match spec.source_type {
+        MetricSourceType::Object => "FailedGetObjectMetric",
+        MetricSourceType::Pods => "FailedGetPodsMetric",
+        MetricSourceType::Resource => "FailedGetResourceMetric",
+        MetricSourceType::ContainerResource => "FailedGetContainerResourceMetric",
+        MetricSourceType::External => "FailedGetExternalMetric",
     }
 }
 

@@ -33,17 +33,23 @@ use std::time::Duration;
 
 mod controller;
 mod deployment_scale;
+mod go_numeric;
 mod pod_deletion_rank;
+mod pod_metrics;
 mod rate_limits;
 mod replicas;
 mod scale_event;
 mod spec;
 mod sync_io;
 mod tolerance;
+#[cfg(test)]
+mod upstream_cases;
 
 pub use controller::*;
 pub use deployment_scale::*;
+pub use go_numeric::{go_f64_to_i32, go_f64_to_i64};
 pub use pod_deletion_rank::*;
+pub use pod_metrics::*;
 pub use rate_limits::legacy_scale_up_limit;
 pub use scale_event::ScaleEvent;
 pub use spec::*;

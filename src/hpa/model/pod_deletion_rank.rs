@@ -37,8 +37,12 @@ pub struct RankedPod {
     pub ready_since: Option<Duration>,
     /// `controller.kubernetes.io/pod-deletion-cost`, unparsed.
     pub deletion_cost: Option<String>,
-    /// The highest `restartCount` among the pod's containers.
+    /// The highest `restartCount` among the pod's regular containers (`containerStatuses`).
     pub max_restarts: u32,
+    /// The highest `restartCount` among its restartable init containers (sidecars: init
+    /// containers with `restartPolicy: Always`), compared only between pods whose regular
+    /// counts are equal.
+    pub max_sidecar_restarts: u32,
     pub created_at: Option<Duration>,
 }
 
@@ -110,9 +114,12 @@ pub fn compare(
     if a.ready && b.ready && a.ready_since != b.ready_since {
         return newer_first(a, a.ready_since, b, b.ready_since, now, gates);
     }
-    // 7. More container restarts first.
+    // 7. More container restarts first: regular containers, then sidecars.
     if a.max_restarts != b.max_restarts {
         return b.max_restarts.cmp(&a.max_restarts);
+    }
+    if a.max_sidecar_restarts != b.max_sidecar_restarts {
+        return b.max_sidecar_restarts.cmp(&a.max_sidecar_restarts);
     }
     // 8. Created more recently first.
     if a.created_at != b.created_at {
@@ -204,6 +211,7 @@ mod tests {
             ready_since: Some(Duration::from_secs(1000)),
             deletion_cost: None,
             max_restarts: 0,
+            max_sidecar_restarts: 0,
             created_at: Some(Duration::from_secs(900)),
         }
     }
@@ -311,6 +319,24 @@ mod tests {
         crashy.max_restarts = 4;
         crashy.created_at = Some(Duration::from_secs(1));
         assert_eq!(first(&crashy, &pod("calm")), Ordering::Less);
+    }
+
+    /// `compareMaxContainerRestarts` (pkg/controller/controller_utils.go, 1.37.2): sidecar
+    /// restarts decide only between pods with the same regular count.
+    #[test]
+    fn step_7_sidecar_restarts_decide_after_regular_restarts() {
+        let mut sidecar = pod("sidecar");
+        sidecar.max_sidecar_restarts = 9;
+        sidecar.created_at = Some(Duration::from_secs(1));
+        assert_eq!(first(&sidecar, &pod("calm")), Ordering::Less);
+        // A regular restart outranks any number of sidecar restarts.
+        let mut crashy = pod("crashy");
+        crashy.max_restarts = 1;
+        assert_eq!(first(&crashy, &sidecar), Ordering::Less);
+        // Equal on both: on to step 8 (the younger pod first).
+        let mut young = sidecar.clone();
+        young.created_at = Some(NOW - Duration::from_secs(5));
+        assert_eq!(first(&young, &sidecar), Ordering::Less);
     }
 
     #[test]

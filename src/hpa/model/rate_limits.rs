@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::go_numeric::go_f64_to_i32;
 use super::scale_event::{is_after, secs, ScaleEvent};
 use super::spec::{PolicyType, ResolvedRules, SelectPolicy};
 use super::{SCALE_UP_LIMIT_FACTOR, SCALE_UP_LIMIT_MINIMUM};
@@ -11,6 +12,12 @@ use super::{SCALE_UP_LIMIT_FACTOR, SCALE_UP_LIMIT_MINIMUM};
 /// (docs/hpa-behaviour.md §1.7.3), computed in float64 as the controller does.
 pub fn legacy_scale_up_limit(current: i64) -> i64 {
     (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i64
+}
+
+/// [`legacy_scale_up_limit`] as the controller converts it to int32: `int32(...)` on amd64, so
+/// a count above 2^30 gives `MinInt32` (docs/hpa-behaviour.md §1.8).
+pub(super) fn legacy_scale_up_limit_i32(current: i32) -> i32 {
+    go_f64_to_i32((SCALE_UP_LIMIT_FACTOR * f64::from(current)).max(SCALE_UP_LIMIT_MINIMUM))
 }
 
 /// Highest count the scale-up policies allow (docs/hpa-behaviour.md §1.7.4).
@@ -29,9 +36,12 @@ pub(super) fn scale_up_limit(
     for p in &rules.policies {
         let start = period_start(now, current, up_events, down_events, p.period_seconds);
         let proposed = match p.policy_type {
-            PolicyType::Pods => start.saturating_add(p.value),
+            // int32 arithmetic and conversions as in Go (docs/hpa-behaviour.md §1.8).
+            PolicyType::Pods => start.wrapping_add(p.value),
             // Percent up rounds up (docs/hpa-behaviour.md §1.7.4).
-            PolicyType::Percent => (start as f64 * (1.0 + p.value as f64 / 100.0)).ceil() as i32,
+            PolicyType::Percent => {
+                go_f64_to_i32((f64::from(start) * (1.0 + f64::from(p.value) / 100.0)).ceil())
+            }
         };
         result = pick(result, proposed);
     }
@@ -54,9 +64,11 @@ pub(super) fn scale_down_limit(
     for p in &rules.policies {
         let start = period_start(now, current, up_events, down_events, p.period_seconds);
         let proposed = match p.policy_type {
-            PolicyType::Pods => start.saturating_sub(p.value),
+            PolicyType::Pods => start.wrapping_sub(p.value),
             // Percent down truncates (docs/hpa-behaviour.md §1.7.4).
-            PolicyType::Percent => (start as f64 * (1.0 - p.value as f64 / 100.0)) as i32,
+            PolicyType::Percent => {
+                go_f64_to_i32(f64::from(start) * (1.0 - f64::from(p.value) / 100.0))
+            }
         };
         result = pick(result, proposed);
     }
@@ -71,12 +83,16 @@ fn period_start(
     down_events: &[ScaleEvent],
     period_seconds: i32,
 ) -> i32 {
-    let in_period = |events: &[ScaleEvent]| -> i32 {
-        events
-            .iter()
-            .filter(|e| is_after(e.at, now, secs(period_seconds)))
-            .map(|e| e.change)
-            .sum()
-    };
-    current - in_period(up_events) + in_period(down_events)
+    current
+        .wrapping_sub(change_in_period(now, up_events, period_seconds))
+        .wrapping_add(change_in_period(now, down_events, period_seconds))
+}
+
+/// `getReplicasChangePerPeriod`: the changes of the events newer than `period_seconds`, summed
+/// as int32 (docs/hpa-behaviour.md §1.7.4).
+pub(super) fn change_in_period(now: Duration, events: &[ScaleEvent], period_seconds: i32) -> i32 {
+    events
+        .iter()
+        .filter(|e| is_after(e.at, now, secs(period_seconds)))
+        .fold(0i32, |sum, e| sum.wrapping_add(e.change))
 }

@@ -2,7 +2,9 @@
 //! the tolerance band (docs/hpa-behaviour.md §1.1–§1.5, §6).
 
 use super::super::quantity::milli_ceil;
-use super::spec::{ExternalMetricSource, ObjectMetricSource, TargetFormula};
+use super::go_numeric::{go_f64_to_i32, go_f64_to_i64};
+use super::pod_metrics::{plain_metric_replicas, PodMetricInput};
+use super::spec::{ExternalMetricSource, MetricTarget, ObjectMetricSource, TargetFormula};
 use super::sync_io::{MetricInput, MetricProposal, SyncInput};
 use super::tolerance::{average_value_ratio, Tolerances};
 
@@ -12,6 +14,7 @@ pub(super) fn external_metric_replicas(
     answer: &MetricInput,
     input: &SyncInput,
     tolerances: &Tolerances,
+    guarded_sum: bool,
 ) -> Result<MetricProposal, String> {
     let name = &ext.metric.name;
     let fail = |e: &str| format!("unable to get external metric {name}: {e}");
@@ -25,12 +28,87 @@ pub(super) fn external_metric_replicas(
         return Err(fail("no metrics returned from external metrics API"));
     }
     // docs/hpa-behaviour.md §1.2: every item is summed, each as its milli value rounded up.
-    let mut usage: i64 = 0;
+    let mut milli = Vec::with_capacity(items.len());
     for v in items {
-        let m = milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?;
-        usage = usage.saturating_add(m);
+        milli.push(
+            milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?,
+        );
     }
-    proposal(formula, usage, input, tolerances)
+    let usage = external_sum(formula, &milli, guarded_sum);
+    proposal(formula, usage, input, tolerances, Source::External)
+}
+
+/// A Pods or Resource metric's proposal from the average the HPA's status shows for it
+/// (docs/hpa-behaviour.md §1.9): `answer` holds that one average, in the metric's units, or a
+/// utilization in percent against an `averageUtilization` target. Exact only when every pod is
+/// ready; [`MetricProposal::exact`] says which.
+pub(super) fn pod_metric_replicas(
+    name: &str,
+    target: &MetricTarget,
+    answer: &MetricInput,
+    input: &SyncInput,
+    tolerances: &Tolerances,
+) -> Result<MetricProposal, String> {
+    let fail = |e: &str| format!("unable to get metric {name}: {e}");
+    let items = answer.as_ref().map_err(|e| fail(e))?;
+    let [average] = items.as_slice() else {
+        return Err(fail("the HPA's status shows no current average for it"));
+    };
+    // A utilization compares percent with percent; the units cancel in the ratio.
+    let (target_milli, average_milli) = match (&target.average_value, target.average_utilization) {
+        (Some(q), _) => (q.milli_value(), milli_ceil(*average)),
+        (None, Some(u)) => (i64::from(u) * 1000, milli_ceil(*average)),
+        (None, None) => return Err(fail("no averageValue or averageUtilization target")),
+    };
+    let average_milli =
+        average_milli.ok_or_else(|| fail(&format!("average {average} is not a quantity")))?;
+    let pods = PodMetricInput::Average {
+        average_milli,
+        ready_pods: input.ready_pods,
+        pods: input.pods,
+    };
+    let (replicas, usage) =
+        plain_metric_replicas(&pods, input.spec_replicas, target_milli, tolerances)
+            .map_err(|e| fail(&e))?;
+    let ratio = usage as f64 / target_milli as f64;
+    Ok(MetricProposal {
+        formula: TargetFormula::AverageValue {
+            milli: target_milli,
+        },
+        usage_milli: usage,
+        current_milli: usage,
+        ratio,
+        within_tolerance: tolerances.is_within(ratio),
+        replicas,
+        exact: pods.is_exact(),
+    })
+}
+
+/// The sum of an External answer's milli values as the controller adds them up
+/// (docs/hpa-behaviour.md §1.8). From 1.34 the AverageValue path reads any negative running
+/// sum as an overflow, `MaxInt64`, and the Value path stops at `MaxInt64` when a positive item
+/// would overflow; a negative item still lowers a Value sum. Before 1.34 both wrap as Go's
+/// int64 addition does.
+pub(super) fn external_sum(formula: TargetFormula, milli: &[i64], guarded: bool) -> i64 {
+    let mut usage: i64 = 0;
+    for &val in milli {
+        match (guarded, formula) {
+            (false, _) => usage = usage.wrapping_add(val),
+            (true, TargetFormula::AverageValue { .. }) => {
+                usage = usage.wrapping_add(val);
+                if usage < 0 {
+                    return i64::MAX;
+                }
+            }
+            (true, TargetFormula::Value { .. }) => {
+                if val > 0 && usage > i64::MAX - val {
+                    return i64::MAX;
+                }
+                usage = usage.wrapping_add(val);
+            }
+        }
+    }
+    usage
 }
 
 /// One Object metric's proposal (docs/hpa-behaviour.md §6): the formula by `target.type`,
@@ -62,15 +140,25 @@ pub(super) fn object_metric_replicas(
         )));
     };
     let usage = milli_ceil(*v).ok_or_else(|| fail(&format!("item value {v} is not a quantity")))?;
-    proposal(formula, usage, input, tolerances)
+    proposal(formula, usage, input, tolerances, Source::Object)
 }
 
-/// The formulas shared by External and Object metrics, on a usage in milli units.
-fn proposal(
+/// Which client asked: the External AverageValue path caps its count at `MaxInt32` before
+/// converting; the Object AverageValue path converts without a cap (docs/hpa-behaviour.md §1.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    External,
+    Object,
+}
+
+/// The formulas shared by External and Object metrics, on a usage in milli units. Every
+/// float-to-int32 conversion is Go's on amd64 ([`go_f64_to_i32`]).
+pub(super) fn proposal(
     formula: TargetFormula,
     usage: i64,
     input: &SyncInput,
     tolerances: &Tolerances,
+    source: Source,
 ) -> Result<MetricProposal, String> {
     match formula {
         TargetFormula::AverageValue { milli: target } => {
@@ -83,18 +171,27 @@ fn proposal(
                 status
             } else {
                 let r = (usage as f64 / target as f64).ceil();
-                if r > i32::MAX as f64 {
+                if source == Source::External && r > i32::MAX as f64 {
                     i32::MAX
                 } else {
-                    r as i32
+                    go_f64_to_i32(r)
                 }
+            };
+            // status.currentMetrics shows the average per pod over status.replicas.
+            let per_pod = (usage as f64 / f64::from(status)).ceil();
+            let current_milli = if source == Source::External && usage as f64 >= i64::MAX as f64 {
+                i64::MAX
+            } else {
+                go_f64_to_i64(per_pod)
             };
             Ok(MetricProposal {
                 formula,
                 usage_milli: usage,
+                current_milli,
                 ratio,
                 within_tolerance: within,
                 replicas,
+                exact: true,
             })
         }
         TargetFormula::Value { milli: target } => {
@@ -107,18 +204,22 @@ fn proposal(
                 return Ok(MetricProposal {
                     formula,
                     usage_milli: usage,
+                    current_milli: usage,
                     ratio,
                     within_tolerance: false,
-                    replicas: ratio.ceil() as i32,
+                    replicas: go_f64_to_i32(ratio.ceil()),
+                    exact: true,
                 });
             }
             if tolerances.is_within(ratio) {
                 return Ok(MetricProposal {
                     formula,
                     usage_milli: usage,
+                    current_milli: usage,
                     ratio,
                     within_tolerance: true,
                     replicas: spec,
+                    exact: true,
                 });
             }
             if input.pods <= 0 {
@@ -131,14 +232,16 @@ fn proposal(
             let replicas = if f > i32::MAX as f64 {
                 i32::MAX
             } else {
-                f.ceil() as i32
+                go_f64_to_i32(f.ceil())
             };
             Ok(MetricProposal {
                 formula,
                 usage_milli: usage,
+                current_milli: usage,
                 ratio,
                 within_tolerance: false,
                 replicas,
+                exact: true,
             })
         }
     }
@@ -171,6 +274,7 @@ mod tests {
             ready_pods: ready,
             pods: ready.max(status),
             metrics: Vec::new(),
+            selector: Default::default(),
         }
     }
 

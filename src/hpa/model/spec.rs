@@ -30,9 +30,21 @@ impl HpaSpec {
     pub fn min_replicas(&self) -> i32 {
         self.min_replicas.unwrap_or(1)
     }
+
+    /// Whether some metric is Object or External, the kinds that may take a target to 0 and
+    /// back (docs/hpa-behaviour.md §7.1).
+    pub fn has_object_or_external_metric(&self) -> bool {
+        self.metrics.iter().any(|m| {
+            matches!(
+                m.source_type,
+                MetricSourceType::External | MetricSourceType::Object
+            )
+        })
+    }
 }
 
-/// `spec.metrics[]`. `type: External` and `type: Object` are modelled.
+/// `spec.metrics[]`. `External` and `Object` are modelled exactly; `Pods` and `Resource` from
+/// their average only (docs/hpa-behaviour.md §1.9); `ContainerResource` not at all.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSpec {
@@ -42,6 +54,28 @@ pub struct MetricSpec {
     pub external: Option<ExternalMetricSource>,
     #[serde(default)]
     pub object: Option<ObjectMetricSource>,
+    /// Read only from the HPA's `status.currentMetrics` (`explain`): see [`super::pod_metrics`].
+    #[serde(default)]
+    pub pods: Option<PodsMetricSource>,
+    /// Read only from the HPA's `status.currentMetrics` (`explain`): see [`super::pod_metrics`].
+    #[serde(default)]
+    pub resource: Option<ResourceMetricSource>,
+}
+
+/// `spec.metrics[].pods`: a per-pod custom metric averaged over the target's pods.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsMetricSource {
+    pub metric: MetricIdentifier,
+    pub target: MetricTarget,
+}
+
+/// `spec.metrics[].resource`: CPU or memory of the target's pods.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceMetricSource {
+    pub name: String,
+    pub target: MetricTarget,
 }
 
 /// `spec.metrics[].object` (docs/hpa-behaviour.md §6).
@@ -249,6 +283,8 @@ impl MetricSpec {
                 target,
             }),
             object: None,
+            pods: None,
+            resource: None,
         }
     }
 
@@ -269,15 +305,33 @@ impl MetricSpec {
                 },
                 target,
             }),
+            pods: None,
+            resource: None,
         }
     }
 
     /// The metric's name, whichever source it is.
     pub fn metric_name(&self) -> Option<&str> {
-        match (&self.external, &self.object) {
-            (Some(e), _) => Some(&e.metric.name),
-            (None, Some(o)) => Some(&o.metric.name),
-            (None, None) => None,
+        if let Some(e) = &self.external {
+            return Some(&e.metric.name);
+        }
+        if let Some(o) = &self.object {
+            return Some(&o.metric.name);
+        }
+        if let Some(p) = &self.pods {
+            return Some(&p.metric.name);
+        }
+        self.resource.as_ref().map(|r| r.name.as_str())
+    }
+
+    /// The target as written, whichever source it is.
+    pub fn target(&self) -> Option<&MetricTarget> {
+        match self.source_type {
+            MetricSourceType::External => self.external.as_ref().map(|e| &e.target),
+            MetricSourceType::Object => self.object.as_ref().map(|o| &o.target),
+            MetricSourceType::Pods => self.pods.as_ref().map(|p| &p.target),
+            MetricSourceType::Resource => self.resource.as_ref().map(|r| &r.target),
+            MetricSourceType::ContainerResource => None,
         }
     }
 }
@@ -399,7 +453,7 @@ fn resolve(
 pub enum SpecError {
     #[error("invalid HPA spec: {0}")]
     Invalid(String),
-    #[error("metric {index}: only External and Object metrics are modelled, not {source_type:?}")]
+    #[error("metric {index}: External, Object, Pods and Resource metrics are modelled, not {source_type:?}")]
     Unsupported {
         index: usize,
         source_type: MetricSourceType,
@@ -421,22 +475,26 @@ impl HpaSpec {
             return bad("at least one metric is needed".into());
         }
         for (index, m) in self.metrics.iter().enumerate() {
-            let t = match m.source_type {
-                MetricSourceType::External => match &m.external {
-                    Some(ext) => &ext.target,
-                    None => return bad(format!("metrics[{index}].external is required")),
-                },
-                MetricSourceType::Object => match &m.object {
-                    Some(obj) => &obj.target,
-                    None => return bad(format!("metrics[{index}].object is required")),
-                },
-                other => {
-                    return Err(SpecError::Unsupported {
-                        index,
-                        source_type: other,
-                    })
-                }
+            if m.source_type == MetricSourceType::ContainerResource {
+                return Err(SpecError::Unsupported {
+                    index,
+                    source_type: m.source_type,
+                });
+            }
+            let Some(t) = m.target() else {
+                return bad(format!(
+                    "metrics[{index}]: the {:?} source is required",
+                    m.source_type
+                ));
             };
+            if let (Some(u), None, None) = (t.average_utilization, &t.value, &t.average_value) {
+                if m.source_type != MetricSourceType::Resource || u <= 0 {
+                    return bad(format!(
+                        "metrics[{index}]: averageUtilization must be positive and on a Resource metric"
+                    ));
+                }
+                continue;
+            }
             if let Some(ty) = &t.target_type {
                 if !["Value", "AverageValue", "Utilization"].contains(&ty.as_str()) {
                     return bad(format!(

@@ -25,6 +25,73 @@ pub struct SyncInput {
     pub pods: i32,
     /// One answer per `spec.metrics` entry, in order. A missing entry counts as an error.
     pub metrics: Vec<MetricInput>,
+    /// What the controller found of the scale target's `status.selector` before it read any
+    /// metric (docs/hpa-behaviour.md §1.6.1).
+    pub selector: TargetSelector,
+}
+
+/// Why a selector stops the sync: the `ScalingActive=False` reason and message, and the
+/// warning Event's reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectorRefusal {
+    pub condition_reason: &'static str,
+    pub event_reason: &'static str,
+    pub condition_message: String,
+    pub event_message: String,
+}
+
+/// The scale target's pod selector as the controller checks it on every sync that reads the
+/// metrics (`validateAndParseSelector`, docs/hpa-behaviour.md §1.6.1). Anything but `Valid`
+/// stops the sync before any metric: no proposal, no recommendation, no scaling.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TargetSelector {
+    /// A selector that parses and whose pods no other HPA selects.
+    #[default]
+    Valid,
+    /// `scale.status.selector` is empty (a workload whose scale subresource reports none).
+    Missing,
+    /// The selector does not parse; the text is the parser's error.
+    Unparsable(String),
+    /// The pods it selects are selected by more than one HPA. `hpas` are the HPAs as the
+    /// controller prints them (Go's `%v` of a `{Name Namespace}` key, such as `{web default}`).
+    Ambiguous { selector: String, hpas: Vec<String> },
+}
+
+impl TargetSelector {
+    /// The `ScalingActive=False` reason, the Event's reason and message, as the controller
+    /// writes them; `None` for a valid selector.
+    pub fn refusal(&self) -> Option<SelectorRefusal> {
+        let refusal = |condition_reason, event_reason, condition_message: String, event_message| {
+            Some(SelectorRefusal {
+                condition_reason,
+                event_reason,
+                condition_message,
+                event_message,
+            })
+        };
+        match self {
+            TargetSelector::Valid => None,
+            TargetSelector::Missing => refusal(
+                "InvalidSelector",
+                "SelectorRequired",
+                "the HPA target's scale is missing a selector".into(),
+                "selector is required".into(),
+            ),
+            TargetSelector::Unparsable(e) => {
+                let m = format!(
+                    "couldn't convert selector into a corresponding internal selector object: {e}"
+                );
+                refusal("InvalidSelector", "InvalidSelector", m.clone(), m)
+            }
+            TargetSelector::Ambiguous { selector, hpas } => {
+                let m = format!(
+                    "pods by selector {selector} are controlled by more than one HPA (e.g. [{}])",
+                    hpas.join(" ")
+                );
+                refusal("AmbiguousSelector", "AmbiguousSelector", m.clone(), m)
+            }
+        }
+    }
 }
 
 impl SyncInput {
@@ -36,6 +103,7 @@ impl SyncInput {
             ready_pods: replicas,
             pods: replicas,
             metrics,
+            selector: TargetSelector::Valid,
         }
     }
 }
@@ -46,11 +114,18 @@ pub struct MetricProposal {
     pub formula: TargetFormula,
     /// Sum of the items' milli values, each rounded up (docs/hpa-behaviour.md §1.2).
     pub usage_milli: i64,
+    /// The milli value the controller writes to `status.currentMetrics`: the sum for a Value
+    /// target, the average per pod over `status.replicas` for AverageValue.
+    pub current_milli: i64,
     /// The ratio tested against the tolerance band (docs/hpa-behaviour.md §1.5).
     pub ratio: f64,
     /// True when the ratio fell inside the band, so the proposal is the baseline count.
     pub within_tolerance: bool,
     pub replicas: i32,
+    /// False for a Pods or Resource metric computed from its average while some pods are not
+    /// ready: the controller's corrections for unready and missing pods are unknown
+    /// (docs/hpa-behaviour.md §1.9).
+    pub exact: bool,
 }
 
 /// One metric's result in a sync.
@@ -137,6 +212,10 @@ pub enum Decision {
     AboveMaxReplicas,
     /// Current below `minReplicas`: set to min, metrics skipped (docs/hpa-behaviour.md §1.7.1).
     BelowMinReplicas,
+    /// The target's selector is missing, does not parse, or its pods belong to another HPA
+    /// too: no metric is read and nothing scales (docs/hpa-behaviour.md §1.6.1). The reason is
+    /// the `ScalingActive=False` reason.
+    SelectorRefused { reason: &'static str },
     /// Every metric invalid: no scaling (docs/hpa-behaviour.md §1.6).
     AllMetricsInvalid { invalid: usize },
     /// Some metric invalid and the valid ones propose fewer than `spec.replicas`: no scaling

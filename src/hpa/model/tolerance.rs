@@ -16,19 +16,26 @@ pub enum ScaleToZero {
     /// The alpha gate switched on before 1.37: a target at 0 is autoscaled only while
     /// `minReplicas` is 0, so raising `minReplicas` at 0 pauses it (docs/hpa-behaviour.md §7.2).
     ReplicasRule,
-    /// 1.37 and later (beta, on by default): the HPA records `ScaledToZero=True` when it scales to
-    /// 0 and autoscales a target at 0 only while that condition holds; a 0 set by anyone else
-    /// pauses it (docs/hpa-behaviour.md §7.2).
+    /// 1.36 with the gate switched on, and 1.37 and later (beta, on by default): the HPA records
+    /// `ScaledToZero=True` when it scales to 0 and autoscales a target at 0 only while that
+    /// condition holds; a 0 set by anyone else pauses it (docs/hpa-behaviour.md §7.2).
     Condition,
 }
 
 impl ScaleToZero {
     /// The default of a Kubernetes 1.`minor` cluster: on from 1.37 (docs/hpa-behaviour.md §7.1).
     pub fn for_kube_minor(minor: u32) -> Self {
-        if minor >= 37 {
-            ScaleToZero::Condition
-        } else {
-            ScaleToZero::Off
+        Self::for_kube_minor_with_gate(minor, None)
+    }
+
+    /// A Kubernetes 1.`minor` cluster whose `HPAScaleToZero` gate is set to `gate`, or left at
+    /// its default with `None`. With the gate on, 1.36 already runs the condition
+    /// implementation; older controllers the `minReplicas` rule (docs/hpa-behaviour.md §7.1).
+    pub fn for_kube_minor_with_gate(minor: u32, gate: Option<bool>) -> Self {
+        match gate.unwrap_or(minor >= 37) {
+            false => ScaleToZero::Off,
+            true if minor >= 36 => ScaleToZero::Condition,
+            true => ScaleToZero::ReplicasRule,
         }
     }
 
@@ -72,6 +79,9 @@ pub struct ControllerConfig {
     pub downscale_stabilization: Duration,
     /// The `HPAScaleToZero` gate on kube-apiserver and kube-controller-manager.
     pub scale_to_zero: ScaleToZero,
+    /// 1.34 and later: an External sum that overflows, or an AverageValue sum that goes
+    /// negative, reads as `MaxInt64` (docs/hpa-behaviour.md §1.8). Before, the sum wraps.
+    pub guarded_external_sum: bool,
 }
 
 impl ControllerConfig {
@@ -82,6 +92,7 @@ impl ControllerConfig {
             tolerance_style: ToleranceStyle::for_kube_minor(minor),
             downscale_stabilization: DEFAULT_DOWNSCALE_STABILIZATION,
             scale_to_zero: ScaleToZero::for_kube_minor(minor),
+            guarded_external_sum: minor >= 34,
         }
     }
 }

@@ -93,6 +93,7 @@ impl Runner {
                 .then(|| model_time(p.created_at.saturating_add(ms(w.readiness_delay)))),
             deletion_cost: p.cost.clone(),
             max_restarts: 0,
+            max_sidecar_restarts: 0,
             created_at: Some(model_time(p.created_at)),
         }
     }

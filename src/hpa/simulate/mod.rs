@@ -64,7 +64,7 @@ use tokio::task::JoinHandle;
 
 use super::model::{
     ControllerConfig, Decision, DescribedObject, Hpa, HpaSpec, MetricInput, PolicyType,
-    RankingGates, ResolvedRules, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
+    RankingGates, ResolvedRules, ScaleToZero, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
 };
 use super::quantity::Quantity;
 use crate::api::{server, ApiHandler};

@@ -15,9 +15,10 @@ impl Report {
             .max(self.metric_names.join(" | ").len());
         let _ = writeln!(
             out,
-            "{:>7} {:>4} {:>5} | {:>4} {:>5} {:>6} | {:<aw$} | {:>8} | {:>9} | {:<34} | unknown inputs",
+            "{:>7} {:>4} {:>6} {:>5} | {:>4} {:>5} {:>6} | {:<aw$} | {:>8} | {:>9} | {:<34} | unknown inputs",
             "time",
             "spec",
+            "status",
             "ready",
             "rec",
             "floor",
@@ -36,9 +37,10 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "{:>7} {:>4} {:>5} | {:>4} {:>5} {:>6} | {:<aw$} | {:>8} | {:>9} | {:<34} | {}",
+                "{:>7} {:>4} {:>6} {:>5} | {:>4} {:>5} {:>6} | {:<aw$} | {:>8} | {:>9} | {:<34} | {}",
                 fmt_t(r.t),
                 r.spec_replicas,
+                r.status_replicas,
                 r.ready_pods,
                 r.truth_recommendation
                     .map(|v| v.to_string())

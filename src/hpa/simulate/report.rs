@@ -124,6 +124,7 @@ pub(super) fn decision_text(d: &Decision) -> String {
         Decision::ScalingDisabled => "ScalingDisabled".into(),
         Decision::AboveMaxReplicas => "AboveMaxReplicas".into(),
         Decision::BelowMinReplicas => "BelowMinReplicas".into(),
+        Decision::SelectorRefused { reason } => reason.to_string(),
         Decision::AllMetricsInvalid { invalid } => format!("AllMetricsInvalid({invalid})"),
         Decision::ScaleDownBlockedByInvalidMetric { invalid, proposed } => {
             format!("ScaleDownBlocked(invalid={invalid},proposed={proposed})")

@@ -556,6 +556,7 @@ impl Runner {
             ready_pods: ready,
             pods,
             metrics: inputs,
+            selector: Default::default(),
         };
         let outcome = self.hpa.sync(Duration::from_millis(t as u64), &input);
 

@@ -62,6 +62,20 @@ pub struct KubernetesStyle {
     /// `--horizontal-pod-autoscaler-downscale-stabilization`.
     #[serde(default)]
     pub downscale_stabilization: Option<HumanDuration>,
+    /// Feature gates set on kube-apiserver and kube-controller-manager; unset gates keep the
+    /// version's default.
+    #[serde(default)]
+    pub feature_gates: FeatureGates,
+}
+
+/// The feature gates the model reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureGates {
+    /// On by default from 1.37; switched on in 1.36 it runs the `ScaledToZero` condition
+    /// implementation, before 1.36 the `minReplicas` rule (docs/hpa-behaviour.md §7.1).
+    #[serde(rename = "HPAScaleToZero", default)]
+    pub hpa_scale_to_zero: Option<bool>,
 }
 
 pub(super) fn default_kube_version() -> String {
@@ -74,6 +88,7 @@ impl Default for KubernetesStyle {
             version: default_kube_version(),
             tolerance: None,
             downscale_stabilization: None,
+            feature_gates: FeatureGates::default(),
         }
     }
 }
@@ -95,6 +110,8 @@ impl KubernetesStyle {
     pub fn controller_config(&self) -> Result<ControllerConfig, SimulateError> {
         let minor = self.minor()?;
         let mut config = ControllerConfig::for_kube_minor(minor);
+        config.scale_to_zero =
+            ScaleToZero::for_kube_minor_with_gate(minor, self.feature_gates.hpa_scale_to_zero);
         if let Some(t) = self.tolerance {
             if !(t.is_finite() && t >= 0.0) {
                 return Err(invalid("kubernetes.tolerance", "must be >= 0"));
@@ -407,6 +424,20 @@ impl Scenario {
         self.adapter_config()?;
         Hpa::new(self.hpa.clone(), self.kubernetes.controller_config()?)
             .map_err(|e| invalid("hpa", e.to_string()))?;
+        if let Some(m) = self
+            .hpa
+            .metrics
+            .iter()
+            .find(|m| m.pods.is_some() || m.resource.is_some())
+        {
+            return Err(invalid(
+                "hpa.metrics",
+                format!(
+                    "{:?} metrics are not simulated: the simulator serves External and Object metrics only",
+                    m.source_type
+                ),
+            ));
+        }
         let w = &self.workload;
         if !(0..=1000).contains(&w.initial_replicas) {
             return Err(invalid(
@@ -625,6 +656,32 @@ mod tests {
             "{err}"
         );
         assert!(scenario("1.37").unwrap().controllers[0].in_workload);
+        // The gate switched on in 1.36 runs the ScaledToZero condition implementation
+        // (docs/hpa-behaviour.md §7.1); switched off in 1.37, minReplicas 0 is refused.
+        let gate = |version: &str, on: bool| {
+            KubernetesStyle {
+                version: version.into(),
+                tolerance: None,
+                downscale_stabilization: None,
+                feature_gates: FeatureGates {
+                    hpa_scale_to_zero: Some(on),
+                },
+            }
+            .controller_config()
+            .unwrap()
+            .scale_to_zero
+        };
+        assert_eq!(gate("1.36", true), ScaleToZero::Condition);
+        assert_eq!(gate("1.35", true), ScaleToZero::ReplicasRule);
+        assert_eq!(gate("1.37", false), ScaleToZero::Off);
+        let yaml = "name: x\nduration: 1m\nkubernetes: {version: \"1.36\", featureGates: {HPAScaleToZero: true}}\n\
+                    workload: {name: lobby, initialReplicas: 2}\n\
+                    hpa: {minReplicas: 0, maxReplicas: 4, metrics: [{type: External, external: {metric: {name: hpa_expect_replicas}, target: {type: AverageValue, averageValue: '1'}}}]}\n";
+        let s = Scenario::from_yaml(yaml).unwrap();
+        assert_eq!(
+            s.kubernetes.controller_config().unwrap().scale_to_zero,
+            ScaleToZero::Condition
+        );
     }
 
     /// docs/hpa-behaviour.md §9.4: a Deployment's cost, rollout and not-ready faults.

@@ -620,7 +620,7 @@ fn validation_rejects_what_the_api_server_rejects() {
         assert!(Hpa::new(spec, v135()).is_err());
     }
     let pods: HpaSpec =
-        yaml_serde::from_str("maxReplicas: 3\nmetrics:\n- type: Pods\n  pods: {}\n").unwrap();
+        yaml_serde::from_str("maxReplicas: 3\nmetrics:\n- type: ContainerResource\n").unwrap();
     assert!(matches!(
         Hpa::new(pods, v135()),
         Err(SpecError::Unsupported { .. })
@@ -700,6 +700,7 @@ proptest! {
                 ready_pods: ready.min(status),
                 pods: status,
                 metrics: vec![a, b],
+                selector: TargetSelector::Valid,
             };
             let o = hpa.sync(now, &input);
             if current == 0 && min > 0 {
@@ -779,7 +780,7 @@ fn v137_scales_to_zero_and_back_from_an_external_metric() {
     // The recommender asks for 6: the first step from 0 is the Pods policy's 4.
     let o = hpa.sync(t(45), &SyncInput::steady(0, vec![one(6.0)]));
     assert_eq!(o.replicas, 4, "{o}");
-    assert_eq!(scaled_to_zero(&o), Some((false, "ScaledFromZero".into())));
+    assert_eq!(scaled_to_zero(&o), Some((false, "NotScaledToZero".into())));
     let o = hpa.sync(t(60), &SyncInput::steady(4, vec![one(6.0)]));
     assert_eq!(o.replicas, 6, "{o}");
 }
@@ -800,8 +801,13 @@ fn v137_a_zero_set_by_someone_else_pauses_the_hpa() {
 fn raising_min_replicas_at_zero_differs_by_implementation() {
     let mut alpha = v135();
     alpha.scale_to_zero = ScaleToZero::ReplicasRule;
+    let normalized = Decision::Normalized {
+        invalid: 0,
+        stabilization: Stabilization::Unchanged,
+        limit: Limit::DesiredWithinRange,
+    };
     for (config, want) in [
-        (v137(), (Decision::BelowMinReplicas, 1)),
+        (v137(), (normalized, 1)),
         (alpha, (Decision::ScalingDisabled, 0)),
     ] {
         let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], prompt_down()), config).unwrap();
@@ -812,4 +818,236 @@ fn raising_min_replicas_at_zero_differs_by_implementation() {
         let o = hpa.sync(t(15), &SyncInput::steady(0, vec![one(0.0)]));
         assert_eq!((o.decision, o.replicas), want, "{config:?}: {o}");
     }
+}
+
+// The edges below were each read off pkg/controller/podautoscaler/horizontal.go and
+// replica_calculator.go of k8s.io/kubernetes v1.37.2 (docs/hpa-behaviour.md §1.6.1, §1.8, §7.2).
+
+/// 1.36 with `HPAScaleToZero` switched on runs the condition implementation: a 0 set by hand
+/// at minReplicas 0 stays 0 (ScalingDisabled), where the alpha rule before 1.36 scaled it to 4.
+#[test]
+fn v136_with_the_gate_on_keeps_a_manual_zero() {
+    let mut on36 = ControllerConfig::for_kube_minor(36);
+    assert_eq!(
+        on36.scale_to_zero,
+        ScaleToZero::Off,
+        "off by default in 1.36"
+    );
+    on36.scale_to_zero = ScaleToZero::for_kube_minor_with_gate(36, Some(true));
+    assert_eq!(on36.scale_to_zero, ScaleToZero::Condition);
+    let mut on35 = v135();
+    on35.scale_to_zero = ScaleToZero::for_kube_minor_with_gate(35, Some(true));
+    assert_eq!(on35.scale_to_zero, ScaleToZero::ReplicasRule);
+    let off37 = ScaleToZero::for_kube_minor_with_gate(37, Some(false));
+    assert_eq!(off37, ScaleToZero::Off);
+    let capped = Decision::Normalized {
+        invalid: 0,
+        stabilization: Stabilization::Unchanged,
+        limit: Limit::ScaleUpLimit,
+    };
+    for (config, want) in [(on36, (Decision::ScalingDisabled, 0)), (on35, (capped, 4))] {
+        let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], None), config).unwrap();
+        let o = hpa.sync(t(0), &SyncInput::steady(0, vec![one(6.0)]));
+        assert_eq!((o.decision, o.replicas), want, "{config:?}: {o}");
+    }
+}
+
+fn value(name: &str, q: &str) -> MetricSpec {
+    MetricSpec::external(name, MetricTarget::value(q).unwrap())
+}
+
+/// From 1.34 a negative running AverageValue sum reads as an overflow (MaxInt64), so the
+/// proposal is MaxInt32 and the HPA goes to maxReplicas; before, the sum stays negative and
+/// the HPA goes to minReplicas. A negative item still lowers a Value sum.
+#[test]
+fn a_negative_average_value_sum_is_an_overflow_from_1_34() {
+    let answer = || Ok(vec![-2.0, 1.0]);
+    let mut v134 = Hpa::new(
+        hpa_spec(1, 10, vec![avg("m")], None),
+        ControllerConfig::for_kube_minor(34),
+    )
+    .unwrap();
+    let o = v134.sync(t(0), &SyncInput::steady(4, vec![answer()]));
+    let p = proposal(&o, 0);
+    assert_eq!((p.usage_milli, p.replicas), (i64::MAX, i32::MAX), "{o}");
+    assert_eq!(
+        o.replicas, 8,
+        "capped at 2 × current by the legacy rule: {o}"
+    );
+    let mut v133 = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v133()).unwrap();
+    let o = v133.sync(t(0), &SyncInput::steady(4, vec![answer()]));
+    let p = proposal(&o, 0);
+    assert_eq!((p.usage_milli, p.replicas), (-1000, -1), "{o}");
+    assert_eq!(o.metric_replicas, Some(-1));
+    // Value: the guard only stops a positive overflow; 5 + (-3) = 2 of target 1 on 4 pods.
+    let mut v = Hpa::new(hpa_spec(1, 10, vec![value("m", "1")], None), v135()).unwrap();
+    let o = v.sync(t(0), &SyncInput::steady(4, vec![Ok(vec![5.0, -3.0])]));
+    assert_eq!(proposal(&o, 0).usage_milli, 2000, "{o}");
+    assert_eq!(proposal(&o, 0).replicas, 8);
+}
+
+/// A positive overflow: from 1.34 both paths stop at MaxInt64; before, int64 addition wraps.
+#[test]
+fn an_overflowing_sum_stops_at_max_int64_from_1_34_and_wraps_before() {
+    use super::super::replicas::external_sum;
+    let big = [9_000_000_000_000_000_000i64, 1_000_000_000_000_000_000];
+    let avg_f = TargetFormula::AverageValue { milli: 1000 };
+    let val_f = TargetFormula::Value { milli: 1000 };
+    assert_eq!(external_sum(avg_f, &big, true), i64::MAX);
+    assert_eq!(external_sum(val_f, &big, true), i64::MAX);
+    assert_eq!(
+        external_sum(avg_f, &big, false),
+        big[0].wrapping_add(big[1])
+    );
+    assert!(external_sum(val_f, &big, false) < 0);
+    // A negative first item: AverageValue gives up at once, Value sums on.
+    assert_eq!(external_sum(avg_f, &[-1, 5], true), i64::MAX);
+    assert_eq!(external_sum(val_f, &[-1, 5], true), 4);
+}
+
+/// Where the controller converts a float64 to int32 with no range check, Go on amd64 gives
+/// MinInt32, not a saturated MaxInt32. A huge Value ratio from 0 therefore proposes MinInt32
+/// and the target stays at 0; the Object AverageValue path converts without a cap too, while
+/// the External AverageValue path caps at MaxInt32 first.
+#[test]
+fn unchecked_int32_conversions_follow_go_on_amd64() {
+    let mut hpa = Hpa::new(
+        hpa_spec(0, 10, vec![value("m", "1m")], prompt_down()),
+        v137(),
+    )
+    .unwrap();
+    // The HPA takes the target to 0 itself, so it may scale from 0 afterwards.
+    let o = hpa.sync(t(0), &SyncInput::steady(1, vec![one(0.0)]));
+    assert_eq!(o.replicas, 0, "{o}");
+    let o = hpa.sync(t(15), &SyncInput::steady(0, vec![one(1e15)]));
+    assert_eq!(proposal(&o, 0).replicas, i32::MIN, "{o}");
+    assert_eq!((o.replicas, o.rescaled), (0, false), "{o}");
+
+    let obj = MetricSpec::object(
+        "StatefulSet",
+        "lobby",
+        "m",
+        MetricTarget::average_value("1m").unwrap(),
+    );
+    let mut hpa = Hpa::new(hpa_spec(1, 10, vec![obj], prompt_down()), v137()).unwrap();
+    let o = hpa.sync(t(0), &SyncInput::steady(3, vec![one(1e12)]));
+    assert_eq!(proposal(&o, 0).replicas, i32::MIN, "{o}");
+    assert_eq!(
+        o.replicas, 1,
+        "a MinInt32 proposal normalises to minReplicas: {o}"
+    );
+    let mut hpa = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v137()).unwrap();
+    let o = hpa.sync(t(0), &SyncInput::steady(3, vec![one(1e12)]));
+    assert_eq!(proposal(&o, 0).replicas, i32::MAX, "{o}");
+}
+
+/// After the HPA scaled to 0, a manual scale away from 0 leaves `ScaledToZero=True`; the
+/// HPA's next own rescale writes it False, after which a manual 0 pauses the HPA. Without an
+/// HPA rescale in between, a manual 0 is still read as the HPA's own.
+#[test]
+fn scaled_to_zero_after_a_manual_scale_from_zero() {
+    let spec = || hpa_spec(0, 10, vec![avg("m")], prompt_down());
+    let mut hpa = Hpa::new(spec(), v137()).unwrap();
+    let o = hpa.sync(t(0), &SyncInput::steady(2, vec![one(0.0)]));
+    assert_eq!(scaled_to_zero(&o), Some((true, "ScaledToZero".into())));
+    // kubectl scale --replicas=3: the HPA sees 3 and 3 is what the metric asks.
+    let o = hpa.sync(t(15), &SyncInput::steady(3, vec![one(3.0)]));
+    assert!(!o.rescaled, "{o}");
+    assert_eq!(scaled_to_zero(&o), Some((true, "ScaledToZero".into())));
+    // kubectl scale --replicas=0 again: still read as the HPA's own 0.
+    let o = hpa.sync(t(30), &SyncInput::steady(0, vec![one(3.0)]));
+    assert_eq!(o.replicas, 3, "{o}");
+    assert_eq!(scaled_to_zero(&o), Some((false, "NotScaledToZero".into())));
+    // Once the HPA rescaled, a manual 0 pauses it.
+    let o = hpa.sync(t(45), &SyncInput::steady(0, vec![one(3.0)]));
+    assert_eq!(
+        (o.decision, o.replicas),
+        (Decision::ScalingDisabled, 0),
+        "{o}"
+    );
+
+    // Any rescale of the HPA's that is not to 0 writes False, a scale-up from 4 included.
+    let mut hpa = Hpa::new(spec(), v137()).unwrap();
+    hpa.sync(t(0), &SyncInput::steady(2, vec![one(0.0)]));
+    let o = hpa.sync(t(15), &SyncInput::steady(4, vec![one(6.0)]));
+    assert_eq!(o.replicas, 6, "{o}");
+    assert_eq!(scaled_to_zero(&o), Some((false, "NotScaledToZero".into())));
+    let o = hpa.sync(t(30), &SyncInput::steady(0, vec![one(6.0)]));
+    assert_eq!(o.decision, Decision::ScalingDisabled, "{o}");
+}
+
+/// At 0 with `ScaledToZero=True` and a raised minReplicas the metrics are still read: an
+/// invalid metric keeps the target at 0 where a pre-check would have gone to the minimum.
+#[test]
+fn a_raised_minimum_at_zero_still_needs_a_valid_metric() {
+    let mut hpa = Hpa::new(hpa_spec(0, 10, vec![avg("m")], prompt_down()), v137()).unwrap();
+    hpa.sync(t(0), &SyncInput::steady(2, vec![one(0.0)]));
+    hpa.set_spec(hpa_spec(2, 10, vec![avg("m")], prompt_down()))
+        .unwrap();
+    let o = hpa.sync(t(15), &SyncInput::steady(0, vec![broken()]));
+    assert_eq!(
+        (o.decision, o.replicas),
+        (Decision::AllMetricsInvalid { invalid: 1 }, 0)
+    );
+    let o = hpa.sync(t(30), &SyncInput::steady(0, vec![one(0.0)]));
+    assert_eq!(o.replicas, 2, "{o}");
+}
+
+/// The target's selector is checked before any metric: missing, unparsable or shared with
+/// another HPA, the sync stops with `ScalingActive=False` and nothing scales. The min/max
+/// pre-checks run before it and still apply.
+#[test]
+fn a_missing_or_ambiguous_selector_stops_the_hpa() {
+    let cases = [
+        (
+            TargetSelector::Missing,
+            "InvalidSelector",
+            "SelectorRequired",
+        ),
+        (
+            TargetSelector::Unparsable("unable to parse requirement".into()),
+            "InvalidSelector",
+            "InvalidSelector",
+        ),
+        (
+            TargetSelector::Ambiguous {
+                selector: "app=web".into(),
+                hpas: vec!["{web default}".into(), "{web-cpu default}".into()],
+            },
+            "AmbiguousSelector",
+            "AmbiguousSelector",
+        ),
+    ];
+    for (selector, reason, event) in cases {
+        let mut hpa = Hpa::new(hpa_spec(1, 10, vec![avg("m")], None), v137()).unwrap();
+        let input = SyncInput {
+            selector: selector.clone(),
+            ..SyncInput::steady(3, vec![one(8.0)])
+        };
+        let o = hpa.sync(t(0), &input);
+        assert_eq!((o.replicas, o.rescaled), (3, false), "{selector:?}: {o}");
+        assert_eq!(o.decision, Decision::SelectorRefused { reason });
+        assert!(o.metrics.is_empty());
+        let active = o.condition(ConditionType::ScalingActive).unwrap();
+        assert_eq!((active.status, active.reason.as_str()), (false, reason));
+        assert_eq!(o.events[0].reason, event);
+        assert_eq!(o.events[1].reason, "FailedComputeMetricsReplicas");
+        // Only the initial recommendation is kept: the refused sync recorded none.
+        assert_eq!(hpa.recommendations().len(), 1);
+        // Above maxReplicas the pre-check scales without reading the selector.
+        let input = SyncInput {
+            selector,
+            ..SyncInput::steady(12, vec![one(8.0)])
+        };
+        let o = hpa.sync(t(15), &input);
+        assert_eq!((o.decision, o.replicas), (Decision::AboveMaxReplicas, 10));
+    }
+    let ambiguous = TargetSelector::Ambiguous {
+        selector: "app=web".into(),
+        hpas: vec!["{web default}".into(), "{web-cpu default}".into()],
+    };
+    assert_eq!(
+        ambiguous.refusal().unwrap().condition_message,
+        "pods by selector app=web are controlled by more than one HPA (e.g. [{web default} {web-cpu default}])"
+    );
 }
