@@ -144,7 +144,8 @@ func writeServiceAccountKeys(dir string) error {
 //   - ca: signs the API server's serving certificate and every client certificate;
 //   - front-proxy-ca: signs only the aggregator's proxy client certificate, as
 //     --requestheader-client-ca-file demands of a real cluster;
-//   - sa.key/sa.pub: the service-account token keys.
+//   - sa.key/sa.pub: the service-account token keys;
+//   - unprivileged: a client certificate from ca for a user no RBAC names.
 func writePKI(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -177,6 +178,9 @@ func writePKI(dir string) error {
 		}},
 		{ca, "admin", certSpec{commonName: "kubernetes-admin", orgs: []string{"system:masters"}}},
 		{ca, "kube-controller-manager", certSpec{commonName: "system:kube-controller-manager"}},
+		// A cluster user with no RBAC at all, so a test can tell whose identity an adapter
+		// believed when this certificate arrives carrying a privileged user's headers.
+		{ca, "unprivileged", certSpec{commonName: "hpa-bridge-test-unprivileged"}},
 		{frontProxy, "front-proxy-client", certSpec{commonName: frontProxyClient}},
 	}
 	for _, l := range leaves {

@@ -182,6 +182,49 @@ async fn the_real_aggregator_reaches_hpa_bridge_as_the_front_proxy_and_rbac_deci
         code == 401 || code == 403,
         "forged headers answered {code}: {body}"
     );
+
+    // With a client certificate from the cluster CA that is not the front proxy's, the headers
+    // are not read: the certificate's own user, who has no RBAC, is checked and refused.
+    let pki = cp.dir().join("pki");
+    let with_cert = |name: &str| {
+        HttpsClient::new(
+            adapter.port,
+            &[adapter.pki.ca_der()],
+            Some((
+                &pki.join(format!("{name}.crt")),
+                &pki.join(format!("{name}.key")),
+            )),
+        )
+    };
+    let (code, body) = with_cert("unprivileged")
+        .get(&external, &forged)
+        .await
+        .unwrap();
+    assert_eq!(
+        code, 403,
+        "a client certificate's headers were believed: {body}"
+    );
+    assert!(
+        body.contains("hpa-bridge-test-unprivileged"),
+        "the refusal names the certificate's user: {body}"
+    );
+    // system:kube-controller-manager may list every resource (its bootstrap role grants
+    // list/watch on */* for the garbage collector and quota), so its certificate is answered,
+    // as itself.
+    let (code, body) = with_cert("kube-controller-manager")
+        .get(&external, &forged)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        admitted(
+            &adapter,
+            "system:kube-controller-manager",
+            "client-certificate"
+        ),
+        "no client-certificate admission of system:kube-controller-manager:\n{}",
+        adapter.log()
+    );
 }
 
 /// The StatefulSet `lobby` and the controller instances' StatefulSet `lobby-ctl` (whose pods
