@@ -11,6 +11,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY crates ./crates
+# `serve --demo` builds examples/local.yaml in.
+COPY examples ./examples
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin hpa-bridge \
@@ -25,4 +27,6 @@ USER 65532:65532
 # HTTPS: external.metrics.k8s.io and /livez, /readyz (docs/hpa-behaviour.md §3.4).
 EXPOSE 6443
 ENTRYPOINT ["/hpa-bridge"]
+# In a pod the chart and manifests pass their own arguments. Outside one, the local demo:
+#   docker run --rm --network host registry.example/hpa-bridge:0.1.0 serve --demo
 CMD ["serve", "--bind-address=0.0.0.0", "--secure-port=6443"]

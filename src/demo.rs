@@ -18,6 +18,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+/// The local demo's configuration (`serve --demo`): the file the README runs, built in so the
+/// image can run the demo without a mounted file.
+pub const LOCAL_CONFIG: &str = include_str!("../examples/local.yaml");
+
 #[derive(Clone, Debug)]
 pub struct DemoWorkload {
     pub workload: String,

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod auth;
 pub mod check;
+pub mod config_reference;
 pub mod deletion_cost;
 pub mod demo;
 pub mod explain;

@@ -48,15 +48,23 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Scrape the configured targets and serve external.metrics.k8s.io/v1beta1 over TLS.
+    // Its flags are long: help below each flag reads at 80 columns.
+    #[command(next_line_help = true)]
     Serve(Box<ServeArgs>),
     /// Run the demo exporter on its own (the local demo also starts it from `demo:` in the config).
     DemoExporter(DemoArgs),
     /// Run a fault scenario: the real adapter against loopback exporters, polled over HTTPS by a
-    /// model of the HPA on a fast clock. Exits non-zero when an invariant or expectation fails.
+    /// model of the HPA on a fast clock. Exit code 1 when an invariant or expectation fails, 2
+    /// when the scenario cannot be run (unreadable or invalid).
     Simulate(SimulateArgs),
     /// Find HPA specs that silently defeat absolute targets, in manifests (-f) or a live cluster
     /// (--cluster). Exit code 1 when an error-level finding exists, 2 for unusable input.
+    #[command(next_line_help = true)]
     Check(CheckArgs),
+    /// The configuration file: `config schema` prints its JSON Schema (docs/configuration.md is
+    /// generated from it; editors validate config files with it).
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Measure the serve path, the parse path, scale and memory against their limits; writes
     /// BENCHMARKS.md and benchmarks.json (documented in BENCHMARKS.md). Runs the separate
     /// `hpa-bridge-bench` binary from beside this one (`cargo build --release --bin
@@ -104,6 +112,14 @@ struct ExplainHpaArgs {
     /// Output format.
     #[arg(short, long, value_parser = ["text", "json"], default_value = "text")]
     output: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the JSON Schema (draft 2020-12) of the file `serve --config` reads.
+    Schema,
+    /// Print the configuration reference (docs/configuration.md), written from that schema.
+    Reference,
 }
 
 #[derive(Args, Debug)]
@@ -180,6 +196,10 @@ struct ServeArgs {
     /// and nothing is scraped.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Run the local demo: examples/local.yaml, built in (the demo exporter on 127.0.0.1:9101,
+    /// five minutes of history). In a container: `docker run --network host IMAGE serve --demo`.
+    #[arg(long, conflicts_with = "config")]
+    demo: bool,
     /// The port on which to serve HTTPS.
     #[arg(long, default_value_t = 6443)]
     secure_port: u16,
@@ -363,14 +383,14 @@ struct AuthArgs {
     )]
     authorization_always_allow_groups: Vec<String>,
     /// How long TokenReview answers are cached.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "TTL", default_value = "10s", value_parser = parse_duration)]
     authentication_token_webhook_cache_ttl: Duration,
     /// How long allowing SubjectAccessReview answers are cached.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "TTL", default_value = "10s", value_parser = parse_duration)]
     authorization_webhook_cache_authorized_ttl: Duration,
     /// How long denying SubjectAccessReview answers are cached (shorter: a new RoleBinding
     /// should take effect quickly).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, value_name = "TTL", default_value = "5s", value_parser = parse_duration)]
     authorization_webhook_cache_unauthorized_ttl: Duration,
     /// How often CA files and the ConfigMap are re-read.
     #[arg(long, default_value = "60s", value_parser = parse_duration, hide = true)]
@@ -562,9 +582,28 @@ fn main() {
     } else {
         telemetry::init_logging(cli.verbose, cli.log_format == "json");
     }
+    let simulating = matches!(cli.command, Command::Simulate(_));
     let command = match cli.command {
         Command::Check(args) => std::process::exit(check_main(args)),
         Command::Explain(args) => std::process::exit(explain_main(args)),
+        Command::Config(ConfigCommand::Schema) => {
+            let schema = Config::json_schema();
+            match serde_json::to_string_pretty(&schema) {
+                Ok(text) => println!("{text}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Command::Config(ConfigCommand::Reference) => {
+            print!(
+                "{}",
+                hpa_bridge::config_reference::render(&Config::json_schema())
+            );
+            return;
+        }
         Command::Bench(args) => {
             let err = run_bench_binary(cli.verbose, &cli.log_format, args);
             eprintln!("error: {err:#}");
@@ -587,7 +626,7 @@ fn main() {
             Command::Serve(args) => serve(*args).await,
             Command::DemoExporter(args) => demo_exporter(args).await,
             Command::Simulate(args) => simulate(args).await,
-            Command::Check(_) | Command::Bench(_) | Command::Explain(_) => {
+            Command::Check(_) | Command::Bench(_) | Command::Explain(_) | Command::Config(_) => {
                 unreachable!("handled above")
             }
         }
@@ -596,11 +635,25 @@ fn main() {
     // runtime; a blocking task must not hold the exit past the shutdown bound.
     runtime.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
-        tracing::error!(error = %format!("{e:#}"), "exiting");
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+        // Printed once: a JSON log line where logs are collected as JSON, else a plain line.
+        if cli.log_format == "json" {
+            tracing::error!(error = %format!("{e:#}"), "exiting");
+        } else {
+            eprintln!("error: {e:#}");
+        }
+        // `simulate`, like `check`: 1 is a failed scenario, 2 one that could not be run.
+        let code = match (simulating, e.downcast_ref::<ScenarioFailed>()) {
+            (true, None) => 2,
+            _ => 1,
+        };
+        std::process::exit(code);
     }
 }
+
+/// A scenario that ran and broke an invariant or an expectation (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ScenarioFailed(String);
 
 async fn simulate(args: SimulateArgs) -> Result<()> {
     use hpa_bridge::hpa::{plot, simulate};
@@ -616,12 +669,13 @@ async fn simulate(args: SimulateArgs) -> Result<()> {
             .with_context(|| format!("writing --plot {}", path.display()))?;
     }
     if !report.passed() {
-        bail!(
+        return Err(ScenarioFailed(format!(
             "scenario {} failed: {} invariant violation(s), {} failed expectation(s)",
             report.name,
             report.violations.len(),
             report.expectations.iter().filter(|e| !e.ok).count()
-        );
+        ))
+        .into());
     }
     Ok(())
 }
@@ -808,8 +862,12 @@ fn run_bench_binary(verbose: u8, log_format: &str, args: BenchArgs) -> anyhow::E
 async fn serve(args: ServeArgs) -> Result<()> {
     let config = match &args.config {
         Some(path) => Config::load(path)?,
+        None if args.demo => Config::from_yaml(demo::LOCAL_CONFIG)?,
         None => Config::from_yaml("")?,
     };
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     // Without authentication anybody who can connect could read every metric; keep the
     // unauthenticated mode to this machine.
     if !args.auth.configured() && !args.bind_address.is_loopback() {
@@ -893,6 +951,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .targets(targets);
     if let Some(d) = &discovery {
         builder = builder.cluster(d.clone());
+        let annotated = d.clone();
+        builder = builder.status_section((
+            "deletionCostAnnotationsUnknown",
+            Arc::new(move || unknown_deletion_cost_json(&annotated)),
+        ));
+        tokio::spawn(warn_unknown_deletion_cost(d.clone()));
     }
     if let Some(l) = &leadership {
         let l = l.clone();
@@ -1082,6 +1146,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
         handler,
     )));
     let signal = termination_signal().await?;
+    // A second Ctrl-C means "now": an operator at a terminal should not wait out the delay.
+    tokio::spawn(async {
+        if let Ok(mut int) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        {
+            int.recv().await;
+            eprintln!("second interrupt: exiting without draining");
+            std::process::exit(130);
+        }
+    });
     // The deletion-cost lease is given up at once, so another replica takes over writing
     // while this one still serves.
     let resigning = leadership.map(|l| tokio::spawn(async move { l.resign().await }));
@@ -1122,6 +1196,44 @@ async fn serve(args: ServeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The Deployments whose `hpa-bridge.io/deletion-cost` value opts nothing in, for `/status`.
+fn unknown_deletion_cost_json(discovery: &Discovery) -> serde_json::Value {
+    discovery
+        .unknown_deletion_cost_values()
+        .into_iter()
+        .map(|(w, value)| {
+            serde_json::json!({
+                "namespace": w.namespace,
+                "name": w.name,
+                "value": value,
+                "expected": hpa_bridge::cluster::DELETION_COST_FROM_INDEX,
+            })
+        })
+        .collect()
+}
+
+/// Logs each Deployment annotated `hpa-bridge.io/deletion-cost` with a value that opts nothing
+/// in, once per Deployment and value: its owner meant to opt in, and nothing else would say
+/// that its pods get no deletion cost.
+async fn warn_unknown_deletion_cost(discovery: Arc<Discovery>) {
+    discovery.wait_synced().await;
+    let mut warned = std::collections::BTreeSet::new();
+    loop {
+        for (w, value) in discovery.unknown_deletion_cost_values() {
+            if warned.insert((w.clone(), value.clone())) {
+                tracing::warn!(
+                    deployment = %format!("{}/{}", w.namespace, w.name),
+                    annotation = hpa_bridge::cluster::DELETION_COST_OPT_IN,
+                    %value,
+                    expected = hpa_bridge::cluster::DELETION_COST_FROM_INDEX,
+                    "unknown deletion-cost annotation value: the Deployment is not opted in"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
 }
 
 /// SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C); the name of the one received.

@@ -39,7 +39,11 @@ pub struct Page<'a> {
     pub targets: Option<&'a [TargetRow]>,
 }
 
-/// `text` safe in HTML text and in a double- or single-quoted attribute.
+/// `text` safe in HTML text and in a double- or single-quoted attribute, and shown as it is:
+/// a control character (ESC, CR, ...) or a bidirectional control is written out as `\u{..}`.
+/// Text from outside (a producer's reason, a label value) could otherwise move the cursor of a
+/// terminal it is copied to, or reorder what a person reads (U+202E shows `1 ,8` for `8, 1`).
+/// A character reference would not do: the browser decodes it back into the character.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -49,10 +53,29 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if is_hidden_control(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// C0 and C1 controls and DEL; the Unicode bidirectional controls (UAX #9: the embeddings,
+/// overrides and isolates, and the implicit marks); and the line and paragraph separators.
+fn is_hidden_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
 }
 
 /// The text the HPA's Status error carries for a refusal, or the value and its reason.
@@ -73,7 +96,7 @@ const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:
 table{border-collapse:collapse;margin-bottom:2em}\
 td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}\
 .refused{color:#a40000;font-weight:600}.ok{color:#146c2e}\
-.why{max-width:34em;overflow-wrap:anywhere}code{overflow-wrap:anywhere;font-size:12px}\
+.why{max-width:34em;overflow-wrap:break-word}code{overflow-wrap:anywhere;font-size:12px}\
 svg{background:#fafafa;border:1px solid #ddd}.legend span{margin-right:1em}\
 .dim{color:#777}";
 
@@ -536,6 +559,19 @@ mod tests {
             dropped_scopes: 0,
             targets,
         })
+    }
+
+    #[test]
+    fn escape_writes_out_controls_and_bidirectional_overrides() {
+        let reason = "ok\u{1b}[2J\rdone \u{202e}8 ,1\u{202c} \u{2066}x\u{2069}\u{200f}\u{85}\u{7f}\u{2028}\t\n";
+        let shown = escape(reason);
+        assert_eq!(
+            shown,
+            "ok\\u{001b}[2J\\u{000d}done \\u{202e}8 ,1\\u{202c} \\u{2066}x\\u{2069}\\u{200f}\\u{0085}\\u{007f}\\u{2028}\\u{0009}\\u{000a}"
+        );
+        assert!(!shown.chars().any(is_hidden_control), "{shown:?}");
+        // Other text, any script, stays as it is.
+        assert_eq!(escape("Größe 5 — ٣ 工作"), "Größe 5 — ٣ 工作");
     }
 
     #[test]

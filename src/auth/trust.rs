@@ -22,11 +22,8 @@ pub const CONFIGMAP_NAME: &str = "extension-apiserver-authentication";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("{origin}: no usable PEM CA certificate")]
     NoCertificate { origin: String },
     #[error("{origin}: {message}")]
@@ -303,9 +300,9 @@ impl std::fmt::Debug for TrustStore {
 }
 
 fn read_file(path: &PathBuf) -> Result<Vec<u8>, TrustError> {
-    std::fs::read(path).map_err(|source| TrustError::Read {
+    std::fs::read(path).map_err(|cause| TrustError::Read {
         path: path.display().to_string(),
-        source,
+        cause,
     })
 }
 

@@ -74,7 +74,7 @@ pub(super) fn check_api_service(ctx: &mut Ctx) {
                 "spec.service",
                 format!("external.metrics.k8s.io is served by {owner}, not by hpa-bridge's Service {want_ns}/{want_name}; {affected}"),
                 "only one APIService per group version can exist (docs/hpa-behaviour.md §3.1): every HPA External metric request goes to that owner, which does not know hpa-bridge's metrics",
-                format!("to keep the other adapter (KEDA), leave external.metrics to it and install hpa-bridge with the Helm values {HELM_BESIDE_KEDA}, serving Object metrics on custom.metrics.k8s.io (README.md, \"Installing beside another adapter\"); to move external metrics to hpa-bridge, remove the other adapter's external metrics (prometheus-adapter's external rules) and install with {HELM_EXTERNAL_ON}, pointing the APIService at {want_ns}/{want_name}; if hpa-bridge runs under another name, pass --adapter-service"),
+                format!("to keep the other adapter (KEDA), leave external.metrics to it and install hpa-bridge with the Helm values {HELM_BESIDE_KEDA}, serving Object metrics on custom.metrics.k8s.io (docs/beside-other-adapters.md; with kustomize, manifests/overlays/beside-keda); to move external metrics to hpa-bridge, remove the other adapter's external metrics (prometheus-adapter's external rules) and install with {HELM_EXTERNAL_ON}, pointing the APIService at {want_ns}/{want_name}; if hpa-bridge runs under another name, pass --adapter-service"),
                 &api.source,
             );
         }

@@ -115,6 +115,8 @@ pub struct Inputs {
     pub answers: Vec<AdapterAnswer>,
     /// Read from a live cluster: every scale target was looked up, and the APIService must exist.
     pub live: bool,
+    /// Documents read but not checked, each with where and why (not a Kubernetes object).
+    pub skipped: Vec<String>,
 }
 
 /// The External metric requests the HPA makes that hpa-bridge serves.

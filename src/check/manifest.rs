@@ -16,11 +16,8 @@ use super::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("{path}: document {document}: invalid YAML/JSON: {message}")]
     Syntax {
         path: String,
@@ -69,8 +66,14 @@ impl Origin {
     }
 }
 
-/// Every object in the text, with `List`s flattened. Empty documents are skipped.
-pub fn parse_text(path: &str, text: &str) -> Result<Vec<(Origin, Value)>, ManifestError> {
+/// Every object in the text, with `List`s flattened. Empty documents are skipped silently;
+/// a document that is not a Kubernetes object (no `kind`: a Helm values file, a promtool test
+/// file, a config) is skipped with a note in `skipped`, so a folder of mixed YAML can be checked.
+pub fn parse_text(
+    path: &str,
+    text: &str,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<(Origin, Value)>, ManifestError> {
     let mut out = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let document = i + 1;
@@ -84,19 +87,24 @@ pub fn parse_text(path: &str, text: &str) -> Result<Vec<(Origin, Value)>, Manife
             document,
             item: None,
         };
-        match value {
+        let kind = match &value {
             Value::Null => continue,
-            Value::Object(_) => {}
+            Value::Object(map) => map.get("kind").and_then(Value::as_str).unwrap_or(""),
             other => {
-                return Err(origin.error(format!(
-                    "expected a Kubernetes object (a mapping with kind), found {}",
-                    json_type(&other)
-                )))
+                skipped.push(format!(
+                    "{}: not a Kubernetes object ({})",
+                    origin.describe(),
+                    json_type(other)
+                ));
+                continue;
             }
-        }
-        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+        };
         if kind.is_empty() {
-            return Err(origin.error("not a Kubernetes object: no kind"));
+            skipped.push(format!(
+                "{}: not a Kubernetes object (no kind)",
+                origin.describe()
+            ));
+            continue;
         }
         if kind == "List" || (kind.ends_with("List") && value.get("items").is_some()) {
             let Some(items) = value.get("items").and_then(Value::as_array) else {
@@ -390,21 +398,22 @@ pub fn api_service_from_json(v: &Value, source: Option<String>) -> ApiServiceInp
 /// `-` is standard input.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Inputs, ManifestError> {
     let mut objects = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
         if p.as_os_str() == "-" {
             let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|source| {
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|cause| {
                 ManifestError::Read {
                     path: "-".into(),
-                    source,
+                    cause,
                 }
             })?;
-            objects.extend(parse_text("<stdin>", &text)?);
+            objects.extend(parse_text("<stdin>", &text, &mut skipped)?);
             continue;
         }
-        let meta = std::fs::metadata(p).map_err(|source| ManifestError::Read {
+        let meta = std::fs::metadata(p).map_err(|cause| ManifestError::Read {
             path: p.display().to_string(),
-            source,
+            cause,
         })?;
         let files = if meta.is_dir() {
             let files = walk(p)?;
@@ -418,20 +427,22 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Inputs, ManifestError> {
             vec![p.clone()]
         };
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| ManifestError::Read {
+            let text = std::fs::read_to_string(&f).map_err(|cause| ManifestError::Read {
                 path: f.display().to_string(),
-                source,
+                cause,
             })?;
-            objects.extend(parse_text(&f.display().to_string(), &text)?);
+            objects.extend(parse_text(&f.display().to_string(), &text, &mut skipped)?);
         }
     }
-    inputs_from_objects(objects)
+    let mut inputs = inputs_from_objects(objects)?;
+    inputs.skipped = skipped;
+    Ok(inputs)
 }
 
 fn walk(dir: &Path) -> Result<Vec<PathBuf>, ManifestError> {
-    let read_err = |source| ManifestError::Read {
+    let read_err = |cause| ManifestError::Read {
         path: dir.display().to_string(),
-        source,
+        cause,
     };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read_err)?
@@ -460,7 +471,7 @@ mod tests {
     #[test]
     fn lists_and_documents() {
         let text = "---\nkind: List\napiVersion: v1\nitems:\n- {kind: StatefulSet, apiVersion: apps/v1, metadata: {name: a}}\n---\n---\n{\"kind\": \"Deployment\", \"apiVersion\": \"apps/v1\", \"metadata\": {\"name\": \"b\", \"namespace\": \"x\"}}\n";
-        let objs = parse_text("f.yaml", text).unwrap();
+        let objs = parse_text("f.yaml", text, &mut Vec::new()).unwrap();
         assert_eq!(objs.len(), 2);
         assert_eq!(objs[0].0.item, Some(0));
         assert_eq!(objs[1].0.document, 3);
@@ -512,18 +523,59 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_document() {
-        let e = parse_text("f.yaml", "kind: A\n---\nkind: [unclosed\n").unwrap_err();
+        let e =
+            parse_text("f.yaml", "kind: A\n---\nkind: [unclosed\n", &mut Vec::new()).unwrap_err();
         let s = e.to_string();
         assert!(s.starts_with("f.yaml: document 2: invalid YAML"), "{s}");
-        let e = parse_text("f.yaml", "a: 1\n").unwrap_err().to_string();
-        assert_eq!(e, "f.yaml: document 1: not a Kubernetes object: no kind");
         let bad_hpa = "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: {maxReplicas: ten}\n";
-        let e = inputs_from_objects(parse_text("h.yaml", bad_hpa).unwrap())
+        let e = inputs_from_objects(parse_text("h.yaml", bad_hpa, &mut Vec::new()).unwrap())
             .unwrap_err()
             .to_string();
         assert!(
             e.starts_with("h.yaml: document 1: HorizontalPodAutoscaler \"h\""),
             "{e}"
         );
+    }
+
+    /// A folder of mixed YAML (a Helm values file, a promtool rules test, a config) is checked:
+    /// each document without `kind` is skipped with a note naming it, and the objects beside it
+    /// are still read.
+    #[test]
+    fn documents_without_kind_are_skipped_with_a_note() {
+        let mut skipped = Vec::new();
+        let text = "image: {repository: x}\n---\n- 1\n---\nkind: StatefulSet\napiVersion: apps/v1\nmetadata: {name: s}\n";
+        let objs = parse_text("values.yaml", text, &mut skipped).unwrap();
+        assert_eq!(objs.len(), 1);
+        assert_eq!(
+            skipped,
+            [
+                "values.yaml (document 1): not a Kubernetes object (no kind)",
+                "values.yaml (document 2): not a Kubernetes object (a sequence)",
+            ]
+        );
+    }
+
+    /// `check -f DIR` walks subdirectories, skips what is not an object, and still finds the
+    /// HPA in a nested folder.
+    #[test]
+    fn a_directory_is_walked_and_non_objects_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("apps/lobby");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(dir.path().join("values.yaml"), "replicaCount: 2\n").unwrap();
+        std::fs::write(
+            dir.path().join("rules.test.yaml"),
+            "rule_files: [rules.yaml]\ntests: []\n",
+        )
+        .unwrap();
+        std::fs::write(
+            nested.join("hpa.yaml"),
+            "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: {scaleTargetRef: {kind: StatefulSet, name: s, apiVersion: apps/v1}, maxReplicas: 5}\n",
+        )
+        .unwrap();
+        let inputs = load_paths(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(inputs.hpas.len(), 1);
+        assert_eq!(inputs.skipped.len(), 2, "{:?}", inputs.skipped);
+        assert!(inputs.skipped.iter().any(|s| s.contains("rules.test.yaml")));
     }
 }

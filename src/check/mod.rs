@@ -132,6 +132,7 @@ pub fn check(inputs: &Inputs, config: &Config, settings: &CheckSettings) -> Repo
     Report {
         findings,
         hpas_checked: own.len(),
+        skipped: inputs.skipped.clone(),
     }
 }
 

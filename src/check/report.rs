@@ -8,6 +8,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     #[serde(rename = "hpasChecked")]
     pub hpas_checked: usize,
+    /// Documents read but not checked (not Kubernetes objects), each with where and why.
+    pub skipped: Vec<String>,
 }
 
 impl Report {
@@ -30,6 +32,7 @@ impl Report {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "findings": self.findings,
+            "skipped": self.skipped,
             "summary": {
                 "hpasChecked": self.hpas_checked,
                 "errors": self.count(Severity::Error),
@@ -42,6 +45,9 @@ impl Report {
     /// The human-readable table: one header line per finding, its explanation indented below.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
+        for s in &self.skipped {
+            let _ = writeln!(out, "skipped {s}");
+        }
         if self.findings.is_empty() {
             let _ = writeln!(
                 out,

@@ -1274,3 +1274,44 @@ async fn the_check_role_allows_exactly_what_check_reads() {
     );
     assert_eq!(f.codes(), set(&["HB016", "HB020", "HB022"]), "{}", f.stdout);
 }
+
+/// A GitOps folder holds more than Kubernetes objects: a Helm values file, a promtool rules
+/// test. `check -f DIR` walks it, notes each document it skips, and still reports the HB002
+/// of the HPA in a subfolder.
+#[test]
+fn a_folder_of_mixed_yaml_is_checked_and_each_skip_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(
+        repo.join("manifests/monitoring/rules.test.yaml"),
+        dir.path().join("rules.test.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("values.yaml"), "image: {repository: x}\n").unwrap();
+    let apps = dir.path().join("apps");
+    std::fs::create_dir(&apps).unwrap();
+    std::fs::copy(fixture("average-value.yaml"), apps.join("hpa.yaml")).unwrap();
+    let r = check(&["-o", "json", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.codes().contains("HB002"), "{}", r.stdout);
+    let skipped: Vec<String> = r.json()["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        skipped.iter().any(|s| s.contains("rules.test.yaml"))
+            && skipped.iter().any(|s| s.contains("values.yaml")),
+        "{skipped:?}"
+    );
+    let table = check(&["-f", dir.path().to_str().unwrap()]);
+    assert!(
+        table.stdout.contains("skipped ") && table.stdout.contains("HB002"),
+        "{}",
+        table.stdout
+    );
+    // The repo's own manifests, examples included, are checked whole.
+    let own = check(&["-f", repo.join("manifests").to_str().unwrap()]);
+    assert_ne!(own.code, 2, "{}\n{}", own.stdout, own.stderr);
+}

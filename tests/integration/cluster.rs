@@ -529,8 +529,12 @@ const DELETION_COST_USES: &[&[&str]] = &[
     &["create", "leases.coordination.k8s.io", "-n", "hpa-bridge"],
 ];
 
-/// Nothing more: writes to workloads and pods, secrets, other ConfigMaps, other Leases.
+/// Nothing more: writes to workloads and pods, single reads (every read is a watch's list),
+/// secrets, other ConfigMaps, other Leases.
 const NEVER: &[&[&str]] = &[
+    &["get", "pods", "-n", "default"],
+    &["get", "statefulsets.apps", "-n", "default"],
+    &["get", "deployments.apps", "-n", "default"],
     &["get", "secrets", "-n", "kube-system"],
     &["list", "secrets", "-A"],
     &["get", "configmaps", "-n", "default"],

@@ -83,6 +83,7 @@ fn oracle_metrics() -> BTreeMap<String, Metric> {
                 gate: None,
                 current_series: None,
                 epoch_label: None,
+                epoch_step: 1,
             },
         ),
         (
@@ -105,6 +106,7 @@ fn oracle_metrics() -> BTreeMap<String, Metric> {
                 gate: Some(("metrics_valid".into(), 1.0)),
                 current_series: Some("current_workers".into()),
                 epoch_label: None,
+                epoch_step: 1,
             },
         ),
         (
@@ -121,6 +123,7 @@ fn oracle_metrics() -> BTreeMap<String, Metric> {
                 gate: Some(("metrics_valid".into(), 1.0)),
                 current_series: Some("current_workers".into()),
                 epoch_label: Some("master_epoch".into()),
+                epoch_step: 1,
             },
         ),
         (
@@ -327,6 +330,14 @@ enum Event {
         rs: &'static str,
         replicas: u64,
     },
+    /// The target's last page again, each sample with the producer's own time keeping that
+    /// time and getting `value`.
+    Repeat {
+        target: usize,
+        value: f64,
+    },
+    /// The adapter restarts: everything it held is lost, and its targets come back unscraped.
+    Restart,
     /// Time passes: both clocks move.
     Advance(Ms),
     /// The wall clock steps (NTP, an operator) while no time passes.
@@ -357,7 +368,7 @@ const METRICS: [&str; 8] = [
 ];
 /// The metrics Object queries ask: every configured one.
 const OBJECT_METRICS: usize = METRICS.len() - 1;
-const SELECTORS: [&str; 9] = [
+const SELECTORS: [&str; 13] = [
     "",
     "hpa_target_name=lobby",
     "hpa_target_name in (chat,lobby)",
@@ -367,6 +378,11 @@ const SELECTORS: [&str; 9] = [
     "hpa_target_name=lobby,tier=a",
     "hpa_target_name notin (chat)",
     "pod in (ctl-0,ctl-1)",
+    // An empty value is no label, as in Prometheus: these select series without `tier` too.
+    "tier=",
+    "tier in (,a)",
+    "tier!=",
+    "tier notin (,a)",
 ];
 
 fn requirements(selector: &str) -> Vec<Req> {
@@ -386,6 +402,10 @@ fn requirements(selector: &str) -> Vec<Req> {
         ],
         "hpa_target_name notin (chat)" => vec![Req::NotIn(s("hpa_target_name"), vec![s("chat")])],
         "pod in (ctl-0,ctl-1)" => vec![Req::In(s("pod"), vec![s("ctl-0"), s("ctl-1")])],
+        "tier=" => vec![Req::Eq(s("tier"), s(""))],
+        "tier in (,a)" => vec![Req::In(s("tier"), vec![s(""), s("a")])],
+        "tier!=" => vec![Req::NotEq(s("tier"), s(""))],
+        "tier notin (,a)" => vec![Req::NotIn(s("tier"), vec![s(""), s("a")])],
         other => panic!("no requirements written for {other}"),
     }
 }
@@ -458,15 +478,19 @@ fn sample() -> impl Strategy<Value = GenSample> {
         prop::sample::select(vec![None, None, Some("apps/v1"), Some(""), Some("apps/v2")]);
     let tier = prop::sample::select(vec![None, None, Some("a"), Some("")]);
     let ns = prop::sample::select(vec![None, None, None, None, Some("games"), Some("other")]);
-    // Leader epochs for `fenced`: mostly readable (as numbers, `10` newer than `9`), sometimes
-    // missing, empty (no label) or not a non-negative integer.
+    // Leader epochs for `fenced`: mostly readable (as numbers, `10` newer than `9`), stepping
+    // up by one, jumping, going back to a reset counter's `1`, sometimes missing, empty (no
+    // label) or not a non-negative integer.
     let epoch = prop::sample::select(vec![
+        Some("1"),
         Some("3"),
         Some("3"),
         Some("4"),
         Some("4"),
         Some("4"),
+        Some("5"),
         Some("9"),
+        Some("999"),
         Some("10"),
         Some("04"),
         None,
@@ -553,6 +577,9 @@ fn event() -> impl Strategy<Value = Event> {
         3 => prop::sample::select(vec![0, 100, 300, 700, 1000, 2500, 3400, 3600, 5000])
             .prop_map(Event::Advance),
         1 => prop::sample::select(vec![-5000, -2000, -600, 600, 2000, 5000]).prop_map(Event::StepWall),
+        1 => (0..TARGETS, prop::sample::select(vec![1.0, 2.0, 9.0, f64::NAN]))
+            .prop_map(|(target, value)| Event::Repeat { target, value }),
+        1 => Just(Event::Restart),
         6 => (0..QUERIES, 1u8..3).prop_map(|(query, times)| Event::Ask { query, times }),
     ]
 }
@@ -572,21 +599,27 @@ struct World {
     last_targets: (u8, u8, bool),
     /// ctl-1's ReplicaSet is not followed to ctl (`Event::OwnerFollowed`).
     unfollowed: bool,
+    /// Each target's last page, for `Event::Repeat`.
+    last_page: BTreeMap<usize, Vec<ExposedSample>>,
 }
 
 const START: Ms = 1_700_000_000_000;
 
 impl World {
-    fn new() -> World {
+    /// A new adapter on the same clock and cluster, holding nothing.
+    fn adapter(clock: &Arc<ManualClock>, cluster: &Arc<FakeCluster>) -> (Arc<Store>, ApiHandler) {
         let config = Config::from_yaml(CONFIG).expect("the test's config is valid");
-        let clock = Arc::new(ManualClock::new(START));
-        let cluster = Arc::new(FakeCluster::default());
         let engine = EngineBuilder::new(config, clock.clone())
             .cluster(cluster.clone())
             .build()
             .expect("no Prometheus source to set up");
-        let store = engine.targets();
-        let handler = ApiHandler::new(engine.adapter().clone());
+        (engine.targets(), ApiHandler::new(engine.adapter().clone()))
+    }
+
+    fn new() -> World {
+        let clock = Arc::new(ManualClock::new(START));
+        let cluster = Arc::new(FakeCluster::default());
+        let (store, handler) = Self::adapter(&clock, &cluster);
         let mut world = World {
             clock,
             cluster,
@@ -598,6 +631,7 @@ impl World {
             last_index: BTreeMap::new(),
             last_targets: (0, 0, false),
             unfollowed: false,
+            last_page: BTreeMap::new(),
         };
         // ctl starts opted in to deletion cost, its pods Ready in one ReplicaSet with no cost
         // written: events change each fact.
@@ -696,6 +730,32 @@ impl World {
         self.clock.now_ms()
     }
 
+    /// Target `i`'s page, to the store and the oracle.
+    fn record_page(&mut self, i: usize, t: &ScrapeTarget, exposed: Vec<ExposedSample>) {
+        let oracle_samples = exposed
+            .iter()
+            .map(|s| Sample {
+                name: s.name.clone(),
+                labels: s.labels.clone(),
+                value: s.value,
+                timestamp: s.timestamp_ms,
+            })
+            .collect();
+        if let Some(v) = exposed
+            .iter()
+            .rev()
+            .find(|s| s.name == "idx" && s.value >= 0.0 && s.value.fract() == 0.0)
+            .map(|s| s.value as u64)
+        {
+            self.last_index.insert(i, v);
+        }
+        self.last_page.insert(i, exposed.clone());
+        let now = self.now();
+        self.store.record_success(t, self.clock.now(), 1, exposed);
+        self.oracle
+            .page(&t.id.0, now, self.clock.mono_ms(), oracle_samples);
+    }
+
     async fn apply(&mut self, event: &Event) -> Result<(), String> {
         match event {
             Event::Page { target, samples } => {
@@ -717,26 +777,23 @@ impl World {
                         unusable: None,
                     })
                     .collect();
-                let oracle_samples = exposed
-                    .iter()
-                    .map(|s| Sample {
-                        name: s.name.clone(),
-                        labels: s.labels.clone(),
-                        value: s.value,
-                        timestamp: s.timestamp_ms,
-                    })
-                    .collect();
-                if let Some(v) = exposed
-                    .iter()
-                    .rev()
-                    .find(|s| s.name == "idx" && s.value >= 0.0 && s.value.fract() == 0.0)
-                    .map(|s| s.value as u64)
-                {
-                    self.last_index.insert(*target, v);
+                self.record_page(*target, &t, exposed);
+            }
+            Event::Repeat { target, value } => {
+                let (Some(t), Some(last)) = (self.target(*target), self.last_page.get(target))
+                else {
+                    return Ok(());
+                };
+                let mut exposed = last.clone();
+                for s in exposed.iter_mut().filter(|s| s.timestamp_ms.is_some()) {
+                    s.value = *value;
                 }
-                self.store.record_success(&t, self.clock.now(), 1, exposed);
-                self.oracle
-                    .page(&t.id.0, now, self.clock.mono_ms(), oracle_samples);
+                self.record_page(*target, &t, exposed);
+            }
+            Event::Restart => {
+                (self.store, self.handler) = Self::adapter(&self.clock, &self.cluster);
+                self.store.set_targets(self.targets.clone());
+                self.oracle.restart();
             }
             Event::Fail { target } => {
                 let Some(t) = self.target(*target) else {
@@ -1038,6 +1095,7 @@ fn deployment_event() -> impl Strategy<Value = Event> {
             .prop_map(|(pod, ready, cost, replica_set)| Event::PodState { pod, ready, cost, replica_set }),
         3 => Just(Event::CostsWritten),
         2 => prop::sample::select(vec![0, 300, 1000, 2500, 3600]).prop_map(Event::Advance),
+        1 => Just(Event::Restart),
         5 => (asked, 1u8..3).prop_map(|(query, times)| Event::Ask { query, times }),
     ]
 }
@@ -1171,16 +1229,16 @@ fn a_newer_epoch_fences_a_former_leader_stuck_high() {
             relabelled: 0,
             discovered: false,
         },
-        page(0, &[("metrics_valid", LOBBY, 1.0)]),
+        page(0, &[]),
         page(1, &[("rec_a", old, 9.0)]),
-        page(2, &[("rec_b", new, 4.0)]),
+        page(2, &[("rec_b", new, 4.0), ("metrics_valid", LOBBY, 1.0)]),
     ];
     assert_eq!(served_after(&events, fenced), Outcome::Value(4));
     assert_eq!(served_after(&events, rec), Outcome::Value(9));
     let mut later = events.to_vec();
     later.extend([
         Event::Advance(3600),
-        page(0, &[("metrics_valid", LOBBY, 1.0)]),
+        page(0, &[]),
         page(1, &[("rec_a", old, 9.0)]),
     ]);
     assert_eq!(served_after(&later, fenced), Outcome::Refused(Kind::Stale));
@@ -1216,6 +1274,8 @@ fn a_reused_answer_ends_when_its_input_turns_stale() {
 fn a_stale_input_scraped_again_with_the_same_value_is_fresh() {
     let rec = query("rec", "games", "hpa_target_name=lobby", None);
     let events = [
+        // Only the scraped target: one never scraped may hold a higher value.
+        static_targets(0b100),
         page(2, &[("rec_a", LOBBY, 3.0)]),
         Event::Advance(3600),
         Event::Ask {
@@ -1292,4 +1352,210 @@ fn an_empty_label_value_is_no_label() {
         served_after(&tiered, query("rec", "games", "tier", None)),
         Outcome::Refused(Kind::NoMatch)
     );
+}
+
+fn static_targets(present: u8) -> Event {
+    Event::Targets {
+        present,
+        relabelled: 0,
+        discovered: false,
+    }
+}
+
+fn ask(query: usize) -> Event {
+    Event::Ask { query, times: 1 }
+}
+
+/// A target whose last value was higher and that fails from the adapter's start blocks the
+/// lower answer as its retained value did before the restart.
+#[test]
+fn a_restart_does_not_forget_that_a_failing_target_is_unknown() {
+    let rec = query("rec", "games", "hpa_target_name=lobby", None);
+    let before = [
+        static_targets(0b101),
+        page(2, &[("rec_a", LOBBY, 8.0)]),
+        page(0, &[("rec_a", LOBBY, 1.0)]),
+        Event::Fail { target: 2 },
+        Event::Advance(3600),
+        page(0, &[("rec_a", LOBBY, 1.0)]),
+    ];
+    assert_eq!(served_after(&before, rec), Outcome::Refused(Kind::Partial));
+    let mut after = before.to_vec();
+    after.extend([
+        ask(rec),
+        Event::Restart,
+        Event::Fail { target: 2 },
+        page(0, &[("rec_a", LOBBY, 1.0)]),
+    ]);
+    assert_eq!(served_after(&after, rec), Outcome::Refused(Kind::Partial));
+    // With discovery, a never-scraped recommender pod of a workload none of whose pods
+    // carries the series is left out, so an unrelated pod failing for good does not freeze
+    // the namespace: the lower answer is served. This is the hole docs/unknown-input.md
+    // states, which only a durable memory of who carried the series would close.
+    let discovered = [
+        Event::PodsKnown(true),
+        Event::Targets {
+            present: 0b100_0011,
+            relabelled: 0,
+            discovered: true,
+        },
+        Event::Fail { target: 6 },
+        page(0, &[("rec_a", LOBBY, 1.0)]),
+        page(1, &[]),
+    ];
+    assert_eq!(served_after(&discovered, rec), Outcome::Value(1));
+}
+
+/// A static target whose own labels put it in the floor's scope, answering with pages that
+/// carry no index, may hold state it does not report, as a silent pod may.
+#[test]
+fn a_static_target_in_scope_without_an_index_leaves_the_floor_incomplete() {
+    let floor = query("floor", "games", "hpa_target_name=lobby", None);
+    let events = [
+        static_targets(0b10011),
+        page(0, &[("idx", LOBBY, 2.0)]),
+        page(1, &[("idx", LOBBY, 1.0)]),
+        Event::Fail { target: 4 },
+    ];
+    assert_eq!(
+        served_after(&events, floor),
+        Outcome::Refused(Kind::IncompleteFloor)
+    );
+    let mut answered = events.to_vec();
+    answered.push(page(4, &[("rec_a", LOBBY, 1.0)]));
+    assert_eq!(
+        served_after(&answered, floor),
+        Outcome::Refused(Kind::IncompleteFloor)
+    );
+    answered.push(page(4, &[("idx", LOBBY, 0.0)]));
+    assert_eq!(served_after(&answered, floor), Outcome::Value(2));
+}
+
+const OLD: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "3")];
+const NEW: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "4")];
+
+/// A gate series of a fenced producer never opens the gate: with the newest leader's gate
+/// missing, the old leader's `valid=1` does not let its lower value through.
+#[test]
+fn a_fenced_producer_s_gate_never_opens_it() {
+    let fenced = query("fenced", "games", "hpa_target_name=lobby", None);
+    let events = [
+        static_targets(0b111),
+        page(0, &[]),
+        page(1, &[("rec_a", OLD, 9.0), ("metrics_valid", LOBBY, 1.0)]),
+        page(
+            2,
+            &[
+                ("rec_b", NEW, 2.0),
+                ("metrics_valid", LOBBY, 0.0),
+                ("current_workers", LOBBY, 9.0),
+            ],
+        ),
+    ];
+    assert_eq!(served_after(&events, fenced), Outcome::Value(9));
+    let mut missing = events.to_vec();
+    missing.push(page(2, &[("rec_b", NEW, 2.0)]));
+    assert_eq!(
+        served_after(&missing, fenced),
+        Outcome::Refused(Kind::GateClosed)
+    );
+}
+
+/// Fencing lowers an answer below the plain max only on unambiguous evidence: not for an
+/// epoch far above the newest, not when the newest leader stops exporting while answering,
+/// not when a leader's epoch goes back.
+#[test]
+fn fencing_holds_on_ambiguous_epochs() {
+    let fenced = query("fenced", "games", "hpa_target_name=lobby", None);
+    let events = [
+        static_targets(0b111),
+        page(0, &[]),
+        page(1, &[("rec_a", OLD, 2.0)]),
+        page(2, &[("rec_b", NEW, 6.0), ("metrics_valid", LOBBY, 1.0)]),
+    ];
+    assert_eq!(served_after(&events, fenced), Outcome::Value(6));
+    let far: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "999")];
+    let mut jumped = events.to_vec();
+    jumped.push(page(0, &[("rec_a", far, 1.0)]));
+    assert_eq!(
+        served_after(&jumped, fenced),
+        Outcome::Refused(Kind::Partial)
+    );
+    // Once the older leaders are stale, the jump is the only leader left.
+    jumped.extend([
+        Event::Advance(3600),
+        page(0, &[("rec_a", far, 1.0), ("metrics_valid", LOBBY, 1.0)]),
+    ]);
+    assert_eq!(served_after(&jumped, fenced), Outcome::Value(1));
+    let mut dropped = events.to_vec();
+    dropped.push(page(2, &[("metrics_valid", LOBBY, 1.0)]));
+    assert_eq!(
+        served_after(&dropped, fenced),
+        Outcome::Refused(Kind::Partial)
+    );
+    let reset: &[(&str, &str)] = &[("hpa_target_name", "lobby"), ("master_epoch", "1")];
+    let mut back = events.to_vec();
+    back.push(page(
+        2,
+        &[("rec_b", reset, 6.0), ("metrics_valid", LOBBY, 1.0)],
+    ));
+    assert_eq!(served_after(&back, fenced), Outcome::Refused(Kind::Partial));
+}
+
+/// `k=` and `k in (,a)` select series without `k`, as Prometheus's `k=""` and `k=~"|a"` do.
+#[test]
+fn an_empty_value_in_a_selector_matches_series_without_the_label() {
+    let events = [
+        static_targets(0b11),
+        page(0, &[("rec_a", &[("tier", "")], 5.0)]),
+        page(1, &[("rec_a", &[("tier", "a")], 2.0)]),
+    ];
+    for (selector, want) in [
+        ("tier=", 5),
+        ("tier in (,a)", 5),
+        ("tier!=", 2),
+        ("tier notin (,a)", 0),
+    ] {
+        let got = served_after(&events, query("rec", "games", selector, None));
+        let want = if want == 0 {
+            Outcome::Refused(Kind::NoMatch)
+        } else {
+            Outcome::Value(want)
+        };
+        assert_eq!(got, want, "{selector}");
+    }
+}
+
+/// The same producer time again with another value is a duplicate sample: refused, as
+/// Prometheus refuses it, never served.
+#[test]
+fn a_repeated_producer_time_with_a_new_value_is_refused() {
+    let rec = query("rec", "games", "hpa_target_name=lobby", None);
+    let timed = Event::Page {
+        target: 2,
+        samples: vec![GenSample {
+            name: "rec_a",
+            labels: LOBBY.to_vec(),
+            value: 8.0,
+            ts_offset: Some(0),
+        }],
+    };
+    let events = [static_targets(0b100), timed.clone()];
+    assert_eq!(served_after(&events, rec), Outcome::Value(8));
+    let mut repeated = events.to_vec();
+    repeated.push(Event::Repeat {
+        target: 2,
+        value: 2.0,
+    });
+    assert_eq!(
+        served_after(&repeated, rec),
+        Outcome::Refused(Kind::Invalid)
+    );
+    // The same value at the same time is the same sample.
+    let mut same = events.to_vec();
+    same.push(Event::Repeat {
+        target: 2,
+        value: 8.0,
+    });
+    assert_eq!(served_after(&same, rec), Outcome::Value(8));
 }

@@ -33,10 +33,19 @@ impl Run {
     /// The run completed and reported a failure (exit code 1), rather than crashing (a panic
     /// exits 101, a signal has no code).
     fn assert_failed(&self, what: &str) {
+        self.assert_code(1, what, "a reported failure");
+    }
+
+    /// An invalid scenario exits 2, apart from a scenario that ran and failed (1).
+    fn assert_invalid(&self, what: &str) {
+        self.assert_code(2, what, "an invalid scenario");
+    }
+
+    fn assert_code(&self, code: i32, what: &str, expected: &str) {
         assert_eq!(
             self.code,
-            Some(1),
-            "simulate {what}: expected a reported failure\nstdout:\n{}\nstderr:\n{}",
+            Some(code),
+            "simulate {what}: expected {expected}\nstdout:\n{}\nstderr:\n{}",
             self.stdout,
             self.stderr
         );
@@ -485,6 +494,6 @@ fn a_bad_scenario_is_a_precise_error() {
     )
     .unwrap();
     let run = simulate(&file, None);
-    run.assert_failed("bad.yaml");
+    run.assert_invalid("bad.yaml");
     assert!(run.stderr.contains("faults[0].target"), "{}", run.stderr);
 }

@@ -55,6 +55,10 @@ fn every_manifest_validates_against_the_kubernetes_schemas() {
             "kustomize deletion-cost",
             manifests().join("overlays/deletion-cost"),
         ),
+        (
+            "kustomize beside-keda",
+            manifests().join("overlays/beside-keda"),
+        ),
     ] {
         let rendered = stage(label, &docs(&kustomize(&dir)), tmp.path()).unwrap();
         assert!(rendered.1 >= 11, "{label}: {rendered:?}");
@@ -463,6 +467,34 @@ fn custom_metrics_overlay_registers_both_versions_and_the_object_example_uses_av
         );
         assert!(object["target"].get("value").is_none(), "{m}");
     }
+}
+
+/// Beside KEDA, which owns v1beta1.external.metrics.k8s.io, the overlay serves only
+/// custom.metrics.k8s.io: applying it leaves KEDA's APIService alone, and everything else is
+/// the custom-metrics overlay unchanged.
+#[test]
+fn the_beside_keda_overlay_renders_no_external_apiservice() {
+    let beside = docs(&kustomize(&manifests().join("overlays/beside-keda")));
+    let mut names: Vec<&str> = find(&beside, "APIService")
+        .iter()
+        .map(|a| a["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "v1beta1.custom.metrics.k8s.io",
+            "v1beta2.custom.metrics.k8s.io"
+        ]
+    );
+    let custom = docs(&kustomize(&manifests().join("overlays/custom-metrics")));
+    let others = |d: &[Value]| -> Vec<Value> {
+        d.iter()
+            .filter(|o| o["metadata"]["name"] != "v1beta1.external.metrics.k8s.io")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(others(&beside), others(&custom));
 }
 
 /// Whether any role in `docs` bound to hpa-bridge's ServiceAccount lets it `verb` pods.

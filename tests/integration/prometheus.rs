@@ -366,8 +366,9 @@ async fn both_sources_give_identical_answers() {
 }
 
 /// The same scenarios with Debian's VictoriaMetrics (single node, scraping with its own
-/// `-promscrape.config`) as the engine: its query API differs from Prometheus's (see README,
-/// "Large clusters"), and the source must still give the scrape source's answers.
+/// `-promscrape.config`) as the engine: its query API differs from Prometheus's (see
+/// docs/prometheus-source.md, "VictoriaMetrics"), and the source must still give the scrape
+/// source's answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn victoriametrics_gives_the_scrape_sources_answers() {
     parity_with_the_scrape_source::<victoriametrics::VictoriaMetricsProcess>().await;

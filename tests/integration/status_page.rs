@@ -95,7 +95,7 @@ async fn ask_for(adapter: &AdapterProcess, seconds: u64) -> (u16, serde_json::Va
 }
 
 /// Run Chromium headless with `args` and a fresh profile; fail after `timeout`.
-fn chromium(args: &[String], profile: &Path, timeout: Duration) -> String {
+pub(crate) fn chromium(args: &[String], profile: &Path, timeout: Duration) -> String {
     let chromium = peers::chromium();
     let mut child = Command::new(&chromium)
         .args([
@@ -334,5 +334,80 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     if std::env::var_os("HPA_BRIDGE_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
         let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/status-page.png");
         std::fs::copy(&shot, &dest).unwrap();
+    }
+}
+
+/// A producer's reason with a terminal escape, a carriage return and a right-to-left override
+/// reaches the page as visible `\u{..}` text: in Chromium's DOM none of the characters is left
+/// to move a cursor or reorder what a person reads. /status keeps the reason as it was sent
+/// (JSON escapes the controls itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producers_control_and_bidi_characters_are_shown_written_out_in_chromium() {
+    peers::chromium();
+    let reason = "scale in\u{1b}[2J\rto 1 \u{202e}8 ,1\u{202c} \u{2067}x\u{2069}";
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let document = move || {
+        json!({"recommendedWorkers": 4, "reason": reason, "timestamp": now_ms()}).to_string()
+    };
+    let ex = TestExporter::start().await;
+    ex.page("/autoscaler/status", document());
+    let fresh = {
+        let ex = ex.clone();
+        tokio::spawn(async move {
+            loop {
+                ex.page("/autoscaler/status", document());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let config = format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  static:\n    - url: {}\n      labels: {{namespace: seatunnel, pod: seatunnel-master-0, cluster: seatunnel}}\n      json:\n        samples:\n          - series: seatunnel_autoscaler_recommended_workers\n            value: $.recommendedWorkers\n            timestamp: $.timestamp\n        reason: $.reason\nmetrics:\n  - name: seatunnel_workers\n    kind: recommendation\n    series: [seatunnel_autoscaler_recommended_workers]\n",
+        ex.url("/autoscaler/status")
+    );
+    let adapter = AdapterProcess::start(&config).await;
+    adapter
+        .eventually_value("seatunnel", "seatunnel_workers", "cluster=seatunnel", "4")
+        .await;
+    let status = adapter.status().await;
+    let row = status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == "seatunnel_workers")
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(
+        row["answer"]["producerReasons"][0]["reason"], reason,
+        "/status keeps the reason as sent: {row}"
+    );
+    let url = format!("http://127.0.0.1:{}/", adapter.metrics_port);
+    let profile = tempfile::tempdir().unwrap();
+    let dom = tokio::task::spawn_blocking({
+        let profile = profile.path().to_path_buf();
+        move || {
+            chromium(
+                &["--dump-dom".into(), url],
+                &profile,
+                Duration::from_secs(90),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    fresh.abort();
+    assert!(
+        dom.contains(
+            "says <q>scale in\\u{001b}[2J\\u{000d}to 1 \\u{202e}8 ,1\\u{202c} \\u{2067}x\\u{2069}</q>"
+        ),
+        "the reason, written out:\n{dom}"
+    );
+    for c in [
+        '\u{1b}', '\r', '\u{202e}', '\u{202c}', '\u{2067}', '\u{2069}',
+    ] {
+        assert!(!dom.contains(c), "{c:?} reached the DOM:\n{dom}");
     }
 }

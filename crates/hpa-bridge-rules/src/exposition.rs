@@ -68,6 +68,11 @@ pub struct Limits {
     /// tracked series with its own memory and index entries, which the other limits do not
     /// bound, since they bound a page's lines, not how many there are.
     pub max_series: usize,
+    /// Values one JSON status document may hold, counted while it is read, so a page of a
+    /// million keys fails at the budget instead of costing its whole parse.
+    pub max_json_nodes: usize,
+    /// Nesting levels of one JSON status document.
+    pub max_json_depth: usize,
 }
 
 impl Limits {
@@ -81,6 +86,11 @@ impl Limits {
         // A recommender exports one series per workload it sizes, a pod one or two: ten
         // thousand leaves room for a central controller of thousands of workloads.
         max_series: 10_000,
+        // A status document is tens of values (SeaTunnel's is about twenty); a hundred thousand
+        // leaves room for one listing thousands of jobs, and reads in milliseconds.
+        max_json_nodes: 100_000,
+        // Below serde_json's own limit of 128, which is then never what stops a read.
+        max_json_depth: 64,
     };
 }
 
@@ -184,6 +194,9 @@ pub enum Unusable {
     NotANumber,
     /// Its producer's timestamp is older than the sample the series already holds.
     OutOfOrder,
+    /// Its producer's timestamp is that of the sample the series already holds, with another
+    /// value (Prometheus: "duplicate sample for timestamp").
+    DuplicateTimestamp,
 }
 
 impl Unusable {
@@ -199,7 +212,16 @@ impl Unusable {
             Unusable::OutOfOrder => {
                 "timestamped before the sample already held, so it is out of order"
             }
+            Unusable::DuplicateTimestamp => {
+                "timestamped as the sample already held but with another value, so it is a duplicate sample"
+            }
         }
+    }
+
+    /// Whether the series keeps the time of the sample it held: refused as Prometheus
+    /// refuses it, it reads as unknown whatever that sample's age.
+    pub const fn keeps_held_time(self) -> bool {
+        matches!(self, Unusable::OutOfOrder | Unusable::DuplicateTimestamp)
     }
 }
 

@@ -21,16 +21,25 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
 
 /// `url` with only its password masked. It keeps the query values, so it tells apart URLs that
 /// `redact_url` shows alike; it is for comparing URLs and is never shown.
+///
+/// An authority ends at the first `/`, `?` or `#` (RFC 3986 §3.2), so `user:pa/ss@host` parses
+/// as the host `user` and the path `/ss@host`; but that is a password that was not
+/// percent-encoded, and it must not be shown whole either. So when the authority holds no `@`
+/// and an `@` follows, everything before the last `@` is masked: a URL with an `@` in its path
+/// or query is shown less clearly, and no password is ever shown.
 pub fn without_password(url: &str) -> Cow<'_, str> {
     let authority_start = authority_start(url);
     let rest = &url[authority_start..];
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let Some(at) = authority.rfind('@') else {
-        return Cow::Borrowed(url);
-    };
-    let shown = match authority[..at].split_once(':') {
-        Some((user, _)) => format!("{user}:{MASK}"),
-        None => MASK.to_owned(),
+    let (at, shown) = match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _)) => (at, format!("{user}:{MASK}")),
+            None => (at, MASK.to_owned()),
+        },
+        None => match rest.rfind('@') {
+            Some(at) => (at, MASK.to_owned()),
+            None => return Cow::Borrowed(url),
+        },
     };
     Cow::Owned(format!(
         "{}{shown}{}",
@@ -104,8 +113,16 @@ mod tests {
             ("http://:secret@host", "http://:xxxxx@host"),
             ("http://a:b@c@host/m", "http://a:xxxxx@host/m"),
             ("user:pass@host/m", "user:xxxxx@host/m"),
-            ("http://host/path@x", "http://host/path@x"),
-            ("http://host/m#frag@x", "http://host/m#frag@x"),
+            // An `@` past the authority may end a password that holds `/`, `?` or `#`.
+            ("http://user:pa/ss@host:9/m", "http://xxxxx@host:9/m"),
+            ("http://user:pa#ss@host/m", "http://xxxxx@host/m"),
+            (
+                "http://user:pa?ss@host/m?t=1",
+                "http://xxxxx@host/m?t=xxxxx",
+            ),
+            ("http://user:12/34@host/m", "http://xxxxx@host/m"),
+            ("http://host/path@x", "http://xxxxx@x"),
+            ("http://host/m#frag@x", "http://xxxxx@x"),
             (
                 "http://10.0.0.1:9100/metrics",
                 "http://10.0.0.1:9100/metrics",
@@ -115,6 +132,27 @@ mod tests {
         ];
         for (url, shown) in cases {
             assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn no_character_of_a_password_is_ever_shown() {
+        for secret in [
+            "s3cr/et", "s3cr#et", "s3cr?et", "s3cr@et", "s3cr:et", "/s3cret", "s3cret#", "s3cret/",
+        ] {
+            for url in [
+                format!("http://user:{secret}@host:9100/metrics"),
+                format!("http://user:{secret}@host:9100/metrics?a=b"),
+                // A lone userinfo holding `:` is a user name and a password; the name is shown.
+                format!("http://{}@host/m", secret.replace(':', "")),
+                format!("user:{secret}@host/m"),
+            ] {
+                let shown = redact_url(&url);
+                assert!(
+                    !shown.contains("s3cr") && !shown.contains("et@"),
+                    "{url} shown as {shown}"
+                );
+            }
         }
     }
 

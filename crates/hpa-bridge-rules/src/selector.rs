@@ -78,6 +78,27 @@ const MAX_NAME_LEN: usize = 63;
 const MAX_PREFIX_LEN: usize = 253;
 
 impl Requirement {
+    /// Whether this requirement holds for a series, as Prometheus matches series: a label
+    /// not set reads as the empty value (Prometheus stores none with an empty value), so
+    /// `k=` and `k in (,a)` select series without `k`, and `k!=` only those with it.
+    pub fn matches_series<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+        let value = labels.label(&self.key).unwrap_or("");
+        let listed = self.values.iter().any(|x| x == value);
+        match self.operator {
+            Operator::Equals | Operator::In => listed,
+            Operator::NotEquals | Operator::NotIn => !listed,
+            Operator::Exists => !value.is_empty(),
+            Operator::DoesNotExist => value.is_empty(),
+        }
+    }
+
+    /// Whether the series index settles this requirement by its listed values: `=` and `in`,
+    /// unless a listed value is empty (which the series without the label satisfy).
+    pub fn indexed(&self) -> bool {
+        matches!(self.operator, Operator::Equals | Operator::In)
+            && !self.values.iter().any(String::is_empty)
+    }
+
     /// Whether this single requirement holds, with k8s `Requirement.Matches` semantics:
     /// `!=` and `notin` also match when the label is absent; `=` and `in` need it present.
     pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {

@@ -13,11 +13,8 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("{path}: no PEM certificate found")]
     NoCertificate { path: String },
     #[error("{path}: no PEM private key found")]
@@ -37,9 +34,9 @@ pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
+    let bytes = std::fs::read(path).map_err(|cause| TlsError::Read {
         path: path.display().to_string(),
-        source,
+        cause,
     })?;
     let certs = pem_certs(&bytes).map_err(|message| TlsError::Pem {
         path: path.display().to_string(),
@@ -54,9 +51,9 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsEr
 }
 
 fn read_pem_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
+    let bytes = std::fs::read(path).map_err(|cause| TlsError::Read {
         path: path.display().to_string(),
-        source,
+        cause,
     })?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| match e {
         pem::Error::NoItemsFound => TlsError::NoKey {

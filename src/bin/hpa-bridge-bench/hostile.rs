@@ -31,7 +31,7 @@ use super::report::{Figure, Goal};
 use super::{quantile, threads_cpu_time, BenchError};
 
 const PART: &str = "hostile";
-const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
+pub(super) const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
 const BIG_HEAD: usize = 400 * 1024;
 const LEGIT_CONNECTIONS: usize = 4;
 /// How long a hostile slot waits before reconnecting after the server closed it.
@@ -212,8 +212,8 @@ fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::part(PART, e)
 }
 
-struct Server {
-    child: Child,
+pub(super) struct Server {
+    pub(super) child: Child,
     dir: std::path::PathBuf,
 }
 
@@ -268,6 +268,15 @@ fn api_sample(metrics: &str, name: &str, with: &str) -> f64 {
 fn start_server(
     exe: &std::path::Path,
 ) -> Result<(Server, u16, u16, CertificateDer<'static>), BenchError> {
+    start_server_with(exe, None)
+}
+
+/// The server with `config` (YAML) as its config file, if given; its API port, its metrics
+/// port and its serving certificate.
+pub(super) fn start_server_with(
+    exe: &std::path::Path,
+    config: Option<&str>,
+) -> Result<(Server, u16, u16, CertificateDer<'static>), BenchError> {
     let generated =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .map_err(err)?;
@@ -278,8 +287,14 @@ fn start_server(
     std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(err)?;
     let port = free_port()?;
     let metrics_port = free_port()?;
-    let child = Command::new(exe)
-        .args(["serve", "--secure-port", &port.to_string()])
+    let mut command = Command::new(exe);
+    command.args(["serve", "--secure-port", &port.to_string()]);
+    if let Some(config) = config {
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, config).map_err(err)?;
+        command.arg("--config").arg(path);
+    }
+    let child = command
         .args([
             "--metrics-bind-address",
             &format!("127.0.0.1:{metrics_port}"),
@@ -301,7 +316,9 @@ fn start_server(
     ))
 }
 
-fn client_config(cert: CertificateDer<'static>) -> Result<Arc<rustls::ClientConfig>, BenchError> {
+pub(super) fn client_config(
+    cert: CertificateDer<'static>,
+) -> Result<Arc<rustls::ClientConfig>, BenchError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).map_err(err)?;
     Ok(Arc::new(
@@ -313,9 +330,12 @@ fn client_config(cert: CertificateDer<'static>) -> Result<Arc<rustls::ClientConf
     ))
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>;
+pub(super) type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>;
 
-async fn legit_connection(port: u16, tls: &Arc<rustls::ClientConfig>) -> Result<Sender, String> {
+pub(super) async fn legit_connection(
+    port: u16,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Sender, String> {
     let tcp = TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
@@ -484,20 +504,27 @@ async fn hostile_slot(
     }
 }
 
-/// `bench_exe` is this bench binary; the server measured is the `hpa-bridge` built beside it
-/// (cargo puts every binary of the package in one directory), unless
+/// The server binary to measure: the `hpa-bridge` built beside `bench_exe`, unless
 /// `HPA_BRIDGE_BENCH_SERVER` names another build.
-pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileResult, BenchError> {
+pub(super) fn server_exe(bench_exe: &std::path::Path) -> Result<std::path::PathBuf, BenchError> {
     let exe = match std::env::var_os("HPA_BRIDGE_BENCH_SERVER") {
         Some(path) => std::path::PathBuf::from(path),
         None => bench_exe.with_file_name(format!("hpa-bridge{}", std::env::consts::EXE_SUFFIX)),
     };
     if !exe.is_file() {
         return Err(err(format!(
-            "hostile: no server binary at {} (build it with `cargo build --release --bin hpa-bridge`, or set HPA_BRIDGE_BENCH_SERVER)",
+            "no server binary at {} (build it with `cargo build --release --bin hpa-bridge`, or set HPA_BRIDGE_BENCH_SERVER)",
             exe.display()
         )));
     }
+    Ok(exe)
+}
+
+/// `bench_exe` is this bench binary; the server measured is the `hpa-bridge` built beside it
+/// (cargo puts every binary of the package in one directory), unless
+/// `HPA_BRIDGE_BENCH_SERVER` names another build.
+pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileResult, BenchError> {
+    let exe = server_exe(bench_exe)?;
     let (server, port, metrics_port, cert) = start_server(&exe)?;
     let pid = server.child.id();
     let tls = client_config(cert)?;

@@ -26,6 +26,7 @@
 //! the same run with the same client are what the goals are stated in.
 
 mod answer_cost;
+mod big_pages;
 mod counting_alloc;
 mod deletion_cost;
 mod exporter;
@@ -107,7 +108,7 @@ struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
     /// Parts to run (default all): serve, parse, scale, live, slowapi, prometheus, hostile, page,
-    /// spread, soak, deletion-cost, memory.
+    /// spread, soak, deletion-cost, memory, big-pages.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -390,6 +391,10 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
         eprintln!("bench: hostile connections, idle and slowloris only...");
         let plan = plan.with_mix(hostile::AttackMix::IdleAndSlowloris);
         report.hostile_held = Some(hostile::run(&plan, &opts.exe)?);
+    }
+    if opts.wants("big-pages") {
+        eprintln!("bench: big pages...");
+        report.big_pages = Some(big_pages::run(opts.quick, &opts.exe)?);
     }
     if opts.wants("prometheus") {
         eprintln!("bench: prometheus...");

@@ -122,6 +122,7 @@ pub struct Report {
     pub hostile: Option<super::hostile::HostileResult>,
     /// The hostile part again with idle and slowloris connections only, held up to the caps.
     pub hostile_held: Option<super::hostile::HostileResult>,
+    pub big_pages: Option<super::big_pages::BigPagesResult>,
     pub page: Option<super::page::PageResult>,
     pub soak: Option<super::soak::SoakResult>,
     pub spread: Option<super::spread::SpreadResult>,
@@ -184,6 +185,7 @@ impl Report {
             slowapi: None,
             hostile: None,
             hostile_held: None,
+            big_pages: None,
             page: None,
             soak: None,
             spread: None,
@@ -541,6 +543,9 @@ impl Report {
         for h in self.hostile.iter().chain(&self.hostile_held) {
             f.extend(super::hostile::figures(h));
         }
+        if let Some(b) = &self.big_pages {
+            f.extend(super::big_pages::figures(b));
+        }
         if let Some(p) = &self.page {
             f.extend(super::page::figures(p));
         }
@@ -808,6 +813,9 @@ impl Report {
         }
         for h in self.hostile.iter().chain(&self.hostile_held) {
             let _ = writeln!(md, "{}", super::hostile::note(h));
+        }
+        if let Some(b) = &self.big_pages {
+            let _ = writeln!(md, "{}", super::big_pages::note(b));
         }
         if let Some(p) = &self.prometheus {
             let _ = writeln!(

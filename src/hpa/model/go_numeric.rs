@@ -19,8 +19,9 @@ pub fn go_f64_to_i32(f: f64) -> i32 {
 /// NaN.
 pub fn go_f64_to_i64(f: f64) -> i64 {
     let t = f.trunc();
-    // 2^63 is exactly representable; every float at or above it is out of range.
-    if t.is_nan() || t < -9_223_372_036_854_775_808.0 || t >= 9_223_372_036_854_775_808.0 {
+    // 2^63 is exactly representable; every float at or above it is out of range, and NaN is
+    // in no range.
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&t) {
         i64::MIN
     } else {
         t as i64

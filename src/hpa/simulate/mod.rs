@@ -82,11 +82,8 @@ const EPOCH_MS: Millis = 1_800_000_000_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    #[error("cannot read scenario {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read scenario {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("invalid scenario: {0}")]
     Yaml(String),
     #[error("invalid scenario: {key}: {message}")]

@@ -385,9 +385,9 @@ pub fn fmt_t(t: Millis) -> String {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, SimulateError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SimulateError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| SimulateError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Scenario::from_yaml(&text)
     }

@@ -46,6 +46,8 @@ impl Behaviour {
 pub struct TestExporter {
     pub addr: SocketAddr,
     pages: Arc<Mutex<HashMap<String, Behaviour>>>,
+    /// Paths that answer 401 unless the request carries this `Authorization` header.
+    authorization: Arc<Mutex<HashMap<String, String>>>,
     stopped: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
@@ -61,7 +63,9 @@ impl TestExporter {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr().unwrap();
         let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
+        let authorization: Arc<Mutex<HashMap<String, String>>> = Arc::default();
         let p = pages.clone();
+        let a = authorization.clone();
         let (stopped, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let mut accept_stop = stop_rx.clone();
@@ -74,10 +78,23 @@ impl TestExporter {
                     continue;
                 };
                 let p = p.clone();
+                let a = a.clone();
                 let mut conn_stop = stop_rx.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<Incoming>| {
-                        let b = p.lock().unwrap().get(req.uri().path()).cloned();
+                        let path = req.uri().path();
+                        let wanted = a.lock().unwrap().get(path).cloned();
+                        let sent = req.headers().get(http::header::AUTHORIZATION);
+                        let b = match wanted {
+                            Some(w) if sent.is_none_or(|s| s.as_bytes() != w.as_bytes()) => {
+                                Some(Behaviour {
+                                    body: "unauthorized\n".into(),
+                                    status: 401,
+                                    delay: Duration::ZERO,
+                                })
+                            }
+                            _ => p.lock().unwrap().get(path).cloned(),
+                        };
                         async move {
                             let b = b.unwrap_or(Behaviour {
                                 body: "no such page\n".into(),
@@ -109,6 +126,7 @@ impl TestExporter {
         Ok(TestExporter {
             addr,
             pages,
+            authorization,
             stopped: Arc::new(stopped),
         })
     }
@@ -129,6 +147,14 @@ impl TestExporter {
 
     pub fn page(&self, path: &str, body: impl Into<String>) {
         self.set(path, Behaviour::ok(body));
+    }
+
+    /// `path` answers 401 to a request without exactly this `Authorization` header value.
+    pub fn require_authorization(&self, path: &str, value: &str) {
+        self.authorization
+            .lock()
+            .unwrap()
+            .insert(path.into(), value.into());
     }
 }
 

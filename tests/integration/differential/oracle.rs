@@ -153,6 +153,8 @@ pub enum Metric {
         current_series: Option<String>,
         /// Only the series of the newest epoch in this label count.
         epoch_label: Option<String>,
+        /// How far above the newest older epoch still fresh a newest epoch may be.
+        epoch_step: u64,
     },
     Floor {
         series: Vec<String>,
@@ -197,29 +199,41 @@ pub enum Req {
 }
 
 impl Req {
+    /// As Prometheus matches: a label not set reads as the empty value, so `k=""` and
+    /// `k in ("",a)` select series without `k`.
     fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = |k: &String| labels.get(k).map_or("", String::as_str);
         match self {
-            Req::Eq(k, v) => labels.get(k) == Some(v),
-            Req::NotEq(k, v) => labels.get(k) != Some(v),
-            Req::In(k, vs) => labels.get(k).is_some_and(|x| vs.contains(x)),
-            Req::NotIn(k, vs) => !labels.get(k).is_some_and(|x| vs.contains(x)),
+            Req::Eq(k, v) => value(k) == v,
+            Req::NotEq(k, v) => value(k) != v,
+            Req::In(k, vs) => vs.iter().any(|x| x == value(k)),
+            Req::NotIn(k, vs) => !vs.iter().any(|x| x == value(k)),
             Req::Exists(k) => labels.contains_key(k),
             Req::NotExists(k) => !labels.contains_key(k),
         }
     }
 
-    /// Could a series of a target with these labels match? Only keys the target sets can rule
-    /// it out, since target labels win over the exporter's.
-    fn could_match(&self, target: &BTreeMap<String, String>) -> bool {
-        let key = match self {
+    fn key(&self) -> &String {
+        match self {
             Req::Eq(k, _)
             | Req::NotEq(k, _)
             | Req::In(k, _)
             | Req::NotIn(k, _)
             | Req::Exists(k)
             | Req::NotExists(k) => k,
-        };
-        !target.contains_key(key) || self.matches(target)
+        }
+    }
+
+    /// Could a series of a target with these labels match? Only keys the target sets can rule
+    /// it out, since target labels win over the exporter's.
+    fn could_match(&self, target: &BTreeMap<String, String>) -> bool {
+        !target.contains_key(self.key()) || self.matches(target)
+    }
+
+    /// Does every series of a target with these labels match? Only where the target sets
+    /// the key: the exporter chooses the others.
+    fn surely_matches(&self, target: &BTreeMap<String, String>) -> bool {
+        target.contains_key(self.key()) && self.matches(target)
     }
 }
 
@@ -282,18 +296,49 @@ fn could_be_in_scope(namespace: &str, reqs: &[Req], target: &BTreeMap<String, St
     reqs.iter().all(|r| r.could_match(&target))
 }
 
+/// Is every series a target with these labels exports in scope, whatever its exporter
+/// writes? Its own labels must set the namespace and satisfy every requirement.
+fn surely_in_scope(namespace: &str, reqs: &[Req], target: &BTreeMap<String, String>) -> bool {
+    let target = nonempty(target.clone());
+    target.get("namespace").is_some_and(|ns| ns == namespace)
+        && reqs.iter().all(|r| r.surely_matches(&target))
+}
+
+/// A leader epoch as written: digits only, as a number.
+fn epoch_in(labels: &BTreeMap<String, String>, label: &str) -> Option<u64> {
+    labels
+        .get(label)
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// (kind, namespace, name)
 pub type Workload = (String, String, String);
 
 /// What a query's scope holds (see `Oracle::scoped`).
 struct Ev {
     obs: Vec<(BTreeMap<String, String>, Observed)>,
-    unknown: Vec<usize>,
+    /// Never-scraped targets that could hold series in scope (with workloads in scope, a
+    /// never-scraped pod of another workload is left out), each with whether it is a
+    /// bystander: a pod while the scope's series come only from targets of no workload,
+    /// which a floor counts and the other rules leave out (docs/unknown-input.md).
+    unknown: Vec<(usize, bool)>,
     workloads: Vec<Workload>,
     silent: Vec<Workload>,
+    /// Static targets whose own labels put everything they export in scope, that had pages
+    /// but never a series in scope.
+    silent_static: Vec<usize>,
 }
 
 impl Ev {
+    /// The never-scraped targets every rule counts: bystanders only a floor does.
+    fn unknown_to_all(&self) -> impl Iterator<Item = usize> + '_ {
+        self.unknown
+            .iter()
+            .filter(|(_, bystander)| !bystander)
+            .map(|(ti, _)| *ti)
+    }
+
     /// The series still exported by their targets.
     fn present(&self) -> Vec<&Observed> {
         self.obs
@@ -325,6 +370,14 @@ impl Oracle {
                 .map(|t| t.scrapes.clone())
                 .unwrap_or_default();
             self.targets.push(Target { spec, scrapes });
+        }
+    }
+
+    /// The adapter restarts: whatever it held is lost, and every target is as if it had
+    /// just joined, never scraped.
+    pub fn restart(&mut self) {
+        for t in &mut self.targets {
+            t.scrapes.clear();
         }
     }
 
@@ -390,6 +443,8 @@ impl Oracle {
                 last_valid: None,
             };
             let mut newest: Option<Ms> = None;
+            // The value of the sample that set `newest`.
+            let mut held = f64::NAN;
             for (i, (wall, mono, samples)) in pages.iter().enumerate() {
                 let of_key: Vec<&Sample> = samples
                     .iter()
@@ -410,9 +465,13 @@ impl Oracle {
                     .timestamp
                     .filter(|_| !from_the_future)
                     .unwrap_or(*wall);
-                let out_of_order = first
-                    .timestamp
-                    .is_some_and(|ts| newest.is_some_and(|n| ts < n));
+                // The same producer time again with another value is a duplicate sample, which
+                // Prometheus refuses as it refuses an older one.
+                let out_of_order = first.timestamp.is_some_and(|ts| {
+                    newest.is_some_and(|n| {
+                        ts < n || (ts == n && first.value.to_bits() != held.to_bits())
+                    })
+                });
                 o.present = last_page;
                 o.duplicated = last_page && (of_key.len() > 1 || from_the_future || out_of_order);
                 o.out_of_order = last_page && out_of_order;
@@ -420,6 +479,7 @@ impl Oracle {
                     continue;
                 }
                 newest = Some(order_at);
+                held = first.value;
                 o.value = if of_key.len() > 1 {
                     f64::NAN
                 } else {
@@ -463,21 +523,35 @@ impl Oracle {
                 }
             }
         }
-        let mut unknown: Vec<usize> = Vec::new();
+        let series_without_workload = workloads.is_empty() && !obs.is_empty();
+        let mut unknown: Vec<(usize, bool)> = Vec::new();
         let mut named: Vec<Workload> = Vec::new();
         for (ti, t) in self.targets.iter().enumerate() {
             if Self::succeeded(t) || !could_be_in_scope(namespace, reqs, &t.spec.labels) {
                 continue;
             }
-            // With workloads known, a never-scraped pod of another workload cannot hold this
-            // one's series.
+            // With workloads known, a never-scraped pod of another workload is left out: it
+            // keeps answers live when an unrelated pod fails for good.
             match &t.spec.workload {
+                Some(_) if series_without_workload => {
+                    unknown.push((ti, true));
+                    continue;
+                }
                 Some(w) if !workloads.is_empty() && !workloads.contains(w) => continue,
                 Some(w) if workloads.is_empty() && !named.contains(w) => named.push(w.clone()),
                 _ => {}
             }
-            unknown.push(ti);
+            unknown.push((ti, false));
         }
+        let silent_static: Vec<usize> = (0..self.targets.len())
+            .filter(|&ti| {
+                let t = &self.targets[ti];
+                t.spec.workload.is_none()
+                    && Self::succeeded(t)
+                    && surely_in_scope(namespace, reqs, &t.spec.labels)
+                    && !obs.iter().any(|(_, o)| o.target == ti)
+            })
+            .collect();
         let silent: Vec<Workload> = workloads
             .iter()
             .filter(|w| {
@@ -497,6 +571,7 @@ impl Oracle {
             unknown,
             workloads,
             silent,
+            silent_static,
         }
     }
 
@@ -520,6 +595,7 @@ impl Oracle {
             unknown: by_labels.unknown,
             workloads: vec![me.clone()],
             silent: by_labels.silent.into_iter().filter(|w| *w == me).collect(),
+            silent_static: by_labels.silent_static,
         };
         let Some(pods) = self
             .cluster
@@ -540,14 +616,14 @@ impl Oracle {
                 ev.obs.push((labels, o));
             }
         }
-        for ti in broad.unknown {
+        for (ti, bystander) in broad.unknown {
             let id = &self.targets[ti].spec.id;
             let own = id
                 .strip_prefix(q.namespace.as_str())
                 .and_then(|r| r.strip_prefix('/'))
                 .is_some_and(owned);
-            if own && !ev.unknown.contains(&ti) {
-                ev.unknown.push(ti);
+            if own && !ev.unknown.iter().any(|(u, _)| *u == ti) {
+                ev.unknown.push((ti, bystander));
             }
         }
         ev.silent = broad.silent.into_iter().filter(|w| *w == me).collect();
@@ -575,14 +651,13 @@ impl Oracle {
         o.out_of_order || o.age <= self.stale_after
     }
 
-    /// Max over fresh series, never sum; unknown input that could be higher refuses. With an
-    /// epoch label, the series of older epochs than the newest exported one (fresh or stale)
-    /// are left out, and a series without a readable epoch refuses.
-    fn recommendation(&self, ev: &Ev, epoch_label: Option<&str>) -> Rule {
+    /// Max over fresh series, never sum; unknown input that could be higher refuses, and a
+    /// target never scraped could be. With an epoch label, see `newest_epoch`.
+    fn recommendation(&self, ev: &Ev, epoch: Option<(&str, u64)>) -> Rule {
         let mut present = ev.present();
         if present.is_empty() {
             return Rule::Refused(
-                if ev.unknown.is_empty() {
+                if ev.unknown_to_all().next().is_none() {
                     Kind::NoMatch
                 } else {
                     Kind::Partial
@@ -590,24 +665,15 @@ impl Oracle {
                 None,
             );
         }
-        if let Some(label) = epoch_label {
-            let mut epochs = Vec::new();
-            for (labels, o) in &ev.obs {
-                if !o.present {
-                    continue;
-                }
-                let digits = labels
-                    .get(label)
-                    .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
-                match digits.and_then(|v| v.parse::<u64>().ok()) {
-                    Some(e) => epochs.push((e, o)),
-                    None => return Rule::Refused(Kind::Invalid, None),
-                }
-            }
-            let newest = epochs.iter().map(|(e, _)| *e).max();
-            present = epochs
-                .into_iter()
-                .filter(|(e, _)| Some(*e) == newest)
+        if let Some((label, step)) = epoch {
+            let newest = match self.newest_epoch(ev, label, step) {
+                Ok(newest) => newest,
+                Err(kind) => return Rule::Refused(kind, None),
+            };
+            present = ev
+                .obs
+                .iter()
+                .filter(|(labels, o)| o.present && epoch_in(labels, label) == Some(newest))
                 .map(|(_, o)| o)
                 .collect();
         }
@@ -623,7 +689,7 @@ impl Oracle {
         match fresh_valid.iter().max() {
             Some(&best) => {
                 let stale_blocks = stale.iter().any(|o| o.last_valid.is_none_or(|v| v > best));
-                if invalid_fresh || stale_blocks {
+                if invalid_fresh || stale_blocks || ev.unknown_to_all().next().is_some() {
                     Rule::Refused(Kind::Partial, Some(best))
                 } else {
                     Rule::Value(best)
@@ -632,6 +698,65 @@ impl Oracle {
             None if !stale.is_empty() => Rule::Refused(Kind::Stale, None),
             None => Rule::Refused(Kind::Invalid, None),
         }
+    }
+
+    /// The newest epoch among the exported series, once the evidence for it is unambiguous:
+    /// every exported series has a readable epoch (else invalid); no series a target stopped
+    /// exporting is of a newer epoch, and no target exports an older epoch than one it
+    /// stopped exporting (else partial); and the newest is at most `step` above the newest
+    /// older epoch still fresh (else partial).
+    fn newest_epoch(&self, ev: &Ev, label: &str, step: u64) -> Result<u64, Kind> {
+        let mut newest = 0;
+        for (labels, _) in ev.obs.iter().filter(|(_, o)| o.present) {
+            newest = newest.max(epoch_in(labels, label).ok_or(Kind::Invalid)?);
+        }
+        for (labels, o) in ev.obs.iter().filter(|(_, o)| !o.present) {
+            let Some(gone) = epoch_in(labels, label) else {
+                continue;
+            };
+            let went_back = ev.obs.iter().any(|(l, p)| {
+                p.present && p.target == o.target && epoch_in(l, label).is_some_and(|e| e < gone)
+            });
+            if gone > newest || went_back {
+                return Err(Kind::Partial);
+            }
+        }
+        let next = ev
+            .obs
+            .iter()
+            .filter(|(_, o)| o.present && self.fresh(o))
+            .filter_map(|(labels, _)| epoch_in(labels, label))
+            .filter(|e| *e < newest)
+            .max();
+        if next.is_some_and(|n| newest - n > step) {
+            return Err(Kind::Partial);
+        }
+        Ok(newest)
+    }
+
+    /// The targets whose series of the newest epoch decide a fenced recommendation: only
+    /// their gate and current series count. None when no epoch decides.
+    fn deciding(&self, q: &Query, name: &str, wall: Ms, mono: Ms) -> Option<Vec<usize>> {
+        let Some(Metric::Recommendation {
+            series,
+            epoch_label: Some(label),
+            epoch_step,
+            ..
+        }) = self.metrics.get(name)
+        else {
+            return None;
+        };
+        let ev = self.evidence(q, series, wall, mono);
+        let Ok(newest) = self.newest_epoch(&ev, label, *epoch_step) else {
+            return Some(Vec::new());
+        };
+        Some(
+            ev.obs
+                .iter()
+                .filter(|(l, o)| o.present && epoch_in(l, label) == Some(newest))
+                .map(|(_, o)| o.target)
+                .collect(),
+        )
     }
 
     /// The highest retained index; a pod in scope that never reported a valid one leaves it
@@ -657,7 +782,11 @@ impl Oracle {
             _ => 0,
         };
         let offset = |v: u64| v.saturating_sub(start);
-        if !ev.unknown.is_empty() || never_valid || !ev.silent.is_empty() {
+        if !ev.unknown.is_empty()
+            || never_valid
+            || !ev.silent.is_empty()
+            || !ev.silent_static.is_empty()
+        {
             Rule::Refused(Kind::IncompleteFloor, best.map(offset))
         } else if let Some(b) = best {
             Rule::Value(offset(b))
@@ -742,12 +871,25 @@ impl Oracle {
         }
     }
 
-    /// The current replica count from `series`: the max over fresh valid series.
-    fn current_from_series(&self, q: &Query, series: &str, wall: Ms, mono: Ms) -> Option<u64> {
+    /// The current replica count from `series`: the max over fresh valid series, of the
+    /// `deciding` targets alone when given; unknown while a target never scraped could hold
+    /// a higher one.
+    fn current_from_series(
+        &self,
+        q: &Query,
+        series: &str,
+        deciding: Option<&[usize]>,
+        wall: Ms,
+        mono: Ms,
+    ) -> Option<u64> {
         let ev = self.evidence(q, &[series.to_string()], wall, mono);
+        if ev.unknown_to_all().next().is_some() {
+            return None;
+        }
         ev.obs
             .iter()
             .map(|(_, o)| o)
+            .filter(|o| deciding.is_none_or(|d| d.contains(&o.target)))
             .filter(|o| o.present && self.fresh(o) && !o.duplicated && !invalid(o.value))
             .map(|o| o.value as u64)
             .max()
@@ -774,7 +916,8 @@ impl Oracle {
             }
             current_series?;
         }
-        self.current_from_series(q, current_series?, wall, mono)
+        let deciding = self.deciding(q, name, wall, mono);
+        self.current_from_series(q, current_series?, deciding.as_deref(), wall, mono)
     }
 
     /// spec.replicas of the one workload behind a floor's pods.
@@ -789,12 +932,22 @@ impl Oracle {
         }
     }
 
-    /// A gate holds when every in-scope series of it is fresh and equal to its value, at
-    /// least one exists, and no target that might hold one is unknown.
-    fn gate_open(&self, q: &Query, series: &str, equals: f64, wall: Ms, mono: Ms) -> bool {
+    /// A gate holds when every in-scope series of it (of the `deciding` targets alone, when
+    /// given) is fresh and equal to its value, at least one exists, and no target that might
+    /// hold one is unknown.
+    fn gate_open(
+        &self,
+        q: &Query,
+        series: &str,
+        equals: f64,
+        deciding: Option<&[usize]>,
+        wall: Ms,
+        mono: Ms,
+    ) -> bool {
         let ev = self.evidence(q, &[series.to_string()], wall, mono);
-        let present = ev.present();
-        ev.unknown.is_empty()
+        let mut present = ev.present();
+        present.retain(|o| deciding.is_none_or(|d| d.contains(&o.target)));
+        ev.unknown_to_all().next().is_none()
             && !present.is_empty()
             && present
                 .iter()
@@ -807,14 +960,17 @@ impl Oracle {
                 series,
                 gate,
                 epoch_label,
+                epoch_step,
                 ..
             }) => {
                 let ev = self.evidence(q, series, wall, mono);
-                let answer = self.recommendation(&ev, epoch_label.as_deref());
+                let epoch = epoch_label.as_deref().map(|l| (l, *epoch_step));
+                let answer = self.recommendation(&ev, epoch);
                 let Some((gate_series, equals)) = gate else {
                     return answer;
                 };
-                if self.gate_open(q, gate_series, *equals, wall, mono) {
+                let deciding = self.deciding(q, name, wall, mono);
+                if self.gate_open(q, gate_series, *equals, deciding.as_deref(), wall, mono) {
                     return answer;
                 }
                 let Some(v) = answer.value() else {

@@ -154,6 +154,7 @@ impl Adapter {
                 wanted: Arc::new(self.config.wanted_series()),
                 concurrency,
                 timestamp_series: Arc::new(self.config.timestamp_rules().into_iter().collect()),
+                credentials: Arc::new(static_credentials(&self.config)),
             },
             self.clock.clone(),
             self.metrics.clone(),
@@ -411,7 +412,7 @@ impl Adapter {
         m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
         let (states, tracked, dropped) = {
             let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
-            (h.states(), h.len(), h.dropped_scopes())
+            (h.states(self.clock.now_ms()), h.len(), h.dropped_scopes())
         };
         let scopes: Vec<ScopeGauges> = states
             .into_iter()
@@ -438,6 +439,18 @@ pub fn static_target_id(url: &str) -> TargetId {
 pub fn store_for(config: &Config) -> Store {
     Store::with_max_clock_skew(config.scrape.max_clock_skew.0.as_millis() as Millis)
         .with_stale_after(config.scrape.stale_after().as_millis() as Millis)
+}
+
+/// The credentials of each `scrape.static` target that has them, by the target's id.
+pub fn static_credentials(
+    config: &Config,
+) -> std::collections::HashMap<TargetId, crate::config::ScrapeCredentials> {
+    static_targets(config)
+        .into_iter()
+        .zip(&config.scrape.static_targets)
+        .enumerate()
+        .filter_map(|(i, (target, t))| Some((target.id, t.credentials(i)?)))
+        .collect()
 }
 
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {

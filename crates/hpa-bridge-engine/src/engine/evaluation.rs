@@ -277,7 +277,7 @@ impl Adapter {
                 };
                 match read {
                     Ok(evidence) => {
-                        let answer = policy::recommendation(&q, &evidence, spec.epoch_label());
+                        let answer = policy::fenced_recommendation(&q, &evidence, spec.fence());
                         self.gated(spec, answer, ev, &evidence.workloads, None)
                             .await
                     }
@@ -499,7 +499,10 @@ impl Adapter {
         let q = self.query_context(spec, &series, ev, ev.notes_kept());
         let scope = ev.scope(spec, &series);
         let check = match self.evidence(ev, &scope).await {
-            Ok(evidence) => gate::check_gate(valid_when, &q, &evidence),
+            Ok(evidence) => {
+                let evidence = self.of_deciding_producers(spec, ev, evidence).await;
+                gate::check_gate(valid_when, &q, &evidence)
+            }
             Err(e) => gate::GateCheck {
                 open: false,
                 reason: format!("validWhen {} is unknown: {e}", valid_when.series),
@@ -559,9 +562,35 @@ impl Adapter {
         let q = self.query_context(spec, &series, ev, ev.notes_kept());
         let scope = ev.scope(spec, &series);
         match self.evidence(ev, &scope).await {
-            Ok(ev) => gate::current_from_series(&q, &ev),
+            Ok(evidence) => {
+                let evidence = self.of_deciding_producers(spec, ev, evidence).await;
+                gate::current_from_series(&q, &evidence)
+            }
             Err(e) => (Err(e.to_string()), policy::InputNotes::default()),
         }
+    }
+
+    /// For a fenced recommender, `evidence` (of its gate or current count) of the producers of
+    /// its deciding epoch alone: a fenced producer's gate never opens it, and its count is an
+    /// older leader's. Unchanged for a recommender that is not fenced.
+    async fn of_deciding_producers(
+        &self,
+        spec: &MetricSpec,
+        ev: &Evaluation<'_>,
+        evidence: Arc<Evidence>,
+    ) -> Arc<Evidence> {
+        let Some((label, step)) = spec.fence() else {
+            return evidence;
+        };
+        let q = self.query_context(spec, spec.series(), ev, ev.notes_kept());
+        let deciding = match self.evidence(ev, &ev.scope(spec, spec.series())).await {
+            Ok(own) => policy::deciding_producers(&q, &own, label, step),
+            Err(_) => Vec::new(),
+        };
+        let mut only = (*evidence).clone();
+        only.observations
+            .retain(|o| deciding.contains(&o.id.target));
+        Arc::new(only)
     }
 
     /// The current count for a target whose combined inputs disagree in validity: from the

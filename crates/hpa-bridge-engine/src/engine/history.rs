@@ -28,6 +28,11 @@ use crate::policy::{Answer, Outcome, RawValue, RefusalKind};
 /// which one HPA asks, which turns a retention into a ring length.
 pub const HPA_CADENCE_MS: Millis = 15_000;
 
+/// A scope that only ever matched nothing, and that nobody asked about for this long, is left
+/// off the page and the per-scope gauges: an HPA asks every 15 s, so it is a selector curled
+/// by hand (or mistyped), not a workload. Kept in memory until the scope cap drops it.
+pub const ABANDONED_NO_MATCH_MS: Millis = 120_000;
+
 /// A refusal reason longer than this is cut (on a character boundary) before it is kept, so
 /// one exporter's long label values cannot make an entry large.
 pub const MAX_REASON_BYTES: usize = 512;
@@ -108,10 +113,8 @@ pub enum Served {
 }
 
 /// One answer served to an HPA.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
-    #[serde(serialize_with = "as_rfc3339")]
     pub at_ms: Millis,
     pub served: Served,
     /// The recommendation behind a target (or the value of a recommendation metric).
@@ -123,12 +126,28 @@ pub struct Entry {
     /// `spec.replicas` of the scope's workload from the Kubernetes watch when the answer was
     /// served: what the HPA had applied so far. Absent when unknown (no Kubernetes, or no
     /// single workload behind the answer), never guessed. Kubernetes keeps it as an int32.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub spec_replicas: Option<u32>,
 }
 
-fn as_rfc3339<S: serde::Serializer>(ms: &Millis, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*ms))
+/// When it was served is `at` (RFC 3339), and again `atMs`: that name promised milliseconds
+/// but always held the same text, so it is deprecated and kept for one release (CHANGELOG.md).
+/// `specReplicas` is left out when unknown.
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let at = rfc3339(self.at_ms);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("at", &at)?;
+        m.serialize_entry("atMs", &at)?;
+        m.serialize_entry("served", &self.served)?;
+        m.serialize_entry("recommendation", &self.recommendation)?;
+        m.serialize_entry("floor", &self.floor)?;
+        m.serialize_entry("inputs", &self.inputs)?;
+        if let Some(r) = self.spec_replicas {
+            m.serialize_entry("specReplicas", &r)?;
+        }
+        m.end()
+    }
 }
 
 impl Entry {
@@ -339,6 +358,21 @@ struct Ring {
 }
 
 impl Ring {
+    /// Every answer kept was "no series match", and the last is older than
+    /// `ABANDONED_NO_MATCH_MS`.
+    fn abandoned_no_match(&self, now: Millis) -> bool {
+        now.saturating_sub(self.last_at_ms) > ABANDONED_NO_MATCH_MS
+            && self.entries.iter().all(|e| {
+                matches!(
+                    e.served,
+                    Served::Refused {
+                        kind: RefusalKind::NoMatch,
+                        ..
+                    }
+                )
+            })
+    }
+
     /// Keep `answer`, served at `now` while the workload's `spec.replicas` was
     /// `spec_replicas`, within `limits`.
     fn record(&mut self, answer: &Answer, spec_replicas: Option<u64>, now: Millis, limits: Limits) {
@@ -498,7 +532,7 @@ impl History {
             .scopes
             .iter()
             .map(|(_, kr)| kr)
-            .filter(|(k, _)| filter.matches(k))
+            .filter(|(k, r)| filter.matches(k) && !r.abandoned_no_match(now))
             .map(|(k, r)| ScopeHistory {
                 key: k.clone(),
                 entries: r
@@ -518,11 +552,12 @@ impl History {
         scopes
     }
 
-    /// The newest state of every scope.
-    pub fn states(&self) -> Vec<ScopeState> {
+    /// The newest state of every scope but the abandoned ones that only matched nothing.
+    pub fn states(&self, now: Millis) -> Vec<ScopeState> {
         let mut states: Vec<ScopeState> = self
             .scopes
             .iter()
+            .filter(|(_, (_, r))| !r.abandoned_no_match(now))
             .filter_map(|(_, (k, r))| {
                 let newest = r.entries.back()?;
                 Some(ScopeState {

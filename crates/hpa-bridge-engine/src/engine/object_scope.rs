@@ -280,12 +280,15 @@ pub(crate) fn from_split(
     let by_labels = Evidence {
         observations: others.observations,
         unknown_targets: named_wide.unknown_targets,
+        unknown_bystanders: named_wide.unknown_bystanders,
+        silent_targets: named_wide.silent_targets,
         clean_tail,
         ..Evidence::default()
     };
     let by_pods = Evidence {
         observations: own.observations,
         unknown_targets: scope_wide.unknown_targets,
+        unknown_bystanders: scope_wide.unknown_bystanders,
         silent_pods: scope_wide.silent_pods,
         ..Evidence::default()
     };
@@ -463,8 +466,10 @@ fn combine_read(
     let mut ev = Evidence {
         observations: Vec::new(),
         unknown_targets: by_labels.unknown_targets,
+        unknown_bystanders: by_labels.unknown_bystanders,
         workloads: Arc::from([me.clone()]),
         silent_pods,
+        silent_targets: by_labels.silent_targets,
         // Only reads whose every series is the object's are summarized (`from_labels`,
         // `from_split`), and their tail comes with the named read.
         clean_tail: by_labels.clean_tail,
@@ -502,15 +507,18 @@ fn combine_read(
                     reasons.push(r);
                 }
             }
-            let mut unknown: HashSet<TargetId> = ev
-                .unknown_targets
-                .iter()
-                .map(|u| u.target.clone())
-                .collect();
+            let mut unknown: HashSet<TargetId> =
+                ev.unknown_to_floor().map(|u| u.target.clone()).collect();
             for u in broad.unknown_targets {
                 let own = pod_of_target(&u.target.0, &object.namespace).is_some_and(owned);
                 if own && unknown.insert(u.target.clone()) {
                     ev.unknown_targets.push(u);
+                }
+            }
+            for u in broad.unknown_bystanders {
+                let own = pod_of_target(&u.target.0, &object.namespace).is_some_and(owned);
+                if own && unknown.insert(u.target.clone()) {
+                    ev.unknown_bystanders.push(u);
                 }
             }
             let own: Vec<Observation> = match pods_read {

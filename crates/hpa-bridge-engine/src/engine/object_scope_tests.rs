@@ -114,8 +114,10 @@ fn without_discovery_only_the_labels_count() {
             ),
         ],
         unknown_targets: vec![unknown("http://static/metrics")],
+        unknown_bystanders: Vec::new(),
         workloads: Arc::from([]),
         silent_pods: Vec::new(),
+        silent_targets: Vec::new(),
         clean_tail: None,
         producer_reasons: vec![said("games/lobby-0"), said("games/lobby-1")],
     };
@@ -140,8 +142,10 @@ fn with_discovery_the_workloads_own_pods_count_and_no_other_pods_do() {
             ob("games/lobby-7d9f-x", &[("pod", "lobby-7d9f-x")]),
         ],
         unknown_targets: vec![unknown("games/lobby-1"), unknown("games/chat-1")],
+        unknown_bystanders: Vec::new(),
         workloads: Arc::from([]),
         silent_pods: Vec::new(),
+        silent_targets: Vec::new(),
         clean_tail: None,
         producer_reasons: vec![said("games/chat-0"), said("games/lobby-0")],
     };

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A duration written as `500ms`, `10s`, `2m`, `1h` or a concatenation such as `1m30s`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,6 +61,27 @@ impl fmt::Display for HumanDuration {
         } else {
             write!(f, "{}s", ms / 1000)
         }
+    }
+}
+
+/// Written back as it is read, so that the config's schema can show defaults.
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration: a number and a unit (ms, s, m, h), or several, e.g. 500ms, 10s, 2m, 1m30s.",
+            "pattern": "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+        })
     }
 }
 

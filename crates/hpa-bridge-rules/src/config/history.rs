@@ -3,11 +3,14 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError, HumanDuration};
 
-#[derive(Clone, Debug, Deserialize)]
+/// The answers served to HPAs, kept for `/status/history`, the status page and the per-scope
+/// self-metrics.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HistoryConfig {
     /// How far back answers are kept; the ring per scope holds this at the HPA's 15 s cadence.

@@ -4,15 +4,18 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError};
 use crate::exposition::json_page::{JsonExtraction, JsonPath, JsonSampleRule, TimestampUnit};
 use crate::selector::is_prometheus_label_name;
 
-#[derive(Clone, Debug, Deserialize)]
+/// Read a recommender's JSON status document rather than exposition text (docs/json-source.md).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonSourceConfig {
+    /// The series read from the document (at least one).
     pub samples: Vec<JsonSampleConfig>,
     /// The producer's own account of its value, shown on /status and quoted in refusals.
     #[serde(default)]
@@ -20,17 +23,23 @@ pub struct JsonSourceConfig {
     /// After this time every sample of the page reads as stale.
     #[serde(default)]
     pub valid_until: Option<String>,
+    /// The unit of numeric timestamps: `ms` (default) or `s`; strings are RFC 3339.
     #[serde(default)]
     pub timestamp_unit: TimestampUnit,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// One series read from the document.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonSampleConfig {
+    /// The series name the value is stored under.
     pub series: String,
+    /// An RFC 9535 JSONPath to the value (a number, a boolean or a numeric string).
     pub value: String,
+    /// A JSONPath to when the value was made (a number in `timestampUnit`, or RFC 3339).
     #[serde(default)]
     pub timestamp: Option<String>,
+    /// Label names and the JSONPaths of their values (a string or an integer).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }

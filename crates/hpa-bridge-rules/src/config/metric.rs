@@ -6,12 +6,13 @@
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError, HumanDuration};
 use crate::selector::is_prometheus_label_name;
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MetricKind {
     /// An absolute replica recommendation: max over fresh series, never sum.
@@ -36,20 +37,26 @@ impl MetricKind {
 }
 
 /// A gate that must hold for a recommendation to be allowed to lower the target.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ValidWhen {
+    /// The gate series, read from the same targets.
     pub series: String,
+    /// The value at which the gate is open.
     pub equals: f64,
 }
 
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// Wait until a direction held in `fraction` of the evaluations within its window.
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Sustain {
+    /// The window a scale-up must hold for.
     #[serde(default)]
     pub up: Option<HumanDuration>,
+    /// The window a scale-down must hold for.
     #[serde(default)]
     pub down: Option<HumanDuration>,
+    /// The share of evaluations in the window that must agree (0 to 1).
     #[serde(default = "default_fraction")]
     pub fraction: f64,
 }
@@ -63,26 +70,34 @@ fn default_namespace_label() -> String {
 }
 
 /// One served external metric.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum MetricSpec {
+    /// An absolute replica recommendation: the max over the fresh series, never the sum.
     Recommendation(RecommendationSpec),
+    /// The highest retained one-based stateful index across the workload's pods: a scale-down
+    /// floor.
     StatefulFloor(FloorSpec),
+    /// max(recommendation, floor), with the safety rules of both.
     Target(TargetSpec),
+    /// The load total over per-replica capacity, with separate up and down thresholds
+    /// (docs/policies.md).
     Threshold(ThresholdSpec),
 }
 
 /// `kind: recommendation`: the max over fresh source series.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RecommendationSpec {
+    /// The served metric name (lower-case; the HPA's `metric.name`).
     pub name: String,
     /// Source series names (any of them counts as the same input).
     #[serde(default)]
     pub series: Vec<String>,
-    /// Which label holds the namespace (Prometheus source).
+    /// Which label holds the namespace a request is scoped by.
     #[serde(default = "default_namespace_label")]
     pub namespace_label: String,
+    /// While this gate is not open, the answer may raise the workload but never lower it.
     #[serde(default)]
     pub valid_when: Option<ValidWhen>,
     /// Without Kubernetes: the current replica count, for a closed `validWhen` gate.
@@ -92,6 +107,10 @@ pub struct RecommendationSpec {
     /// count (policy/epoch_fence.rs).
     #[serde(default)]
     pub epoch_label: Option<String>,
+    /// How far above the newest older epoch whose producers are still fresh a newest epoch
+    /// may be and still fence them (default 1): a leader that far ahead is not trusted.
+    #[serde(default)]
+    pub epoch_step: Option<u64>,
     /// A series on the same page holding when the recommendation was made (Unix seconds):
     /// its age counts from then, so a recommender stuck behind a live endpoint goes stale.
     #[serde(default)]
@@ -99,20 +118,25 @@ pub struct RecommendationSpec {
 }
 
 /// `kind: stateful-floor`: the highest retained one-based stateful index.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FloorSpec {
+    /// The served metric name (lower-case; the HPA's `metric.name`).
     pub name: String,
+    /// Source series names of the per-pod stateful index (any of them counts as the same
+    /// input).
     #[serde(default)]
     pub series: Vec<String>,
+    /// Which label holds the namespace a request is scoped by.
     #[serde(default = "default_namespace_label")]
     pub namespace_label: String,
 }
 
 /// `kind: target`: max(recommendation or combine, floor) over other served metrics.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TargetSpec {
+    /// The served metric name (lower-case; the HPA's `metric.name`).
     pub name: String,
     /// The served recommendation metric.
     #[serde(default)]
@@ -123,19 +147,24 @@ pub struct TargetSpec {
     /// Several recommendation metrics whose valid values are combined by max.
     #[serde(default)]
     pub combine: Vec<String>,
+    /// Which label holds the namespace a request is scoped by.
     #[serde(default = "default_namespace_label")]
     pub namespace_label: String,
 }
 
 /// `kind: threshold`: load total over per-replica capacity, with hysteresis.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ThresholdSpec {
+    /// The served metric name (lower-case; the HPA's `metric.name`).
     pub name: String,
+    /// Source series of the per-pod load, summed over the workload's pods.
     #[serde(default)]
     pub series: Vec<String>,
+    /// Which label holds the namespace a request is scoped by.
     #[serde(default = "default_namespace_label")]
     pub namespace_label: String,
+    /// While this gate is not open, the answer may raise the workload but never lower it.
     #[serde(default)]
     pub valid_when: Option<ValidWhen>,
     /// Without Kubernetes: the current replica count.
@@ -146,12 +175,16 @@ pub struct ThresholdSpec {
     /// Per-replica load below which a replica is removed (defaults to `upPerReplica`).
     #[serde(default)]
     pub down_per_replica: Option<f64>,
+    /// Wait until a direction held for a while before taking it.
     #[serde(default)]
     pub sustain: Option<Sustain>,
+    /// The most replicas one answer moves from the current count.
     #[serde(default)]
     pub max_step: Option<u32>,
+    /// The smallest answer (default 1).
     #[serde(default)]
     pub min: Option<u32>,
+    /// The largest answer.
     #[serde(default)]
     pub max: Option<u32>,
 }
@@ -165,6 +198,7 @@ impl MetricSpec {
             valid_when: None,
             current_series: None,
             epoch_label: None,
+            epoch_step: None,
             timestamp_series: None,
         })
     }
@@ -240,6 +274,17 @@ impl MetricSpec {
     pub fn epoch_label(&self) -> Option<&str> {
         match self {
             MetricSpec::Recommendation(m) => m.epoch_label.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A recommendation's fencing: its `epochLabel` and `epochStep` (1 unless set).
+    pub fn fence(&self) -> Option<(&str, u64)> {
+        match self {
+            MetricSpec::Recommendation(m) => m
+                .epoch_label
+                .as_deref()
+                .map(|label| (label, m.epoch_step.unwrap_or(1))),
             _ => None,
         }
     }
@@ -414,6 +459,23 @@ fn validate_metric(all: &[MetricSpec], key: &str, m: &MetricSpec) -> Result<(), 
             ));
         }
     }
+    if let MetricSpec::Recommendation(r) = m {
+        match (r.epoch_step, &r.epoch_label) {
+            (Some(0), _) => {
+                return Err(invalid(
+                    format!("{key}.epochStep"),
+                    "must be at least 1: a new leader's epoch is above the last",
+                ))
+            }
+            (Some(_), None) => {
+                return Err(invalid(
+                    format!("{key}.epochStep"),
+                    "applies only with epochLabel",
+                ))
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 
@@ -475,7 +537,7 @@ fn belongs_to(field: &str) -> Option<&'static str> {
             "validWhen applies to recommenders (kinds recommendation and threshold); gate the recommendation the target reads"
         }
         "currentSeries" => "currentSeries applies only to kinds recommendation and threshold",
-        "epochLabel" => "epochLabel applies only to kind recommendation",
+        "epochLabel" | "epochStep" => "epochLabel/epochStep apply only to kind recommendation",
         "series" => "a target reads other served metrics (recommendation, floor), not series",
         _ => return None,
     })

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use duration::HumanDuration;
@@ -27,17 +28,19 @@ pub use metric::{
 };
 pub use object::{ObjectMetricsConfig, WorkloadLabels};
 pub use scrape::{
-    KubernetesDiscoveryConfig, ScrapeConfig, StaticTarget, DEFAULT_MAX_CLOCK_SKEW_MS,
-    RESERVED_LABELS,
+    BasicAuth, KubernetesDiscoveryConfig, ScrapeConfig, ScrapeCredentials, StaticTarget,
+    DEFAULT_MAX_CLOCK_SKEW_MS, RESERVED_LABELS,
 };
 pub use source::{PrometheusSourceConfig, PrometheusTls, SourceConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {cause}")]
     Read {
         path: String,
-        source: std::io::Error,
+        /// In the message rather than chained as a `source`: a chain printed with `{:#}`
+        /// would repeat it.
+        cause: std::io::Error,
     },
     #[error("invalid config: {0}")]
     Yaml(String),
@@ -52,13 +55,22 @@ fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// The configuration file of `hpa-bridge serve --config` (the chart's `config` value).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "hpa-bridge configuration")]
 pub struct Config {
+    /// The embedded scraper: timing, parse limits and targets (static, or discovered through
+    /// Kubernetes).
     #[serde(default)]
     pub scrape: ScrapeConfig,
+    /// Read evidence from a Prometheus-compatible API instead of scraping (docs/prometheus-source.md).
     #[serde(default)]
     pub source: Option<SourceConfig>,
+    /// The metrics served, each typed by its `kind`. Default: `hpa_expect_replicas`
+    /// (recommendation), `hpa_stateful_floor` (stateful-floor) and `hpa_target_replicas`
+    /// (target), reading the series `hpa_expect_replicas` and `hpa_stateful_index` and their
+    /// aliases.
     #[serde(default = "default_metrics")]
     pub metrics: Vec<MetricSpec>,
     /// Start the built-in demo exporter inside `serve` (the local demo; never in production).
@@ -76,15 +88,20 @@ pub struct Config {
     pub json_configs: BTreeMap<String, JsonSourceConfig>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// The built-in demo exporter (the local demo; never in production).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DemoConfig {
+    /// Where the demo exporter listens (host:port).
     #[serde(default = "default_demo_listen")]
     pub listen: String,
+    /// The StatefulSet it plays, exported as `hpa_target_name`.
     #[serde(default = "default_demo_workload")]
     pub workload: String,
+    /// Its pods (1 to 1000), served at `/pods/0` .. `/pods/N-1`.
     #[serde(default = "default_demo_pods")]
     pub pods: u32,
+    /// The period of the recommendation's triangle wave (at least 1s).
     #[serde(default = "default_demo_period")]
     pub period: HumanDuration,
 }
@@ -104,9 +121,9 @@ fn default_demo_period() -> HumanDuration {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Config::from_yaml(&text)
     }
@@ -133,6 +150,12 @@ impl Config {
         Ok(config)
     }
 
+    /// The JSON Schema (draft 2020-12) of the file `from_yaml` reads, generated from these
+    /// types: what editors validate against and docs/configuration.md is written from.
+    pub fn json_schema() -> serde_json::Value {
+        schemars::schema_for!(Config).to_value()
+    }
+
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
         self.metric_index(name).map(|i| &self.metrics[i])
     }
@@ -142,6 +165,35 @@ impl Config {
         self.metrics
             .iter()
             .position(|m| m.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Settings that load but are probably mistakes, each naming its key: logged at startup.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let scrape = &self.scrape;
+        if scrape.static_targets.is_empty() && scrape.kubernetes.is_none() && self.source.is_none()
+        {
+            out.push(
+                "no scrape.static targets, no scrape.kubernetes and no source.prometheus: nothing \
+                 is read, so every request is answered 404 (no series match)"
+                    .to_string(),
+            );
+        }
+        let namespace_labels: BTreeSet<&str> =
+            self.metrics.iter().map(|m| m.namespace_label()).collect();
+        for (i, t) in scrape.static_targets.iter().enumerate() {
+            for label in &namespace_labels {
+                if !t.labels.contains_key(*label) {
+                    out.push(format!(
+                        "scrape.static[{i}].labels: no {label:?} label: a request is scoped by \
+                         its namespace, so unless the exporter labels every series with \
+                         {label:?} itself, no request matches this target's series (add \
+                         labels: {{{label}: <namespace>}})"
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// Each series whose metric names a `timestampSeries`, and that series.
@@ -262,6 +314,30 @@ mod tests {
     }
 
     #[test]
+    fn likely_mistakes_load_with_a_warning_naming_the_key() {
+        let w = Config::from_yaml("").unwrap().warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("no scrape.static targets"), "{w:?}");
+        let w = Config::from_yaml(
+            "scrape: {static: [{url: 'http://a/m', labels: {namespace: x}}, {url: 'http://b/m'}]}",
+        )
+        .unwrap()
+        .warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("scrape.static[1].labels: no \"namespace\" label"),
+            "{w:?}"
+        );
+        let demo = include_str!("../../../../examples/local.yaml");
+        assert_eq!(
+            Config::from_yaml(demo).unwrap().warnings(),
+            Vec::<String>::new()
+        );
+        let prom = Config::from_yaml("source: {prometheus: {url: 'http://p:9090'}}").unwrap();
+        assert!(prom.warnings().is_empty());
+    }
+
+    #[test]
     fn a_bad_prometheus_url_is_named_without_its_password() {
         let e = err("source: {prometheus: {url: 'http://user:hunter2@bad host/'}}");
         assert!(e.contains("source.prometheus.url"), "{e}");
@@ -338,6 +414,7 @@ mod tests {
                 max_label_name_bytes: 64,
                 max_label_value_bytes: 256,
                 max_series: 50,
+                ..crate::exposition::Limits::DEFAULT
             }
         );
         assert_eq!(
@@ -367,10 +444,66 @@ mod tests {
             dup.contains("scrape.static[3].url") && dup.contains("scrape.static[0].url"),
             "{dup}"
         );
-        let dup =
-            err("scrape: {static: [{url: 'http://u:hunter1@a/m'}, {url: 'http://u:hunter2@a/m'}]}");
-        assert!(dup.contains("scrape.static[1].url") && dup.contains("scrape.static[0].url"));
-        assert!(!dup.contains("hunter"), "{dup}");
+        // Credentials in a URL are refused, pointing to the keys that carry them, and the
+        // refusal shows no password, whatever characters it holds.
+        for url in [
+            "http://u:hunter1@a/m",
+            "http://u:hun/ter#2@a/m",
+            "http://hunter3@a/m",
+        ] {
+            let e = err(&format!("scrape: {{static: [{{url: '{url}'}}]}}"));
+            assert!(
+                e.contains("scrape.static[0].url")
+                    && e.contains("basicAuth: {username, passwordFile}")
+                    && e.contains("bearerTokenFile"),
+                "{e}"
+            );
+            assert!(!e.contains("hun"), "{e}");
+        }
+        let both = err("scrape: {static: [{url: 'http://a/m', basicAuth: {username: u, passwordFile: /p}, bearerTokenFile: /t}]}");
+        assert!(
+            both.contains("at most one of basicAuth and bearerTokenFile"),
+            "{both}"
+        );
+        let inline = err(
+            "scrape: {static: [{url: 'http://a/m', basicAuth: {username: u, password: hunter4}}]}",
+        );
+        assert!(
+            inline.contains("scrape.static[0].basicAuth.password") && !inline.contains("hunter"),
+            "{inline}"
+        );
+        assert!(
+            err("scrape: {static: [{url: 'http://a/m', basicAuth: {username: u}}]}")
+                .contains("basicAuth.passwordFile")
+        );
+        assert!(err("scrape: {static: [{url: 'http://a/m', basicAuth: {username: 'a:b', passwordFile: /p}}]}")
+            .contains("basicAuth.username"));
+        let c = Config::from_yaml(
+            "scrape: {static: [{url: 'http://a/m', basicAuth: {username: u, passwordFile: /p}}, {url: 'http://b/m', bearerTokenFile: /t}, {url: 'http://c/m'}]}",
+        )
+        .unwrap();
+        let creds: Vec<_> = c
+            .scrape
+            .static_targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| t.credentials(i))
+            .collect();
+        assert_eq!(
+            creds,
+            [
+                Some(ScrapeCredentials::Basic {
+                    username: "u".into(),
+                    password_file: "/p".into(),
+                    key: "scrape.static[0].basicAuth.passwordFile".into()
+                }),
+                Some(ScrapeCredentials::Bearer {
+                    token_file: "/t".into(),
+                    key: "scrape.static[1].bearerTokenFile".into()
+                }),
+                None
+            ]
+        );
         // The same URL twice is refused without showing its query values; URLs differing in
         // a query value are different targets.
         let dup =

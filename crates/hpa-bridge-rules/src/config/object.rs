@@ -1,19 +1,23 @@
 //! The `objectMetrics` section: how an Object metric query (custom.metrics.k8s.io) finds the
 //! series of the workload it names (docs/hpa-behaviour.md §6.5).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError};
 
 /// The series labels that name the workload a series is about. The libapp exporter sets
 /// `hpa_target_kind`, `hpa_target_name` and `hpa_target_api_version` (docs/hpa-behaviour.md §4.1).
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadLabels {
+    /// The label naming the workload's kind (`StatefulSet`, `Deployment`).
     #[serde(default = "default_kind")]
     pub kind: String,
+    /// The label naming the workload.
     #[serde(default = "default_name")]
     pub name: String,
+    /// The label naming the workload's API version; a series without it still matches.
     #[serde(default = "default_api_version")]
     pub api_version: String,
 }
@@ -38,9 +42,11 @@ fn default_api_version() -> String {
     "hpa_target_api_version".into()
 }
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+/// How an Object metric query (custom.metrics.k8s.io) finds its workload's series.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ObjectMetricsConfig {
+    /// The series labels that name the workload a series is about.
     #[serde(default)]
     pub workload_labels: WorkloadLabels,
 }

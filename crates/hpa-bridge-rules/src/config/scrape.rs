@@ -4,21 +4,26 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError, HumanDuration};
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScrapeConfig {
+    /// How often each target is scraped.
     #[serde(default = "default_interval")]
     pub interval: HumanDuration,
-    /// Unset means 3s, or the interval if that is shorter; read it through `timeout()`.
+    /// One scrape's deadline (connect, body and parse); at most `interval`. Unset: 3s, or the
+    /// interval if that is shorter.
     #[serde(default)]
     pub timeout: Option<HumanDuration>,
-    /// Defaults to three intervals.
+    /// A sample older than this is stale: it no longer counts, and a stale input that might be
+    /// the highest blocks the answer. Unset: three intervals.
     #[serde(default)]
     pub stale_after: Option<HumanDuration>,
+    /// The largest page read; a larger one fails its scrape (reason `too_large`).
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
     /// How far a producer's timestamp may lie ahead of this process's clock. A sample timed
@@ -29,16 +34,26 @@ pub struct ScrapeConfig {
     /// that exceeds one fails its scrape with an error naming the limit.
     #[serde(default = "default_max_line_bytes")]
     pub max_line_bytes: usize,
+    /// Labels on one series of a wanted metric.
     #[serde(default = "default_max_labels_per_series")]
     pub max_labels_per_series: usize,
+    /// Bytes of one label name.
     #[serde(default = "default_max_label_name_bytes")]
     pub max_label_name_bytes: usize,
+    /// Bytes of one label value.
     #[serde(default = "default_max_label_value_bytes")]
     pub max_label_value_bytes: usize,
     /// Samples of wanted series on one page (Prometheus's `sample_limit`); a page with more
     /// fails its scrape.
     #[serde(default = "default_max_series_per_page")]
     pub max_series_per_page: usize,
+    /// Values of one JSON status document, counted while it is read; past it the scrape fails.
+    #[serde(default = "default_max_json_nodes")]
+    pub max_json_nodes: usize,
+    /// Nesting levels of one JSON status document, counted while it is read.
+    #[serde(default = "default_max_json_depth")]
+    pub max_json_depth: usize,
+    /// Fixed targets: no cluster needed.
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
     /// Pod discovery. With `source.prometheus` nothing is scraped: discovery then only says
@@ -64,6 +79,8 @@ impl Default for ScrapeConfig {
             max_label_name_bytes: default_max_label_name_bytes(),
             max_label_value_bytes: default_max_label_value_bytes(),
             max_series_per_page: default_max_series_per_page(),
+            max_json_nodes: default_max_json_nodes(),
+            max_json_depth: default_max_json_depth(),
             static_targets: Vec::new(),
             kubernetes: None,
         }
@@ -89,6 +106,8 @@ impl ScrapeConfig {
             max_label_name_bytes: self.max_label_name_bytes,
             max_label_value_bytes: self.max_label_value_bytes,
             max_series: self.max_series_per_page,
+            max_json_nodes: self.max_json_nodes,
+            max_json_depth: self.max_json_depth,
         }
     }
 
@@ -128,20 +147,165 @@ fn default_max_label_value_bytes() -> usize {
 fn default_max_series_per_page() -> usize {
     crate::exposition::Limits::DEFAULT.max_series
 }
+fn default_max_json_nodes() -> usize {
+    crate::exposition::Limits::DEFAULT.max_json_nodes
+}
+fn default_max_json_depth() -> usize {
+    crate::exposition::Limits::DEFAULT.max_json_depth
+}
 
-#[derive(Clone, Debug, Deserialize)]
+/// One fixed scrape target.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StaticTarget {
+    /// The page to scrape (http or https). Its password and query values are shown as `xxxxx`
+    /// everywhere.
     pub url: String,
+    /// Labels attached to every sample of this target; they win over the exporter's own (a
+    /// conflicting exporter label is kept as `exported_<name>`). A request is scoped by the
+    /// `namespace` label.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Read the page as a JSON status document rather than exposition text.
     #[serde(default)]
     pub json: Option<super::JsonSourceConfig>,
+    /// HTTP basic authentication, as Prometheus's `basic_auth`: the password is read from a
+    /// file at every scrape (a rotated Secret is picked up), never written in the config.
+    #[serde(default)]
+    pub basic_auth: Option<BasicAuth>,
+    /// A file holding a bearer token, as Prometheus's `bearer_token_file`; read at every scrape.
+    #[serde(default)]
+    pub bearer_token_file: Option<std::path::PathBuf>,
+}
+
+/// HTTP basic authentication for one target.
+#[derive(Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BasicAuth {
+    /// The user name sent.
+    #[serde(default)]
+    pub username: String,
+    /// Refused at startup: a password is never written in the config; use `passwordFile`.
+    /// Accepted by the parser only so that the refusal names it.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    password: Option<serde::de::IgnoredAny>,
+    /// A file holding the password, read at every scrape.
+    #[serde(default)]
+    pub password_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BasicAuth")
+            .field("username", &self.username)
+            .field("password_file", &self.password_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a target's scrapes authenticate, checked: where each secret is read from, and the config
+/// key that named it, for the messages of a failed read. The secrets themselves are read only
+/// by the scraper, at each scrape, and kept no longer than its request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScrapeCredentials {
+    Basic {
+        username: String,
+        password_file: std::path::PathBuf,
+        key: String,
+    },
+    Bearer {
+        token_file: std::path::PathBuf,
+        key: String,
+    },
+}
+
+impl StaticTarget {
+    /// The credentials of `scrape.static[i]`, as `ScrapeConfig::validate` has checked them.
+    pub fn credentials(&self, i: usize) -> Option<ScrapeCredentials> {
+        if let Some(b) = &self.basic_auth {
+            return Some(ScrapeCredentials::Basic {
+                username: b.username.clone(),
+                password_file: b.password_file.clone().unwrap_or_default(),
+                key: format!("scrape.static[{i}].basicAuth.passwordFile"),
+            });
+        }
+        self.bearer_token_file
+            .as_ref()
+            .map(|f| ScrapeCredentials::Bearer {
+                token_file: f.clone(),
+                key: format!("scrape.static[{i}].bearerTokenFile"),
+            })
+    }
+
+    /// Refuses a URL that carries credentials. Checked before the URL is parsed: a password
+    /// holding `/`, `?` or `#` ends the authority early, and must be refused all the same.
+    fn refuse_embedded_credentials(&self, i: usize) -> Result<(), ConfigError> {
+        // Such credentials are never sent (the scraper does not take them from the URL), so a
+        // protected exporter would only fail, and the URL is shown in many places. Whatever
+        // the redaction would mask as a userinfo is refused, so an `@` past the authority is
+        // too: written `%40`, it is not.
+        if crate::redaction::without_password(&self.url) == self.url.as_str() {
+            return Ok(());
+        }
+        Err(invalid(
+            format!("scrape.static[{i}].url"),
+            format!(
+                "{:?} carries credentials (user:password@); a URL's credentials are never sent or shown: \
+                 put them in basicAuth: {{username, passwordFile}} or bearerTokenFile (an @ in a path or \
+                 query is written %40)",
+                crate::redaction::redact_url(&self.url)
+            ),
+        ))
+    }
+
+    fn validate_credentials(&self, i: usize) -> Result<(), ConfigError> {
+        let at = |key: &str| format!("scrape.static[{i}].{key}");
+        if self.basic_auth.is_some() && self.bearer_token_file.is_some() {
+            return Err(invalid(
+                at("basicAuth"),
+                "at most one of basicAuth and bearerTokenFile may be set",
+            ));
+        }
+        if let Some(b) = &self.basic_auth {
+            if b.password.is_some() {
+                return Err(invalid(
+                    at("basicAuth.password"),
+                    "a password is never written in the config: put it in a file (a mounted Secret) and name it with passwordFile",
+                ));
+            }
+            match &b.password_file {
+                Some(f) if !f.as_os_str().is_empty() => {}
+                _ => {
+                    return Err(invalid(
+                        at("basicAuth.passwordFile"),
+                        "must name the file holding the password",
+                    ))
+                }
+            }
+            if b.username.contains(':') {
+                return Err(invalid(
+                    at("basicAuth.username"),
+                    "must not contain ':' (RFC 7617: it ends the user-id)",
+                ));
+            }
+        }
+        if self
+            .bearer_token_file
+            .as_ref()
+            .is_some_and(|f| f.as_os_str().is_empty())
+        {
+            return Err(invalid(
+                at("bearerTokenFile"),
+                "must name the file holding the token",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Pod discovery through the Kubernetes API.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct KubernetesDiscoveryConfig {
     /// Namespaces to watch; empty means all.
@@ -153,8 +317,11 @@ pub struct KubernetesDiscoveryConfig {
     /// A named container port to scrape instead of the `prometheus.io/*` annotations.
     #[serde(default)]
     pub port_name: Option<String>,
+    /// The path scraped when a pod's `prometheus.io/path` annotation does not say.
     #[serde(default = "default_metrics_path")]
     pub path: String,
+    /// The scheme scraped when a pod's `prometheus.io/scheme` annotation does not say; only
+    /// `http` is supported.
     #[serde(default)]
     pub scheme: Option<String>,
     /// Pod labels copied onto every sample of the pod.
@@ -163,6 +330,7 @@ pub struct KubernetesDiscoveryConfig {
     /// The top-level `jsonConfigs`, compiled, which a pod chooses from by the annotation
     /// `hpa-bridge.io/json-config` (set by `Config` once it has checked them).
     #[serde(skip)]
+    #[schemars(skip)]
     pub json_configs: std::sync::Arc<
         BTreeMap<String, std::sync::Arc<crate::exposition::json_page::JsonExtraction>>,
     >,
@@ -272,10 +440,17 @@ impl ScrapeConfig {
             ("scrape.maxLabelNameBytes", s.max_label_name_bytes, 1),
             ("scrape.maxLabelValueBytes", s.max_label_value_bytes, 1),
             ("scrape.maxSeriesPerPage", s.max_series_per_page, 1),
+            ("scrape.maxJsonNodes", s.max_json_nodes, 1),
+            ("scrape.maxJsonDepth", s.max_json_depth, 1),
         ] {
             if value < min {
                 return Err(invalid(key, format!("must be at least {min}")));
             }
+        }
+        // serde_json's parser stops short of 128 levels whatever this says; below it, the
+        // budget is always what stops a read, and its message names the key.
+        if s.max_json_depth > 100 {
+            return Err(invalid("scrape.maxJsonDepth", "must be at most 100"));
         }
         // Each URL is one target: a second entry with the same URL, or one differing only in
         // its password, scrapes the same page twice. URLs that differ in a query value are
@@ -283,6 +458,7 @@ impl ScrapeConfig {
         let mut seen_urls: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in s.static_targets.iter().enumerate() {
             let key = format!("scrape.static[{i}].url");
+            t.refuse_embedded_credentials(i)?;
             let shown = crate::redaction::redact_url(&t.url);
             let uri: http::Uri = t
                 .url
@@ -301,6 +477,7 @@ impl ScrapeConfig {
             if uri.host().is_none() {
                 return Err(invalid(&key, format!("{shown:?} has no host")));
             }
+            t.validate_credentials(i)?;
             if let Some(json) = &t.json {
                 json.compile(&format!("scrape.static[{i}].json"))?;
             }

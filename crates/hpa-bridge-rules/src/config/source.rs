@@ -3,28 +3,36 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError, HumanDuration, ScrapeConfig};
 
 /// Alternative sources to direct scraping. Exactly one source is active.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SourceConfig {
+    /// A Prometheus-compatible query API (Prometheus, Thanos, Mimir, VictoriaMetrics).
     #[serde(default)]
     pub prometheus: Option<PrometheusSourceConfig>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// Read from a Prometheus-compatible API (docs/prometheus-source.md).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrometheusSourceConfig {
+    /// The API's base URL (`/api/v1/query` is appended).
     pub url: String,
+    /// One query's deadline.
     #[serde(default = "default_prom_timeout")]
     pub timeout: HumanDuration,
+    /// Headers sent with every query, e.g. `X-Scope-OrgID`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// A file holding a bearer token, re-read on every query.
     #[serde(default)]
     pub bearer_token_file: Option<String>,
+    /// How the API's certificate is verified.
     #[serde(default)]
     pub tls: PrometheusTls,
     /// How long identical queries share one answer.
@@ -36,11 +44,14 @@ pub struct PrometheusSourceConfig {
     pub retain_for: HumanDuration,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+/// TLS towards the Prometheus source.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrometheusTls {
+    /// A CA bundle (PEM) that verifies the API's certificate, instead of the system roots.
     #[serde(default)]
     pub ca_file: Option<String>,
+    /// Do not verify the API's certificate.
     #[serde(default)]
     pub insecure_skip_verify: bool,
 }

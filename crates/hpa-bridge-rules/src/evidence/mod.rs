@@ -109,6 +109,12 @@ pub struct UnknownTarget {
 pub struct Evidence {
     pub observations: Vec<Observation>,
     pub unknown_targets: Vec<UnknownTarget>,
+    /// Never-scraped pods of some workload while the scope's series come only from targets
+    /// of none (static targets): any could be a floor's own pod, so a floor counts them, but
+    /// no pod of their workloads carries a series in scope, so the other rules leave them out
+    /// (docs/unknown-input.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_bystanders: Vec<UnknownTarget>,
     /// The workloads of the targets behind the observations (from discovery).
     /// Shared with the scope's kept resolution, so an answer does not copy their names.
     #[serde(skip_serializing_if = "<[WorkloadRef]>::is_empty")]
@@ -117,6 +123,10 @@ pub struct Evidence {
     /// for a floor, each is a pod that never reported an index.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub silent_pods: Vec<SilentPods>,
+    /// Static targets whose own labels put everything they export in scope, that have had
+    /// a page but hold no series in scope: for a floor, each never reported an index.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub silent_targets: Vec<TargetId>,
     /// In-scope series not listed in `observations`, all fresh and valid (`Summarize`); only
     /// when asked for, and only from the scrape store.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,6 +135,13 @@ pub struct Evidence {
     /// that say (a JSON source's `reason`), listed or summarized.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub producer_reasons: Vec<ProducerReason>,
+}
+
+impl Evidence {
+    /// The never-scraped targets a floor counts: `unknown_targets` and `unknown_bystanders`.
+    pub fn unknown_to_floor(&self) -> impl Iterator<Item = &UnknownTarget> + Clone {
+        self.unknown_targets.iter().chain(&self.unknown_bystanders)
+    }
 }
 
 /// A producer's own account of its values, as its last good page gave it (already cut to

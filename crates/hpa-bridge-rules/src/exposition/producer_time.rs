@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use super::{ExposedSample, Unusable};
 
 /// Give each sample whose series has a timestamp series (`rules`: series → its timestamp
-/// series) the time that series holds on the page. The timestamp sample with the same labels
-/// is used, or the page's only one; a page holding none, several that could apply, or one
-/// that is not a Unix time leaves the sample of unknown age, so it is unusable.
+/// series) the time that series holds on the page. Only the timestamp sample with the same
+/// labels is used: one with other labels may time another producer's value (a former
+/// leader's, another epoch's). A page holding none, several, or one that is not a Unix time
+/// leaves the sample of unknown age, so it is unusable.
 pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
     if rules.is_empty() {
         return;
@@ -40,7 +41,6 @@ pub fn apply(samples: &mut [ExposedSample], rules: &HashMap<String, String>) {
             (Some((_, v)), None) => Some(*v),
             // The page holds that time twice: which one counts is unknown.
             (Some(_), Some(_)) => None,
-            (None, _) if candidates.len() == 1 => Some(candidates[0].1),
             (None, _) => None,
         };
         found.push((i, chosen.and_then(unix_seconds_to_ms)));
@@ -107,8 +107,14 @@ mod tests {
         ];
         apply(&mut page, &rules());
         assert_eq!(page[0].timestamp_ms, Some(200_000));
-        // Several could apply and none has its labels: which is meant is unknown.
+        // None has its labels: a timestamp of other labels does not time it.
         assert_eq!(page[3].unusable, Some(Unusable::NoProducerTime));
+        let mut page = vec![
+            s("rec", &[("master_epoch", "4")], 4.0),
+            s("rec_at", &[("master_epoch", "3")], 100.0),
+        ];
+        apply(&mut page, &rules());
+        assert_eq!(page[0].unusable, Some(Unusable::NoProducerTime));
         // The time exported twice with the same labels: as unknown as none.
         let mut page = vec![
             s("rec", &[], 4.0),

@@ -780,6 +780,8 @@ const ROOMY: Limits = Limits {
     max_label_name_bytes: usize::MAX,
     max_label_value_bytes: usize::MAX,
     max_series: usize::MAX,
+    max_json_nodes: usize::MAX,
+    max_json_depth: usize::MAX,
 };
 
 #[test]

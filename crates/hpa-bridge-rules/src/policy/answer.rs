@@ -53,8 +53,8 @@ impl RefusalKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "state")]
+/// Serialized by hand (below): the camelCase keys beside the snake_case ones they replace.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     Value {
         value: u64,
@@ -66,6 +66,37 @@ pub enum Outcome {
         /// only be higher than this, never lower.
         known_lower_bound: Option<u64>,
     },
+}
+
+/// `/status` keys are camelCase, and times RFC 3339 like every other time there: `timestamp`
+/// and `knownLowerBound`. The snake_case keys they replace are still written, deprecated, for
+/// one release (CHANGELOG.md), so a reader can move over before they go.
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            Outcome::Value {
+                value,
+                timestamp_ms,
+            } => {
+                m.serialize_entry("state", "value")?;
+                m.serialize_entry("value", value)?;
+                m.serialize_entry("timestamp", &rfc3339(*timestamp_ms))?;
+                m.serialize_entry("timestamp_ms", timestamp_ms)?;
+            }
+            Outcome::Refused {
+                kind,
+                known_lower_bound,
+            } => {
+                m.serialize_entry("state", "refused")?;
+                m.serialize_entry("kind", kind)?;
+                m.serialize_entry("knownLowerBound", known_lower_bound)?;
+                m.serialize_entry("known_lower_bound", known_lower_bound)?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// How one input was used.
@@ -264,5 +295,27 @@ mod tests {
         for kind in all {
             assert_eq!(kind.label(), format!("{kind:?}"));
         }
+    }
+
+    #[test]
+    fn an_outcome_has_camel_case_keys_and_its_deprecated_twins() {
+        use super::{Outcome, RefusalKind};
+        let v = serde_json::to_value(Outcome::Value {
+            value: 3,
+            timestamp_ms: 1_000,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"state": "value", "value": 3, "timestamp": "1970-01-01T00:00:01Z", "timestamp_ms": 1000})
+        );
+        let v = serde_json::to_value(Outcome::Refused {
+            kind: RefusalKind::Stale,
+            known_lower_bound: Some(2),
+        })
+        .unwrap();
+        assert_eq!(v["state"], "refused");
+        assert_eq!(v["knownLowerBound"], 2);
+        assert_eq!(v["known_lower_bound"], 2);
     }
 }

@@ -116,7 +116,7 @@ pub fn deployment_floor(
             Reading::Invalid(why) => format!("unknown: {why}").into(),
         });
     }
-    for u in &ev.unknown_targets {
+    for u in ev.unknown_to_floor() {
         problems.push(format!("{} has not been scraped", u.target));
     }
     let mut holding = 0u64;

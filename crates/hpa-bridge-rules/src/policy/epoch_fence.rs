@@ -25,11 +25,11 @@ use std::fmt::Write as _;
 
 use super::answer::{Answer, RefusalKind};
 use super::input_notes::InputNotes;
-use super::observation::{read, target_list, QueryContext};
+use super::observation::{read, target_list, QueryContext, Reading};
 use super::producer_quote::{attach, quote_producers};
 use super::recommendation::{max_rule, status_text, Epoch};
 use crate::config::MetricKind;
-use crate::evidence::{invalid_reason, Evidence, Observation};
+use crate::evidence::{invalid_reason, Evidence, Observation, TargetId};
 
 const RULE: &str = "max over fresh series of the newest epoch (never sum)";
 
@@ -56,8 +56,95 @@ fn epoch_of(o: &Observation, label: &str) -> Result<u64, String> {
     ))
 }
 
+/// What stands in the way of fencing by the newest epoch, if anything: an exported epoch
+/// more than `step` above the newest older one still fresh, a series its producer stopped
+/// exporting whose epoch is newer than any exported, or a producer exporting an older epoch
+/// than one it stopped exporting. `epochs` are the observations' (`None` when not exported).
+fn ambiguity(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    label: &str,
+    step: u64,
+    newest: u64,
+) -> Option<String> {
+    for o in ev.observations.iter().filter(|o| !o.present) {
+        let Ok(gone) = epoch_of(o, label) else {
+            continue;
+        };
+        if gone > newest {
+            return Some(format!(
+                "{} no longer exports {} at {label} {gone}, newer than any exported ({newest}): the newest leader's state is unknown",
+                o.id.target, o.id.series
+            ));
+        }
+        let back = ev.observations.iter().find(|p| {
+            p.present && p.id.target == o.id.target && epoch_of(p, label).is_ok_and(|e| e < gone)
+        });
+        if let Some(p) = back {
+            return Some(format!(
+                "the {label} of {} went back from {gone} to {}: which leader is newest is unknown",
+                o.id.target,
+                epoch_of(p, label).unwrap_or_default()
+            ));
+        }
+    }
+    let next = ev
+        .observations
+        .iter()
+        .filter(|o| {
+            !matches!(
+                read(q, o, invalid_reason),
+                Reading::Gone | Reading::Stale { .. }
+            )
+        })
+        .filter_map(|o| epoch_of(o, label).ok())
+        .filter(|e| *e < newest)
+        .max()?;
+    (newest - next > step).then(|| {
+        format!(
+            "{label} {newest} is more than {step} above {next}, whose producers are still fresh: a leader that far ahead is not trusted to fence them"
+        )
+    })
+}
+
+/// The epoch that decides a fenced recommendation, if one does unambiguously: the newest
+/// exported, every exported epoch readable, and no `ambiguity`.
+fn deciding_epoch(q: &QueryContext<'_>, ev: &Evidence, label: &str, step: u64) -> Option<u64> {
+    let mut newest = None;
+    for o in ev.observations.iter().filter(|o| o.present) {
+        let e = epoch_of(o, label).ok()?;
+        newest = newest.max(Some(e));
+    }
+    let newest = newest?;
+    ambiguity(q, ev, label, step, newest)
+        .is_none()
+        .then_some(newest)
+}
+
+/// The targets whose series of the deciding epoch decide a fenced recommendation: only their
+/// `validWhen` and `currentSeries` series count, so a fenced producer's gate never opens it.
+/// Empty when no epoch decides.
+pub fn deciding_producers(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    label: &str,
+    step: u64,
+) -> Vec<TargetId> {
+    let Some(newest) = deciding_epoch(q, ev, label, step) else {
+        return Vec::new();
+    };
+    let mut producers: Vec<TargetId> = ev
+        .observations
+        .iter()
+        .filter(|o| o.present && epoch_of(o, label) == Ok(newest))
+        .map(|o| o.id.target.clone())
+        .collect();
+    producers.dedup();
+    producers
+}
+
 /// The recommendation over the series of the newest epoch in `label`.
-pub(super) fn fenced(q: &QueryContext<'_>, ev: &Evidence, label: &str) -> Answer {
+pub(super) fn fenced(q: &QueryContext<'_>, ev: &Evidence, label: &str, step: u64) -> Answer {
     // Read once: the epoch of each input still exported (`None` for one no longer exported).
     let epochs: Vec<Option<Result<u64, String>>> = ev
         .observations
@@ -79,6 +166,9 @@ pub(super) fn fenced(q: &QueryContext<'_>, ev: &Evidence, label: &str) -> Answer
         // Nothing exported: the max rule says so.
         return max_rule(q, ev, ev.observations.iter(), RULE, None);
     };
+    if let Some(why) = ambiguity(q, ev, label, step, newest) {
+        return held(q, ev, why);
+    }
     let mut current = Vec::with_capacity(ev.observations.len());
     let mut fenced = Vec::new();
     for (o, epoch) in ev.observations.iter().zip(&epochs) {
@@ -103,6 +193,30 @@ pub(super) fn fenced(q: &QueryContext<'_>, ev: &Evidence, label: &str) -> Answer
         notes.push(q, o, status, false);
     }
     notes.into_answer(&mut answer);
+    answer
+}
+
+/// Refused: the epochs do not say unambiguously which leader is newest, and fencing would
+/// lower the answer below the plain max on that guess.
+fn held(q: &QueryContext<'_>, ev: &Evidence, why: String) -> Answer {
+    let mut answer = Answer::refused(
+        q.metric,
+        MetricKind::Recommendation,
+        RefusalKind::Partial,
+        None,
+        RULE,
+        format!(
+            "{} matching {} cannot be fenced: {why}",
+            q.series_names(),
+            q.scope
+        ),
+    );
+    let mut notes = InputNotes::for_inputs(q, ev.observations.len());
+    for o in ev.observations.iter().filter(|o| o.present) {
+        notes.push(q, o, status_text(q, o, read(q, o, invalid_reason)), false);
+    }
+    notes.into_answer(&mut answer);
+    attach(&mut answer, ev);
     answer
 }
 

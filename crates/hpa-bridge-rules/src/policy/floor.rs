@@ -86,13 +86,13 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         .silent_pods
         .iter()
         .filter(|s| ev.workloads.contains(&s.workload));
-    let mut answer = if !ev.unknown_targets.is_empty()
+    let mut answer = if ev.unknown_to_floor().next().is_some()
         || !never_valid.is_empty()
         || silent.clone().next().is_some()
+        || !ev.silent_targets.is_empty()
     {
         let mut unknown: Vec<String> = ev
-            .unknown_targets
-            .iter()
+            .unknown_to_floor()
             .map(|t| match &t.last_error {
                 Some(e) => format!("{} ({e})", t.target),
                 None => format!("{} (not scraped yet)", t.target),
@@ -103,7 +103,13 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             None => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
         }));
         // A pod whose pages carry no index at all is as unknown as one never scraped: it may
-        // hold state it does not report.
+        // hold state it does not report. So is a static target whose own labels put it in
+        // scope.
+        unknown.extend(
+            ev.silent_targets
+                .iter()
+                .map(|t| format!("{t} (scraped, but no {} exported)", q.series_names())),
+        );
         for s in silent {
             let w = &s.workload;
             unknown.extend((0..s.pods).map(|_| {

@@ -30,6 +30,7 @@ pub use answer::{source_unavailable, summary, Answer, InputNote, Outcome, RawVal
 pub use deployment_floor::{
     cost_confirms, deployment_floor, mixed_workloads_floor, pod_indices, unresolved_owner_floor,
 };
+pub use epoch_fence::deciding_producers;
 pub use floor::stateful_floor;
 pub use input_notes::{notes_in, InputCounts, InputNotes, NOTES_KEPT_WHEN_SERVING};
 pub use observation::{QueryContext, ScopeText};
@@ -39,8 +40,17 @@ pub use target::target;
 /// (recommendation.rs). With an `epoch_label`, only the series of the newest leader epoch are inputs of the max
 /// (epoch_fence.rs).
 pub fn recommendation(q: &QueryContext<'_>, ev: &Evidence, epoch_label: Option<&str>) -> Answer {
-    match epoch_label {
+    fenced_recommendation(q, ev, epoch_label.map(|label| (label, 1)))
+}
+
+/// As `recommendation`, fenced by `(epochLabel, epochStep)` when given.
+pub fn fenced_recommendation(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    fence: Option<(&str, u64)>,
+) -> Answer {
+    match fence {
         None => recommendation::max_over_fresh(q, ev),
-        Some(label) => epoch_fence::fenced(q, ev, label),
+        Some((label, step)) => epoch_fence::fenced(q, ev, label, step),
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::answer::{InputNote, RawValue};
 use crate::clock::{Millis, Now};
-use crate::evidence::{Observation, Unusable};
+use crate::evidence::Observation;
 
 /// What a query asked for, for messages: `namespace=default,hpa_target_name=lobby`.
 #[derive(Clone, Debug)]
@@ -203,8 +203,8 @@ pub fn read(
     // An out-of-order sample leaves the series' time at the newer one it held, so its age says
     // nothing of what the producer sends now: read by age, the series would turn stale and
     // offer a retained value lower than the one it exports.
-    if o.unusable == Some(Unusable::OutOfOrder) {
-        return Reading::Invalid(Unusable::OutOfOrder.why());
+    if let Some(u) = o.unusable.filter(|u| u.keeps_held_time()) {
+        return Reading::Invalid(u.why());
     }
     let age_ms = o.age_ms(q.now);
     if age_ms > q.stale_after_ms || o.expired(q.now) {

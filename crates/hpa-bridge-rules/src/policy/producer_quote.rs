@@ -1,4 +1,4 @@
-//! A producer's own account of its values (a JSON source's `reason`, README "A JSON source"),
+//! A producer's own account of its values (a JSON source's `reason`, docs/json-source.md),
 //! carried to where operators look: beside each answer its values fed
 //! (`Answer::producer_reasons`), and quoted in the message of a refusal or hold its target
 //! caused, which the HPA shows in its events through the Status message. The page already cut

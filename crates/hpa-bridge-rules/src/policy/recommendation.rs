@@ -158,12 +158,13 @@ pub(super) fn max_rule<'o>(
                 " ({gone} series are no longer exported by their targets)"
             );
         }
-        if !ev.unknown_targets.is_empty() {
+        let unknown = ev.unknown_targets.iter();
+        if unknown.clone().next().is_some() {
             let _ = write!(
                 reason,
                 "; {} target(s) that may export them have never been scraped successfully: {}",
-                ev.unknown_targets.len(),
-                target_list(ev.unknown_targets.iter().map(|t| t.target.to_string()))
+                unknown.clone().count(),
+                target_list(unknown.map(|t| t.target.to_string()))
             );
             Answer::refused(q.metric, kind, RefusalKind::Partial, None, rule, reason)
         } else {
@@ -175,7 +176,13 @@ pub(super) fn max_rule<'o>(
             .iter()
             .filter(|o| o.last_valid.is_none_or(|(v, _)| v > best_value))
             .collect();
-        if !invalid.is_empty() || !blockers_stale.is_empty() {
+        // A target never scraped since this process started may export any value: one it
+        // exported before a restart, higher than the fresh max, is not known to be gone. A
+        // never-scraped pod of a workload none of whose pods carries a series in scope is
+        // left out (`unknown_elsewhere`): it keeps the answer live when an unrelated pod
+        // fails for good, at the cost docs/unknown-input.md states.
+        let unknown = ev.unknown_targets.iter();
+        if !invalid.is_empty() || !blockers_stale.is_empty() || unknown.clone().next().is_some() {
             let mut why = Vec::new();
             for (o, reason) in &invalid {
                 why.push(format!(
@@ -195,6 +202,16 @@ pub(super) fn max_rule<'o>(
                     o.last_valid
                         .map(|(v, _)| v.to_string())
                         .unwrap_or_else(|| "unknown".into())
+                ));
+            }
+            let never = unknown.clone().count();
+            if never > 0 {
+                why.push(format!(
+                    "{never} target(s) that may export them have never been scraped successfully: {}",
+                    target_list(unknown.map(|t| match &t.last_error {
+                        Some(e) => format!("{} ({e})", t.target),
+                        None => format!("{} (not scraped yet)", t.target),
+                    }))
                 ));
             }
             let mut reason = format!(

@@ -67,6 +67,17 @@ pub fn current_from_series(
         let used = status == "current: fresh";
         notes.push(q, o, status, used);
     }
+    // A target never scraped may export a higher count: the max of the others is no count.
+    let unknown = ev.unknown_targets.iter();
+    if unknown.clone().next().is_some() {
+        let result = Err(format!(
+            "{} target(s) that may export {} have never been scraped successfully: {}",
+            unknown.clone().count(),
+            q.series_names(),
+            target_list(unknown.map(|t| t.target.to_string()))
+        ));
+        return (result, notes);
+    }
     let result = match best {
         Some(v) => Ok(CurrentReplicas {
             value: v,

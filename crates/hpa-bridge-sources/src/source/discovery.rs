@@ -208,6 +208,16 @@ pub fn opted_in(deployment: &Deployment) -> bool {
         .is_some_and(|v| v == DELETION_COST_FROM_INDEX)
 }
 
+/// The value of a Deployment's `hpa-bridge.io/deletion-cost` annotation when it is there but
+/// does not opt in.
+pub fn unknown_deletion_cost_value(deployment: &Deployment) -> Option<&str> {
+    deployment
+        .annotations()
+        .get(DELETION_COST_OPT_IN)
+        .map(String::as_str)
+        .filter(|v| *v != DELETION_COST_FROM_INDEX)
+}
+
 fn controller_of(owners: &[OwnerReference]) -> Option<&OwnerReference> {
     owners
         .iter()
@@ -541,6 +551,30 @@ impl Discovery {
             }
         });
         discovery
+    }
+
+    /// The Deployments annotated `hpa-bridge.io/deletion-cost` with a value other than
+    /// `stateful-index`, and that value, sorted: they are not opted in, which their owner
+    /// most likely meant them to be.
+    pub fn unknown_deletion_cost_values(&self) -> Vec<(WorkloadRef, String)> {
+        let mut out: Vec<(WorkloadRef, String)> = self
+            .deployments
+            .all()
+            .iter()
+            .filter_map(|d| {
+                let value = unknown_deletion_cost_value(d)?;
+                Some((
+                    WorkloadRef {
+                        kind: WorkloadKind::Deployment,
+                        namespace: d.namespace().unwrap_or_default(),
+                        name: d.name_any(),
+                    },
+                    value.to_string(),
+                ))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// The Deployments that opted in to deletion cost, each with its pods as the watch shows
@@ -1145,6 +1179,17 @@ mod tests {
         )));
         assert!(!opted_in(&deployment(json!({DELETION_COST_OPT_IN: "yes"}))));
         assert!(!opted_in(&deployment(json!({}))));
+        assert_eq!(
+            unknown_deletion_cost_value(&deployment(json!({DELETION_COST_OPT_IN: "max-index"}))),
+            Some("max-index")
+        );
+        assert_eq!(
+            unknown_deletion_cost_value(&deployment(
+                json!({DELETION_COST_OPT_IN: "stateful-index"})
+            )),
+            None
+        );
+        assert_eq!(unknown_deletion_cost_value(&deployment(json!({}))), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::clock::Clock;
+use crate::config::ScrapeCredentials;
 use crate::evidence::TargetId;
 use crate::exposition;
 use crate::redaction::redact_url;
@@ -36,6 +37,12 @@ pub enum ScrapeError {
     Request(String),
     #[error("HTTP status {0}")]
     Status(u16),
+    /// A 401 or 403: what the exporter asked for, and what this target sent.
+    #[error("HTTP status {status}: {why}")]
+    Unauthorized { status: u16, why: &'static str },
+    /// A credentials file could not be read; its key and path are named, never its content.
+    #[error("{0}")]
+    Credentials(String),
     #[error("body exceeds scrape.maxBodyBytes ({limit} bytes)")]
     TooLarge { limit: u64 },
     #[error("reading body failed: {0}")]
@@ -59,11 +66,13 @@ impl ScrapeError {
             ScrapeError::Url(_) => "url",
             ScrapeError::Timeout(_) => "timeout",
             ScrapeError::Request(_) => "connect",
-            ScrapeError::Status(_) => "status",
+            ScrapeError::Status(_) | ScrapeError::Unauthorized { .. } => "status",
+            ScrapeError::Credentials(_) => "credentials",
             ScrapeError::TooLarge { .. } => "too_large",
             ScrapeError::Body(_) | ScrapeError::CutShort => "body",
             ScrapeError::Parser(_) => "parse",
             ScrapeError::Json(e) if e.is_limit() => "limit",
+            ScrapeError::Json(exposition::json_page::JsonPageError::Cancelled) => "timeout",
             ScrapeError::Json(_) => "parse",
             ScrapeError::JsonConfig(_) => "config",
             ScrapeError::Parse(e) => match e.kind {
@@ -87,6 +96,8 @@ pub struct ScrapeSettings {
     pub concurrency: usize,
     /// Series timed by another series of their page (`timestampSeries`): series → that series.
     pub timestamp_series: Arc<HashMap<String, String>>,
+    /// How each target that needs them authenticates (`basicAuth`, `bearerTokenFile`).
+    pub credentials: Arc<HashMap<TargetId, ScrapeCredentials>>,
 }
 
 /// Pages up to this size are parsed on the async worker that fetched them (see
@@ -288,7 +299,7 @@ impl Scraper {
                     Page::from(exposition::parse_with(&body, &wanted, &options)?)
                 }
                 Some(x) => {
-                    let read = x.read(&body, &wanted, &limits)?;
+                    let read = x.read(&body, &wanted, &limits, cancel)?;
                     Page {
                         samples: read.samples,
                         valid_until_ms: read.valid_until_ms,
@@ -326,7 +337,12 @@ impl Scraper {
             .url
             .parse()
             .map_err(|_| ScrapeError::Url(redact_url(&target.url).into_owned()))?;
-        let request = http::Request::get(uri)
+        let credentials = self.settings.credentials.get(&target.id);
+        let mut request = http::Request::get(uri);
+        if let Some(c) = credentials {
+            request = request.header(http::header::AUTHORIZATION, authorization(c).await?);
+        }
+        let request = request
             .header(
                 http::header::ACCEPT,
                 "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1",
@@ -340,6 +356,16 @@ impl Scraper {
             .await
             .map_err(|e| ScrapeError::Request(error_chain(&e)))?;
         let status = response.status();
+        if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN {
+            return Err(ScrapeError::Unauthorized {
+                status: status.as_u16(),
+                why: match credentials {
+                    None => "the exporter wants credentials: set basicAuth or bearerTokenFile on this target",
+                    Some(ScrapeCredentials::Basic { .. }) => "the exporter refused this target's basicAuth",
+                    Some(ScrapeCredentials::Bearer { .. }) => "the exporter refused this target's bearerTokenFile token",
+                },
+            });
+        }
         // Exactly 200, as Prometheus's scraper requires: a 204 or 206 is no whole page, and an
         // empty one would read every series as gone.
         if status != http::StatusCode::OK {
@@ -377,7 +403,9 @@ impl Scraper {
             return Err(ScrapeError::TooLarge { limit });
         }
         let mut body = response.into_body();
-        let mut buf = BytesMut::new();
+        // A stated length (within the limit, checked above) is allocated once: growing by
+        // doubling would hold up to twice the body while the last frames arrive.
+        let mut buf = BytesMut::with_capacity(stated.map_or(0, |n| n as usize));
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| ScrapeError::Body(error_chain(&e)))?;
             if let Ok(data) = frame.into_data() {
@@ -389,6 +417,41 @@ impl Scraper {
         }
         Ok((buf.freeze(), format, close_delimited))
     }
+}
+
+/// The `Authorization` header `c` asks for, its secret read from its file now, so a rotated
+/// Secret is used from the next scrape on (Prometheus reads its files at each scrape too, and
+/// trims surrounding whitespace as it does). The value is marked sensitive and never logged.
+async fn authorization(c: &ScrapeCredentials) -> Result<http::HeaderValue, ScrapeError> {
+    let (file, key) = match c {
+        ScrapeCredentials::Basic {
+            password_file, key, ..
+        } => (password_file, key),
+        ScrapeCredentials::Bearer { token_file, key } => (token_file, key),
+    };
+    let secret = tokio::fs::read_to_string(file)
+        .await
+        .map_err(|e| ScrapeError::Credentials(format!("reading {key} {}: {e}", file.display())))?;
+    let secret = secret.trim();
+    let text = match c {
+        ScrapeCredentials::Basic { username, .. } => {
+            use base64::Engine as _;
+            let pair = format!("{username}:{secret}");
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        }
+        ScrapeCredentials::Bearer { .. } => format!("Bearer {secret}"),
+    };
+    let mut value = http::HeaderValue::from_str(&text).map_err(|_| {
+        ScrapeError::Credentials(format!(
+            "{key} {}: the secret holds a character an HTTP header cannot carry",
+            file.display()
+        ))
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// Sets its flag when dropped, which includes being dropped by an expired timeout.
@@ -508,6 +571,7 @@ pub(crate) mod tests {
                 wanted: Arc::new(BTreeSet::from(["idx".to_owned()])),
                 concurrency: 4,
                 timestamp_series: Arc::default(),
+                credentials: Arc::default(),
             },
             Arc::new(ManualClock::new(1_000_000)),
             metrics,

@@ -13,7 +13,10 @@ use crate::exposition::ExposedSample;
 impl Inner {
     /// The target no longer counts among its workload's reported pods (gone, or replaced and
     /// unknown again).
-    fn forget_report(&mut self, id: &TargetId) {
+    fn forget_report(&mut self, id: &TargetId, stamp: u64) {
+        if self.static_reported.remove(id) {
+            self.static_changed = stamp;
+        }
         let Some(w) = self
             .targets
             .get(id)
@@ -114,7 +117,8 @@ impl Default for ClockSkew {
 pub struct PageOutcome {
     /// Series the page held more than once.
     pub duplicates: u64,
-    /// Series whose sample on the page was older than the one they held.
+    /// Series whose sample on the page was older than the one they held, or as old with
+    /// another value.
     pub out_of_order: u64,
     /// Retained series dropped to keep the target within `MAX_RETAINED_ABSENT_SERIES`.
     pub forgotten: u64,
@@ -233,7 +237,7 @@ impl Store {
         };
         for id in gone {
             inner.forget_series(&id, stamp);
-            inner.forget_report(&id);
+            inner.forget_report(&id, stamp);
             inner.targets.remove(&id);
             inner.unscraped.remove(&id);
         }
@@ -247,7 +251,7 @@ impl Store {
                     // name): series identities change with them, and until the new endpoint
                     // is scraped nobody knows what it exports, so it starts over as unknown.
                     inner.forget_series(&id, stamp);
-                    inner.forget_report(&id);
+                    inner.forget_report(&id, stamp);
                     if let Some(rec) = inner.targets.get_mut(&id) {
                         rec.target = Arc::new(t);
                         rec.health = TargetHealth::default();
@@ -385,6 +389,7 @@ impl Store {
                             valid_until: None,
                             rank: 0,
                             order_at,
+                            held_bits: sample.value.to_bits(),
                         });
                         postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
                         inserted = true;
@@ -402,7 +407,7 @@ impl Store {
                     // An out-of-order first copy keeps the series out of order: its time is
                     // still the held sample's, and only that reading stays unknown however old
                     // the held sample grows.
-                    if state.unusable != Some(Unusable::OutOfOrder) {
+                    if !state.unusable.is_some_and(Unusable::keeps_held_time) {
                         state.unusable = Some(Unusable::Duplicated);
                     }
                     if counted_twice.insert(slot) {
@@ -414,15 +419,26 @@ impl Store {
                 }
                 state.last_valid_before_page = state.last_valid;
                 // A producer's time older than the one the series holds is out of order, and
-                // Prometheus rejects such a sample. Neither value is trusted: the series keeps
-                // its time and its retained value (policy/observation.rs reads it as unknown).
-                if sample.timestamp_ms.is_some_and(|t| t < state.order_at) {
+                // the same time with another value is a duplicate sample: Prometheus rejects
+                // both. Neither value is trusted: the series keeps its time and its retained
+                // value (policy/observation.rs reads it as unknown).
+                let refused = sample.timestamp_ms.and_then(|t| {
+                    if t < state.order_at {
+                        Some(Unusable::OutOfOrder)
+                    } else if t == state.order_at && sample.value.to_bits() != state.held_bits {
+                        Some(Unusable::DuplicateTimestamp)
+                    } else {
+                        None
+                    }
+                });
+                if let Some(why) = refused {
                     out_of_order += 1;
                     state.present = true;
-                    state.unusable = Some(Unusable::OutOfOrder);
+                    state.unusable = Some(why);
                     state.latest = f64::NAN;
                     continue;
                 }
+                state.held_bits = sample.value.to_bits();
                 state.latest = sample.value;
                 state.latest_at = at;
                 state.order_at = order_at;
@@ -520,12 +536,18 @@ impl Store {
                 inner.unscraped_changed = stamp;
             }
             if rec.health.ever_succeeded() && inner.unscraped.remove(&target.id) {
-                if let Some(w) = &rec.target.workload {
-                    inner
-                        .reported
-                        .entry(w.clone())
-                        .or_default()
-                        .insert(target.id.clone());
+                match &rec.target.workload {
+                    Some(w) => {
+                        inner
+                            .reported
+                            .entry(w.clone())
+                            .or_default()
+                            .insert(target.id.clone());
+                    }
+                    None => {
+                        inner.static_reported.insert(target.id.clone());
+                        inner.static_changed = stamp;
+                    }
                 }
             }
         }

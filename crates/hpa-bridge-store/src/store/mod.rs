@@ -131,6 +131,9 @@ struct SeriesState {
     /// clock does not put an exporter's next sample out of order; the scrape's time when the
     /// held sample had no usable time of its own.
     order_at: Millis,
+    /// The held sample's value as its page gave it: a later sample at `order_at` with
+    /// other bits is a duplicate sample, as Prometheus compares them.
+    held_bits: u64,
 }
 
 #[derive(Debug)]
@@ -162,7 +165,7 @@ impl SeriesState {
     /// Whether time can turn its reading stale: not once it is out of order, which the rules
     /// read as unknown whatever its age (policy/observation.rs).
     fn can_go_stale(&self) -> bool {
-        self.unusable != Some(Unusable::OutOfOrder)
+        !self.unusable.is_some_and(Unusable::keeps_held_time)
     }
 
     fn reading(&self) -> Reading {
@@ -206,6 +209,11 @@ struct Inner {
     /// Per workload, its pods that have had a page: a pod in this set that has no series in
     /// a floor's scope exported no index at all, and is as unknown as one never scraped.
     reported: BTreeMap<WorkloadRef, BTreeSet<TargetId>>,
+    /// The targets of no workload that have had a page: one whose own labels put it in a
+    /// scope and that holds no series there never reported them.
+    static_reported: BTreeSet<TargetId>,
+    /// The generation of the last change to `static_reported`.
+    static_changed: u64,
     /// The generation of the last change to `unscraped` or to one of its targets' errors:
     /// every scope may read them.
     unscraped_changed: u64,

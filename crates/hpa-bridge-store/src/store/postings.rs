@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::series_slots::{SlotId, SlotSet};
 use super::{SeriesLabels, TargetId};
-use crate::selector::{Operator, Requirement};
+use crate::selector::Requirement;
 
 /// The series of one name that carry one label value (or all of that name), by target.
 #[derive(Debug, Default)]
@@ -163,8 +163,8 @@ impl Postings {
         }
     }
 
-    /// For series `name`, the postings of the scope's namespace and of each of its equality
-    /// requirements, a group each (for `in`, the postings of its values). Every in-scope series
+    /// For series `name`, the postings of the scope's namespace and of each of its indexed
+    /// equality requirements, a group each (for `in`, the postings of its values). Every in-scope series
     /// of that name is listed in every group.
     fn groups<'a: 's, 's>(
         &'a self,
@@ -185,7 +185,7 @@ impl Postings {
         std::iter::once(lookup(by_key, namespace_label, std::iter::once(namespace))).chain(
             requirements
                 .iter()
-                .filter(|r| matches!(r.operator, Operator::Equals | Operator::In))
+                .filter(|r| r.indexed())
                 .map(move |r| lookup(by_key, &r.key, r.values.iter().map(String::as_str))),
         )
     }

@@ -1,6 +1,6 @@
 //! Scoped reads: the series and evidence a query's scope holds, under the store's read lock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -12,19 +12,19 @@ use super::{Inner, SeriesState, Store, WorkloadRef};
 use crate::clock::{Millis, Now};
 use crate::evidence::{
     CleanTail, Evidence, Observation, ProducerReason, Scope, ScopeKey, SeriesId, SeriesLabels,
-    SeriesRef, SilentPods, Summarize, UnknownTarget,
+    SeriesRef, SilentPods, Summarize, TargetId, UnknownTarget,
 };
 use crate::selector::Operator;
 
 /// The requirements the index does not decide (`Postings::candidates` settles the name,
-/// the namespace and every `=` and `in`).
+/// the namespace and every `Requirement::indexed` one).
 fn matches_beyond_index(scope: &Scope<'_>, labels: &SeriesLabels) -> bool {
     scope
         .selector
         .requirements()
         .iter()
-        .filter(|r| !matches!(r.operator, Operator::Equals | Operator::In))
-        .all(|r| r.matches(labels))
+        .filter(|r| !r.indexed())
+        .all(|r| r.matches_series(labels))
 }
 
 /// Could a target with these labels export in-scope series? Requirements on keys the
@@ -50,6 +50,56 @@ fn possibly_matches(scope: &Scope<'_>, target_labels: &BTreeMap<String, String>)
             Operator::DoesNotExist => false,
         }
     })
+}
+
+/// Is every series a target with these labels exports in scope, whatever its exporter writes?
+/// Its own labels must set the namespace and satisfy every requirement: target labels win
+/// over the exporter's, and only the keys the target sets are settled before a page.
+fn surely_in_scope(scope: &Scope<'_>, target_labels: &BTreeMap<String, String>) -> bool {
+    let label = |key: &str| target_labels.get(key).filter(|v| !v.is_empty());
+    label(scope.namespace_label).is_some_and(|ns| ns == scope.namespace)
+        && scope
+            .selector
+            .requirements()
+            .iter()
+            .all(|r| label(&r.key).is_some() && r.matches_series(target_labels))
+}
+
+/// The static targets with a page whose own labels put them in `scope` but that hold no
+/// series of it (`Evidence::silent_targets`). Worked out again only when the targets with a
+/// page change, or the scope's series do (a new resolution).
+fn silent_static(inner: &Inner, resolved: &ResolvedScope, scope: &Scope<'_>) -> Arc<[TargetId]> {
+    let version = inner.static_changed;
+    if resolved.no_silent_static_at.load(Relaxed) == version {
+        return Arc::from([]);
+    }
+    let mut kept = resolved
+        .silent_static
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((_, found)) = kept.as_ref().filter(|(at, _)| *at == version) {
+        return found.clone();
+    }
+    let listed: HashSet<&TargetId> = resolved.ids.iter().map(|id| &id.target).collect();
+    let found: Arc<[TargetId]> = inner
+        .static_reported
+        .iter()
+        .filter(|id| !listed.contains(id))
+        .filter(|id| {
+            inner
+                .targets
+                .get(*id)
+                .is_some_and(|rec| surely_in_scope(scope, &rec.target.labels))
+        })
+        .cloned()
+        .collect();
+    if found.is_empty() {
+        resolved.no_silent_static_at.store(version, Relaxed);
+        *kept = None;
+    } else {
+        *kept = Some((version, found.clone()));
+    }
+    found
 }
 
 impl Store {
@@ -191,6 +241,8 @@ impl Store {
             pods_listed: pods_listed.into(),
             by_label: std::sync::OnceLock::new(),
             workload_at: std::sync::OnceLock::new(),
+            no_silent_static_at: std::sync::atomic::AtomicU64::new(u64::MAX),
+            silent_static: std::sync::Mutex::new(None),
         });
         if keep {
             self.resolved.put(key.clone(), resolved.clone());
@@ -443,9 +495,17 @@ fn scope_wide(
     // whose pods are in scope: a new pod of another workload in the same namespace cannot
     // hold this workload's state. Without in-scope workloads, every candidate counts.
     let observed = ev.workloads.len();
+    let series_without_workload = observed == 0 && !resolved.ids.is_empty();
     let mut named: Vec<WorkloadRef> = Vec::new();
     for (u, workload) in unknown {
         match workload {
+            Some(_) if series_without_workload => {
+                ev.unknown_bystanders.push(u);
+                continue;
+            }
+            // Left out of every rule: it keeps answers live when an unrelated pod fails for
+            // good. The cost, a recommender pod unreachable since this process started whose
+            // workload has no other pod carrying the series, is in docs/unknown-input.md.
             Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
             Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
             _ => {}
@@ -455,6 +515,7 @@ fn scope_wide(
     if observed == 0 && !named.is_empty() {
         ev.workloads = named.into();
     }
+    ev.silent_targets = silent_static(inner, resolved, scope).to_vec();
     debug_assert!(ev.observations.is_sorted_by(|a, b| {
         (&a.id.target, &a.id.series, &a.id.labels) < (&b.id.target, &b.id.series, &b.id.labels)
     }));

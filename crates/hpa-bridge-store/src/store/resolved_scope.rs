@@ -45,6 +45,11 @@ pub(super) struct ResolvedScope {
     /// Where each of `workloads` sits, for reads that keep one workload's silent pods (a
     /// namespace-wide scope may list hundreds); built by the first such read.
     pub(super) workload_at: OnceLock<HashMap<WorkloadRef, usize, foldhash::fast::RandomState>>,
+    /// The store's `static_changed` when this scope was last found to have no silent static
+    /// target (read.rs), so the common case costs one atomic load per read.
+    pub(super) no_silent_static_at: AtomicU64,
+    /// The silent static targets found, at that `static_changed`, when there are some.
+    pub(super) silent_static: Mutex<Option<(u64, Arc<[crate::evidence::TargetId]>)>>,
 }
 
 impl ResolvedScope {
@@ -184,6 +189,8 @@ mod tests {
             pods_listed: Box::new([]),
             by_label: OnceLock::new(),
             workload_at: OnceLock::new(),
+            no_silent_static_at: AtomicU64::new(u64::MAX),
+            silent_static: Mutex::new(None),
         })
     }
 

@@ -651,10 +651,21 @@ fn a_sample_older_than_the_one_held_is_out_of_order() {
         (100_000, Some((9, 100_000))),
         "the older sample neither replaces the time nor lowers the retained value"
     );
-    // The same time again is in order; so is a sample without a time of its own.
-    store.record_success(&t, 102_000, 1, vec![at(100_000, 4.0)]);
+    // The same time again with the same value is the same sample, in order; with another
+    // value it is a duplicate sample, refused as Prometheus refuses it: the series keeps the
+    // held sample and reads as unknown.
+    store.record_success(&t, 102_000, 1, vec![at(100_000, 9.0)]);
     let o = read();
-    assert_eq!((o.unusable, o.value), (None, 4.0));
+    assert_eq!((o.unusable, o.value), (None, 9.0));
+    let outcome = store.record_success(&t, 102_500, 1, vec![at(100_000, 4.0)]);
+    assert_eq!(outcome.out_of_order, 1);
+    let o = read();
+    assert_eq!(o.unusable, Some(Unusable::DuplicateTimestamp));
+    assert_eq!(
+        (o.observed_at_ms, o.last_valid),
+        (100_000, Some((9, 100_000)))
+    );
+    // A sample without a time of its own is in order.
     store.record_success(&t, 103_000, 1, vec![sample("idx", &[], 3.0)]);
     let o = read();
     assert_eq!(
@@ -780,4 +791,56 @@ fn a_target_listed_twice_is_applied_in_order() {
     let ev = store.evidence(&default_scope(&series, &selector));
     assert!(ev.observations.is_empty());
     assert_eq!(ev.unknown_targets.len(), 1);
+}
+
+/// `k=` and `k in (,a)` select series without `k`, as Prometheus's `k=""` and `k=~"|a"` do:
+/// the index cannot list them by value, so the requirement is checked on each series.
+#[test]
+fn an_empty_selector_value_matches_series_without_the_label() {
+    let store = Store::new();
+    let a = target("http://a/m", &[("namespace", "default")]);
+    let b = target("http://b/m", &[("namespace", "default")]);
+    store.set_targets(vec![a.clone(), b.clone()]);
+    store.record_success(&a, 1000, 1, vec![sample("rec", &[("shard", "")], 5.0)]);
+    store.record_success(&b, 1000, 1, vec![sample("rec", &[("shard", "a")], 2.0)]);
+    let series = vec!["rec".to_string()];
+    for (text, want) in [
+        ("shard=", vec!["http://a/m"]),
+        ("shard in (,a)", vec!["http://a/m", "http://b/m"]),
+        ("shard!=", vec!["http://b/m"]),
+        ("shard notin (,a)", vec![]),
+        ("shard in (a)", vec!["http://b/m"]),
+    ] {
+        let sel = LabelSelector::parse(text).unwrap();
+        let ev = store.evidence(&default_scope(&series, &sel));
+        let got: Vec<&str> = ev.observations.iter().map(|o| &*o.id.target.0).collect();
+        assert_eq!(got, want, "{text}");
+    }
+}
+
+/// A static target whose own labels put it in a scope, with pages that hold none of its
+/// series, is listed as silent; one whose labels leave the scope to its exporter is not.
+#[test]
+fn a_static_target_in_scope_without_its_series_is_silent() {
+    let store = Store::new();
+    let lobby = target(
+        "http://lobby-2/m",
+        &[("namespace", "default"), ("app", "lobby")],
+    );
+    let loose = target("http://other/m", &[("namespace", "default")]);
+    let pod = target(
+        "http://lobby-0/m",
+        &[("namespace", "default"), ("app", "lobby")],
+    );
+    store.set_targets(vec![lobby.clone(), loose.clone(), pod.clone()]);
+    store.record_success(&pod, 1000, 1, vec![sample("idx", &[], 1.0)]);
+    let series = vec!["idx".to_string()];
+    let sel = LabelSelector::parse("app=lobby").unwrap();
+    let silent = || store.evidence(&default_scope(&series, &sel)).silent_targets;
+    assert!(silent().is_empty(), "never scraped: unknown, not silent");
+    store.record_success(&lobby, 1000, 1, vec![sample("rec", &[], 1.0)]);
+    store.record_success(&loose, 1000, 1, vec![sample("rec", &[], 1.0)]);
+    assert_eq!(silent(), vec![TargetId("http://lobby-2/m".into())]);
+    store.record_success(&lobby, 2000, 1, vec![sample("idx", &[], 0.0)]);
+    assert!(silent().is_empty());
 }

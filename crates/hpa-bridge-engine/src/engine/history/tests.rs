@@ -131,11 +131,11 @@ fn refusal_runs_report_their_start_and_end_on_a_value() {
     h.record(&k, &value(3), None, 0);
     h.record(&k, &refusal("stale"), None, 15_000);
     h.record(&k, &refusal("stale again"), None, 30_000);
-    let s = &h.states()[0];
+    let s = &h.states(0)[0];
     assert!(s.refusing);
     assert_eq!(s.refusing_since_ms, Some(15_000));
     h.record(&k, &value(3), None, 45_000);
-    let s = &h.states()[0];
+    let s = &h.states(0)[0];
     assert!(!s.refusing);
     assert_eq!(s.refusing_since_ms, None);
 }
@@ -146,7 +146,7 @@ fn a_refusal_longer_than_the_ring_keeps_its_start() {
     for i in 0..20 {
         h.record(&key("a", "x=1"), &refusal("r"), None, i * 15_000);
     }
-    assert_eq!(h.states()[0].refusing_since_ms, Some(0));
+    assert_eq!(h.states(0)[0].refusing_since_ms, Some(0));
 }
 
 #[test]
@@ -359,7 +359,7 @@ async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
 }
 
 /// `/status/history` for the answer above, as written while rings held the notes.
-const HISTORY_JSON: &str = r#"{"capacity":240,"maxScopes":1000,"tracked":1,"droppedScopes":0,"scopes":[{"entries":[{"atMs":"1970-01-01T00:16:40Z","floor":2,"inputs":{"fresh":15,"retained":0,"stale":0,"unknown":0},"recommendation":2,"served":{"state":"value","value":2}}],"inputs":[{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"1"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-03","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-04","value":"1"}],"inputsTotal":15,"metric":"hpa_target_replicas","namespace":"games","reason":"max(recommendation hpa_expect_replicas = 2, floor hpa_stateful_floor = 2) = 2 (recommendation)","scope":"hpa_target_name=lobby","workload":"lobby"}]}"#;
+const HISTORY_JSON: &str = r#"{"capacity":240,"maxScopes":1000,"tracked":1,"droppedScopes":0,"scopes":[{"entries":[{"at":"1970-01-01T00:16:40Z","atMs":"1970-01-01T00:16:40Z","floor":2,"inputs":{"fresh":15,"retained":0,"stale":0,"unknown":0},"recommendation":2,"served":{"state":"value","value":2}}],"inputs":[{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"2"},{"series":"hpa_expect_replicas{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-00","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-01","value":"1"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-02","value":"2"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-03","value":"0"},{"series":"hpa_stateful_index{hpa_target_api_version=\"apps/v1\",hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",namespace=\"games\"}","status":"fresh","target":"games/lobby-04","value":"1"}],"inputsTotal":15,"metric":"hpa_target_replicas","namespace":"games","reason":"max(recommendation hpa_expect_replicas = 2, floor hpa_stateful_floor = 2) = 2 (recommendation)","scope":"hpa_target_name=lobby","workload":"lobby"}]}"#;
 
 #[test]
 fn memory_per_tracked_scope_is_bounded() {
@@ -392,4 +392,55 @@ fn the_newest_answer_keeps_what_its_producers_said() {
     h.record(&key("a", "x=1"), &value(3), None, 8);
     let snap = &h.snapshot(&Filter::default(), 8)[0];
     assert!(snap.last_producer_reasons.is_empty());
+}
+
+/// A selector curled by hand (or mistyped) is a row of "no series match" that nobody asks
+/// about again: it leaves the page and the gauges two minutes after its last request. A scope
+/// an HPA keeps asking about stays, and so does one that ever had a value.
+#[test]
+fn a_scope_that_only_matched_nothing_leaves_after_two_minutes_unasked() {
+    let no_match = Answer::refused(
+        "m",
+        MetricKind::Recommendation,
+        RefusalKind::NoMatch,
+        None,
+        "r",
+        "no series of m match x=1".into(),
+    );
+    let mut h = History::new(Limits::default());
+    let typo = key("a", "hpa_target_name=lobb");
+    let asked = key("a", "hpa_target_name=other");
+    let once_valued = key("a", "hpa_target_name=lobby");
+    h.record(&typo, &no_match, None, 0);
+    h.record(&once_valued, &value(3), None, 0);
+    h.record(&once_valued, &no_match, None, 15_000);
+    for t in 0..10 {
+        h.record(&asked, &no_match, None, t * 15_000);
+    }
+    assert_eq!(shown(&h, ABANDONED_NO_MATCH_MS).len(), 3);
+    assert_eq!(
+        shown(&h, ABANDONED_NO_MATCH_MS + 1),
+        ["hpa_target_name=lobby", "hpa_target_name=other"]
+    );
+    assert_eq!(
+        shown(&h, 135_000 + ABANDONED_NO_MATCH_MS + 1),
+        ["hpa_target_name=lobby"]
+    );
+    // Asked again, it is back.
+    h.record(&typo, &no_match, None, 1_000_000);
+    assert!(shown(&h, 1_000_000).contains(&"hpa_target_name=lobb".to_string()));
+}
+
+/// The scopes the page shows at `now`, checked to be the ones the gauges count.
+fn shown(h: &History, now: Millis) -> Vec<String> {
+    let mut keys: Vec<String> = h
+        .snapshot(&Filter::default(), now)
+        .into_iter()
+        .map(|s| s.key.scope)
+        .collect();
+    keys.sort();
+    let mut gauges: Vec<String> = h.states(now).into_iter().map(|s| s.key.scope).collect();
+    gauges.sort();
+    assert_eq!(keys, gauges, "the page and the gauges agree");
+    keys
 }

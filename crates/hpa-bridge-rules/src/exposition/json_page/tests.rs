@@ -46,7 +46,7 @@ fn seatunnel() -> JsonExtraction {
 }
 
 fn read(x: &JsonExtraction, body: &str) -> Result<JsonPage, JsonPageError> {
-    x.read(body.as_bytes(), &|_| true, &Limits::DEFAULT)
+    x.read(body.as_bytes(), &|_| true, &Limits::DEFAULT, None)
 }
 
 fn with(field: &str, value: serde_json::Value) -> String {
@@ -139,13 +139,43 @@ fn a_path_that_matches_nothing_leaves_the_series_out_of_the_page() {
 }
 
 #[test]
-fn a_path_that_matches_several_values_refuses_the_page_naming_the_path() {
-    let mut x = seatunnel();
-    x.samples[0].value = path("$.metricsSnapshot.*");
-    let err = read(&x, STATUS).unwrap_err();
+fn a_path_that_could_match_several_values_is_refused_when_read_from_config() {
+    // Only singular queries: each of these selects any number of values on some page, and
+    // `..` walks the whole document for every path.
+    for (bad, why) in [
+        (
+            "$..recommendedWorkers",
+            "`..` (descendant) selects every match at any depth",
+        ),
+        ("$.metricsSnapshot.*", "`*` (wildcard) selects every member"),
+        ("$.jobs[0:2]", "a slice selects several values"),
+        (
+            "$.jobs[?@.id == 1].workers",
+            "a filter selects every member it matches",
+        ),
+        ("$['a','b']", "a list of selectors selects several values"),
+        (
+            "$.jobs[-1]",
+            "a negative index counts from the end of an array",
+        ),
+    ] {
+        let err = JsonPath::parse(bad).unwrap_err();
+        assert!(
+            err.starts_with(&format!("{bad:?}: {why}"))
+                && err.contains("an RFC 9535 singular query"),
+            "{err}"
+        );
+    }
+    for good in ["$", "$.a", "$['a b'].c[0]", "$[\"x\"][3].y", "$.a[ 1 ]"] {
+        assert!(JsonPath::parse(good).is_ok(), "{good}");
+    }
     assert_eq!(
-        err.to_string(),
-        "JSONPath $.metricsSnapshot.* matches 3 values; it must select at most one"
+        path("$['a\\'b'][2].c").steps,
+        [
+            Step::Name("a'b".into()),
+            Step::Index(2),
+            Step::Name("c".into())
+        ]
     );
 }
 
@@ -276,6 +306,7 @@ fn only_wanted_series_are_read() {
             STATUS.as_bytes(),
             &|name| name == "seatunnel_autoscaler_current_workers",
             &Limits::DEFAULT,
+            None,
         )
         .unwrap();
     assert_eq!(page.samples.len(), 1);
@@ -283,19 +314,47 @@ fn only_wanted_series_are_read() {
 
 #[test]
 fn hostile_documents_are_refused_or_read_in_bounded_work() {
-    // Deeper than serde_json's nesting limit: refused, not a stack overflow.
+    // Far deeper than the budget: refused at the budget, not a stack overflow.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    assert!(read(&seatunnel(), &deep).is_err());
-    // 100 levels: read, and the paths find nothing in it.
-    let hundred = format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100));
-    assert_eq!(read(&seatunnel(), &hundred).unwrap().samples, vec![]);
-    // 100,000 keys beside the real ones.
-    let mut doc: serde_json::Value = serde_json::from_str(STATUS).unwrap();
-    for i in 0..100_000 {
-        doc[format!("k{i}")] = serde_json::json!(i);
-    }
-    let page = read(&seatunnel(), &doc.to_string()).unwrap();
+    let err = read(&seatunnel(), &deep).unwrap_err();
+    assert!(
+        err.is_limit() && err.to_string().contains("scrape.maxJsonDepth (64)"),
+        "{err}"
+    );
+    // 64 levels below the root: read, and the paths find nothing in it; one more is refused.
+    let at = |levels: usize| format!("{}1{}", "{\"a\":".repeat(levels), "}".repeat(levels));
+    assert_eq!(read(&seatunnel(), &at(64)).unwrap().samples, vec![]);
+    assert!(read(&seatunnel(), &at(65)).unwrap_err().is_limit());
+    // 90,000 keys beside the real ones fit the node budget; 100,000 do not, and the message
+    // names the budget.
+    let with_keys = |n: usize| {
+        let mut doc: serde_json::Value = serde_json::from_str(STATUS).unwrap();
+        for i in 0..n {
+            doc[format!("k{i}")] = serde_json::json!(i);
+        }
+        doc.to_string()
+    };
+    let page = read(&seatunnel(), &with_keys(90_000)).unwrap();
     assert_eq!(page.samples[0].value, 4.0);
+    let err = read(&seatunnel(), &with_keys(100_000)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the document holds more than scrape.maxJsonNodes (100000) values"
+    );
+    assert!(err.is_limit());
+}
+
+#[test]
+fn a_set_cancel_flag_stops_the_read() {
+    let flag = std::sync::atomic::AtomicBool::new(true);
+    let err = seatunnel()
+        .read(STATUS.as_bytes(), &|_| true, &Limits::DEFAULT, Some(&flag))
+        .unwrap_err();
+    assert_eq!(err, JsonPageError::Cancelled);
+    assert_eq!(
+        err.to_string(),
+        "parsing cancelled: the scrape deadline passed"
+    );
 }
 
 #[test]

@@ -409,7 +409,7 @@ impl Inner {
             // `-search.latencyOffset` (30 s by default) of now back to now - 30 s unless
             // `nocache=1`: a series that stopped being exported would look current, and a value
             // changed since would look unchanged, for 30 s. Prometheus, Thanos and Mimir ignore
-            // the parameter. See README, "Large clusters".
+            // the parameter. See docs/prometheus-source.md.
             "nocache=1".to_string(),
         ]
         .join("&");
