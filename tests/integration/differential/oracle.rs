@@ -1038,11 +1038,12 @@ impl Oracle {
         };
         match self.input(floor_name, q, wall, mono) {
             Rule::Value(f) => Rule::Value(r.max(f)),
-            // An incomplete floor holds at what is known, and at the current count.
-            Rule::Refused(Kind::IncompleteFloor, known) => {
+            // An incomplete floor, or one with no series at all (a workload at zero), holds at
+            // what is known, and at the current count.
+            Rule::Refused(k @ (Kind::IncompleteFloor | Kind::NoMatch), known) => {
                 match self.current_of_floor(floor, q, wall, mono) {
                     Some(c) => Rule::Value(r.max(known.unwrap_or(0)).max(c)),
-                    None => Rule::Refused(Kind::IncompleteFloor, Some(r)),
+                    None => Rule::Refused(k, Some(r)),
                 }
             }
             Rule::Refused(k, _) => Rule::Refused(k, Some(r)),

@@ -8,9 +8,11 @@ use crate::config::MetricKind;
 ///
 /// A refused recommendation refuses the target: the HPA then keeps its replicas (§1.6). An
 /// incomplete floor refuses too, unless the workload's current `spec.replicas` is known: then
-/// `max(recommendation, known floor, current)` allows scale-out and blocks scale-in. When it is
-/// not known, `current_replicas` says why (e.g. the workload is not in the watch cache yet), and
-/// the refusal says so: never a guess.
+/// `max(recommendation, known floor, current)` allows scale-out and blocks scale-in. So does a
+/// floor no series of which exists: a workload scaled to zero has no pod to report one, and
+/// without this hold it could never be scaled up again (docs/hpa-behaviour.md §7). When the
+/// count is not known, `current_replicas` says why (e.g. the workload is not in the watch cache
+/// yet), and the refusal says so: never a guess.
 pub fn target(
     metric: &str,
     recommendation: Answer,
@@ -85,20 +87,30 @@ pub fn target(
                 )
             }
             Outcome::Refused {
-                kind: RefusalKind::IncompleteFloor,
+                kind: code @ (RefusalKind::IncompleteFloor | RefusalKind::NoMatch),
                 known_lower_bound,
             } if current_replicas.is_ok() => {
                 let current = current_replicas.unwrap_or_default();
                 let known = known_lower_bound.unwrap_or(0);
                 let v = (*r).max(known).max(current);
+                let (rule, state) = match code {
+                    RefusalKind::NoMatch => (
+                        "max(recommendation, current spec.replicas) while no pod reports an index",
+                        "has no series",
+                    ),
+                    _ => (
+                        "max(recommendation, known floor, current spec.replicas) while the floor is incomplete",
+                        "is incomplete",
+                    ),
+                };
                 Answer::valued(
                     metric,
                     kind,
                     v,
                     recommendation.timestamp_ms().unwrap_or_default(),
-                    "max(recommendation, known floor, current spec.replicas) while the floor is incomplete",
+                    rule,
                     format!(
-                        "floor {} is incomplete ({}); holding at max(recommendation {r}, known floor {known}, current spec.replicas {current}) = {v}: scale-out allowed, scale-in blocked",
+                        "floor {} {state} ({}); holding at max(recommendation {r}, known floor {known}, current spec.replicas {current}) = {v}: scale-out allowed, scale-in blocked",
                         f.metric, f.reason
                     ),
                 )
@@ -180,8 +192,28 @@ mod tests {
             "{}",
             refused.reason
         );
-        let held = target("t", rec, Some(incomplete), Ok(6));
+        let held = target("t", rec.clone(), Some(incomplete), Ok(6));
         assert_eq!(held.value(), Some(6));
         assert!(held.reason.contains("scale-in blocked"));
+
+        // No index series at all (a workload at zero): with the count known, the hold lets the
+        // recommendation scale it up; without it, the refusal stands (404).
+        let absent = stateful_floor(&ctx(&s), &ev(vec![]), 0);
+        assert_eq!(absent.refusal(), Some(RefusalKind::NoMatch));
+        let from_zero = target("t", rec.clone(), Some(absent.clone()), Ok(0));
+        assert_eq!(from_zero.value(), Some(2), "{}", from_zero.reason);
+        assert!(
+            from_zero.reason.contains("has no series"),
+            "{}",
+            from_zero.reason
+        );
+        assert_eq!(
+            target("t", rec.clone(), Some(absent.clone()), Ok(5)).value(),
+            Some(5)
+        );
+        assert_eq!(
+            target("t", rec, Some(absent), Err("no workload")).refusal(),
+            Some(RefusalKind::NoMatch)
+        );
     }
 }
