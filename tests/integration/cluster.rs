@@ -22,14 +22,21 @@ fn external_path(ns: &str) -> String {
 /// discovery and for the delegated TokenReview and SubjectAccessReview; its auth decisions
 /// are logged.
 async fn start_adapter(cp: &ControlPlane, scrape: &str) -> AdapterProcess {
+    start_adapter_with(cp, scrape, &[]).await
+}
+
+/// The same, with `more` flags.
+async fn start_adapter_with(cp: &ControlPlane, scrape: &str, more: &[&str]) -> AdapterProcess {
     let kubeconfig = cp.adapter_kubeconfig();
     let k = kubeconfig.to_str().unwrap();
     let config = format!(
         "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n{scrape}"
     );
+    let mut args = vec!["--kubeconfig", k, "--authentication-kubeconfig", k];
+    args.extend_from_slice(more);
     AdapterProcess::start_with_env(
         &config,
-        &["--kubeconfig", k, "--authentication-kubeconfig", k],
+        &args,
         &[("RUST_LOG", "info,hpa_bridge::auth=debug")],
     )
     .await
@@ -629,4 +636,94 @@ async fn minreplicas_0_scales_to_zero_and_back_with_the_object_metric() {
     lobby.holds(0, 3).await;
     lobby.recommend(3, 0);
     lobby.reaches(3).await;
+}
+
+/// The pods of Deployment `web` (label app=web), oldest first.
+fn web_pods(cp: &ControlPlane, ns: &str) -> Vec<Value> {
+    let list = cp.get_json(&["pods", "-n", ns, "-l", "app=web"]);
+    let mut pods: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default();
+    pods.sort_by_key(|p| {
+        (
+            p["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        )
+    });
+    pods
+}
+
+fn name_of(pod: &Value) -> String {
+    pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Deletion order needs the real ReplicaSet controller: with `--write-deletion-cost` and the
+/// overlay's RBAC, hpa-bridge (holding the Lease) writes `controller.kubernetes.io/pod-deletion-cost`
+/// on the opted-in Deployment's holding pods, and when the Deployment is scaled from 4 to 2 the
+/// real controller removes the two idle pods and keeps the two that hold state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_replicaset_controller_removes_idle_pods_before_those_holding_state() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("web").await;
+    let pods = PodPages::start(cp, &ns).await;
+    // The adapter's namespace, service account and base RBAC, which the overlay adds to.
+    cp.adapter_kubeconfig();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let overlay = root.join("manifests/overlays/deletion-cost/rbac.yaml");
+    cp.kubectl(&["apply", "-f", overlay.to_str().unwrap()]);
+    cp.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\n  annotations: {{hpa-bridge.io/deletion-cost: stateful-index}}\nspec:\n  replicas: 4\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata:\n      labels: {{app: web}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/web:1}}]\n",
+        pods.annotations()
+    ));
+    cp.wait_replicas(&ns, "deployment", "web", 4).await;
+    let names: Vec<String> = web_pods(cp, &ns).iter().map(name_of).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    // The two newest pods hold state: without costs they would rank among the first to go.
+    let holders: Vec<String> = names[2..].to_vec();
+    for name in &names {
+        let index = holders.iter().position(|h| h == name).map_or(0, |i| i + 1);
+        pods.set(
+            name,
+            format!(
+                "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_name=\"web\",service_instance_id=\"{name}\"}} {index}\n"
+            ),
+        );
+    }
+    let _adapter = start_adapter_with(
+        cp,
+        &discovery(&ns),
+        &[
+            "--write-deletion-cost",
+            "--deletion-cost-lease",
+            "hpa-bridge/hpa-bridge-deletion-cost",
+        ],
+    )
+    .await;
+    cp.eventually("the holding pods' deletion costs", || {
+        let costs: Vec<Option<String>> = web_pods(cp, &ns)
+            .iter()
+            .map(|p| {
+                p["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect();
+        (costs == [None, None, Some("1".into()), Some("2".into())]).then_some(())
+    })
+    .await;
+
+    cp.kubectl(&["scale", "deployment", "web", "-n", &ns, "--replicas=2"]);
+    cp.wait_replicas(&ns, "deployment", "web", 2).await;
+    let left = cp
+        .eventually("two pods left", || {
+            let left: Vec<String> = web_pods(cp, &ns).iter().map(name_of).collect();
+            (left.len() == 2).then_some(left)
+        })
+        .await;
+    assert_eq!(left, holders, "the ReplicaSet removed a pod holding state");
 }
