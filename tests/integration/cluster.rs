@@ -419,6 +419,44 @@ async fn a_stale_recommender_is_refused_and_the_real_hpa_keeps_its_size_with_our
     lobby.holds(4, 8).await;
 }
 
+/// A restart forgets nothing that matters (docs/unknown-input.md): the leader (4) fails beside
+/// a former leader still exporting 1, and hpa-bridge is restarted meanwhile. Before the
+/// restart the leader's retained 4 refuses the lower answer; after it, the leader has never
+/// been scraped by the new process, its sibling carries the series, so it still refuses. The
+/// real HPA keeps 4 throughout, and takes the leader's value once it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_during_a_recommender_outage_does_not_shrink_the_workload() {
+    let mut lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 4).await;
+    lobby.reaches(4).await;
+    lobby.recommend(4, 1);
+    lobby.pods.set_status("lobby-ctl-0", 500);
+    let cp = lobby.cp;
+    let path = external_path(&lobby.ns);
+    cp.eventually("the refusal before the restart", || {
+        cp.try_kubectl(&["get", "--raw", &path]).err()
+    })
+    .await;
+    lobby.holds(4, 4).await;
+
+    drop(lobby.adapter.take());
+    let adapter = start_adapter(cp, &discovery(&lobby.ns)).await;
+    cp.register(adapter.port, "external", None).await;
+    lobby.adapter = Some(adapter);
+    let refusal = cp
+        .eventually("the refusal after the restart", || {
+            cp.try_kubectl(&["get", "--raw", &path])
+                .err()
+                .filter(|e| e.contains("never been scraped"))
+        })
+        .await;
+    assert!(refusal.contains("lobby-ctl-0"), "{refusal}");
+    lobby.holds(4, 8).await;
+
+    // The leader answers again and asks for 5: served and applied.
+    lobby.recommend(5, 1);
+    lobby.reaches(5).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_hpa_bridge_the_apiservice_is_unavailable_and_the_workload_keeps_its_size() {
     let mut lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
