@@ -419,6 +419,27 @@ async fn a_stale_recommender_is_refused_and_the_real_hpa_keeps_its_size_with_our
     lobby.holds(4, 8).await;
 }
 
+const FLOOR_METRIC: &str = "  - type: External\n    external:\n      metric: {name: hpa_stateful_floor, selector: {matchLabels: {hpa_target_name: lobby}}}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
+
+/// The design's failure table, with a second metric: while the recommenders are stale, the
+/// refused target makes the HPA's proposal invalid for a decrease (the floor's 0 does not shrink
+/// the workload), but the floor rising above the count still scales it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_target_blocks_scale_in_while_another_metric_still_scales_out() {
+    let metrics = format!("{EXTERNAL_METRIC}{FLOOR_METRIC}");
+    let lobby = Lobby::start(&metrics, "external", 1, 4).await;
+    lobby.reaches(4).await;
+    for pod in ["lobby-ctl-0", "lobby-ctl-1"] {
+        lobby.pods.set_status(pod, 500);
+    }
+    let active = hpa_condition(&lobby, "ScalingActive", "False").await;
+    assert_eq!(active["reason"], "FailedGetExternalMetric", "{active}");
+    lobby.holds(4, 6).await;
+    // Ordinal 3 now reports index 6: the floor alone asks for 6, and the HPA follows.
+    lobby.indices(&[0, 0, 0, 6]);
+    lobby.reaches(6).await;
+}
+
 /// A restart forgets nothing that matters (docs/unknown-input.md): the leader (4) fails beside
 /// a former leader still exporting 1, and hpa-bridge is restarted meanwhile. Before the
 /// restart the leader's retained 4 refuses the lower answer; after it, the leader has never
