@@ -138,104 +138,65 @@ fn assert_all_pass(test: &str, cases: &[Value], failures: Vec<String>) {
     assert!(failures.is_empty(), "{test}:\n{}", failures.join("\n"));
 }
 
-#[test]
-fn replica_calc_external_per_pod_metric() {
-    let cases = table(include_str!(
-        "upstream_cases/TestReplicaCalcExternalPerPodMetric.json"
-    ));
+/// The replica calculator's table `test` for an External or Object metric: each case's target
+/// (`AverageValue` from `perPodTargetUsage`, else `Value` from `targetUsage`), the usage the
+/// controller would read, and the proposal's replicas and usage against the expected ones.
+fn replica_calc_table(test: &str, json: &str, source: Source) {
+    let cases = table(json);
     let failures = run(&cases, |c| {
-        let formula = TargetFormula::AverageValue {
-            milli: int(&c["perPodTargetUsage"]),
+        let formula = match c.get("perPodTargetUsage") {
+            Some(v) => TargetFormula::AverageValue { milli: int(v) },
+            None => TargetFormula::Value {
+                milli: int(&c["targetUsage"]),
+            },
         };
-        let usage = external_sum(formula, &levels(c), true);
-        let p = proposal(
-            formula,
-            usage,
-            &calc_input(c),
-            &tolerances(c),
-            Source::External,
-        )?;
+        let usage = match source {
+            Source::External => external_sum(formula, &levels(c), true),
+            _ => levels(c)[0],
+        };
+        let p = proposal(formula, usage, &calc_input(c), &tolerances(c), source)?;
         compare(
             (p.replicas, p.current_milli),
             (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
         )
     });
-    assert_all_pass("TestReplicaCalcExternalPerPodMetric", &cases, failures);
+    assert_all_pass(test, &cases, failures);
+}
+
+#[test]
+fn replica_calc_external_per_pod_metric() {
+    replica_calc_table(
+        "TestReplicaCalcExternalPerPodMetric",
+        include_str!("upstream_cases/TestReplicaCalcExternalPerPodMetric.json"),
+        Source::External,
+    );
 }
 
 #[test]
 fn replica_calc_external_metric() {
-    let cases = table(include_str!(
-        "upstream_cases/TestReplicaCalcExternalMetric.json"
-    ));
-    let failures = run(&cases, |c| {
-        let formula = TargetFormula::Value {
-            milli: int(&c["targetUsage"]),
-        };
-        let usage = external_sum(formula, &levels(c), true);
-        let p = proposal(
-            formula,
-            usage,
-            &calc_input(c),
-            &tolerances(c),
-            Source::External,
-        )?;
-        compare(
-            (p.replicas, p.current_milli),
-            (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
-        )
-    });
-    assert_all_pass("TestReplicaCalcExternalMetric", &cases, failures);
+    replica_calc_table(
+        "TestReplicaCalcExternalMetric",
+        include_str!("upstream_cases/TestReplicaCalcExternalMetric.json"),
+        Source::External,
+    );
 }
 
 #[test]
 fn replica_calc_object_metric() {
-    let cases = table(include_str!(
-        "upstream_cases/TestReplicaCalcObjectMetric.json"
-    ));
-    let failures = run(&cases, |c| {
-        let formula = TargetFormula::Value {
-            milli: int(&c["targetUsage"]),
-        };
-        let usage = levels(c)[0];
-        let p = proposal(
-            formula,
-            usage,
-            &calc_input(c),
-            &tolerances(c),
-            Source::Object,
-        )?;
-        compare(
-            (p.replicas, p.current_milli),
-            (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
-        )
-    });
-    assert_all_pass("TestReplicaCalcObjectMetric", &cases, failures);
+    replica_calc_table(
+        "TestReplicaCalcObjectMetric",
+        include_str!("upstream_cases/TestReplicaCalcObjectMetric.json"),
+        Source::Object,
+    );
 }
 
 #[test]
 fn replica_calc_object_per_pod_metric() {
-    let cases = table(include_str!(
-        "upstream_cases/TestReplicaCalcObjectPerPodMetric.json"
-    ));
-    let failures = run(&cases, |c| {
-        let formula = TargetFormula::AverageValue {
-            milli: int(&c["perPodTargetUsage"]),
-        };
-        let usage = levels(c)[0];
-        let p = proposal(
-            formula,
-            usage,
-            &calc_input(c),
-            &tolerances(c),
-            Source::Object,
-        )?;
-        compare(
-            (p.replicas, p.current_milli),
-            (i32_of(&c["expectedReplicas"]), int(&c["expectedUsage"])),
-        )
-    });
-    assert_all_pass("TestReplicaCalcObjectPerPodMetric", &cases, failures);
+    replica_calc_table(
+        "TestReplicaCalcObjectPerPodMetric",
+        include_str!("upstream_cases/TestReplicaCalcObjectPerPodMetric.json"),
+        Source::Object,
+    );
 }
 
 #[test]
