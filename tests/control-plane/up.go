@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -125,7 +126,7 @@ func kcmArgs(l layout, p ports) []string {
 		"--secure-port=" + strconv.Itoa(p.kcm),
 		"--tls-cert-file=" + l.pki("kube-controller-manager-serving.crt"),
 		"--tls-private-key-file=" + l.pki("kube-controller-manager-serving.key"),
-		"--controllers=" + join(controllers),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--horizontal-pod-autoscaler-sync-period=1s",
 		"--use-service-account-credentials=true",
 		"--root-ca-file=" + l.pki("ca.crt"),
@@ -137,17 +138,6 @@ func kcmArgs(l layout, p ports) []string {
 		"--profiling=false",
 		"--v=1",
 	}
-}
-
-func join(items []string) string {
-	out := ""
-	for i, s := range items {
-		if i > 0 {
-			out += ","
-		}
-		out += s
-	}
-	return out
 }
 
 // runUp starts the control plane under --dir and supervises it until SIGINT or SIGTERM.

@@ -258,15 +258,7 @@ fn help_fits_80_columns() {
 #[test]
 fn the_scenario_example_runs_and_simulate_exit_codes_differ() {
     let page = read("docs/simulate.md");
-    let format = page
-        .split("## The scenario format")
-        .nth(1)
-        .expect("docs/simulate.md has the scenario format");
-    let yaml = format
-        .split("```yaml\n")
-        .nth(1)
-        .and_then(|b| b.split("\n```").next())
-        .expect("a yaml block");
+    let yaml = yaml_block_after(&page, "## The scenario format");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("example.yaml");
     std::fs::write(&path, yaml).unwrap();
@@ -521,20 +513,7 @@ async fn the_readme_demo_runs_as_written() {
         .map(|t| t.label)
         .collect();
     let url = format!("http://127.0.0.1:{}/", demo.metrics);
-    let profile = tempfile::tempdir().unwrap();
-    let dom = tokio::task::spawn_blocking({
-        let url = url.clone();
-        let profile = profile.path().to_path_buf();
-        move || {
-            crate::status_page::chromium(
-                &["--dump-dom".into(), url],
-                &profile,
-                Duration::from_secs(90),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let dom = crate::status_page::dump_dom(&url).await;
     let ticks: Vec<&str> = dom
         .split("<text class=\"tick\"")
         .skip(1)
@@ -544,44 +523,27 @@ async fn the_readme_demo_runs_as_written() {
     assert_eq!(ticks, want, "time axis:\n{dom}");
     assert!(dom.contains("data-workload=\"lobby\""), "{dom}");
     assert!(dom.contains("<path class=\"served\""), "{dom}");
-    let shot = profile.path().join("demo.png");
-    let profile2 = tempfile::tempdir().unwrap();
-    tokio::task::spawn_blocking({
-        let shot = shot.clone();
-        let profile = profile2.path().to_path_buf();
-        move || {
-            crate::status_page::chromium(
-                &[
-                    format!("--screenshot={}", shot.display()),
-                    "--window-size=1280,900".into(),
-                    "--hide-scrollbars".into(),
-                    url,
-                ],
-                &profile,
-                Duration::from_secs(90),
-            )
-        }
-    })
-    .await
-    .unwrap();
-    let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
-    assert!(png.starts_with(b"\x89PNG"));
+    let shot_dir = tempfile::tempdir().unwrap();
+    crate::status_page::screenshot(&url, &shot_dir.path().join("demo.png")).await;
     let _ = chromium_ok;
+}
+
+/// The first yaml block of `page` after `heading`.
+fn yaml_block_after<'a>(page: &'a str, heading: &str) -> &'a str {
+    page.split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {heading:?}"))
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap_or_else(|| panic!("no yaml block after {heading:?}"))
 }
 
 /// The HPA README shows is the shipped example's, field for field.
 #[test]
 fn the_readme_hpa_is_the_shipped_example() {
     let readme = read("README.md");
-    let section = readme
-        .split("## The HPA to write")
-        .nth(1)
-        .expect("README has the HPA to write");
-    let shown = section
-        .split("```yaml\n")
-        .nth(1)
-        .and_then(|b| b.split("\n```").next())
-        .expect("a yaml block");
+    let shown = yaml_block_after(&readme, "## The HPA to write");
     let shown: serde_json::Value = yaml_serde::from_str(shown).unwrap();
     let example = docs(&read("manifests/examples/statefulset-hpa.yaml"));
     let example = one(&example, "HorizontalPodAutoscaler");

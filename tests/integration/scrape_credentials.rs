@@ -32,6 +32,20 @@ async fn assert_nothing_shows(adapter: &AdapterProcess, secrets: &[&str]) {
     }
 }
 
+/// `serve` with `config` exits 1 at startup: its standard error.
+fn refused_at_start(dir: &tempfile::TempDir, config: &str) -> String {
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{config}: {err}");
+    err
+}
+
 #[test]
 fn a_target_url_with_credentials_is_refused_at_startup_pointing_to_the_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,19 +54,12 @@ fn a_target_url_with_credentials_is_refused_at_startup_pointing_to_the_keys() {
         "http://scraper:s3cret@127.0.0.1:9/metrics",
         "http://s3cret@127.0.0.1:9/metrics",
     ] {
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            format!("scrape:\n  static:\n    - url: {url}\n      labels: {{namespace: default}}\n"),
-        )
-        .unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
-            .args(["serve", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{url}: {err}");
+        let err = refused_at_start(
+            &dir,
+            &format!(
+                "scrape:\n  static:\n    - url: {url}\n      labels: {{namespace: default}}\n"
+            ),
+        );
         assert!(
             err.contains("scrape.static[0].url")
                 && err.contains("basicAuth: {username, passwordFile}")
@@ -67,19 +74,10 @@ fn a_target_url_with_credentials_is_refused_at_startup_pointing_to_the_keys() {
         }
     }
     // A password written into the config is refused by name too.
-    let path = dir.path().join("inline.yaml");
-    std::fs::write(
-        &path,
+    let err = refused_at_start(
+        &dir,
         "scrape:\n  static:\n    - url: http://127.0.0.1:9/metrics\n      basicAuth: {username: scraper, password: s3cret}\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    );
     assert!(
         err.contains("scrape.static[0].basicAuth.password") && err.contains("passwordFile"),
         "{err}"

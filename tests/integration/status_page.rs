@@ -94,6 +94,43 @@ async fn ask_for(adapter: &AdapterProcess, seconds: u64) -> (u16, serde_json::Va
     last
 }
 
+/// The DOM of `url` as headless Chromium built it (fresh profile, 90 s at most).
+pub(crate) async fn dump_dom(url: &str) -> String {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        chromium(
+            &["--dump-dom".into(), url],
+            profile.path(),
+            Duration::from_secs(90),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// A 1280x900 screenshot of `url` written to `shot` by headless Chromium, checked to be a PNG.
+pub(crate) async fn screenshot(url: &str, shot: &Path) {
+    let (url, path) = (url.to_string(), shot.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        chromium(
+            &[
+                format!("--screenshot={}", path.display()),
+                "--window-size=1280,900".into(),
+                "--hide-scrollbars".into(),
+                url,
+            ],
+            profile.path(),
+            Duration::from_secs(90),
+        )
+    })
+    .await
+    .unwrap();
+    let png = std::fs::read(shot).expect("chromium wrote no screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+}
+
 /// Run Chromium headless with `args` and a fresh profile; fail after `timeout`.
 pub(crate) fn chromium(args: &[String], profile: &Path, timeout: Duration) -> String {
     let chromium = peers::chromium();
@@ -232,20 +269,7 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
 
     // The page in a real browser, JavaScript irrelevant: the DOM as Chromium built it.
     let url = format!("http://127.0.0.1:{}/", adapter.metrics_port);
-    let profile = tempfile::tempdir().unwrap();
-    let dom = tokio::task::spawn_blocking({
-        let url = url.clone();
-        let profile = profile.path().to_path_buf();
-        move || {
-            chromium(
-                &["--dump-dom".into(), url],
-                &profile,
-                Duration::from_secs(90),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let dom = dump_dom(&url).await;
     assert!(
         dom.contains("class=\"workload refusing\"") && dom.contains("data-workload=\"lobby\""),
         "no refusing row for lobby in the DOM:\n{dom}"
@@ -309,28 +333,9 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     assert!(dom.contains(">down<"), "{dom}");
 
     // The screenshot, for docs/ and README.
-    let shot = profile.path().join("status-page.png");
-    let profile2 = tempfile::tempdir().unwrap();
-    tokio::task::spawn_blocking({
-        let shot = shot.clone();
-        let profile = profile2.path().to_path_buf();
-        move || {
-            chromium(
-                &[
-                    format!("--screenshot={}", shot.display()),
-                    "--window-size=1280,900".into(),
-                    "--hide-scrollbars".into(),
-                    url,
-                ],
-                &profile,
-                Duration::from_secs(90),
-            )
-        }
-    })
-    .await
-    .unwrap();
-    let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let shot_dir = tempfile::tempdir().unwrap();
+    let shot = shot_dir.path().join("status-page.png");
+    screenshot(&url, &shot).await;
     if std::env::var_os("HPA_BRIDGE_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
         let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/status-page.png");
         std::fs::copy(&shot, &dest).unwrap();
@@ -385,19 +390,7 @@ async fn a_producers_control_and_bidi_characters_are_shown_written_out_in_chromi
         "/status keeps the reason as sent: {row}"
     );
     let url = format!("http://127.0.0.1:{}/", adapter.metrics_port);
-    let profile = tempfile::tempdir().unwrap();
-    let dom = tokio::task::spawn_blocking({
-        let profile = profile.path().to_path_buf();
-        move || {
-            chromium(
-                &["--dump-dom".into(), url],
-                &profile,
-                Duration::from_secs(90),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let dom = dump_dom(&url).await;
     fresh.abort();
     assert!(
         dom.contains(
