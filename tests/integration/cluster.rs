@@ -720,6 +720,136 @@ fn name_of(pod: &Value) -> String {
         .to_string()
 }
 
+/// The opted-in Deployment `web` with `replicas` ready pods whose exporters `pods` serves, and
+/// the deletion-cost overlay's RBAC on top of the base (whose namespace, service account and
+/// role `adapter_kubeconfig` applies); no Lease left from an earlier test. Its pods, oldest
+/// first.
+async fn opted_in_web(cp: &ControlPlane, ns: &str, pods: &PodPages, replicas: u32) -> Vec<String> {
+    cp.adapter_kubeconfig();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let overlay = root.join("manifests/overlays/deletion-cost/rbac.yaml");
+    cp.kubectl(&["apply", "-f", overlay.to_str().unwrap()]);
+    cp.kubectl(&[
+        "delete",
+        "lease",
+        "hpa-bridge-deletion-cost",
+        "-n",
+        "hpa-bridge",
+        "--ignore-not-found",
+    ]);
+    cp.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\n  annotations: {{hpa-bridge.io/deletion-cost: stateful-index}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata:\n      labels: {{app: web}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/web:1}}]\n",
+        pods.annotations()
+    ));
+    cp.wait_replicas(ns, "deployment", "web", replicas.into())
+        .await;
+    let names: Vec<String> = web_pods(cp, ns).iter().map(name_of).collect();
+    assert_eq!(names.len(), replicas as usize, "{names:?}");
+    names
+}
+
+/// Pod `name` of `web` exports the stateful index `index`.
+fn web_index(pods: &PodPages, name: &str, index: usize) {
+    pods.set(
+        name,
+        format!(
+            "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_name=\"web\",service_instance_id=\"{name}\"}} {index}\n"
+        ),
+    );
+}
+
+/// Pod `name`'s `controller.kubernetes.io/pod-deletion-cost`, if any.
+fn cost_of(cp: &ControlPlane, ns: &str, name: &str) -> Option<String> {
+    cp.get_json(&["pod", name, "-n", ns])["metadata"]["annotations"]
+        ["controller.kubernetes.io/pod-deletion-cost"]
+        .as_str()
+        .map(String::from)
+}
+
+/// The spec of the deletion-cost Lease.
+fn lease_spec(cp: &ControlPlane) -> Value {
+    cp.get_json(&["lease", "hpa-bridge-deletion-cost", "-n", "hpa-bridge"])["spec"].clone()
+}
+
+/// A deletion-cost writer with short election timings (kube-controller-manager's are 15 s,
+/// 10 s and 2 s).
+async fn start_writer(cp: &ControlPlane, ns: &str) -> AdapterProcess {
+    start_adapter_with(
+        cp,
+        &discovery(ns),
+        &[
+            "--write-deletion-cost",
+            "--deletion-cost-lease",
+            "hpa-bridge/hpa-bridge-deletion-cost",
+            "--deletion-cost-lease-duration",
+            "2s",
+            "--deletion-cost-renew-deadline",
+            "1500ms",
+            "--deletion-cost-retry-period",
+            "200ms",
+        ],
+    )
+    .await
+}
+
+async fn lease_identity(adapter: &AdapterProcess) -> String {
+    adapter.status().await["deletionCostLease"]["identity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Lease semantics on the real API server: of two writers, one holds the Lease and writes; the
+/// other follows. Killed without a release, the holder is replaced once the Lease expires, with
+/// one more transition, and the new holder writes the next change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_holds_the_real_lease_and_another_takes_over_when_it_dies() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("lease").await;
+    let pods = PodPages::start(cp, &ns).await;
+    let names = opted_in_web(cp, &ns, &pods, 3).await;
+    for (i, name) in names.iter().enumerate() {
+        web_index(&pods, name, usize::from(i == 2));
+    }
+    let a = start_writer(cp, &ns).await;
+    let b = start_writer(cp, &ns).await;
+    let (ia, ib) = (lease_identity(&a).await, lease_identity(&b).await);
+    assert!(!ia.is_empty() && ia != ib, "identities {ia:?} {ib:?}");
+    cp.eventually("the holder's cost", || {
+        (cost_of(cp, &ns, &names[2]).as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    let spec = lease_spec(cp);
+    let holder = spec["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let (leader, follower, fid) = match holder.clone() {
+        h if h == ia => (a, b, ib),
+        h if h == ib => (b, a, ia),
+        other => panic!("the Lease is held by {other:?}, neither {ia:?} nor {ib:?}"),
+    };
+    let status = follower.status().await["deletionCostLease"].clone();
+    assert_eq!(status["leading"], false, "{status}");
+    assert_eq!(status["holder"], holder.as_str(), "{status}");
+    let transitions = spec["leaseTransitions"].as_i64().unwrap_or(0);
+
+    drop(leader);
+    web_index(&pods, &names[1], 2);
+    cp.eventually("the new holder's cost", || {
+        (cost_of(cp, &ns, &names[1]).as_deref() == Some("2")).then_some(())
+    })
+    .await;
+    let spec = lease_spec(cp);
+    assert_eq!(spec["holderIdentity"], fid.as_str(), "{spec}");
+    assert_eq!(spec["leaseTransitions"], transitions + 1, "{spec}");
+    assert_eq!(
+        follower.status().await["deletionCostLease"]["leading"],
+        true
+    );
+}
+
 /// Deletion order needs the real ReplicaSet controller: with `--write-deletion-cost` and the
 /// overlay's RBAC, hpa-bridge (holding the Lease) writes `controller.kubernetes.io/pod-deletion-cost`
 /// on the opted-in Deployment's holding pods, and when the Deployment is scaled from 4 to 2 the
@@ -730,39 +860,14 @@ async fn the_real_replicaset_controller_removes_idle_pods_before_those_holding_s
     let _cluster = cp.exclusive().await;
     let ns = cp.namespace("web").await;
     let pods = PodPages::start(cp, &ns).await;
-    // The adapter's namespace, service account and base RBAC, which the overlay adds to.
-    cp.adapter_kubeconfig();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let overlay = root.join("manifests/overlays/deletion-cost/rbac.yaml");
-    cp.kubectl(&["apply", "-f", overlay.to_str().unwrap()]);
-    cp.apply(&format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\n  annotations: {{hpa-bridge.io/deletion-cost: stateful-index}}\nspec:\n  replicas: 4\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata:\n      labels: {{app: web}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/web:1}}]\n",
-        pods.annotations()
-    ));
-    cp.wait_replicas(&ns, "deployment", "web", 4).await;
-    let names: Vec<String> = web_pods(cp, &ns).iter().map(name_of).collect();
-    assert_eq!(names.len(), 4, "{names:?}");
+    let names = opted_in_web(cp, &ns, &pods, 4).await;
     // The two newest pods hold state: without costs they would rank among the first to go.
     let holders: Vec<String> = names[2..].to_vec();
     for name in &names {
         let index = holders.iter().position(|h| h == name).map_or(0, |i| i + 1);
-        pods.set(
-            name,
-            format!(
-                "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_name=\"web\",service_instance_id=\"{name}\"}} {index}\n"
-            ),
-        );
+        web_index(&pods, name, index);
     }
-    let _adapter = start_adapter_with(
-        cp,
-        &discovery(&ns),
-        &[
-            "--write-deletion-cost",
-            "--deletion-cost-lease",
-            "hpa-bridge/hpa-bridge-deletion-cost",
-        ],
-    )
-    .await;
+    let _adapter = start_writer(cp, &ns).await;
     cp.eventually("the holding pods' deletion costs", || {
         let costs: Vec<Option<String>> = web_pods(cp, &ns)
             .iter()
