@@ -80,9 +80,24 @@ fn helm(jobs: &[Value]) -> Vec<Result<Value, String>> {
 /// Render each set of values as release `hpa-bridge` in namespace `hpa-bridge`: the objects
 /// of every template, in template order.
 fn render_all(values: &[&Value]) -> Vec<Result<Vec<Value>, String>> {
+    render_releases(values, RELEASE, NAMESPACE)
+}
+
+/// The chart rendered with `values` as release `name` in `namespace`: its objects.
+pub(crate) fn render_release(values: Value, name: &str, namespace: &str) -> Vec<Value> {
+    render_releases(&[&values], name, namespace)
+        .remove(0)
+        .unwrap_or_else(|e| panic!("render of {values} failed: {e}"))
+}
+
+fn render_releases(
+    values: &[&Value],
+    name: &str,
+    namespace: &str,
+) -> Vec<Result<Vec<Value>, String>> {
     let jobs: Vec<Value> = values
         .iter()
-        .map(|v| json!({"op": "render", "values": v, "name": RELEASE, "namespace": NAMESPACE}))
+        .map(|v| json!({"op": "render", "values": v, "name": name, "namespace": namespace}))
         .collect();
     helm(&jobs)
         .into_iter()

@@ -528,11 +528,13 @@ async fn an_etcd_outage_of_30_s_drives_no_scale_in_and_the_hpa_recovers() {
 
 /// `kubectl auth can-i` as hpa-bridge's service account.
 fn can(cp: &ControlPlane, args: &[&str]) -> bool {
-    let mut a = vec![
-        "auth",
-        "can-i",
-        "--as=system:serviceaccount:hpa-bridge:hpa-bridge",
-    ];
+    can_as(cp, "system:serviceaccount:hpa-bridge:hpa-bridge", args)
+}
+
+/// `kubectl auth can-i` as `user`.
+fn can_as(cp: &ControlPlane, user: &str, args: &[&str]) -> bool {
+    let who = format!("--as={user}");
+    let mut a = vec!["auth", "can-i", who.as_str()];
     a.extend_from_slice(args);
     let out = std::process::Command::new(peers::kubectl())
         .arg("--kubeconfig")
@@ -890,4 +892,90 @@ async fn the_real_replicaset_controller_removes_idle_pods_before_those_holding_s
         })
         .await;
     assert_eq!(left, holders, "the ReplicaSet removed a pod holding state");
+}
+
+/// `args` of a `kubectl auth can-i` question about the kustomize install, asked of a chart
+/// release `fullname` in its own namespace of the same name instead.
+fn for_release<'a>(
+    args: &[&'a str],
+    fullname: &'a str,
+    lease: &'a str,
+) -> Vec<std::borrow::Cow<'a, str>> {
+    args.iter()
+        .map(|a| match *a {
+            "hpa-bridge" => std::borrow::Cow::Borrowed(fullname),
+            a if a.contains("hpa-bridge-deletion-cost") => {
+                std::borrow::Cow::Owned(a.replace("hpa-bridge-deletion-cost", lease))
+            }
+            a => std::borrow::Cow::Borrowed(a),
+        })
+        .collect()
+}
+
+/// The Helm chart applied to the real API server (release `chart-hpa-bridge` in its own
+/// namespace; the APIService only with `--dry-run=server`, so the aggregator never dials the
+/// chart's Service): the API server accepts every object, and its RBAC grants the service
+/// account every verb `serve` uses, those of the deletion-cost writer only with
+/// `deletionCost.write`, and nothing on the NEVER list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_applied_to_the_real_api_server_grants_every_verb_used_and_nothing_more() {
+    const RELEASE: &str = "chart-hpa-bridge";
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    cp.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {RELEASE}}}\n"
+    ));
+    let lease = format!("{RELEASE}-deletion-cost");
+    let dir = tempfile::tempdir().unwrap();
+    for write in [false, true] {
+        let docs = crate::chart::render_release(
+            serde_json::json!({"deletionCost": {"write": write}}),
+            RELEASE,
+            RELEASE,
+        );
+        let (apiservices, rest): (Vec<Value>, Vec<Value>) =
+            docs.into_iter().partition(|d| d["kind"] == "APIService");
+        assert!(!apiservices.is_empty() && !rest.is_empty());
+        for (name, items, dry) in [("apiservices", apiservices, true), ("rest", rest, false)] {
+            let path = dir.path().join(format!("{name}.json"));
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+            std::fs::write(&path, list.to_string()).unwrap();
+            let mut args = vec!["apply", "-f", path.to_str().unwrap()];
+            if dry {
+                args.push("--dry-run=server");
+            }
+            cp.kubectl(&args);
+        }
+        let user = format!("system:serviceaccount:{RELEASE}:{RELEASE}");
+        let ask = |uses: &[&[&str]]| -> Vec<(String, bool)> {
+            uses.iter()
+                .map(|a| {
+                    let a = for_release(a, RELEASE, &lease);
+                    let a: Vec<&str> = a.iter().map(|c| c.as_ref()).collect();
+                    (a.join(" "), can_as(cp, &user, &a))
+                })
+                .collect()
+        };
+        let denied: Vec<String> = ask(SERVE_USES)
+            .into_iter()
+            .filter(|(_, yes)| !yes)
+            .map(|(a, _)| a)
+            .collect();
+        assert!(
+            denied.is_empty(),
+            "write={write}: the chart denies {denied:?}"
+        );
+        for (a, yes) in ask(DELETION_COST_USES) {
+            assert_eq!(yes, write, "write={write}: {a}");
+        }
+        let granted: Vec<String> = ask(NEVER)
+            .into_iter()
+            .filter(|(_, yes)| *yes)
+            .map(|(a, _)| a)
+            .collect();
+        assert!(
+            granted.is_empty(),
+            "write={write}: the chart grants {granted:?}"
+        );
+    }
 }
