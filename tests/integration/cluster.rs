@@ -979,3 +979,65 @@ async fn the_chart_applied_to_the_real_api_server_grants_every_verb_used_and_not
         );
     }
 }
+
+/// The aggregator verifying hpa-bridge's serving certificate (`scripts/cluster register --ca`,
+/// the APIService's `caBundle` instead of `insecureSkipTLSVerify`): with the CA that signed it,
+/// the APIService is Available and answers; with another CA, it is unavailable, naming the
+/// certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aggregator_verifies_the_serving_certificate_when_given_its_ca() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("verified").await;
+    let ex = TestExporter::start().await;
+    ex.page("/ctl", expect_page("ctl-0", "3"));
+    ex.page("/lobby-0", index_page("lobby-0", "0"));
+    let adapter = start_adapter(
+        cp,
+        &static_targets(&[
+            (ex.url("/ctl"), &ns, "ctl-0"),
+            (ex.url("/lobby-0"), &ns, "lobby-0"),
+        ]),
+    )
+    .await;
+    cp.register(adapter.port, "external", Some(&adapter.pki.ca_path()))
+        .await;
+    let api = cp.get_json(&["apiservice", "v1beta1.external.metrics.k8s.io"]);
+    assert!(api["spec"]["caBundle"].is_string(), "{api}");
+    assert_ne!(api["spec"]["insecureSkipTLSVerify"], true, "{api}");
+    let external = external_path(&ns);
+    cp.eventually("the verified answer", || {
+        cp.try_kubectl(&["get", "--raw", &external])
+            .ok()
+            .filter(|b| value_of(b).as_deref() == Some("3"))
+    })
+    .await;
+
+    use base64::Engine as _;
+    let other = Pki::new("another-ca");
+    let other = std::fs::read_to_string(other.ca_path()).unwrap();
+    let patch = serde_json::json!({"spec": {"caBundle": base64::engine::general_purpose::STANDARD.encode(other)}});
+    cp.kubectl(&[
+        "patch",
+        "apiservice",
+        "v1beta1.external.metrics.k8s.io",
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ]);
+    let down = cp
+        .eventually("the APIService unavailable with another CA", || {
+            let api = cp.get_json(&["apiservice", "v1beta1.external.metrics.k8s.io"]);
+            condition(&api, "Available")
+                .filter(|c| c["status"] == "False")
+                .cloned()
+        })
+        .await;
+    let message = down["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("x509") || message.contains("certificate"),
+        "{down}"
+    );
+    // The next test registers afresh, without a caBundle field of this test's making.
+    cp.kubectl(&["delete", "apiservice", "v1beta1.external.metrics.k8s.io"]);
+}

@@ -264,11 +264,15 @@ impl Pki {
         }
     }
 
-    /// A serving certificate for 127.0.0.1 and localhost.
+    /// A serving certificate for 127.0.0.1, localhost, and the name the aggregator verifies
+    /// for the install's Service (`hpa-bridge.hpa-bridge.svc`).
     pub fn server(&self) -> Issued {
-        let mut params =
-            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "hpa-bridge.hpa-bridge.svc".to_string(),
+        ])
+        .unwrap();
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         self.issue("server", params)
     }
