@@ -1041,3 +1041,58 @@ async fn the_aggregator_verifies_the_serving_certificate_when_given_its_ca() {
     // The next test registers afresh, without a caBundle field of this test's making.
     cp.kubectl(&["delete", "apiservice", "v1beta1.external.metrics.k8s.io"]);
 }
+
+/// `hpa-bridge check --cluster` as a service account bound to manifests/check/rbac.yaml, on
+/// the real API server: no error on the working Lobby setup; HB001 once its HPA reads the
+/// target through the Value path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path() {
+    let lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
+    lobby.reaches(3).await;
+    let (cp, ns) = (lobby.cp, lobby.ns.as_str());
+    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/check/rbac.yaml");
+    cp.kubectl(&["apply", "-f", rbac.to_str().unwrap()]);
+    cp.kubectl(&["create", "serviceaccount", "checker", "-n", ns]);
+    cp.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        &format!("check-{ns}"),
+        "--clusterrole=hpa-bridge:check",
+        &format!("--serviceaccount={ns}:checker"),
+    ]);
+    let kubeconfig = cp.service_account_kubeconfig(ns, "checker");
+    let check = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+            .args(["check", "--cluster", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["-n", ns, "-o", "json"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let errors: Vec<String> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["severity"] == "error")
+            .map(|f| f["code"].as_str().unwrap_or_default().to_string())
+            .collect();
+        (out.status.code(), errors, report)
+    };
+    let (code, errors, report) = check();
+    assert_eq!((code, errors.as_slice()), (Some(0), &[][..]), "{report}");
+
+    let value = EXTERNAL_METRIC.replace(
+        "{type: AverageValue, averageValue: \"1\"}",
+        "{type: Value, value: \"1\"}",
+    );
+    cp.apply(&hpa(ns, 1, &value));
+    let (code, errors, report) = check();
+    assert_eq!(code, Some(1), "{report}");
+    assert!(errors.iter().any(|c| c == "HB001"), "{report}");
+}
