@@ -179,8 +179,9 @@ pub(super) fn max_rule<'o>(
         // A target never scraped since this process started may export any value: one it
         // exported before a restart, higher than the fresh max, is not known to be gone. A
         // never-scraped pod of a workload none of whose pods carries a series in scope is
-        // left out (`unknown_elsewhere`): it keeps the answer live when an unrelated pod
-        // fails for good, at the cost docs/unknown-input.md states.
+        // not among them (the store leaves it out, or counts it in `unknown_bystanders`, a
+        // floor's only): it keeps the answer live when an unrelated pod fails for good, at the
+        // cost docs/unknown-input.md states.
         let unknown = ev.unknown_targets.iter();
         if !invalid.is_empty() || !blockers_stale.is_empty() || unknown.clone().next().is_some() {
             let mut why = Vec::new();
