@@ -1096,3 +1096,137 @@ async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path() 
     assert_eq!(code, Some(1), "{report}");
     assert!(errors.iter().any(|c| c == "HB001"), "{report}");
 }
+
+/// A loopback stand-in for a Service with several ready endpoints, which kube-proxy would
+/// give (there is none here): each connection goes to the first backend port that accepts it,
+/// and a backend leaves the list as an endpoint leaves when its pod stops being Ready.
+struct ServiceFront {
+    port: u16,
+    backends: std::sync::Arc<std::sync::Mutex<Vec<u16>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ServiceFront {
+    async fn start(backends: &[u16]) -> ServiceFront {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(backends.to_vec()));
+        let list = shared.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let ports = list.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    for p in ports {
+                        if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", p)).await
+                        {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        ServiceFront {
+            port,
+            backends: shared,
+            task,
+        }
+    }
+
+    fn set(&self, backends: &[u16]) {
+        *self.backends.lock().unwrap() = backends.to_vec();
+    }
+}
+
+impl Drop for ServiceFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// SIGTERM, as a rollout sends it, then wait for the process to finish its graceful shutdown.
+async fn terminate(adapter: &mut AdapterProcess) {
+    let pid = adapter.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let until = Instant::now() + Duration::from_secs(30);
+    while adapter.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < until,
+            "hpa-bridge did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A rolling restart of two hpa-bridge processes behind one Service (a loopback stand-in for
+/// kube-proxy's, see `ServiceFront`): each old process leaves the endpoints as it is sent
+/// SIGTERM and drains; the real HPA's ScalingActive never stays False longer than one sync
+/// period (1 s, plus the sync that restores it), and the workload keeps its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_two_adapters_fails_no_hpa_sync_for_long() {
+    let mut lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
+    lobby.reaches(3).await;
+    let cp = lobby.cp;
+    let ns = lobby.ns.clone();
+    let mut old_a = lobby.adapter.take().unwrap();
+    let mut old_b = start_adapter(cp, &discovery(&ns)).await;
+    let front = ServiceFront::start(&[old_a.port, old_b.port]).await;
+    cp.register(front.port, "external", None).await;
+    hpa_condition(&lobby, "ScalingActive", "True").await;
+
+    let watch = {
+        let ns = ns.clone();
+        tokio::spawn(async move {
+            // The longest run of ScalingActive=False seen, and how many samples were False.
+            let (mut longest, mut false_samples, mut since) = (Duration::ZERO, 0u32, None);
+            loop {
+                let hpa = cp.get_json(&["hpa", "lobby", "-n", &ns]);
+                let active = condition(&hpa, "ScalingActive").is_none_or(|c| c["status"] == "True");
+                let replicas = cp.replicas(&ns, "statefulset", "lobby");
+                assert_eq!(replicas, 3, "the rollout changed lobby's size");
+                match (active, since) {
+                    (false, None) => {
+                        since = Some(Instant::now());
+                        false_samples += 1;
+                    }
+                    (false, Some(t)) => {
+                        false_samples += 1;
+                        longest = longest.max(Instant::now() - t);
+                    }
+                    (true, _) => since = None,
+                }
+                if cp
+                    .try_kubectl(&["get", "configmap", "stop-watch", "-n", &ns])
+                    .is_ok()
+                {
+                    return (longest, false_samples);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    // Replace a, then b, each by a new process: it joins the endpoints once serving, the old
+    // one leaves them and is sent SIGTERM.
+    let new_a = start_adapter(cp, &discovery(&ns)).await;
+    front.set(&[old_b.port, new_a.port]);
+    terminate(&mut old_a).await;
+    let new_b = start_adapter(cp, &discovery(&ns)).await;
+    front.set(&[new_a.port, new_b.port]);
+    terminate(&mut old_b).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cp.kubectl(&["create", "configmap", "stop-watch", "-n", &ns]);
+    let (longest, false_samples) = watch.await.unwrap();
+    eprintln!(
+        "rolling restart: ScalingActive=False in {false_samples} samples, longest run {longest:?}"
+    );
+    assert!(
+        longest <= Duration::from_secs(2),
+        "ScalingActive stayed False for {longest:?}"
+    );
+    lobby.adapter = Some(new_a);
+    drop(new_b);
+}
