@@ -26,7 +26,11 @@ async fn start_adapter(cp: &ControlPlane, scrape: &str) -> AdapterProcess {
 }
 
 /// The same, with `more` flags.
-async fn start_adapter_with(cp: &ControlPlane, scrape: &str, more: &[&str]) -> AdapterProcess {
+pub(crate) async fn start_adapter_with(
+    cp: &ControlPlane,
+    scrape: &str,
+    more: &[&str],
+) -> AdapterProcess {
     let kubeconfig = cp.adapter_kubeconfig();
     let k = kubeconfig.to_str().unwrap();
     let config = format!(

@@ -25,6 +25,7 @@ mod faults;
 mod hostile_exporters;
 mod kubernetes;
 mod manifests;
+mod model_vs_real;
 mod newcomer;
 mod policies;
 mod prometheus;

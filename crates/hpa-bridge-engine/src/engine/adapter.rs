@@ -272,8 +272,8 @@ impl Adapter {
 
     /// The answer to one query, as the HPA asks it through either API
     /// (docs/hpa-behaviour.md §1.2, §6.5): reused while a fresh computation would give the
-    /// same (answer_reuse.rs), else computed, counted, kept in the history and listed on
-    /// `/status`.
+    /// same (answer_reuse.rs), else computed and listed on `/status`; either way counted and
+    /// kept in the history.
     pub async fn answer(&self, query: &MetricQuery) -> Result<Arc<Served>, QueryError> {
         let spec = self.spec(&query.metric)?;
         // Read before the version: a write after it moves the generation.
@@ -284,6 +284,7 @@ impl Adapter {
         let now = self.clock.now();
         let young = self.reuse.young(&key, now);
         if let Some(e) = young.as_ref().filter(|e| e.generation == generation) {
+            self.served_again(spec, query, &e.served);
             return Ok(e.served.clone());
         }
         let Some(version) = self.answer_version(spec.name(), &query.namespace, &query.selector)
@@ -292,6 +293,7 @@ impl Adapter {
         };
         if let Some(e) = young.filter(|e| e.version == version) {
             self.reuse.checked(&key, version, generation);
+            self.served_again(spec, query, &e.served);
             return Ok(e.served);
         }
         let (served, fresh) = self.compute(spec, query, &key).await;
@@ -318,6 +320,19 @@ impl Adapter {
             })
     }
 
+    /// A reused answer is accounted for like a computed one (two HPAs on one scope, or a sync
+    /// within one scrape interval of another request, are served from reuse).
+    fn served_again(&self, spec: &MetricSpec, query: &MetricQuery, served: &Served) {
+        let answer = &served.answer;
+        self.account_served(
+            (spec.name(), &query.namespace, &query.history_scope()),
+            answer,
+            served.spec_replicas(),
+            self.clock.now().wall,
+        );
+        tracing::debug!(namespace = %query.namespace, selector = %query.selector, object = ?query.object, answer = %policy::summary(answer), "served again");
+    }
+
     /// An answer computed for an HPA, with the clock readings within which it may be reused
     /// while its version stands; its query is listed on `/status`.
     async fn compute(
@@ -338,7 +353,7 @@ impl Adapter {
         let (answer, fresh) = (computed.answer, computed.fresh);
         self.remember_query(key);
         tracing::debug!(namespace = %query.namespace, selector = %query.selector, object = ?query.object, answer = %policy::summary(&answer), "served");
-        let served = Served::new(answer, self.answer_window_secs());
+        let served = Served::new(answer, self.answer_window_secs(), computed.applied);
         (Arc::new(served), fresh)
     }
 

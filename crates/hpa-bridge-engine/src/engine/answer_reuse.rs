@@ -129,7 +129,7 @@ mod tests {
             version,
             Now::from(0),
             FreshWindow::default(),
-            Arc::new(Served::new(answer, 15)),
+            Arc::new(Served::new(answer, 15, None)),
         );
     }
 

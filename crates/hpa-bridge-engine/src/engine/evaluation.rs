@@ -163,6 +163,8 @@ impl<'a> Evaluation<'a> {
 pub(super) struct Reusable {
     pub(super) answer: Answer,
     pub(super) fresh: FreshWindow,
+    /// What the history kept as the workload's `spec.replicas`.
+    pub(super) applied: Option<u64>,
 }
 
 impl Adapter {
@@ -178,21 +180,35 @@ impl Adapter {
     ) -> Reusable {
         let ev = Evaluation::new(namespace, selector, self.clock.now(), object, false);
         let answer = self.answer_spec(spec, &ev).await;
-        self.metrics.answer(
-            spec.name(),
-            answer.refusal().map_or("value", RefusalKind::label),
-        );
         // Taken before the history's lookup below, which may read evidence the answer did
         // not: only what the answer read bounds its reuse.
         let fresh = ev.fresh_window(self.stale_after_ms());
         let applied = self.applied_replicas(spec, &ev).await;
-        self.record_answer(
+        self.account_served(
             (spec.name(), namespace, scope),
             &answer,
             applied,
             ev.now.wall,
         );
-        Reusable { answer, fresh }
+        Reusable {
+            answer,
+            fresh,
+            applied,
+        }
+    }
+
+    /// An answer given to an HPA, computed or reused: counted in the self-metrics and kept in
+    /// the history, so that the history holds every answer an HPA was given.
+    pub(super) fn account_served(
+        &self,
+        key: (&str, &str, &str),
+        answer: &Answer,
+        applied: Option<u64>,
+        now: Millis,
+    ) {
+        self.metrics
+            .answer(key.0, answer.refusal().map_or("value", RefusalKind::label));
+        self.record_answer(key, answer, applied, now);
     }
 
     /// Moves whenever anything an answer in `namespace` for `selector` could read changes,

@@ -108,6 +108,9 @@ pub struct Served {
     pub answer: Answer,
     /// The `window` of a served value: one scrape interval, in whole seconds.
     pub window_secs: u64,
+    /// `spec.replicas` of the answer's workload when it was computed, kept in the history
+    /// again with every reuse: a reuse needs the cluster's facts unchanged, so it still holds.
+    spec_replicas: Option<u64>,
     /// A front door's rendering of this answer, per wire form, kept with it so that a reused
     /// answer is not rendered again. Two forms at most: a query is External or Object, and
     /// custom metrics have two served versions.
@@ -115,12 +118,17 @@ pub struct Served {
 }
 
 impl Served {
-    pub(super) fn new(answer: Answer, window_secs: u64) -> Served {
+    pub(super) fn new(answer: Answer, window_secs: u64, spec_replicas: Option<u64>) -> Served {
         Served {
             answer,
             window_secs,
+            spec_replicas,
             rendered: Default::default(),
         }
+    }
+
+    pub(super) fn spec_replicas(&self) -> Option<u64> {
+        self.spec_replicas
     }
 
     /// The rendering of this answer in wire form `form` (0 or 1), rendered on first use.

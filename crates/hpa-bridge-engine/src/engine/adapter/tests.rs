@@ -602,22 +602,30 @@ async fn answer_and_summarized(
     (a, summarized)
 }
 
-/// A producer that changes only its reason changes what its answers show: a reused answer
-/// carries the reason of the page it was computed from, so the new reason ends the reuse.
-#[tokio::test]
-async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
-    use crate::engine::fixtures::{default_adapter, lobby_pods, workload_page};
-    use crate::store::Page;
-
+/// The default adapter scraping one pod of `lobby`, and an External query for its
+/// recommendation.
+fn one_lobby_pod() -> (Adapter, Vec<crate::store::ScrapeTarget>, MetricQuery) {
+    use crate::engine::fixtures::{default_adapter, lobby_pods};
     let adapter = default_adapter();
-    let store = adapter.scrape_store();
     let targets = lobby_pods(1);
-    store.set_targets(targets.clone());
+    adapter.scrape_store().set_targets(targets.clone());
     let query = MetricQuery::external(
         "hpa_expect_replicas",
         "games",
         LabelSelector::parse("hpa_target_name=lobby").unwrap(),
     );
+    (adapter, targets, query)
+}
+
+/// A producer that changes only its reason changes what its answers show: a reused answer
+/// carries the reason of the page it was computed from, so the new reason ends the reuse.
+#[tokio::test]
+async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
+    use crate::engine::fixtures::workload_page;
+    use crate::store::Page;
+
+    let (adapter, targets, query) = one_lobby_pod();
+    let store = adapter.scrape_store();
     let page = |reason: &str| Page {
         samples: workload_page("StatefulSet", "lobby", 2.0, 1.0),
         valid_until_ms: None,
@@ -642,6 +650,36 @@ async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
     store.record_success(&targets[0], 990_000, 1, page("steady"));
     let next = adapter.answer(&query).await.unwrap();
     assert_eq!(said(&next), ["steady"]);
+}
+
+/// Every answer an HPA is given is in the history and counted, reused or computed: two HPAs
+/// asking about one scope within one scrape interval get one answer, and both see it kept.
+#[tokio::test]
+async fn a_reused_answer_is_kept_in_the_history_and_counted() {
+    use crate::engine::fixtures::workload_page;
+    use crate::store::Page;
+
+    let (adapter, targets, query) = one_lobby_pod();
+    let store = adapter.scrape_store();
+    let page = Page {
+        samples: workload_page("StatefulSet", "lobby", 2.0, 1.0),
+        valid_until_ms: None,
+        reason: None,
+    };
+    store.record_success(&targets[0], 990_000, 1, page);
+    let first = adapter.answer(&query).await.unwrap();
+    let again = adapter.answer(&query).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "the second is reused");
+    let view = adapter.history(&Filter::default());
+    let values: Vec<_> = view.scopes[0].entries.iter().map(|e| e.value()).collect();
+    assert_eq!(values, [Some(2), Some(2)], "both answers are kept");
+    let exposed = adapter.render_self_metrics();
+    assert!(
+        exposed.contains(
+            "hpa_bridge_answers_total{metric=\"hpa_expect_replicas\",outcome=\"value\"} 2"
+        ),
+        "both answers are counted:\n{exposed}"
+    );
 }
 
 #[test]
