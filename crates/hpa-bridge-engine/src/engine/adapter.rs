@@ -272,8 +272,8 @@ impl Adapter {
 
     /// The answer to one query, as the HPA asks it through either API
     /// (docs/hpa-behaviour.md §1.2, §6.5): reused while a fresh computation would give the
-    /// same (answer_reuse.rs), else computed and listed on `/status`; either way counted and
-    /// kept in the history.
+    /// same (answer_reuse.rs), else computed, counted and listed on `/status`; either way kept
+    /// in the history.
     pub async fn answer(&self, query: &MetricQuery) -> Result<Arc<Served>, QueryError> {
         let spec = self.spec(&query.metric)?;
         // Read before the version: a write after it moves the generation.
@@ -320,11 +320,13 @@ impl Adapter {
             })
     }
 
-    /// A reused answer is accounted for like a computed one (two HPAs on one scope, or a sync
-    /// within one scrape interval of another request, are served from reuse).
+    /// A reused answer is kept in the history like a computed one, so that the history holds
+    /// every answer an HPA was given (two HPAs on one scope, or a sync within one scrape
+    /// interval of another request, are served from reuse). `hpa_bridge_answers_total` counts
+    /// computations only (docs/metrics.md).
     fn served_again(&self, spec: &MetricSpec, query: &MetricQuery, served: &Served) {
         let answer = &served.answer;
-        self.account_served(
+        self.record_answer(
             (spec.name(), &query.namespace, &query.history_scope()),
             answer,
             served.spec_replicas(),

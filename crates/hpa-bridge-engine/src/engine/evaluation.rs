@@ -184,7 +184,11 @@ impl Adapter {
         // not: only what the answer read bounds its reuse.
         let fresh = ev.fresh_window(self.stale_after_ms());
         let applied = self.applied_replicas(spec, &ev).await;
-        self.account_served(
+        self.metrics.answer(
+            spec.name(),
+            answer.refusal().map_or("value", RefusalKind::label),
+        );
+        self.record_answer(
             (spec.name(), namespace, scope),
             &answer,
             applied,
@@ -195,20 +199,6 @@ impl Adapter {
             fresh,
             applied,
         }
-    }
-
-    /// An answer given to an HPA, computed or reused: counted in the self-metrics and kept in
-    /// the history, so that the history holds every answer an HPA was given.
-    pub(super) fn account_served(
-        &self,
-        key: (&str, &str, &str),
-        answer: &Answer,
-        applied: Option<u64>,
-        now: Millis,
-    ) {
-        self.metrics
-            .answer(key.0, answer.refusal().map_or("value", RefusalKind::label));
-        self.record_answer(key, answer, applied, now);
     }
 
     /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
