@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::observation::{Observation, ServedAnswer};
+use super::observation::{AnswerHistory, Observation, ServedAnswer};
+use super::replay::{self, PastSync};
 use crate::clock::{rfc3339, Millis};
 use crate::hpa::model::*;
 use crate::hpa::quantity::Quantity;
@@ -138,7 +139,6 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     let config = ControllerConfig::for_kube_minor(obs.kube_minor);
     let mut model =
         Hpa::new(spec.clone(), config).map_err(|e| ExplainError::Spec(e.to_string()))?;
-    let now = model_time(obs.now_ms);
     let status = &hpa["status"];
     let mut notes = Vec::new();
     let mut unseen = Vec::new();
@@ -180,19 +180,45 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         }
     };
 
-    // The controller's memory, seeded from what the object shows (module docs).
+    // The controller's memory: replayed from hpa-bridge's history of this HPA's answers when
+    // the replay ends where the HPA is (replay.rs), else seeded from what the object shows.
     let last_scale = status["lastScaleTime"].as_str().and_then(parse_time);
-    let mut recommendations = vec![TimestampedRecommendation {
-        replicas: scale.spec_replicas,
-        at: Duration::ZERO,
-    }];
-    if let Some(at) = last_scale {
-        recommendations.push(TimestampedRecommendation {
-            replicas: scale.spec_replicas,
-            at: model_time(at),
-        });
-    }
-    model.seed_memory(recommendations, Vec::new(), Vec::new());
+    let replayed = obs.history.as_ref().ok().and_then(|h| {
+        let past = past_syncs(&spec, h)?;
+        replay::replay(&spec, config, &past, scale.spec_replicas, last_scale)
+    });
+    // The next sync: one period after the last one hpa-bridge saw, or now when unknown.
+    let at_ms = match replayed {
+        Some(r) => {
+            notes.push(format!(
+                "the controller's memory (its stabilization windows and scale events) is replayed from hpa-bridge's last {} answers to this HPA",
+                r.syncs
+            ));
+            model = r.model;
+            let period = r.period_ms.unwrap_or(SYNC_PERIOD.as_millis() as Millis);
+            (r.last_sync_ms + period).max(obs.now_ms)
+        }
+        None => {
+            if obs.history.is_ok() && spec.has_object_or_external_metric() {
+                notes.push(
+                    "hpa-bridge's history of this HPA's answers does not replay to its current state (another client asked too, a metric is not hpa-bridge's, or the history is short): the controller's memory is approximated from the object".into(),
+                );
+            }
+            let mut recommendations = vec![TimestampedRecommendation {
+                replicas: scale.spec_replicas,
+                at: Duration::ZERO,
+            }];
+            if let Some(at) = last_scale {
+                recommendations.push(TimestampedRecommendation {
+                    replicas: scale.spec_replicas,
+                    at: model_time(at),
+                });
+            }
+            model.seed_memory(recommendations, Vec::new(), Vec::new());
+            obs.now_ms
+        }
+    };
+    let now = model_time(at_ms);
     model.seed_conditions(conditions(status));
 
     let mut inputs = Vec::new();
@@ -273,7 +299,7 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
             outcome.decision,
             Decision::AboveMaxReplicas | Decision::BelowMinReplicas
         );
-    let stabilization = stabilization_out(&model, &outcome, obs.now_ms);
+    let stabilization = stabilization_out(&model, &outcome, at_ms);
     let rate_limit = rate_limit_out(&spec, &model, &outcome, limit);
     let why = why(
         &spec,
@@ -310,7 +336,11 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         rate_limit,
         next: NextOut {
             desired_replicas: outcome.replicas,
-            at: rfc3339(obs.now_ms + SYNC_PERIOD.as_millis() as Millis),
+            at: rfc3339(if at_ms > obs.now_ms {
+                at_ms
+            } else {
+                obs.now_ms + SYNC_PERIOD.as_millis() as Millis
+            }),
             why,
         },
         notes,
@@ -365,6 +395,68 @@ struct MetricSource {
 
 /// One metric's input to the model: hpa-bridge's answer for an External or Object metric it
 /// serves, else what the HPA's `status.currentMetrics[i]` shows.
+/// The scope hpa-bridge names a metric's query by: the selector of an External metric,
+/// `Kind/name` of an Object metric's described object.
+fn scope_of(m: &MetricSpec) -> Option<(bool, String)> {
+    match (&m.external, &m.object) {
+        (Some(e), _) => Some((
+            false,
+            e.metric
+                .selector
+                .as_ref()
+                .and_then(|s| s.to_query().ok().flatten())
+                .unwrap_or_default(),
+        )),
+        (None, Some(o)) => Some((
+            true,
+            format!("{}/{}", o.described_object.kind, o.described_object.name),
+        )),
+        _ => None,
+    }
+}
+
+/// The HPA's past syncs as hpa-bridge answered them, when every metric is one hpa-bridge
+/// serves and has a history: each answer to the first metric is a sync, and the other metrics'
+/// answers within a couple of seconds of it are what that sync read.
+fn past_syncs(spec: &HpaSpec, history: &[AnswerHistory]) -> Option<Vec<PastSync>> {
+    let per_metric: Vec<&AnswerHistory> = spec
+        .metrics
+        .iter()
+        .map(|m| {
+            let name = m.metric_name()?;
+            let (object, scope) = scope_of(m)?;
+            history.iter().find(|h| {
+                h.metric.eq_ignore_ascii_case(name)
+                    && if object {
+                        h.scope == scope || h.scope.starts_with(&format!("{scope} "))
+                    } else {
+                        h.scope == scope
+                    }
+            })
+        })
+        .collect::<Option<_>>()?;
+    let input = |v: Option<u64>| match v {
+        Some(v) => Ok(vec![v as f64]),
+        None => Err("refused".to_string()),
+    };
+    let syncs = per_metric.first()?.answers.iter().map(|&(at_ms, first)| {
+        let mut inputs = vec![input(first)];
+        for h in &per_metric[1..] {
+            let near = h
+                .answers
+                .iter()
+                .filter(|(t, _)| (t - at_ms).abs() <= 2_000)
+                .min_by_key(|(t, _)| (t - at_ms).abs());
+            inputs.push(match near {
+                Some(&(_, v)) => input(v),
+                None => Err("not asked at this sync".into()),
+            });
+        }
+        PastSync { at_ms, inputs }
+    });
+    Some(syncs.collect())
+}
+
 fn metric_input(
     m: &MetricSpec,
     index: usize,
@@ -374,27 +466,14 @@ fn metric_input(
     status_replicas: i32,
 ) -> (MetricInput, MetricSource) {
     let name = m.metric_name().unwrap_or_default();
+    let scope = scope_of(m);
     let row = served.iter().find(|r| {
         r.namespace == namespace
             && r.metric.eq_ignore_ascii_case(name)
-            && match (&m.external, &m.object) {
-                (Some(e), _) => {
-                    r.object.is_none()
-                        && e.metric
-                            .selector
-                            .as_ref()
-                            .and_then(|s| s.to_query().ok().flatten())
-                            .unwrap_or_default()
-                            == r.selector
-                }
-                (None, Some(o)) => {
-                    r.object.as_deref()
-                        == Some(
-                            format!("{}/{}", o.described_object.kind, o.described_object.name)
-                                .as_str(),
-                        )
-                }
-                _ => false,
+            && match &scope {
+                Some((false, selector)) => r.object.is_none() && *selector == r.selector,
+                Some((true, object)) => r.object.as_deref() == Some(object.as_str()),
+                None => false,
             }
     });
     if let Some(r) = row {

@@ -8,10 +8,11 @@
 pub mod explanation;
 pub mod observation;
 pub mod read;
+pub mod replay;
 pub mod text;
 
 pub use explanation::{explain, ExplainError, Explanation};
-pub use observation::{Observation, PodCount, ScaleView, ServedAnswer};
+pub use observation::{AnswerHistory, Observation, PodCount, ScaleView, ServedAnswer};
 
 #[cfg(test)]
 mod tests;

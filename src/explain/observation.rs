@@ -17,6 +17,9 @@ pub struct Observation {
     pub pods: Result<PodCount, String>,
     /// The answers on the adapter's status port, or why it could not be read.
     pub served: Result<Vec<ServedAnswer>, String>,
+    /// The answers hpa-bridge gave in the namespace, per scope (`/status/history`), or why
+    /// they could not be read.
+    pub history: Result<Vec<AnswerHistory>, String>,
     /// Other HPAs in the namespace whose `scaleTargetRef` names the same target.
     pub other_hpas_on_target: Vec<String>,
     /// The Service that owns `v1beta1.external.metrics.k8s.io` when it is not hpa-bridge's
@@ -26,6 +29,43 @@ pub struct Observation {
     pub kube_minor: u32,
     /// When the explanation is made.
     pub now_ms: Millis,
+}
+
+/// The answers hpa-bridge gave for one metric and scope, oldest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnswerHistory {
+    pub metric: String,
+    /// The selector of an External query, or `Kind/name` (and any metric label selector) of
+    /// an Object query.
+    pub scope: String,
+    /// When each answer was given, and its value (`None` for a refusal).
+    pub answers: Vec<(Millis, Option<u64>)>,
+}
+
+impl AnswerHistory {
+    /// Reads the `scopes` of a `/status/history` document; entries it cannot read are skipped.
+    pub fn from_history_document(doc: &Value) -> Vec<AnswerHistory> {
+        let scopes = doc["scopes"].as_array().cloned().unwrap_or_default();
+        scopes
+            .iter()
+            .map(|s| AnswerHistory {
+                metric: s["metric"].as_str().unwrap_or_default().into(),
+                scope: s["scope"].as_str().unwrap_or_default().into(),
+                answers: s["entries"]
+                    .as_array()
+                    .map(|es| {
+                        es.iter()
+                            .filter_map(|e| {
+                                let at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+                                    serde_json::from_value(e["at"].clone()).ok()?;
+                                Some((at.0.as_millisecond(), e["served"]["value"].as_u64()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
 }
 
 /// `autoscaling/v1` Scale as the controller reads it.

@@ -13,7 +13,7 @@ use kube::core::GroupVersionKind;
 use kube::Client;
 use serde_json::Value;
 
-use super::observation::{Observation, PodCount, ScaleView, ServedAnswer};
+use super::observation::{AnswerHistory, Observation, PodCount, ScaleView, ServedAnswer};
 use crate::clock::Millis;
 
 /// The most of the status document read; a larger one is refused, not buffered.
@@ -109,7 +109,12 @@ pub async fn observe(
     } else {
         None
     };
-    let served = read_status(t.status_url, t.namespace).await;
+    let served = read_status(t.status_url, "/status", t.namespace)
+        .await
+        .map(|doc| ServedAnswer::from_status_document(&doc));
+    let history = read_status(t.status_url, "/status/history", t.namespace)
+        .await
+        .map(|doc| AnswerHistory::from_history_document(&doc));
     let kube_minor = client
         .apiserver_version()
         .await
@@ -121,6 +126,7 @@ pub async fn observe(
         scale,
         pods,
         served,
+        history,
         other_hpas_on_target,
         foreign_external_owner,
         kube_minor,
@@ -198,10 +204,10 @@ async fn foreign_owner(client: &Client, adapter: (&str, &str)) -> Option<String>
     }
 }
 
-/// `GET <status_url>/status?namespace=NS` on the adapter's loopback status port.
-async fn read_status(status_url: &str, namespace: &str) -> Result<Vec<ServedAnswer>, String> {
+/// `GET <status_url><path>?namespace=NS` on the adapter's loopback status port.
+async fn read_status(status_url: &str, path: &str, namespace: &str) -> Result<Value, String> {
     let url = format!(
-        "{}/status?namespace={namespace}",
+        "{}{path}?namespace={namespace}",
         status_url.trim_end_matches('/')
     );
     let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
@@ -220,9 +226,7 @@ async fn read_status(status_url: &str, namespace: &str) -> Result<Vec<ServedAnsw
         if !code.is_success() {
             return Err(format!("{url}: HTTP {code}"));
         }
-        let doc: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("{url}: not a status document: {e}"))?;
-        Ok(ServedAnswer::from_status_document(&doc))
+        serde_json::from_slice(&body).map_err(|e| format!("{url}: not a status document: {e}"))
     };
     tokio::time::timeout(STATUS_TIMEOUT, fetch)
         .await
@@ -272,16 +276,17 @@ mod tests {
             r#"{"workloads":[{"namespace":"games","metric":"hpa_target_replicas","selector":"","answer":{"outcome":{"state":"value","value":3},"reason":"max 3"}}]}"#,
         )
         .await;
-        let rows = read_status(&url, "games").await.unwrap();
+        let doc = read_status(&url, "/status", "games").await.unwrap();
+        let rows = ServedAnswer::from_status_document(&doc);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].value, Some(3));
         let url = serve_once(500, "building the status document failed\n").await;
-        assert!(read_status(&url, "games")
+        assert!(read_status(&url, "/status", "games")
             .await
             .unwrap_err()
             .contains("HTTP 500"));
         let url = serve_once(200, "not json").await;
-        assert!(read_status(&url, "games")
+        assert!(read_status(&url, "/status", "games")
             .await
             .unwrap_err()
             .contains("not a status document"));
@@ -294,7 +299,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let err = read_status(&format!("http://127.0.0.1:{port}"), "games")
+        let err = read_status(&format!("http://127.0.0.1:{port}"), "/status", "games")
             .await
             .unwrap_err();
         assert!(err.contains("port-forward"), "{err}");

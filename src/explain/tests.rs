@@ -74,6 +74,7 @@ fn observe(hpa: Value, replicas: i32, served: Vec<ServedAnswer>) -> Observation 
             ready: replicas,
         }),
         served: Ok(served),
+        history: Err("no history in this case".into()),
         other_hpas_on_target: Vec::new(),
         foreign_external_owner: None,
         kube_minor: 37,
@@ -490,5 +491,73 @@ fn troubleshooting_doc_shows_these_outputs() {
     assert!(
         stale.is_empty(),
         "docs/troubleshooting.md is out of date for {stale:?}: run HPA_BRIDGE_WRITE_DOCS=1 cargo test explain::tests::troubleshooting"
+    );
+}
+
+/// The controller's memory is replayed from hpa-bridge's history: 6 until a minute ago, 2
+/// since, under a 120 s scale-down window. The object alone shows no recommendation of 6 (the
+/// HPA never scaled), so seeded from it the model would scale in; replayed, it holds 6.
+#[test]
+fn the_history_replays_the_controllers_memory_and_times_the_next_sync() {
+    let metric = "hpa_target_replicas";
+    let mut obs = observe(
+        hpa(
+            1,
+            10,
+            vec![average_one(metric)],
+            json!({"scaleDown": {"stabilizationWindowSeconds": 120}}),
+            status(6, None),
+        ),
+        6,
+        vec![served(metric, Some(2), None)],
+    );
+    let seeded = explain(&obs).unwrap();
+    assert_eq!(seeded.next.desired_replicas, 2, "{seeded:?}");
+
+    // Eight syncs 15 s apart, the last 5 s ago.
+    let answers: Vec<(Millis, Option<u64>)> = (0..8)
+        .map(|i| {
+            (
+                NOW - 5_000 - (7 - i) * 15_000,
+                Some(if i < 4 { 6 } else { 2 }),
+            )
+        })
+        .collect();
+    obs.history = Ok(vec![AnswerHistory {
+        metric: metric.into(),
+        scope: String::new(),
+        answers,
+    }]);
+    let replayed = explain(&obs).unwrap();
+    assert_eq!(replayed.next.desired_replicas, 6, "{replayed:?}");
+    assert_eq!(replayed.next.at, crate::clock::rfc3339(NOW + 10_000));
+    assert!(
+        replayed
+            .notes
+            .iter()
+            .any(|n| n.contains("replayed from hpa-bridge's last 8 answers")),
+        "{:?}",
+        replayed.notes
+    );
+    let held: Vec<i32> = replayed
+        .stabilization
+        .recommendations
+        .iter()
+        .map(|r| r.replicas)
+        .collect();
+    assert!(held.contains(&6), "{held:?}");
+
+    // A history that cannot end where the HPA is (it asked for 9 all along) is not trusted.
+    obs.history = Ok(vec![AnswerHistory {
+        metric: metric.into(),
+        scope: String::new(),
+        answers: (0..8).map(|i| (NOW - i * 15_000, Some(9))).rev().collect(),
+    }]);
+    let refused = explain(&obs).unwrap();
+    assert_eq!(refused.next.desired_replicas, 2);
+    assert!(
+        refused.notes.iter().any(|n| n.contains("does not replay")),
+        "{:?}",
+        refused.notes
     );
 }

@@ -213,9 +213,30 @@ pub fn rfc3339(ms: Millis) -> String {
         .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
 }
 
+/// RFC 3339 UTC to the millisecond, the fraction written only when there is one (so a whole
+/// second reads as [`rfc3339`] writes it). The answer history uses it: `explain` replays the
+/// HPA's syncs from it, and a controller syncing every second needs more than whole seconds.
+pub fn rfc3339_ms(ms: Millis) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_time_keeps_its_milliseconds_and_a_whole_second_has_no_fraction() {
+        assert_eq!(rfc3339_ms(1_000_123), "1970-01-01T00:16:40.123Z");
+        assert_eq!(rfc3339_ms(1_000_000), rfc3339(1_000_000));
+        assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_ms(Millis::MAX), "1970-01-01T00:00:00Z");
+    }
 
     #[test]
     fn the_monotonic_clock_never_follows_the_wall_clock_back() {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::object_scope::ObjectKind;
-use crate::clock::{rfc3339, Millis};
+use crate::clock::{rfc3339_ms, Millis};
 use crate::config::MetricKind;
 use crate::evidence::{ProducerReason, SeriesId};
 pub use crate::policy::InputCounts;
@@ -129,13 +129,13 @@ pub struct Entry {
     pub spec_replicas: Option<u32>,
 }
 
-/// When it was served is `at` (RFC 3339), and again `atMs`: that name promised milliseconds
-/// but always held the same text, so it is deprecated and kept for one release (CHANGELOG.md).
+/// When it was served is `at` (RFC 3339, to the millisecond), and again `atMs`: deprecated, and
+/// kept for one release (CHANGELOG.md).
 /// `specReplicas` is left out when unknown.
 impl Serialize for Entry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let at = rfc3339(self.at_ms);
+        let at = rfc3339_ms(self.at_ms);
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("at", &at)?;
         m.serialize_entry("atMs", &at)?;
