@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::observation::{AnswerHistory, Observation, ServedAnswer};
-use super::replay::{self, PastSync};
+use super::replay::{self, model_time, PastSync};
 use crate::clock::{rfc3339, Millis};
 use crate::hpa::model::*;
 use crate::hpa::quantity::Quantity;
@@ -187,8 +187,9 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         let past = past_syncs(&spec, h)?;
         replay::replay(&spec, config, &past, scale.spec_replicas, last_scale)
     });
-    // The next sync: one period after the last one hpa-bridge saw, or now when unknown.
-    let at_ms = match replayed {
+    // The model runs at the next sync: one period after the last one hpa-bridge saw, or now
+    // when unknown (and the next sync is then said to come one default period from now).
+    let (at_ms, next_at) = match replayed {
         Some(r) => {
             notes.push(format!(
                 "the controller's memory (its stabilization windows and scale events) is replayed from hpa-bridge's last {} answers to this HPA",
@@ -196,7 +197,8 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
             ));
             model = r.model;
             let period = r.period_ms.unwrap_or(SYNC_PERIOD.as_millis() as Millis);
-            (r.last_sync_ms + period).max(obs.now_ms)
+            let at = (r.last_sync_ms + period).max(obs.now_ms);
+            (at, at)
         }
         None => {
             if obs.history.is_ok() && spec.has_object_or_external_metric() {
@@ -215,7 +217,7 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
                 });
             }
             model.seed_memory(recommendations, Vec::new(), Vec::new());
-            obs.now_ms
+            (obs.now_ms, obs.now_ms + SYNC_PERIOD.as_millis() as Millis)
         }
     };
     let now = model_time(at_ms);
@@ -336,20 +338,12 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         rate_limit,
         next: NextOut {
             desired_replicas: outcome.replicas,
-            at: rfc3339(if at_ms > obs.now_ms {
-                at_ms
-            } else {
-                obs.now_ms + SYNC_PERIOD.as_millis() as Millis
-            }),
+            at: rfc3339(next_at),
             why,
         },
         notes,
         unseen,
     })
-}
-
-fn model_time(ms: Millis) -> Duration {
-    Duration::from_millis(ms.max(0) as u64)
 }
 
 /// An RFC 3339 time of the HPA object, read as the API types read it.
@@ -393,8 +387,6 @@ struct MetricSource {
     approximate: Option<String>,
 }
 
-/// One metric's input to the model: hpa-bridge's answer for an External or Object metric it
-/// serves, else what the HPA's `status.currentMetrics[i]` shows.
 /// The scope hpa-bridge names a metric's query by: the selector of an External metric,
 /// `Kind/name` of an Object metric's described object.
 fn scope_of(m: &MetricSpec) -> Option<(bool, String)> {
@@ -457,6 +449,8 @@ fn past_syncs(spec: &HpaSpec, history: &[AnswerHistory]) -> Option<Vec<PastSync>
     Some(syncs.collect())
 }
 
+/// One metric's input to the model: hpa-bridge's answer for an External or Object metric it
+/// serves, else what the HPA's `status.currentMetrics[i]` shows.
 fn metric_input(
     m: &MetricSpec,
     index: usize,

@@ -37,7 +37,8 @@ const SCALE_TIME_SLACK_MS: Millis = 1_500;
 /// Syncs whose gaps estimate the period.
 const PERIOD_SAMPLE: usize = 10;
 
-pub fn time(ms: Millis) -> Duration {
+/// A wall-clock time as the model's clock reads it.
+pub(super) fn model_time(ms: Millis) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
@@ -80,7 +81,7 @@ pub fn replay(
                     metrics: s.inputs.clone(),
                     selector: TargetSelector::Valid,
                 };
-                replicas = model.sync(time(s.at_ms), &input).replicas;
+                replicas = model.sync(model_time(s.at_ms), &input).replicas;
             }
             (replicas == current && scale_seen(&model)).then_some(model)
         })
