@@ -181,6 +181,21 @@ fn random_sequence(rng: &mut Rng, ns: String) -> Sequence {
 }
 
 /// The recommendation, and one pod that holds no state (so the floor is known to be 0).
+/// The first sequence surely goes to zero and back (HPAScaleToZero, beta and on in 1.37):
+/// `minReplicas: 0`, policies that allow both steps (a scale-up made only of Percent policies
+/// could never leave 0, docs/hpa-behaviour.md §1.7.7), and a recommendation of 0 then 6.
+fn to_zero_and_back(s: &mut Sequence) {
+    s.spec["minReplicas"] = json!(0);
+    s.spec["maxReplicas"] = json!(s.spec["maxReplicas"].as_i64().unwrap().max(6));
+    s.spec["behavior"] = json!({
+        "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]},
+        "scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Percent", "value": 100, "periodSeconds": 1}]},
+    });
+    s.pieces[1].1 = Some(0);
+    s.pieces[2].1 = Some(6);
+}
+
+/// The recommendation, and one pod that holds no state (so the floor is known to be 0).
 fn page(value: u32) -> String {
     format!(
         "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_kind=\"Deployment\",hpa_target_name=\"w\"}} {value}\n\
@@ -438,9 +453,10 @@ async fn the_model_agrees_with_the_real_hpa_controller_on_random_sequences() {
         plural: "sequences".into(),
     };
     let run = std::process::id();
-    let sequences: Vec<Sequence> = (0..count)
+    let mut sequences: Vec<Sequence> = (0..count)
         .map(|i| random_sequence(&mut rng, format!("model-{run}-{i}")))
         .collect();
+    to_zero_and_back(&mut sequences[0]);
 
     // The recommendations, one static target per workload, each in its own namespace so that
     // hpa-bridge's log tells the HPAs' requests apart.
@@ -741,6 +757,16 @@ async fn the_model_agrees_with_the_real_hpa_controller_on_random_sequences() {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-vs-real.txt");
     std::fs::write(&path, format!("{report}{details}")).unwrap();
     eprintln!("{report}(also in {})", path.display());
+    let first = timelines
+        .get(&sequences[0].ns)
+        .map(|t| t.spec.iter().map(|p| p.1).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let zero = first.iter().position(|r| *r == 0);
+    assert!(
+        zero.is_some_and(|z| first[z..].iter().any(|r| *r > 0)),
+        "the real controller did not take {} to 0 and back: spec.replicas went {first:?}",
+        sequences[0].ns
+    );
     assert!(
         rescales >= count,
         "the real controller rescaled only {rescales} times over {count} sequences: nothing was compared"
