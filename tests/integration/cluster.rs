@@ -1048,9 +1048,10 @@ async fn the_aggregator_verifies_the_serving_certificate_when_given_its_ca() {
 
 /// `hpa-bridge check --cluster` as a service account bound to manifests/check/rbac.yaml, on
 /// the real API server: no error on the working Lobby setup; HB001 once its HPA reads the
-/// target through the Value path.
+/// target through the Value path; HB016 once another adapter's Service owns the APIService.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path() {
+async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path_then_a_foreign_owner()
+{
     let lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
     lobby.reaches(3).await;
     let (cp, ns) = (lobby.cp, lobby.ns.as_str());
@@ -1099,6 +1100,34 @@ async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path() 
     let (code, errors, report) = check();
     assert_eq!(code, Some(1), "{report}");
     assert!(errors.iter().any(|c| c == "HB001"), "{report}");
+
+    // Another adapter's Service takes the external metrics APIService (as installing KEDA
+    // does): HB016 names it. The Service does not exist, so the aggregator dials nothing; the
+    // next test's registration applies hpa-bridge's APIService again.
+    cp.kubectl(&[
+        "patch",
+        "apiservice",
+        "v1beta1.external.metrics.k8s.io",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"service":{"namespace":"keda","name":"keda-operator-metrics-apiserver"}}}"#,
+    ]);
+    let (code, errors, report) = check();
+    assert_eq!(code, Some(1), "{report}");
+    assert!(errors.iter().any(|c| c == "HB016"), "{report}");
+    let hb016 = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "HB016")
+        .unwrap();
+    assert!(
+        hb016["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("keda/keda-operator-metrics-apiserver"),
+        "{hb016}"
+    );
 }
 
 /// A loopback stand-in for a Service with several ready endpoints, which kube-proxy would
