@@ -754,6 +754,23 @@ async fn opted_in_web(cp: &ControlPlane, ns: &str, pods: &PodPages, replicas: u3
     names
 }
 
+/// `opted_in_web` with four pods, the two newest holding indices 1 and 2, each pod's page
+/// written by `show`. All four names, and the holders'.
+async fn two_of_four_holding(
+    cp: &ControlPlane,
+    ns: &str,
+    pods: &PodPages,
+    show: impl Fn(&PodPages, &str, usize),
+) -> (Vec<String>, Vec<String>) {
+    let names = opted_in_web(cp, ns, pods, 4).await;
+    let holders: Vec<String> = names[2..].to_vec();
+    for name in &names {
+        let index = holders.iter().position(|h| h == name).map_or(0, |i| i + 1);
+        show(pods, name, index);
+    }
+    (names, holders)
+}
+
 /// Pod `name` of `web` exports the stateful index `index`.
 fn web_index(pods: &PodPages, name: &str, index: usize) {
     pods.set(
@@ -866,13 +883,11 @@ async fn the_real_replicaset_controller_removes_idle_pods_before_those_holding_s
     let _cluster = cp.exclusive().await;
     let ns = cp.namespace("web").await;
     let pods = PodPages::start(cp, &ns).await;
-    let names = opted_in_web(cp, &ns, &pods, 4).await;
     // The two newest pods hold state: without costs they would rank among the first to go.
-    let holders: Vec<String> = names[2..].to_vec();
-    for name in &names {
-        let index = holders.iter().position(|h| h == name).map_or(0, |i| i + 1);
-        web_index(&pods, name, index);
-    }
+    let (_, holders) = two_of_four_holding(cp, &ns, &pods, |pods, name, index| {
+        web_index(pods, name, index)
+    })
+    .await;
     let _adapter = start_writer(cp, &ns).await;
     cp.eventually("the holding pods' deletion costs", || {
         let costs: Vec<Option<String>> = web_pods(cp, &ns)
@@ -1128,6 +1143,91 @@ async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path_th
             .contains("keda/keda-operator-metrics-apiserver"),
         "{hb016}"
     );
+}
+
+/// Pod `name` of `web` holds `index` and recommends 1 replica (the recommender lives in the
+/// workload).
+fn web_page(name: &str, index: usize) -> String {
+    format!(
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_name=\"web\",service_instance_id=\"{name}\"}} {index}\n\
+         # TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_name=\"web\",service_instance_id=\"{name}\"}} 1\n"
+    )
+}
+
+/// A rollout of an opted-in Deployment moves its pods from one ReplicaSet to another, which
+/// makes the inputs for scale-in unknown (docs/deletion-cost.md): the real HPA, at the floor of
+/// the two pods holding state, does not go below it while an old pod is left, even when one
+/// of them lets its state go, and follows the recommendation (1) once the rollout is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_a_rollout_of_an_opted_in_deployment_the_floor_holds() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("rollout").await;
+    let pods = PodPages::start(cp, &ns).await;
+    let (names, holders) = two_of_four_holding(cp, &ns, &pods, |pods, name, index| {
+        pods.set(name, web_page(name, index))
+    })
+    .await;
+    let adapter = start_writer(cp, &ns).await;
+    cp.register(adapter.port, "external", None).await;
+    let metric = EXTERNAL_METRIC.replace("hpa_target_name: lobby", "hpa_target_name: web");
+    cp.apply(
+        &hpa(&ns, 1, &metric)
+            .replace("{name: lobby, namespace", "{name: web, namespace")
+            .replace(
+                "kind: StatefulSet, name: lobby",
+                "kind: Deployment, name: web",
+            ),
+    );
+    // Down to the floor, the highest index held; the ReplicaSet keeps the holders (their costs).
+    cp.wait_replicas(&ns, "deployment", "web", 2).await;
+    let left = cp
+        .eventually("the two holders left", || {
+            let left: Vec<String> = web_pods(cp, &ns).iter().map(name_of).collect();
+            (left.len() == 2).then_some(left)
+        })
+        .await;
+    assert_eq!(left, holders);
+
+    // The holder of index 2 lets its state go as the rollout begins: the floor alone would
+    // now allow 1, but which pod a scale-in takes during a rollout is not the costs' to decide.
+    pods.set(&holders[1], web_page(&holders[1], 0));
+    cp.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        // Each new pod counts as available only after 3 s, so the rollout takes a while.
+        r#"{"spec":{"minReadySeconds":3,"template":{"metadata":{"annotations":{"rollout":"2"}}}}}"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut observed = 0;
+    loop {
+        let replicas = cp.replicas(&ns, "deployment", "web");
+        let now: Vec<String> = web_pods(cp, &ns).iter().map(name_of).collect();
+        for n in now.iter().filter(|n| !names.contains(n)) {
+            pods.set(n, web_page(n, 0));
+        }
+        if !now.iter().any(|n| names.contains(n)) {
+            break;
+        }
+        observed += 1;
+        assert!(
+            replicas >= 2,
+            "the HPA went to {replicas} during the rollout; pods {now:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the rollout did not end; pods {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(observed > 0, "the rollout was never seen in progress");
+    // No pod holds state any more: down to the recommendation.
+    cp.wait_replicas(&ns, "deployment", "web", 1).await;
 }
 
 /// A loopback stand-in for a Service with several ready endpoints, which kube-proxy would
