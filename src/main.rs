@@ -101,10 +101,11 @@ struct ExplainHpaArgs {
     /// Kubeconfig context.
     #[arg(long)]
     context: Option<String>,
-    /// The adapter's status port. It listens on the adapter pod's loopback only: run
-    /// `kubectl port-forward -n hpa-bridge deploy/hpa-bridge 9100` first, or point this at a
-    /// --status-bind-address you can reach.
-    #[arg(long, default_value = "http://127.0.0.1:9100")]
+    /// The adapter's status port (`--status-bind-address`, 127.0.0.1:9101 in the shipped
+    /// manifests and chart). It listens on the adapter pod's loopback only: run
+    /// `kubectl port-forward -n hpa-bridge deploy/hpa-bridge 9101:9101` first, or point this at
+    /// a status port you can reach (the local demo's is http://127.0.0.1:9100).
+    #[arg(long, default_value = "http://127.0.0.1:9101")]
     status_url: String,
     /// The Service that should own the external metrics APIService, as namespace/name.
     #[arg(long, default_value = "hpa-bridge/hpa-bridge")]

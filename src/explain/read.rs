@@ -36,7 +36,7 @@ pub enum ReadError {
 pub struct Target<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
-    /// The adapter's status port, e.g. `http://127.0.0.1:9100`.
+    /// The adapter's status port, e.g. `http://127.0.0.1:9101`.
     pub status_url: &'a str,
     /// The Service that should own the external metrics APIService, `namespace/name`.
     pub adapter_service: (&'a str, &'a str),

@@ -42,10 +42,10 @@ pub(super) fn model_time(ms: Millis) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
-/// Replays `syncs` (oldest first) from each starting count in turn, `current` first, then the
-/// others in `[min, max]` nearest first. The first replay that ends at `current` replicas, with
-/// its last rescale at `last_scale_ms` (or none since the first sync when the HPA last scaled
-/// before it), is the controller's memory; `None` when no start does.
+/// Replays `syncs` (oldest first) from each starting count in `[min, max]`. A replay that ends
+/// at `current` replicas, with its last rescale at `last_scale_ms` (or none since the first
+/// sync when the HPA last scaled before it), gives the controller's memory; of several, the
+/// one with the fewest rescales. `None` when no start does.
 pub fn replay(
     spec: &HpaSpec,
     config: ControllerConfig,
@@ -67,30 +67,38 @@ pub fn replay(
             _ => replayed.is_none(),
         }
     };
-    starts
-        .into_iter()
-        .find_map(|start| {
-            let mut model = Hpa::new(spec.clone(), config).ok()?;
-            let mut replicas = start;
-            for s in syncs {
-                let input = SyncInput {
-                    spec_replicas: replicas,
-                    status_replicas: replicas,
-                    ready_pods: replicas,
-                    pods: replicas,
-                    metrics: s.inputs.clone(),
-                    selector: TargetSelector::Valid,
-                };
-                replicas = model.sync(model_time(s.at_ms), &input).replicas;
-            }
-            (replicas == current && scale_seen(&model)).then_some(model)
-        })
-        .map(|model| Replayed {
-            model,
-            syncs: syncs.len(),
-            last_sync_ms: last,
-            period_ms: period(syncs),
-        })
+    // Several starts may end where the HPA is; the one that rescaled least is the likeliest
+    // (an HPA mostly holds its count), the nearest to the current count among equals.
+    let mut best: Option<(usize, Hpa)> = None;
+    for start in starts {
+        let Ok(mut model) = Hpa::new(spec.clone(), config) else {
+            return None;
+        };
+        let (mut replicas, mut rescales) = (start, 0);
+        for s in syncs {
+            let input = SyncInput {
+                spec_replicas: replicas,
+                status_replicas: replicas,
+                ready_pods: replicas,
+                pods: replicas,
+                metrics: s.inputs.clone(),
+                selector: TargetSelector::Valid,
+            };
+            let outcome = model.sync(model_time(s.at_ms), &input);
+            rescales += usize::from(outcome.rescaled);
+            replicas = outcome.replicas;
+        }
+        let fits = replicas == current && scale_seen(&model);
+        if fits && best.as_ref().is_none_or(|(r, _)| rescales < *r) {
+            best = Some((rescales, model));
+        }
+    }
+    best.map(|(_, model)| Replayed {
+        model,
+        syncs: syncs.len(),
+        last_sync_ms: last,
+        period_ms: period(syncs),
+    })
 }
 
 /// The median gap between the last `PERIOD_SAMPLE` syncs.

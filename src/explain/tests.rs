@@ -202,7 +202,7 @@ fn doc_cases() -> Vec<(&'static str, Observation)> {
                 "external": {"metric": {"name": metric}, "current": {"averageValue": "2"}},
             }]);
             let mut o = observe(hpa(1, 10, vec![average_one(metric)], prompt_down(), st), 3, vec![]);
-            o.served = Err("http://127.0.0.1:9100/status?namespace=games: connection refused (is `kubectl port-forward` to the adapter's status port running?)".into());
+            o.served = Err("http://127.0.0.1:9101/status?namespace=games: connection refused (is `kubectl port-forward` to the adapter's status port running?)".into());
             o
         }),
     ]

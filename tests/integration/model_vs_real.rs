@@ -367,6 +367,41 @@ async fn predict(kube: kube::Client, ns: String, status_url: String) -> Option<P
     })
 }
 
+/// The command itself, as a user runs it (the kube-rs reads above are the library's): JSON for
+/// an HPA, and exit code 2 with a message for one that does not exist.
+fn explain_cli(cp: &ControlPlane, ns: &str, status_url: &str) {
+    let run = |name: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
+            .args(["explain", "hpa", name, "-n", ns, "--kubeconfig"])
+            .arg(cp.kubeconfig())
+            .args(["--status-url", status_url, "-o", "json"])
+            .output()
+            .unwrap()
+    };
+    let out = run("w");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["hpa"], format!("{ns}/w"));
+    assert!(doc["next"]["desiredReplicas"].is_i64(), "{doc}");
+    assert!(
+        doc["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap_or("")
+            .contains("replayed from hpa-bridge")),
+        "{doc}"
+    );
+    let missing = run("nothing-here");
+    assert_eq!(missing.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("nothing-here"), "{err}");
+}
+
 /// Copy every workload's `spec.replicas` to its `status.replicas` and record both, and the
 /// HPAs' `status.desiredReplicas`, until `stop` is set.
 async fn mirror(
@@ -557,6 +592,7 @@ async fn the_model_agrees_with_the_real_hpa_controller_on_random_sequences() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    explain_cli(cp, &sequences[0].ns, &status_url);
     let mut predicted = Vec::new();
     for p in predictions {
         if let Ok(Some(p)) = p.await {
