@@ -88,22 +88,29 @@ fn admitted(adapter: &AdapterProcess, user: &str, method: &str) -> bool {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_real_aggregator_reaches_hpa_bridge_as_the_front_proxy_and_rbac_decides() {
-    let cp = ControlPlane::shared();
-    let _cluster = cp.exclusive().await;
-    let ns = cp.namespace("aggregator").await;
+/// hpa-bridge over two static targets in `ns`: a controller instance recommending 3 for
+/// `lobby`, and `lobby-0` holding nothing. The exporter lives as long as the caller keeps it.
+async fn static_lobby(cp: &ControlPlane, ns: &str) -> (TestExporter, AdapterProcess) {
     let ex = TestExporter::start().await;
     ex.page("/ctl", expect_page("ctl-0", "3"));
     ex.page("/lobby-0", index_page("lobby-0", "0"));
     let adapter = start_adapter(
         cp,
         &static_targets(&[
-            (ex.url("/ctl"), &ns, "ctl-0"),
-            (ex.url("/lobby-0"), &ns, "lobby-0"),
+            (ex.url("/ctl"), ns, "ctl-0"),
+            (ex.url("/lobby-0"), ns, "lobby-0"),
         ]),
     )
     .await;
+    (ex, adapter)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_aggregator_reaches_hpa_bridge_as_the_front_proxy_and_rbac_decides() {
+    let cp = ControlPlane::shared();
+    let _cluster = cp.exclusive().await;
+    let ns = cp.namespace("aggregator").await;
+    let (_ex, adapter) = static_lobby(cp, &ns).await;
     cp.register(adapter.port, "both", None).await;
 
     for name in [
@@ -801,16 +808,14 @@ async fn start_writer(cp: &ControlPlane, ns: &str) -> AdapterProcess {
         cp,
         &discovery(ns),
         &[
-            "--write-deletion-cost",
-            "--deletion-cost-lease",
-            "hpa-bridge/hpa-bridge-deletion-cost",
-            "--deletion-cost-lease-duration",
-            "2s",
-            "--deletion-cost-renew-deadline",
-            "1500ms",
-            "--deletion-cost-retry-period",
-            "200ms",
-        ],
+            &[
+                "--write-deletion-cost",
+                "--deletion-cost-lease",
+                "hpa-bridge/hpa-bridge-deletion-cost",
+            ][..],
+            &SHORT_ELECTION,
+        ]
+        .concat(),
     )
     .await
 }
@@ -1008,17 +1013,7 @@ async fn the_aggregator_verifies_the_serving_certificate_when_given_its_ca() {
     let cp = ControlPlane::shared();
     let _cluster = cp.exclusive().await;
     let ns = cp.namespace("verified").await;
-    let ex = TestExporter::start().await;
-    ex.page("/ctl", expect_page("ctl-0", "3"));
-    ex.page("/lobby-0", index_page("lobby-0", "0"));
-    let adapter = start_adapter(
-        cp,
-        &static_targets(&[
-            (ex.url("/ctl"), &ns, "ctl-0"),
-            (ex.url("/lobby-0"), &ns, "lobby-0"),
-        ]),
-    )
-    .await;
+    let (_ex, adapter) = static_lobby(cp, &ns).await;
     cp.register(adapter.port, "external", Some(&adapter.pki.ca_path()))
         .await;
     let api = cp.get_json(&["apiservice", "v1beta1.external.metrics.k8s.io"]);

@@ -864,16 +864,7 @@ async fn start_writer(api: &KubeApi, caller: &str) -> AdapterProcess {
     let lease = format!("{LEASE_NS}/{LEASE}");
     start_writing_costs_with(
         &api.kubeconfig_as(caller),
-        &[
-            "--deletion-cost-lease",
-            &lease,
-            "--deletion-cost-lease-duration",
-            "2s",
-            "--deletion-cost-renew-deadline",
-            "1500ms",
-            "--deletion-cost-retry-period",
-            "200ms",
-        ],
+        &[&["--deletion-cost-lease", &lease][..], &SHORT_ELECTION].concat(),
     )
     .await
 }

@@ -605,6 +605,17 @@ impl HttpsClient {
     }
 }
 
+/// Deletion-cost election timings short enough for a test (kube-controller-manager's are 15 s,
+/// 10 s and 2 s): lease duration, renew deadline, retry period.
+pub const SHORT_ELECTION: [&str; 6] = [
+    "--deletion-cost-lease-duration",
+    "2s",
+    "--deletion-cost-renew-deadline",
+    "1500ms",
+    "--deletion-cost-retry-period",
+    "200ms",
+];
+
 /// Static targets for `config`: (url, namespace, pod).
 pub fn static_targets(targets: &[(String, &str, &str)]) -> String {
     let mut s = String::from("  static:\n");
