@@ -81,6 +81,17 @@ pub struct TargetSpec {
     pub workload: Option<Workload>,
 }
 
+/// A target as a restarted adapter is told it was: its spec, and each series with a valid
+/// value as (name, labels, value, measured at).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remembered {
+    pub spec: TargetSpec,
+    pub series: Vec<RememberedSeries>,
+}
+
+/// (name, labels, value, measured at)
+pub type RememberedSeries = (String, BTreeMap<String, String>, u64, Ms);
+
 #[derive(Clone, Debug)]
 struct Target {
     spec: TargetSpec,
@@ -253,6 +264,8 @@ struct Observed {
     age: Ms,
     /// The newest value seen once and valid.
     last_valid: Option<u64>,
+    /// When that value was measured: its producer's time, else its scrape's (wall clock).
+    last_valid_at: Ms,
 }
 
 fn invalid(v: f64) -> bool {
@@ -381,6 +394,62 @@ impl Oracle {
         }
     }
 
+    /// What a successor is given to remember: each target that had a page, with every series
+    /// that has a valid value, that value and when it was measured.
+    pub fn memory(&self, wall_now: Ms, mono_now: Ms) -> Vec<Remembered> {
+        (0..self.targets.len())
+            .filter(|&ti| Self::succeeded(&self.targets[ti]))
+            .filter_map(|ti| {
+                let mut series: Vec<RememberedSeries> = self
+                    .observed(ti, wall_now, mono_now)
+                    .into_iter()
+                    .filter_map(|(name, labels, o)| {
+                        Some((name, labels, o.last_valid?, o.last_valid_at))
+                    })
+                    .collect();
+                series.sort();
+                (!series.is_empty()).then(|| Remembered {
+                    spec: self.targets[ti].spec.clone(),
+                    series,
+                })
+            })
+            .collect()
+    }
+
+    /// After a restart: each target never scraped since, that is still the target it was,
+    /// reads as if it had had its remembered series on a page at `written_at` and failed
+    /// ever since. Those are taken out of `memory`.
+    pub fn remember(&mut self, memory: &mut Vec<Remembered>, written_at: Ms, mono_now: Ms) {
+        memory.retain(|r| {
+            let Some(t) = self
+                .targets
+                .iter_mut()
+                .find(|t| t.spec == r.spec && !Self::succeeded(t))
+            else {
+                return true;
+            };
+            let samples = r
+                .series
+                .iter()
+                .map(|(name, labels, value, at)| Sample {
+                    name: name.clone(),
+                    labels: labels.clone().into_iter().collect(),
+                    value: *value as f64,
+                    timestamp: Some(*at),
+                })
+                .collect();
+            t.scrapes = vec![
+                Scrape::Page {
+                    wall: written_at,
+                    mono: mono_now,
+                    samples,
+                },
+                Scrape::Failed,
+            ];
+            false
+        });
+    }
+
     pub fn page(&mut self, id: &str, wall: Ms, mono: Ms, samples: Vec<Sample>) {
         if let Some(t) = self.targets.iter_mut().find(|t| t.spec.id == id) {
             t.scrapes.push(Scrape::Page {
@@ -441,6 +510,7 @@ impl Oracle {
                 value: f64::NAN,
                 age: 0,
                 last_valid: None,
+                last_valid_at: 0,
             };
             let mut newest: Option<Ms> = None;
             // The value of the sample that set `newest`.
@@ -493,6 +563,7 @@ impl Oracle {
                 };
                 if of_key.len() == 1 && !invalid(first.value) && !from_the_future {
                     o.last_valid = Some(first.value as u64);
+                    o.last_valid_at = first.timestamp.map_or(*wall, |ts| ts.clamp(0, *wall));
                 }
             }
             out.push((name, labels, o));

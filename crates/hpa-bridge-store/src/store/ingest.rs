@@ -291,7 +291,24 @@ impl Store {
         duration_ms: u64,
         page: impl Into<Page>,
     ) -> PageOutcome {
-        let page_now: Now = scraped_at.into();
+        let mut inner = self.write();
+        self.record_success_in(
+            &mut inner,
+            target,
+            scraped_at.into(),
+            duration_ms,
+            page.into(),
+        )
+    }
+
+    pub(super) fn record_success_in(
+        &self,
+        inner: &mut Inner,
+        target: &ScrapeTarget,
+        page_now: Now,
+        duration_ms: u64,
+        page: Page,
+    ) -> PageOutcome {
         let Now {
             wall: scraped_at,
             mono: scraped_mono,
@@ -300,7 +317,7 @@ impl Store {
             samples,
             valid_until_ms,
             reason,
-        } = page.into();
+        } = page;
         let max_skew = self.clock_skew.0;
         let mut duplicates = 0u64;
         let mut out_of_order = 0u64;
@@ -308,7 +325,7 @@ impl Store {
         // its reason cannot tell whether it was counted.
         let mut counted_twice: HashSet<SlotId> = HashSet::new();
         let mut forgotten = 0u64;
-        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+        self.with_scraped_record(inner, target, |rec, postings, slots, stamp| {
             let was_failing = rec.health.last_error.is_some();
             rec.health.last_attempt_ms = Some(scraped_at);
             rec.health.last_success_ms = Some(scraped_at);
@@ -489,7 +506,19 @@ impl Store {
         duration_ms: u64,
         error: String,
     ) {
-        self.with_scraped_record(target, |rec, postings, slots, stamp| {
+        let mut inner = self.write();
+        self.record_failure_in(&mut inner, target, at, duration_ms, error);
+    }
+
+    pub(super) fn record_failure_in(
+        &self,
+        inner: &mut Inner,
+        target: &ScrapeTarget,
+        at: Millis,
+        duration_ms: u64,
+        error: String,
+    ) {
+        self.with_scraped_record(inner, target, |rec, postings, slots, stamp| {
             if rec.health.last_error.is_none() {
                 // Every series of a target that starts failing reads as from a failing target.
                 for slot in rec.series.values().flat_map(HashMap::values) {
@@ -513,12 +542,11 @@ impl Store {
     /// belongs to the old one and must not mark the new one as scraped.
     fn with_scraped_record(
         &self,
+        inner: &mut Inner,
         target: &ScrapeTarget,
         apply: impl FnOnce(&mut TargetRecord, &mut Postings, &mut SeriesSlots, u64),
     ) {
-        let mut guard = self.write();
         let stamp = self.stamp();
-        let inner = &mut *guard;
         if let Some(rec) = inner
             .targets
             .get_mut(&target.id)

@@ -7,6 +7,7 @@
 mod family_digest;
 mod ingest;
 mod label_index;
+mod memory;
 mod postings;
 mod read;
 mod resolved_scope;
@@ -27,6 +28,7 @@ use crate::exposition::json_page::JsonExtraction;
 use family_digest::TargetCell;
 use ingest::ClockSkew;
 pub use ingest::{merge_labels, Page, PageOutcome, TargetSetChange, MAX_RETAINED_ABSENT_SERIES};
+pub use memory::{fingerprint, Memory, RememberedSeries, RememberedTarget};
 use postings::Postings;
 pub use read::ScopeRead;
 use resolved_scope::ResolvedScopes;
