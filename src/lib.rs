@@ -16,6 +16,8 @@ pub mod deletion_cost;
 pub mod demo;
 pub mod explain;
 pub mod hpa;
+pub mod lease;
+pub mod memory;
 
 pub use hpa_bridge_rules::{
     clock, cluster, config, evidence, exposition, policy, redaction, selector,

@@ -19,6 +19,8 @@ use hpa_bridge::deletion_cost::{
     self, DeletionCostWriter, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME,
 };
 use hpa_bridge::engine::{self, EngineBuilder};
+use hpa_bridge::lease::Duty;
+use hpa_bridge::memory::{MemoryKeeper, MemoryObject, MemoryTimings, DEFAULT_MEMORY_NAME};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{self, SelfMetrics};
 use hpa_bridge::{auth, demo, tls};
@@ -318,6 +320,22 @@ struct ServeArgs {
     /// --deletion-cost-renew-deadline.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     deletion_cost_retry_period: Duration,
+    /// Keep no memory across restarts: a restarted replica then rules a target unreachable
+    /// since its start in or out by its workload alone (docs/unknown-input.md). Without this,
+    /// with scrape.kubernetes, the replica holding --memory-lease writes --memory-config-map.
+    #[arg(long)]
+    no_memory: bool,
+    /// The ConfigMap that keeps which targets carried which series and their last values, read
+    /// at every start. Needs get, create and update on it (manifests/base/rbac.yaml).
+    #[arg(long, value_name = "[NAMESPACE/]NAME", default_value = DEFAULT_MEMORY_NAME)]
+    memory_config_map: LeaseName,
+    /// The Lease that elects the one replica writing the memory; its timings are the
+    /// --deletion-cost-lease-* ones.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", default_value = DEFAULT_MEMORY_NAME)]
+    memory_lease: LeaseName,
+    /// At most one write of the memory per this, and only when what it holds changed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    memory_write_interval: Duration,
     #[command(flatten)]
     auth: Box<AuthArgs>,
 }
@@ -906,26 +924,71 @@ async fn serve(args: ServeArgs) -> Result<()> {
         bail!("--write-deletion-cost needs scrape.kubernetes in the config: it writes to the pods discovery finds");
     }
     let mut leadership = None;
+    let mut memory_status = None;
+    let mut leases = Vec::new();
     let discovery = match &config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
-            let discovery =
-                Discovery::start(client.clone(), k.clone(), targets.clone(), static_targets);
-            if args.write_deletion_cost {
-                let lease = &args.deletion_cost_lease;
-                let namespace = lease
-                    .namespace
+            let namespace_of = |name: &LeaseName| {
+                name.namespace
                     .clone()
                     .or_else(|| {
                         std::env::var("POD_NAMESPACE")
                             .ok()
                             .filter(|s| !s.is_empty())
                     })
-                    .unwrap_or_else(|| client.default_namespace().to_string());
-                let l = Leadership::start(
+                    .unwrap_or_else(|| client.default_namespace().to_string())
+            };
+            // The memory is read before discovery starts, so that no target set reaches the
+            // store before it: a remembered target is never seen unscraped by an answer.
+            let memory = (!args.no_memory).then(|| {
+                MemoryObject::new(
                     client.clone(),
-                    &namespace,
-                    &lease.name,
+                    &namespace_of(&args.memory_config_map),
+                    &args.memory_config_map.name,
+                )
+            });
+            let memory_read = match &memory {
+                Some(object) => Some(read_memory(object, &targets).await),
+                None => None,
+            };
+            let discovery =
+                Discovery::start(client.clone(), k.clone(), targets.clone(), static_targets);
+            if let Some(object) = memory {
+                let lease = Leadership::start(
+                    Duty::Memory,
+                    client.clone(),
+                    (&namespace_of(&args.memory_lease), &args.memory_lease.name),
+                    deletion_cost::identity(),
+                    args.lease_timings(),
+                    clock.clone(),
+                    metrics.clone(),
+                );
+                let keeper = MemoryKeeper::new(
+                    targets.clone(),
+                    object,
+                    lease.clone(),
+                    clock.clone(),
+                    metrics.clone(),
+                    MemoryTimings {
+                        write_interval: args.memory_write_interval,
+                        hold: Duration::from_secs(300),
+                    },
+                );
+                if let Some(outcome) = memory_read {
+                    keeper.read_at_start(outcome);
+                }
+                memory_status = Some(keeper.status());
+                keeper.spawn();
+                leases.push(lease);
+            }
+            if args.write_deletion_cost {
+                let lease = &args.deletion_cost_lease;
+                let namespace = namespace_of(lease);
+                let l = Leadership::start(
+                    Duty::DeletionCost,
+                    client.clone(),
+                    (&namespace, &lease.name),
                     deletion_cost::identity(),
                     args.lease_timings(),
                     clock.clone(),
@@ -941,6 +1004,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
                     args.deletion_cost_qps,
                 )
                 .spawn();
+                leases.push(l.clone());
                 leadership = Some(l);
             }
             Some(discovery)
@@ -962,6 +1026,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if let Some(l) = &leadership {
         let l = l.clone();
         builder = builder.status_section(("deletionCostLease", Arc::new(move || l.status())));
+    }
+    if let Some(shown) = memory_status {
+        builder = builder.status_section(("memory", Arc::new(shown)));
     }
     let engine = builder.build()?;
     let adapter = engine.adapter().clone();
@@ -1157,9 +1224,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
             std::process::exit(130);
         }
     });
-    // The deletion-cost lease is given up at once, so another replica takes over writing
-    // while this one still serves.
-    let resigning = leadership.map(|l| tokio::spawn(async move { l.resign().await }));
+    // The leases are given up at once, so another replica takes over writing while this one
+    // still serves.
+    let resigning = (!leases.is_empty()).then(|| {
+        tokio::spawn(futures::future::join_all(
+            leases.into_iter().map(|l| async move { l.resign().await }),
+        ))
+    });
     // kube-apiserver's order (--shutdown-delay-duration): fail readiness, keep serving while
     // the endpoints and the aggregator catch up, then stop accepting and drain.
     shutdown.advance(Phase::Terminating);
@@ -1250,6 +1321,41 @@ async fn termination_signal() -> Result<&'static str> {
 
 /// The Kubernetes client for discovery: an explicit kubeconfig, or whatever `Config::infer`
 /// finds (KUBECONFIG, ~/.kube/config, then the in-cluster service account).
+/// Read the memory a predecessor wrote and give it to the store, retrying for up to 10 s (an
+/// API server that is slow to answer a starting pod); after that this replica goes on without
+/// it. Returns the memory's time, or why it could not be read.
+async fn read_memory(
+    object: &MemoryObject,
+    store: &hpa_bridge::store::Store,
+) -> std::result::Result<Option<i64>, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match object.read().await {
+            Ok(Some(memory)) => {
+                let written_at = memory.written_at;
+                tracing::info!(config_map = %object.describe(), targets = memory.targets.len(), series = memory.series_count(), written_at = %hpa_bridge::clock::rfc3339(written_at), "read the memory: targets never scraped since this start hold their remembered series");
+                store.remember(memory);
+                return Ok(Some(written_at));
+            }
+            Ok(None) => {
+                tracing::info!(config_map = %object.describe(), "no memory written yet");
+                return Ok(None);
+            }
+            Err(e)
+                if tokio::time::Instant::now() >= deadline
+                    || matches!(e.kind(), "forbidden" | "malformed") =>
+            {
+                tracing::warn!(error = %e, "the memory could not be read: going on without it; a target never scraped since this start is ruled in or out by its workload alone (docs/unknown-input.md)");
+                return Err(e.to_string());
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the memory failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
 async fn discovery_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => kubeconfig_file(path, "--kubeconfig").await?,

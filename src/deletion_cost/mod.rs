@@ -4,11 +4,10 @@
 //! replica that holds the deletion-cost Lease writes.
 
 mod cost_patch;
-mod election;
-mod lease;
 mod writer;
 
+pub use crate::lease::{
+    identity, Election, Leadership, LeaseName, LeaseRecord, LeaseTimings, Step, DEFAULT_LEASE_NAME,
+};
 pub use cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
-pub use election::{Election, LeaseRecord, Step};
-pub use lease::{identity, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};
 pub use writer::DeletionCostWriter;

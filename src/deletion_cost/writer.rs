@@ -14,11 +14,11 @@ use kube::Client;
 use tokio::time::Instant;
 
 use super::cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
-use super::lease::Leadership;
 use crate::clock::{Clock, Millis};
 use crate::cluster::{WorkloadRef, POD_DELETION_COST};
 use crate::config::{Config, MetricSpec};
 use crate::evidence::{Evidence, Scope};
+use crate::lease::Leadership;
 use crate::policy::{pod_indices, QueryContext};
 use crate::selector::LabelSelector;
 use crate::source::discovery::Discovery;

@@ -38,6 +38,11 @@ pub(crate) async fn start_adapter_with(
     );
     let mut args = vec!["--kubeconfig", k, "--authentication-kubeconfig", k];
     args.extend_from_slice(more);
+    // The memory's ConfigMap and Lease have one name per install: only the tests about it
+    // keep one, with the cluster to themselves, so no other test's adapter writes theirs.
+    if !more.iter().any(|a| a.starts_with("--memory")) {
+        args.push("--no-memory");
+    }
     AdapterProcess::start_with_env(
         &config,
         &args,
@@ -298,6 +303,17 @@ struct Lobby {
 
 impl Lobby {
     async fn start(metric: &str, group: &str, min: u32, recommendation: u32) -> Lobby {
+        Self::start_with(metric, group, min, recommendation, &[]).await
+    }
+
+    /// The same, with `more` flags for hpa-bridge.
+    async fn start_with(
+        metric: &str,
+        group: &str,
+        min: u32,
+        recommendation: u32,
+        more: &[&str],
+    ) -> Lobby {
         let cp = ControlPlane::shared();
         let cluster = cp.exclusive().await;
         let ns = cp.namespace("lobby").await;
@@ -312,7 +328,7 @@ impl Lobby {
         lobby.recommend(recommendation, recommendation);
         lobby.indices(&[]);
         cp.apply(&workloads(&lobby.ns, &lobby.pods, 2));
-        let adapter = start_adapter(cp, &discovery(&lobby.ns)).await;
+        let adapter = start_adapter_with(cp, &discovery(&lobby.ns), more).await;
         cp.register(adapter.port, group, None).await;
         cp.apply(&hpa(&lobby.ns, min, metric));
         Lobby {
@@ -489,6 +505,149 @@ async fn a_restart_during_a_recommender_outage_does_not_shrink_the_workload() {
     lobby.reaches(5).await;
 }
 
+/// The memory closes the hole a restart leaves without it (docs/unknown-input.md): the
+/// recommender StatefulSet `lobby-ctl` (4) fails whole beside a second recommender, `lobby-alt`,
+/// exporting 1. Restarted with the memory the replica holding its Lease wrote, hpa-bridge reads
+/// both ctl pods as failing since with their last value 4, refuses the lower answer, and the real
+/// HPA keeps 4. Restarted without it, the ctl pods look like any unrelated pod: 1 is served and
+/// the real HPA scales in, which is what the memory prevents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_given_the_memory_keeps_a_whole_failing_recommender_known() {
+    let memory = ["--memory-write-interval=1s"];
+    let mut lobby = Lobby::start_with(EXTERNAL_METRIC, "external", 1, 4, &memory).await;
+    let cp = lobby.cp;
+    let ns = lobby.ns.clone();
+    lobby.pods.set("lobby-alt-0", expect_page("alt-0", "1"));
+    cp.apply(&format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: lobby-alt, namespace: {ns}}}\nspec:\n  replicas: 1\n  serviceName: lobby-alt\n  selector: {{matchLabels: {{app: lobby-alt}}}}\n  template:\n    metadata:\n      labels: {{app: lobby-alt}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/lobby-alt:1}}]\n",
+        lobby.pods.annotations()
+    ));
+    lobby.reaches(4).await;
+    let path = external_path(&ns);
+    cp.eventually("the answer 4 with lobby-alt scraped", || {
+        cp.try_kubectl(&["get", "--raw", &path])
+            .ok()
+            .filter(|b| value_of(b).as_deref() == Some("4"))
+    })
+    .await;
+    // The writer's memory holds both ctl pods with their 4.
+    let written = cp
+        .eventually("the memory written with both ctl pods", || {
+            let cm = cp
+                .try_kubectl(&[
+                    "get",
+                    "configmap",
+                    "hpa-bridge-memory",
+                    "-n",
+                    "hpa-bridge",
+                    "-o",
+                    "json",
+                ])
+                .ok()?;
+            let cm: Value = serde_json::from_str(&cm).ok()?;
+            let memory: Value = serde_json::from_str(cm["data"]["memory.json"].as_str()?).ok()?;
+            let ctl = memory["targets"]
+                .as_array()?
+                .iter()
+                .filter(|t| {
+                    t["id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with(&format!("{ns}/lobby-ctl-")))
+                        && t["series"][0]["value"] == 4
+                })
+                .count();
+            (ctl == 2).then_some(memory)
+        })
+        .await;
+    assert!(
+        written["targets"].as_array().unwrap().len() >= 3,
+        "{written}"
+    );
+
+    // What the memory costs: writes while every value holds, and while one changes every
+    // 500 ms (lobby-alt between 1 and 2, below the max), at --memory-write-interval=1s.
+    let adapter = lobby.adapter.as_ref().unwrap();
+    let writes = || async {
+        let (_, body) = adapter.plain_get("/metrics").await;
+        body.lines()
+            .filter(|l| l.starts_with("hpa_bridge_memory_writes_total{result=\"success\"}"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let window = Duration::from_secs(10);
+    let before = writes().await;
+    tokio::time::sleep(window).await;
+    let steady = writes().await - before;
+    let before = writes().await;
+    let until = Instant::now() + window;
+    let mut value = 1;
+    while Instant::now() < until {
+        value = 3 - value;
+        lobby
+            .pods
+            .set("lobby-alt-0", expect_page("alt-0", &value.to_string()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let changing = writes().await - before;
+    lobby.pods.set("lobby-alt-0", expect_page("alt-0", "1"));
+    let report = format!(
+        "memory writes in {window:?} at --memory-write-interval=1s: steady values {steady}, one value changing every 500 ms {changing}; memory {} bytes, {} targets\n",
+        serde_json::to_string(&written).unwrap().len(),
+        written["targets"].as_array().unwrap().len()
+    );
+    eprint!("{report}");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("memory-writes.txt"), &report);
+    assert_eq!(steady, 0.0, "{report}");
+    assert!((1.0..=11.0).contains(&changing), "{report}");
+
+    for pod in ["lobby-ctl-0", "lobby-ctl-1"] {
+        lobby.pods.set_status(pod, 500);
+    }
+    cp.eventually("the refusal before the restart", || {
+        cp.try_kubectl(&["get", "--raw", &path]).err()
+    })
+    .await;
+
+    drop(lobby.adapter.take());
+    let adapter = start_adapter_with(cp, &discovery(&ns), &memory).await;
+    cp.register(adapter.port, "external", None).await;
+    // Both ctl pods read from memory: each named with its last value, neither as never scraped.
+    let refusal = cp
+        .eventually("the refusal after the restart, from memory", || {
+            cp.try_kubectl(&["get", "--raw", &path])
+                .err()
+                .filter(|e| e.contains("lobby-ctl-0") && e.contains("lobby-ctl-1"))
+        })
+        .await;
+    assert!(
+        refusal.contains("with last value 4") && !refusal.contains("never been scraped"),
+        "{refusal}"
+    );
+    assert!(
+        adapter.log().contains("targets read from the memory"),
+        "{}",
+        adapter.log()
+    );
+    lobby.adapter = Some(adapter);
+    lobby.holds(4, 8).await;
+
+    // Control: the same restart without the memory serves lobby-alt's 1, and the real HPA
+    // follows it down.
+    drop(lobby.adapter.take());
+    let adapter = start_adapter(cp, &discovery(&ns)).await;
+    cp.register(adapter.port, "external", None).await;
+    lobby.adapter = Some(adapter);
+    cp.eventually("lobby-alt's 1 served without the memory", || {
+        cp.try_kubectl(&["get", "--raw", &path])
+            .ok()
+            .filter(|b| value_of(b).as_deref() == Some("1"))
+    })
+    .await;
+    lobby.reaches(1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_hpa_bridge_the_apiservice_is_unavailable_and_the_workload_keeps_its_size() {
     let mut lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
@@ -586,6 +745,23 @@ const SERVE_USES: &[&[&str]] = &[
         "-n",
         "kube-system",
     ],
+    // src/memory: the ConfigMap and the Lease of its one writer.
+    &["get", "configmaps/hpa-bridge-memory", "-n", "hpa-bridge"],
+    &["update", "configmaps/hpa-bridge-memory", "-n", "hpa-bridge"],
+    &["create", "configmaps", "-n", "hpa-bridge"],
+    &[
+        "get",
+        "leases.coordination.k8s.io/hpa-bridge-memory",
+        "-n",
+        "hpa-bridge",
+    ],
+    &[
+        "update",
+        "leases.coordination.k8s.io/hpa-bridge-memory",
+        "-n",
+        "hpa-bridge",
+    ],
+    &["create", "leases.coordination.k8s.io", "-n", "hpa-bridge"],
 ];
 
 /// What `serve --write-deletion-cost` asks on top (src/deletion_cost: a merge patch of pods,
@@ -617,6 +793,10 @@ const NEVER: &[&[&str]] = &[
     &["list", "secrets", "-A"],
     &["get", "configmaps", "-n", "default"],
     &["list", "configmaps", "-n", "kube-system"],
+    &["update", "configmaps/other", "-n", "hpa-bridge"],
+    &["get", "configmaps/other", "-n", "hpa-bridge"],
+    &["delete", "configmaps/hpa-bridge-memory", "-n", "hpa-bridge"],
+    &["list", "configmaps", "-n", "hpa-bridge"],
     &["update", "statefulsets.apps", "-n", "default"],
     &["patch", "statefulsets.apps/scale", "-n", "default"],
     &["update", "deployments.apps", "-n", "default"],
@@ -931,6 +1111,9 @@ fn for_release<'a>(
             a if a.contains("hpa-bridge-deletion-cost") => {
                 std::borrow::Cow::Owned(a.replace("hpa-bridge-deletion-cost", lease))
             }
+            a if a.contains("hpa-bridge-memory") => std::borrow::Cow::Owned(
+                a.replace("hpa-bridge-memory", &format!("{fullname}-memory")),
+            ),
             a => std::borrow::Cow::Borrowed(a),
         })
         .collect()

@@ -609,8 +609,10 @@ struct World {
     last_page: BTreeMap<usize, Vec<ExposedSample>>,
     /// The memory last written, as the store and as the oracle took it.
     memory: Option<(Memory, Vec<Remembered>)>,
-    /// What of it the running adapter has yet to read (targets not in the set yet).
-    pending: Option<(Memory, Vec<Remembered>)>,
+    /// What of it the oracle has yet to read (targets not in the set yet); the store keeps
+    /// its own.
+    /// (the memory's time, its targets)
+    pending: Option<(Ms, Vec<Remembered>)>,
 }
 
 const START: Ms = 1_700_000_000_000;
@@ -711,12 +713,12 @@ impl World {
         self.publish_cluster();
     }
 
-    /// The pending memory, to the store and the oracle: each reads the targets it can.
+    /// The oracle reads the targets it can of its pending memory (the store reads its own as
+    /// each target set arrives).
     fn read_memory(&mut self) {
-        if let Some((store_memory, oracle_memory)) = &mut self.pending {
-            self.store.remember(store_memory, self.clock.now());
+        if let Some((written_at, oracle_memory)) = &mut self.pending {
             self.oracle
-                .remember(oracle_memory, store_memory.written_at, self.clock.mono_ms());
+                .remember(oracle_memory, *written_at, self.clock.mono_ms());
         }
     }
 
@@ -845,8 +847,19 @@ impl World {
                 self.pending = None;
             }
             Event::WriteMemory => {
-                let store_memory = self.store.memory(self.now());
-                let oracle_memory = self.oracle.memory(self.now(), self.clock.mono_ms());
+                // What is still to be read of the memory this adapter was given is passed on.
+                let mut store_memory = self.store.memory(self.now());
+                let mut oracle_memory = self.oracle.memory(self.now(), self.clock.mono_ms());
+                if let Some(store_pending) = self.store.pending_memory() {
+                    store_memory = store_memory.and_pending(&store_pending);
+                }
+                if let Some((_, oracle_pending)) = &self.pending {
+                    for r in oracle_pending {
+                        if !oracle_memory.iter().any(|m| m.spec == r.spec) {
+                            oracle_memory.push(r.clone());
+                        }
+                    }
+                }
                 let [a, b] = Self::memory_lists(&store_memory, &oracle_memory);
                 if a != b {
                     return Err(format!(
@@ -859,8 +872,12 @@ impl World {
                 (self.store, self.handler) = Self::adapter(&self.clock, &self.cluster);
                 self.store.set_targets(self.targets.clone());
                 self.oracle.restart();
-                self.pending = self.memory.clone();
-                self.read_memory();
+                self.pending = None;
+                if let Some((store_memory, oracle_memory)) = self.memory.clone() {
+                    self.pending = Some((store_memory.written_at, oracle_memory));
+                    self.store.remember(store_memory);
+                    self.read_memory();
+                }
             }
             Event::Fail { target } => {
                 let Some(t) = self.target(*target) else {

@@ -159,6 +159,10 @@ pub struct SelfMetrics {
     history_scopes_dropped: Counter,
     deletion_cost_patches: Family<ResultLabel, Counter>,
     deletion_cost_leader: Gauge,
+    memory_writes: Family<ResultLabel, Counter>,
+    memory_writer: Gauge,
+    memory_bytes: Gauge,
+    memory_read_targets: Gauge,
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
@@ -374,10 +378,38 @@ impl SelfMetrics {
             "1 while this replica holds the deletion-cost Lease and may write pod-deletion-cost, else 0",
             deletion_cost_leader.clone(),
         );
+        let memory_writes = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "memory_writes",
+            "Writes of the memory ConfigMap (which targets carried which series, for a restart), by result (success, or the failure's kind)",
+            memory_writes.clone(),
+        );
+        let memory_writer = Gauge::default();
+        registry.register(
+            "memory_writer",
+            "1 while this replica holds the memory Lease and writes the memory, else 0",
+            memory_writer.clone(),
+        );
+        let memory_bytes = Gauge::default();
+        registry.register(
+            "memory_bytes",
+            "Size of the memory this replica last wrote, in bytes",
+            memory_bytes.clone(),
+        );
+        let memory_read_targets = Gauge::default();
+        registry.register(
+            "memory_read_targets",
+            "Targets this process read from the memory at its start (never scraped since, still the same target)",
+            memory_read_targets.clone(),
+        );
         SelfMetrics {
             registry,
             deletion_cost_patches,
             deletion_cost_leader,
+            memory_writes,
+            memory_writer,
+            memory_bytes,
+            memory_read_targets,
             ready,
             scope_refusing,
             scope_refusing_since,
@@ -424,6 +456,28 @@ impl SelfMetrics {
     /// Whether this replica holds the deletion-cost Lease.
     pub fn deletion_cost_leader(&self, leading: bool) {
         self.deletion_cost_leader.set(i64::from(leading));
+    }
+
+    /// Whether this replica holds the memory Lease.
+    pub fn memory_writer(&self, leading: bool) {
+        self.memory_writer.set(i64::from(leading));
+    }
+
+    /// One write of the memory and how it ended; its size when written.
+    pub fn memory_write(&self, result: &'static str, bytes: Option<usize>) {
+        self.memory_writes
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+        if let Some(b) = bytes {
+            self.memory_bytes.set(b as i64);
+        }
+    }
+
+    /// Targets read from the memory so far.
+    pub fn memory_read(&self, targets: usize) {
+        self.memory_read_targets.inc_by(targets as i64);
     }
 
     /// One PromQL query sent to the Prometheus source and how it ended.

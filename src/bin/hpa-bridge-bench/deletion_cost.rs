@@ -536,9 +536,9 @@ pub fn run(
         let metrics = Arc::new(SelfMetrics::new());
         // Writes only while it holds the lease, renewed every retry period, as `serve` runs it.
         let leadership = Leadership::start(
+            hpa_bridge::lease::Duty::DeletionCost,
             bench.client.clone(),
-            "hpa-bridge",
-            DEFAULT_LEASE_NAME,
+            ("hpa-bridge", DEFAULT_LEASE_NAME),
             "bench-writer".into(),
             LeaseTimings::default(),
             clock.clone(),

@@ -276,6 +276,12 @@ impl Store {
                 }
             }
         }
+        // A target new to the set that a predecessor remembered is read from memory before
+        // any answer can see it unscraped.
+        if change.added + change.replaced > 0 {
+            let mut pending = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+            self.read_memory_in(&mut inner, &mut pending);
+        }
         // After the write: a reader that sees the new version also sees the new set.
         drop(inner);
         self.target_set

@@ -56,6 +56,36 @@ impl Memory {
     pub fn series_count(&self) -> usize {
         self.targets.iter().map(|t| t.series.len()).sum()
     }
+
+    /// Whether `other` remembers the same targets with the same series and values, whenever
+    /// each value was measured. A writer that skips a write for that keeps older times, which
+    /// read as stale sooner after a restart: the remembered value then refuses a lower answer
+    /// rather than count in it (docs/unknown-input.md).
+    pub fn same_values(&self, other: &Memory) -> bool {
+        self.targets.len() == other.targets.len()
+            && self.targets.iter().zip(&other.targets).all(|(a, b)| {
+                a.fingerprint == b.fingerprint
+                    && a.series.len() == b.series.len()
+                    && a.series.iter().zip(&b.series).all(|(x, y)| {
+                        x.name == y.name && x.labels == y.labels && x.value == y.value
+                    })
+            })
+    }
+
+    /// This memory and, after its own, each target of `pending` it does not hold: a target
+    /// still to be read from the memory this process was given is passed on, not forgotten.
+    pub fn and_pending(mut self, pending: &Memory) -> Memory {
+        let held: std::collections::HashSet<String> =
+            self.targets.iter().map(|t| t.fingerprint.clone()).collect();
+        self.targets.extend(
+            pending
+                .targets
+                .iter()
+                .filter(|t| !held.contains(&t.fingerprint))
+                .cloned(),
+        );
+        self
+    }
 }
 
 /// The identity a remembered target must still have to be read from memory.
@@ -124,13 +154,43 @@ impl Store {
         }
     }
 
-    /// Read each remembered target that is in the set, never scraped by this process, and
-    /// still the target it was, as having had its remembered series on a page at the memory's
-    /// time and failed every scrape since. Those are taken out of `memory`; the others stay
-    /// for a later target set. Returns how many were read.
-    pub fn remember(&self, memory: &mut Memory, now: Now) -> usize {
+    /// Give this store the memory a predecessor wrote. Each remembered target that is in the
+    /// set, never scraped by this process and still the target it was is read at once as having
+    /// had its remembered series on a page at the memory's time and failed every scrape since;
+    /// the others are read the same way when a target set brings them, under the same lock, so
+    /// no answer ever sees such a target without its memory. Returns how many were read now.
+    pub fn remember(&self, memory: Memory) -> usize {
         let mut guard = self.write();
-        let inner: &mut Inner = &mut guard;
+        let mut pending = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        *pending = Some(memory);
+        self.read_memory_in(&mut guard, &mut pending)
+    }
+
+    /// Stop reading targets from the memory (those still to come are taken as new), and say
+    /// how many it still held.
+    pub fn forget_memory(&self) -> usize {
+        let mut pending = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        pending.take().map_or(0, |m| m.targets.len())
+    }
+
+    /// What of the memory is still to be read: a writer passes it on.
+    pub fn pending_memory(&self) -> Option<Memory> {
+        self.memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How many targets have been read from memory since this store began.
+    pub fn targets_read_from_memory(&self) -> usize {
+        self.memory_read.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Read what can be read of `pending` into `inner`.
+    pub(super) fn read_memory_in(&self, inner: &mut Inner, pending: &mut Option<Memory>) -> usize {
+        let Some(memory) = pending.as_mut().filter(|m| !m.targets.is_empty()) else {
+            return 0;
+        };
         let written_at = memory.written_at;
         let before = memory.targets.len();
         // Few targets are unscraped in a steady set, so they are the ones fingerprinted.
@@ -140,6 +200,9 @@ impl Store {
             .filter_map(|id| inner.targets.get(id))
             .map(|rec| (fingerprint(&rec.target), rec.target.clone()))
             .collect();
+        if unscraped.is_empty() {
+            return 0;
+        }
         memory.targets.retain(|r| {
             let Some(target) = unscraped.get(&r.fingerprint) else {
                 return true;
@@ -155,15 +218,16 @@ impl Store {
                     unusable: None,
                 })
                 .collect::<Vec<_>>();
+            // Every sample carries its own time, so the page's monotonic time is never read.
             let page_at = Now {
                 wall: written_at,
-                mono: now.mono,
+                mono: 0,
             };
             self.record_success_in(inner, target, page_at, 0, Page::from(samples));
             self.record_failure_in(
                 inner,
                 target,
-                now.wall,
+                written_at,
                 0,
                 format!(
                     "not scraped since this process started; held at its series as remembered at {}",
@@ -172,7 +236,10 @@ impl Store {
             );
             false
         });
-        before - memory.targets.len()
+        let read = before - memory.targets.len();
+        self.memory_read
+            .fetch_add(read, std::sync::atomic::Ordering::Relaxed);
+        read
     }
 }
 
@@ -225,7 +292,7 @@ mod tests {
         old.record_success(&a, 2000, 1, vec![sample(f64::NAN)]);
         old.record_success(&b, 1500, 1, vec![sample(5.0)]);
         old.record_failure(&never, 1500, 1, "refused".into());
-        let mut memory = old.memory(2500);
+        let memory = old.memory(2500);
         // The NaN is not a value to hold; the target never scraped carried nothing known.
         assert_eq!(memory.series_count(), 2);
         assert_eq!(memory.targets[0].series[0].value, 3);
@@ -242,8 +309,12 @@ mod tests {
         };
         fresh.set_targets(vec![a.clone(), b_moved, never.clone()]);
         fresh.record_success(&a, 3000, 1, vec![sample(1.0)]);
-        assert_eq!(fresh.remember(&mut memory, Now::from(3500)), 0);
-        assert_eq!(memory.targets.len(), 2, "kept for a later target set");
+        assert_eq!(fresh.remember(memory), 0);
+        assert_eq!(
+            fresh.pending_memory().unwrap().targets.len(),
+            2,
+            "kept for a later target set"
+        );
         assert_eq!(
             idx(&fresh),
             vec![("http://a/m".into(), Some((1, 3000)), false)]
@@ -251,7 +322,7 @@ mod tests {
 
         // b as it was joins the set: read from memory, failing, holding 5 from 1500.
         fresh.set_targets(vec![a.clone(), b.clone(), never]);
-        assert_eq!(fresh.remember(&mut memory, Now::from(4000)), 1);
+        assert_eq!(fresh.targets_read_from_memory(), 1);
         let read = idx(&fresh);
         assert!(
             read.contains(&("http://b/m".into(), Some((5, 1500)), true)),

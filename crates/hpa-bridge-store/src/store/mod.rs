@@ -197,6 +197,11 @@ pub struct Store {
     /// `scrape.staleAfter`: a series whose value was older than this before a page may have
     /// read as stale, so the page that refreshes it changes answers even with the same value.
     stale_after_ms: Millis,
+    /// The memory a predecessor wrote, while targets may still be read from it (memory.rs).
+    /// Taken after `inner`'s write lock, never before it.
+    memory: std::sync::Mutex<Option<Memory>>,
+    /// How many targets were read from it.
+    memory_read: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Debug, Default)]

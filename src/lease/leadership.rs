@@ -1,6 +1,7 @@
-//! The Lease that makes one replica the deletion-cost writer: reads and writes
-//! `coordination.k8s.io/v1` Leases every retry period, as the election (`election.rs`) says,
-//! and tells the writer whether it may patch (docs/deletion-cost.md, "One writer").
+//! The Lease that makes one replica the writer of a duty (deletion costs, the memory): reads
+//! and writes `coordination.k8s.io/v1` Leases every retry period, as the election
+//! (`election.rs`) says, and tells the writer whether it may write (docs/deletion-cost.md,
+//! "One writer").
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,9 +15,9 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use serde_json::json;
 
-use super::cost_patch::FIELD_MANAGER;
 use super::election::{Election, LeaseRecord, Step};
 use crate::clock::{Clock, Millis};
+use crate::deletion_cost::FIELD_MANAGER;
 use crate::telemetry::SelfMetrics;
 
 /// The lease's name when `--deletion-cost-lease` names none.
@@ -139,9 +140,49 @@ fn process_unique_suffix() -> String {
     format!("{:016x}", h.finish())
 }
 
-/// Whether this replica holds the deletion-cost lease, kept current by a task that reads and
+/// What the lease's holder alone does: each duty has its own lease, so one replica may write
+/// deletion costs while another writes the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Duty {
+    DeletionCost,
+    Memory,
+}
+
+impl Duty {
+    fn lease(self) -> &'static str {
+        match self {
+            Duty::DeletionCost => "the deletion-cost lease",
+            Duty::Memory => "the memory lease",
+        }
+    }
+
+    fn work(self) -> &'static str {
+        match self {
+            Duty::DeletionCost => "writes deletion costs",
+            Duty::Memory => "writes the memory",
+        }
+    }
+
+    /// Where the RBAC the lease needs is shipped.
+    fn rbac(self) -> &'static str {
+        match self {
+            Duty::DeletionCost => "manifests/overlays/deletion-cost",
+            Duty::Memory => "manifests/base",
+        }
+    }
+
+    fn set_gauge(self, metrics: &SelfMetrics, leading: bool) {
+        match self {
+            Duty::DeletionCost => metrics.deletion_cost_leader(leading),
+            Duty::Memory => metrics.memory_writer(leading),
+        }
+    }
+}
+
+/// Whether this replica holds a duty's lease, kept current by a task that reads and
 /// writes it every retry period.
 pub struct Leadership {
+    duty: Duty,
     client: Client,
     api: Api<Lease>,
     namespace: String,
@@ -163,11 +204,11 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// Start campaigning for `namespace/name` as `identity`.
+    /// Start campaigning for the Lease `(namespace, name)` as `identity`.
     pub fn start(
+        duty: Duty,
         client: Client,
-        namespace: &str,
-        name: &str,
+        (namespace, name): (&str, &str),
         identity: String,
         timings: LeaseTimings,
         clock: Arc<dyn Clock>,
@@ -175,6 +216,7 @@ impl Leadership {
     ) -> Arc<Leadership> {
         let duration_s = timings.lease_duration.as_secs().min(i32::MAX as u64) as i32;
         let leadership = Arc::new(Leadership {
+            duty,
             api: Api::namespaced(client.clone(), namespace),
             client,
             namespace: namespace.into(),
@@ -193,7 +235,7 @@ impl Leadership {
             reported: Mutex::new((false, None)),
             failing: AtomicBool::new(false),
         });
-        leadership.metrics.deletion_cost_leader(false);
+        duty.set_gauge(&leadership.metrics, false);
         let l = leadership.clone();
         tokio::spawn(async move {
             tracing::info!(
@@ -202,7 +244,9 @@ impl Leadership {
                 lease_duration = ?l.timings.lease_duration,
                 renew_deadline = ?l.timings.renew_deadline,
                 retry_period = ?l.timings.retry_period,
-                "campaigning for the deletion-cost lease; only its holder writes"
+                "campaigning for {}; only its holder {}",
+                l.duty.lease(),
+                l.duty.work(),
             );
             loop {
                 {
@@ -277,11 +321,11 @@ impl Leadership {
         self.report();
         match released {
             Ok(true) => {
-                tracing::info!(lease = %self.describe(), "released the deletion-cost lease")
+                tracing::info!(lease = %self.describe(), "released {}", self.duty.lease())
             }
             Ok(false) => {}
             Err(e) => {
-                tracing::warn!(lease = %self.describe(), error = %e, "releasing the deletion-cost lease failed; another replica takes over once it expires")
+                tracing::warn!(lease = %self.describe(), error = %e, "releasing {} failed; another replica takes over once it expires", self.duty.lease())
             }
         }
     }
@@ -361,15 +405,15 @@ impl Leadership {
 
     fn succeeded(&self) {
         if self.failing.swap(false, Ordering::SeqCst) {
-            tracing::info!(lease = %self.describe(), "the deletion-cost lease can be read and written again");
+            tracing::info!(lease = %self.describe(), "{} can be read and written again", self.duty.lease());
         }
     }
 
     fn failed(&self, doing: &str, e: &kube::Error) {
         if !self.failing.swap(true, Ordering::SeqCst) {
-            tracing::warn!(lease = %self.describe(), error = %e, "{doing} the deletion-cost lease failed (needs get, create and update on leases in its namespace: manifests/overlays/deletion-cost); retrying every retry period");
+            tracing::warn!(lease = %self.describe(), error = %e, "{doing} {} failed (needs get, create and update on leases in its namespace: {}); retrying every retry period", self.duty.lease(), self.duty.rbac());
         } else {
-            tracing::debug!(lease = %self.describe(), error = %e, "{doing} the deletion-cost lease failed");
+            tracing::debug!(lease = %self.describe(), error = %e, "{doing} {} failed", self.duty.lease());
         }
     }
 
@@ -379,15 +423,15 @@ impl Leadership {
         let holder = self.election().holder().map(String::from);
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         if reported.0 != leading {
-            self.metrics.deletion_cost_leader(leading);
+            self.duty.set_gauge(&self.metrics, leading);
             if leading {
-                tracing::info!(lease = %self.describe(), identity = %self.election().identity(), "acquired the deletion-cost lease: this replica writes deletion costs");
+                tracing::info!(lease = %self.describe(), identity = %self.election().identity(), "acquired {}: this replica {}", self.duty.lease(), self.duty.work());
             } else {
-                tracing::warn!(lease = %self.describe(), holder = holder.as_deref().unwrap_or(""), "lost the deletion-cost lease: this replica stopped writing deletion costs");
+                tracing::warn!(lease = %self.describe(), holder = holder.as_deref().unwrap_or(""), "lost {}: another replica {}", self.duty.lease(), self.duty.work());
             }
         }
         if reported.1 != holder && !leading {
-            tracing::info!(lease = %self.describe(), holder = holder.as_deref().unwrap_or(""), "the deletion-cost lease has a new holder");
+            tracing::info!(lease = %self.describe(), holder = holder.as_deref().unwrap_or(""), "{} has a new holder", self.duty.lease());
         }
         *reported = (leading, holder);
     }
