@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use crate::common::kube_objects::{
-    args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
+    args, container, docs, find, kustomize, lease_role_is, manifests, memory_role_is, one, root,
     serving_secret_is_mounted, stage, validate, NEWEST,
 };
 use serde_json::{json, Value};
@@ -175,7 +175,22 @@ fn matrix() -> Vec<Case> {
                 // Nothing writes to pods unless asked.
                 assert!(!names(d, "ClusterRole").contains(&"hpa-bridge:deletion-cost".into()));
                 assert!(!args(one(d, "Deployment")).contains(&"--write-deletion-cost".into()));
-                assert!(find(d, "Role").is_empty(), "no Lease access unless asked");
+                // The only Role: the memory's, on its own ConfigMap and Lease.
+                assert_eq!(names(d, "Role"), vec!["hpa-bridge:memory".to_string()]);
+                memory_role_is(
+                    d,
+                    NAMESPACE,
+                    "hpa-bridge:memory",
+                    &format!("{RELEASE}-memory"),
+                );
+                let a = args(one(d, "Deployment"));
+                for flag in [
+                    format!("--memory-config-map={NAMESPACE}/{RELEASE}-memory"),
+                    format!("--memory-lease={NAMESPACE}/{RELEASE}-memory"),
+                    "--memory-write-interval=10s".to_string(),
+                ] {
+                    assert!(a.contains(&flag), "{a:?}");
+                }
                 // The downward API, as in the base: it grants nothing.
                 let env = &container(one(d, "Deployment"))["env"];
                 for name in ["POD_NAME", "POD_NAMESPACE"] {
@@ -330,6 +345,19 @@ fn matrix() -> Vec<Case> {
                     names(d, "ClusterRoleBinding"),
                     ["hpa-bridge:system:auth-delegator"]
                 );
+                // Nothing is remembered without discovery, and nothing needs to be.
+                assert!(names(d, "Role").is_empty(), "{:?}", names(d, "Role"));
+                assert!(args(one(d, "Deployment")).contains(&"--no-memory".to_string()));
+            },
+        },
+        Case {
+            label: "memory.enabled=false",
+            values: json!({"memory": {"enabled": false}}),
+            check: |d| {
+                assert!(names(d, "Role").is_empty(), "{:?}", names(d, "Role"));
+                let a = args(one(d, "Deployment"));
+                assert!(a.contains(&"--no-memory".to_string()), "{a:?}");
+                assert!(!a.iter().any(|f| f.starts_with("--memory")), "{a:?}");
             },
         },
         Case {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::kube_objects::{
-    args, container, docs, find, kustomize, lease_role_is, manifests, one, root,
+    args, container, docs, find, kustomize, lease_role_is, manifests, memory_role_is, one, root,
     serving_secret_is_mounted, stage, validate, VERSIONS,
 };
 use serde_json::Value;
@@ -547,12 +547,20 @@ fn only_the_deletion_cost_overlay_may_patch_pods_and_it_turns_the_writer_on() {
         "hpa-bridge:deletion-cost-lease",
         "hpa-bridge-deletion-cost",
     );
+    // The base's one Lease is the memory's, beside its ConfigMap.
+    memory_role_is(
+        &base,
+        "hpa-bridge",
+        "hpa-bridge:memory",
+        "hpa-bridge-memory",
+    );
     assert!(
         !find(&base, "Role")
             .iter()
             .chain(find(&base, "ClusterRole").iter())
+            .filter(|r| r["metadata"]["name"] != "hpa-bridge:memory")
             .any(|r| r["rules"].to_string().contains("coordination.k8s.io")),
-        "the base may not touch Leases"
+        "the base may touch no other Lease"
     );
     // The writer's identity and the Lease's namespace come from the downward API.
     let env = &container(one(&base, "Deployment"))["env"];

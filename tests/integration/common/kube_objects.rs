@@ -196,3 +196,29 @@ pub fn lease_role_is(docs: &[Value], namespace: &str, role: &str, lease: &str) {
     assert_eq!(b["subjects"][0]["kind"], "ServiceAccount");
     assert_eq!(b["subjects"][0]["namespace"], namespace);
 }
+
+/// The memory's Role and its binding: get and update on the ConfigMap and the Lease `name`,
+/// create on both kinds, nothing else (docs/unknown-input.md).
+pub fn memory_role_is(docs: &[Value], namespace: &str, role: &str, name: &str) {
+    let r = find(docs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == role)
+        .unwrap_or_else(|| panic!("no Role {role}"));
+    assert_eq!(r["metadata"]["namespace"], namespace);
+    assert_eq!(
+        r["rules"],
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
+        ])
+    );
+    let b = find(docs, "RoleBinding")
+        .into_iter()
+        .find(|b| b["metadata"]["name"] == role)
+        .unwrap_or_else(|| panic!("no RoleBinding {role}"));
+    assert_eq!(b["metadata"]["namespace"], namespace);
+    assert_eq!(b["roleRef"]["name"], role);
+    assert_eq!(b["subjects"][0]["kind"], "ServiceAccount");
+}

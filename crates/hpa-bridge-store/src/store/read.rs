@@ -504,8 +504,9 @@ fn scope_wide(
                 continue;
             }
             // Left out of every rule: it keeps answers live when an unrelated pod fails for
-            // good. The cost, a recommender pod unreachable since this process started whose
-            // workload has no other pod carrying the series, is in docs/unknown-input.md.
+            // good. A recommender pod unreachable since this process started whose workload has
+            // no other pod carrying the series would be left out too; the memory reads it as
+            // carrying its remembered series instead (docs/unknown-input.md).
             Some(w) if observed > 0 && !ev.workloads.contains(w) => continue,
             Some(w) if observed == 0 && !named.contains(w) => named.push(w.clone()),
             _ => {}
