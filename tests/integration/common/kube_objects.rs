@@ -174,18 +174,25 @@ pub fn serving_secret_is_mounted(deployment: &Value, secret: &str) {
 /// `namespace` holds a Role `role`, bound to the service account, that may get and update the
 /// Lease `lease` only, and create Leases (RBAC cannot narrow a create by name).
 pub fn lease_role_is(docs: &[Value], namespace: &str, role: &str, lease: &str) {
+    role_is(
+        docs,
+        namespace,
+        role,
+        serde_json::json!([
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease], "verbs": ["get", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
+        ]),
+    );
+}
+
+/// `namespace` holds a Role `role` with exactly `rules`, bound to the service account.
+fn role_is(docs: &[Value], namespace: &str, role: &str, rules: Value) {
     let r = find(docs, "Role")
         .into_iter()
         .find(|r| r["metadata"]["name"] == role)
         .unwrap_or_else(|| panic!("no Role {role}"));
     assert_eq!(r["metadata"]["namespace"], namespace);
-    assert_eq!(
-        r["rules"],
-        serde_json::json!([
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease], "verbs": ["get", "update"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
-        ])
-    );
+    assert_eq!(r["rules"], rules);
     role_bound(docs, namespace, role);
 }
 
@@ -205,19 +212,15 @@ fn role_bound(docs: &[Value], namespace: &str, role: &str) {
 /// The memory's Role and its binding: get and update on the ConfigMap and the Lease `name`,
 /// create on both kinds, nothing else (docs/unknown-input.md).
 pub fn memory_role_is(docs: &[Value], namespace: &str, role: &str, name: &str) {
-    let r = find(docs, "Role")
-        .into_iter()
-        .find(|r| r["metadata"]["name"] == role)
-        .unwrap_or_else(|| panic!("no Role {role}"));
-    assert_eq!(r["metadata"]["namespace"], namespace);
-    assert_eq!(
-        r["rules"],
+    role_is(
+        docs,
+        namespace,
+        role,
         serde_json::json!([
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "update"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
-        ])
+        ]),
     );
-    role_bound(docs, namespace, role);
 }
