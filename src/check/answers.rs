@@ -18,7 +18,7 @@ pub(super) fn check_answers(
         .collect();
     for a in answers {
         let q = &a.query;
-        let field = format!("spec.metrics[{}].external.metric", q.metric_index);
+        let field = q.field();
         let asked = format!(
             "GET {} {}",
             q.metric,

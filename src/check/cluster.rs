@@ -1,5 +1,5 @@
 //! `check --cluster`: read the live objects (HPAs, their scale targets, KEDA ScaledObjects, the
-//! APIService) through the kubeconfig, and ask the adapter for
+//! metrics APIServices) through the kubeconfig, and ask the adapter for
 //! every metric the HPAs use, the way the HPA does: through the API server's aggregation
 //! layer (docs/hpa-behaviour.md §1.2).
 
@@ -15,8 +15,8 @@ use kube::Client;
 
 use super::manifest::{api_service_from_json, scaled_object_from_json, workload_from_json};
 use super::{
-    queries_for, AdapterAnswer, AdapterReply, CheckSettings, HpaInput, Inputs, ScaledObjectInput,
-    EXTERNAL_METRICS_APISERVICE,
+    queries_for, AdapterAnswer, AdapterReply, ApiServiceInput, CheckSettings, HpaInput, Inputs,
+    MetricQuery, ScaledObjectInput, CUSTOM_METRICS_APISERVICE, EXTERNAL_METRICS_APISERVICE,
 };
 use crate::config::Config;
 
@@ -133,29 +133,27 @@ pub async fn read(
         }
     }
     inputs.scaled_objects = scaled_objects(&client, opts).await?;
-    let api_service = Api::<APIService>::all(client.clone())
-        .get_opt(EXTERNAL_METRICS_APISERVICE)
-        .await
-        .map_err(api_err(format!(
-            "reading APIService {EXTERNAL_METRICS_APISERVICE}"
-        )))?;
-    if let Some(a) = &api_service {
-        let v = serde_json::to_value(a).unwrap_or_default();
-        inputs.api_service = Some(api_service_from_json(&v, None));
+    inputs.api_service = read_api_service(&client, EXTERNAL_METRICS_APISERVICE).await?;
+    // The custom metrics APIService matters only to the HPAs that read hpa-bridge's Object
+    // metrics, and the check role may grant only the external one.
+    let queries: Vec<MetricQuery> = hpas.iter().flat_map(|h| queries_for(h, config)).collect();
+    if queries.iter().any(|q| q.object.is_some()) {
+        inputs.custom_api_service = read_api_service(&client, CUSTOM_METRICS_APISERVICE).await?;
     }
     // Ask only when the requests reach hpa-bridge: another owner's answers, or the
     // aggregator's 503 while unavailable, say nothing about hpa-bridge.
-    let ours = inputs.api_service.as_ref().is_some_and(|a| {
-        a.service.as_ref() == Some(&settings.adapter_service)
-            && a.available.as_ref().is_none_or(|(ok, _)| *ok)
-    });
-    if ours {
-        for hpa in &hpas {
-            for query in queries_for(hpa, config) {
-                let reply = fetch(&client, &query.path()).await;
-                tracing::debug!(path = %query.path(), ?reply, "adapter answer");
-                inputs.answers.push(AdapterAnswer { query, reply });
-            }
+    let ours = |api: &Option<ApiServiceInput>| {
+        api.as_ref().is_some_and(|a| {
+            a.service.as_ref() == Some(&settings.adapter_service)
+                && a.available.as_ref().is_none_or(|(ok, _)| *ok)
+        })
+    };
+    let (external, custom) = (ours(&inputs.api_service), ours(&inputs.custom_api_service));
+    for query in queries {
+        if (query.object.is_none() && external) || (query.object.is_some() && custom) {
+            let reply = fetch(&client, &query.path()).await;
+            tracing::debug!(path = %query.path(), ?reply, "adapter answer");
+            inputs.answers.push(AdapterAnswer { query, reply });
         }
     }
     inputs.hpas = hpas
@@ -163,6 +161,20 @@ pub async fn read(
         .map(|hpa| HpaInput { hpa, source: None })
         .collect();
     Ok(inputs)
+}
+
+async fn read_api_service(
+    client: &Client,
+    name: &str,
+) -> Result<Option<ApiServiceInput>, ClusterError> {
+    let api_service = Api::<APIService>::all(client.clone())
+        .get_opt(name)
+        .await
+        .map_err(api_err(format!("reading APIService {name}")))?;
+    Ok(api_service.map(|a| {
+        let v = serde_json::to_value(&a).unwrap_or_default();
+        api_service_from_json(&v, None)
+    }))
 }
 
 /// The KEDA ScaledObjects, each another writer of its target's replicas (HB021). A cluster

@@ -43,7 +43,8 @@ pub struct ScaledObjectInput {
     pub source: Option<String>,
 }
 
-/// The `v1beta1.external.metrics.k8s.io` APIService.
+/// An APIService of a metrics API group: `v1beta1.external.metrics.k8s.io`, or
+/// `v1beta2.custom.metrics.k8s.io` for Object metrics.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiServiceInput {
     /// `spec.service` as (namespace, name); None for a local APIService.
@@ -66,27 +67,45 @@ pub enum AdapterReply {
     },
 }
 
-/// The request the HPA makes for one External metric (docs/hpa-behaviour.md §1.2).
+/// The request the HPA makes for one External or Object metric (docs/hpa-behaviour.md §1.2,
+/// §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MetricQuery {
     pub namespace: String,
     pub hpa: String,
     pub metric_index: usize,
-    /// Lower-cased, as client-go puts it in the path.
+    /// External: lower-cased, as client-go puts it in the path; Object: as written.
     pub metric: String,
-    /// The selector in string syntax; empty means no `labelSelector` parameter.
+    /// The selector in string syntax; empty means no selector parameter.
     pub selector: String,
+    /// An Object metric's described object, as (resource with its group, name):
+    /// `("statefulsets.apps", "lobby")`; None for an External metric.
+    pub object: Option<(String, String)>,
 }
 
 impl MetricQuery {
-    /// The request path, as client-go builds it.
+    /// The request path, as client-go's external and custom metrics clients build it.
     pub fn path(&self) -> String {
-        let mut path = format!(
-            "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/{}",
-            self.namespace, self.metric
-        );
+        let (mut path, parameter) = match &self.object {
+            None => (
+                format!(
+                    "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/{}",
+                    self.namespace, self.metric
+                ),
+                "labelSelector",
+            ),
+            Some((resource, name)) => (
+                format!(
+                    "/apis/custom.metrics.k8s.io/v1beta2/namespaces/{}/{resource}/{name}/{}",
+                    self.namespace, self.metric
+                ),
+                "metricLabelSelector",
+            ),
+        };
         if !self.selector.is_empty() {
-            path.push_str("?labelSelector=");
+            path.push('?');
+            path.push_str(parameter);
+            path.push('=');
             path.push_str(
                 &percent_encoding::utf8_percent_encode(
                     &self.selector,
@@ -96,6 +115,16 @@ impl MetricQuery {
             );
         }
         path
+    }
+
+    /// The HPA field the query comes from.
+    pub fn field(&self) -> String {
+        let source = if self.object.is_some() {
+            "object"
+        } else {
+            "external"
+        };
+        format!("spec.metrics[{}].{source}.metric", self.metric_index)
     }
 }
 
@@ -112,6 +141,8 @@ pub struct Inputs {
     pub workloads: Vec<WorkloadInput>,
     pub scaled_objects: Vec<ScaledObjectInput>,
     pub api_service: Option<ApiServiceInput>,
+    /// The `v1beta2.custom.metrics.k8s.io` APIService, which Object metrics go through.
+    pub custom_api_service: Option<ApiServiceInput>,
     pub answers: Vec<AdapterAnswer>,
     /// Read from a live cluster: every scale target was looked up, and the APIService must exist.
     pub live: bool,
@@ -119,7 +150,7 @@ pub struct Inputs {
     pub skipped: Vec<String>,
 }
 
-/// The External metric requests the HPA makes that hpa-bridge serves.
+/// The External and Object metric requests the HPA makes that hpa-bridge serves.
 pub fn queries_for(hpa: &HorizontalPodAutoscaler, config: &Config) -> Vec<MetricQuery> {
     let ns = hpa
         .metadata
@@ -130,17 +161,42 @@ pub fn queries_for(hpa: &HorizontalPodAutoscaler, config: &Config) -> Vec<Metric
     let mut out = Vec::new();
     let Some(spec) = &hpa.spec else { return out };
     for (i, m) in spec.metrics.iter().flatten().enumerate() {
-        let Some(ext) = &m.external else { continue };
-        if config.metric(&ext.metric.name).is_none() {
+        let (metric, object) = match (&m.external, &m.object) {
+            (Some(ext), _) => (&ext.metric, None),
+            (None, Some(obj)) => match served_object(&obj.described_object) {
+                Some(described) => (&obj.metric, Some(described)),
+                None => continue,
+            },
+            (None, None) => continue,
+        };
+        if config.metric(&metric.name).is_none() {
             continue;
         }
         out.push(MetricQuery {
             namespace: ns.clone(),
             hpa: name.clone(),
             metric_index: i,
-            metric: ext.metric.name.to_ascii_lowercase(),
-            selector: selector_text(ext.metric.selector.as_ref()),
+            metric: match object {
+                None => metric.name.to_ascii_lowercase(),
+                Some(_) => metric.name.clone(),
+            },
+            selector: selector_text(metric.selector.as_ref()),
+            object,
         });
     }
     out
+}
+
+/// The custom metrics resource and name of a described object hpa-bridge answers for: a
+/// StatefulSet or Deployment of apps (docs/hpa-behaviour.md §6.5).
+fn served_object(
+    described: &k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference,
+) -> Option<(String, String)> {
+    let group = described.api_version.as_deref()?.split('/').next()?;
+    let resource = match (group, described.kind.as_str()) {
+        ("apps", "StatefulSet") => "statefulsets.apps",
+        ("apps", "Deployment") => "deployments.apps",
+        _ => return None,
+    };
+    Some((resource.into(), described.name.clone()))
 }

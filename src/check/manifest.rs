@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::{
-    ApiServiceInput, HpaInput, Inputs, ScaledObjectInput, WorkloadInput,
+    ApiServiceInput, HpaInput, Inputs, ScaledObjectInput, WorkloadInput, CUSTOM_METRICS_APISERVICE,
     EXTERNAL_METRICS_APISERVICE,
 };
 
@@ -235,6 +235,10 @@ pub fn inputs_from_objects(objects: Vec<(Origin, Value)>) -> Result<Inputs, Mani
             }
             ("APIService", _) if name == EXTERNAL_METRICS_APISERVICE => {
                 inputs.api_service = Some(api_service_from_json(&v, Some(origin.describe())));
+            }
+            ("APIService", _) if name == CUSTOM_METRICS_APISERVICE => {
+                inputs.custom_api_service =
+                    Some(api_service_from_json(&v, Some(origin.describe())));
             }
             _ => {}
         }

@@ -59,6 +59,10 @@ use crate::hpa::quantity::Quantity;
 /// The one APIService name the external metrics API can have (docs/hpa-behaviour.md §3.1).
 pub const EXTERNAL_METRICS_APISERVICE: &str = "v1beta1.external.metrics.k8s.io";
 
+/// The custom metrics APIService the HPA's Object metrics go through: the HPA controller's
+/// client picks v1beta2, the preferred version (docs/hpa-behaviour.md §6.5).
+pub const CUSTOM_METRICS_APISERVICE: &str = "v1beta2.custom.metrics.k8s.io";
+
 /// The HPA sync period, in seconds (docs/hpa-behaviour.md §1.7.5).
 const SYNC_PERIOD_S: i64 = SYNC_PERIOD.as_secs() as i64;
 

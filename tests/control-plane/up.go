@@ -110,10 +110,35 @@ func apiserverArgs(l layout, p ports) []string {
 		"--proxy-client-cert-file=" + l.pki("front-proxy-client.crt"),
 		"--proxy-client-key-file=" + l.pki("front-proxy-client.key"),
 		"--enable-aggregator-routing=false",
+		// The tests ask the API server which requests a process made and how its authorizer
+		// saw them (verb, resource, subresource, name, decision), never a recording stand-in.
+		"--audit-policy-file=" + l.path("audit-policy.yaml"),
+		"--audit-log-path=" + l.path("logs/audit.log"),
+		"--audit-log-format=json",
+		"--audit-log-mode=blocking",
 		"--profiling=false",
 		"--v=1",
 	}
 }
+
+// auditPolicy records, at Metadata level, the requests of service accounts outside
+// kube-system and of users without a group of the control plane's own: the adapters and
+// checkers under test. The controllers, the node stand-in and cluster-admin stay out, which
+// keeps the log small.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system", "system:masters", "system:nodes"]
+- level: None
+  users: ["system:kube-controller-manager", "system:apiserver", "system:kube-scheduler", "system:anonymous"]
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
+  userGroups: ["system:authenticated"]
+  verbs: ["get"]
+- level: Metadata
+`
 
 func kcmArgs(l layout, p ports) []string {
 	kubeconfig := l.path("kube-controller-manager.kubeconfig")
@@ -168,6 +193,9 @@ func runUp(args []string) error {
 		if err := os.MkdirAll(l.path(sub), 0o700); err != nil {
 			return err
 		}
+	}
+	if err := os.WriteFile(l.path("audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
+		return err
 	}
 	if err := writePKI(l.path("pki")); err != nil {
 		return fmt.Errorf("certificates: %w", err)

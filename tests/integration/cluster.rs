@@ -263,13 +263,13 @@ fn workloads(ns: &str, pods: &PodPages, ctl_replicas: u32) -> String {
 }
 
 /// An HPA on hpa_target_replicas with AverageValue 1, min..10, and windows of a few seconds.
-fn hpa(ns: &str, min: u32, metric: &str) -> String {
+pub(crate) fn hpa(ns: &str, min: u32, metric: &str) -> String {
     format!(
         "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: lobby, namespace: {ns}}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: StatefulSet, name: lobby}}\n  minReplicas: {min}\n  maxReplicas: 10\n  metrics:\n{metric}  behavior:\n    scaleUp:\n      stabilizationWindowSeconds: 0\n      policies: [{{type: Pods, value: 10, periodSeconds: 1}}]\n    scaleDown:\n      stabilizationWindowSeconds: 3\n      policies: [{{type: Pods, value: 10, periodSeconds: 1}}]\n"
     )
 }
 
-const EXTERNAL_METRIC: &str = "  - type: External\n    external:\n      metric: {name: hpa_target_replicas, selector: {matchLabels: {hpa_target_name: lobby}}}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
+pub(crate) const EXTERNAL_METRIC: &str = "  - type: External\n    external:\n      metric: {name: hpa_target_replicas, selector: {matchLabels: {hpa_target_name: lobby}}}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
 
 const OBJECT_METRIC: &str = "  - type: Object\n    object:\n      describedObject: {apiVersion: apps/v1, kind: StatefulSet, name: lobby}\n      metric: {name: hpa_target_replicas}\n      target: {type: AverageValue, averageValue: \"1\"}\n";
 
@@ -293,16 +293,16 @@ fn lobby_indices(pods: &PodPages, indices: &[u32]) {
 
 /// StatefulSet `lobby` with its HPA, the controller instances `lobby-ctl-0` and `-1`, and
 /// hpa-bridge registered, with the cluster to itself.
-struct Lobby {
-    cp: &'static ControlPlane,
-    ns: String,
+pub(crate) struct Lobby {
+    pub(crate) cp: &'static ControlPlane,
+    pub(crate) ns: String,
     pods: PodPages,
     adapter: Option<AdapterProcess>,
     _cluster: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Lobby {
-    async fn start(metric: &str, group: &str, min: u32, recommendation: u32) -> Lobby {
+    pub(crate) async fn start(metric: &str, group: &str, min: u32, recommendation: u32) -> Lobby {
         Self::start_with(metric, group, min, recommendation, &[]).await
     }
 
@@ -350,7 +350,7 @@ impl Lobby {
         lobby_indices(&self.pods, indices);
     }
 
-    async fn reaches(&self, want: i64) {
+    pub(crate) async fn reaches(&self, want: i64) {
         self.cp
             .wait_replicas(&self.ns, "statefulset", "lobby", want)
             .await;
@@ -1244,90 +1244,6 @@ async fn the_aggregator_verifies_the_serving_certificate_when_given_its_ca() {
     );
     // The next test registers afresh, without a caBundle field of this test's making.
     cp.kubectl(&["delete", "apiservice", "v1beta1.external.metrics.k8s.io"]);
-}
-
-/// `hpa-bridge check --cluster` as a service account bound to manifests/check/rbac.yaml, on
-/// the real API server: no error on the working Lobby setup; HB001 once its HPA reads the
-/// target through the Value path; HB016 once another adapter's Service owns the APIService.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_cluster_with_the_check_role_finds_no_error_then_the_value_path_then_a_foreign_owner()
-{
-    let lobby = Lobby::start(EXTERNAL_METRIC, "external", 1, 3).await;
-    lobby.reaches(3).await;
-    let (cp, ns) = (lobby.cp, lobby.ns.as_str());
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/check/rbac.yaml");
-    cp.kubectl(&["apply", "-f", rbac.to_str().unwrap()]);
-    cp.kubectl(&["create", "serviceaccount", "checker", "-n", ns]);
-    cp.kubectl(&[
-        "create",
-        "clusterrolebinding",
-        &format!("check-{ns}"),
-        "--clusterrole=hpa-bridge:check",
-        &format!("--serviceaccount={ns}:checker"),
-    ]);
-    let kubeconfig = cp.service_account_kubeconfig(ns, "checker");
-    let check = || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
-            .args(["check", "--cluster", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args(["-n", ns, "-o", "json"])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-            panic!(
-                "not JSON ({e}): {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        let errors: Vec<String> = report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["severity"] == "error")
-            .map(|f| f["code"].as_str().unwrap_or_default().to_string())
-            .collect();
-        (out.status.code(), errors, report)
-    };
-    let (code, errors, report) = check();
-    assert_eq!((code, errors.as_slice()), (Some(0), &[][..]), "{report}");
-
-    let value = EXTERNAL_METRIC.replace(
-        "{type: AverageValue, averageValue: \"1\"}",
-        "{type: Value, value: \"1\"}",
-    );
-    cp.apply(&hpa(ns, 1, &value));
-    let (code, errors, report) = check();
-    assert_eq!(code, Some(1), "{report}");
-    assert!(errors.iter().any(|c| c == "HB001"), "{report}");
-
-    // Another adapter's Service takes the external metrics APIService (as installing KEDA
-    // does): HB016 names it. The Service does not exist, so the aggregator dials nothing; the
-    // next test's registration applies hpa-bridge's APIService again.
-    cp.kubectl(&[
-        "patch",
-        "apiservice",
-        "v1beta1.external.metrics.k8s.io",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"service":{"namespace":"keda","name":"keda-operator-metrics-apiserver"}}}"#,
-    ]);
-    let (code, errors, report) = check();
-    assert_eq!(code, Some(1), "{report}");
-    assert!(errors.iter().any(|c| c == "HB016"), "{report}");
-    let hb016 = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "HB016")
-        .unwrap();
-    assert!(
-        hb016["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("keda/keda-operator-metrics-apiserver"),
-        "{hb016}"
-    );
 }
 
 /// Pod `name` of `web` holds `index` and recommends 1 replica (the recommender lives in the

@@ -16,6 +16,7 @@ mod auth;
 mod bench_smoke;
 mod chart;
 mod check;
+mod check_cluster;
 mod cluster;
 mod connections;
 mod custom_metrics;

@@ -285,6 +285,32 @@ impl ControlPlane {
         .await;
     }
 
+    /// What the API server's audit log holds of `user`'s requests (tests/control-plane records
+    /// service accounts outside kube-system at Metadata level), each as the authorizer saw it.
+    /// The log is written before each response (blocking mode), so a request that returned
+    /// is in it.
+    pub fn audited(&self, user: &str) -> Vec<Audited> {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("logs/audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+            .map(|e| {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                let o = &e["objectRef"];
+                Audited {
+                    verb: s(&e["verb"]),
+                    uri: s(&e["requestURI"]),
+                    group: s(&o["apiGroup"]),
+                    resource: s(&o["resource"]),
+                    subresource: s(&o["subresource"]),
+                    name: s(&o["name"]),
+                    code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+                }
+            })
+            .collect()
+    }
+
     /// Stop etcd (the supervisor's SIGUSR1); `start_etcd` brings it back with its data.
     pub fn stop_etcd(&self) {
         self.signal("-USR1");
@@ -302,6 +328,18 @@ impl ControlPlane {
             .is_ok_and(|s| s.success());
         assert!(ok, "kill {sig} {pid}");
     }
+}
+
+/// One request in the API server's audit log, with the attributes its authorizer decided on.
+#[derive(Clone, Debug)]
+pub struct Audited {
+    pub verb: String,
+    pub uri: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub name: String,
+    pub code: u16,
 }
 
 /// kubectl with `kubeconfig`; `Err` carries stderr.
