@@ -21,6 +21,7 @@ mod cluster;
 mod connections;
 mod custom_metrics;
 mod differential;
+mod discovery;
 mod e2e;
 mod faults;
 mod hostile_exporters;

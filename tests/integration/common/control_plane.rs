@@ -294,7 +294,15 @@ impl ControlPlane {
             std::fs::read_to_string(self.dir.path().join("logs/audit.log")).unwrap_or_default();
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+            // A watch is logged when its response starts (and again when it ends); every
+            // other request once, complete.
+            .filter(|e| {
+                e["user"]["username"] == user
+                    && match e["verb"].as_str() {
+                        Some("watch") => e["stage"] == "ResponseStarted",
+                        _ => e["stage"] == "ResponseComplete",
+                    }
+            })
             .map(|e| {
                 let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
                 let o = &e["objectRef"];
