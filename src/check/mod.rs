@@ -12,6 +12,7 @@ pub mod rules;
 mod answers;
 mod api_service;
 mod finding;
+mod floor_at_zero;
 mod inputs;
 mod object_metric;
 mod report;
@@ -27,6 +28,7 @@ mod writers;
 
 use answers::*;
 use api_service::*;
+use floor_at_zero::*;
 use object_metric::*;
 use scale_down::*;
 use scale_from_zero::*;
@@ -146,6 +148,8 @@ struct Uses {
     served: bool,
     recommendation: bool,
     floor: bool,
+    /// The indices of External `target` metrics with a floor (HB024).
+    external_floor_targets: Vec<usize>,
 }
 
 fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
@@ -206,6 +210,9 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
             MetricKind::Target => {
                 uses.recommendation = true;
                 uses.floor |= served.floor().is_some();
+                if served.floor().is_some() {
+                    uses.external_floor_targets.push(i);
+                }
             }
             MetricKind::Recommendation | MetricKind::Threshold => uses.recommendation = true,
         }
@@ -240,6 +247,7 @@ fn check_hpa(ctx: &mut Ctx, input: &HpaInput) {
     }
     if min == 0 {
         check_scale_from_zero(ctx, &object, src, hpa, target_ref, &uses);
+        check_floor_at_zero(ctx, &object, src, hpa, &uses);
     }
     let behavior = spec.behavior.as_ref();
     let up = behavior.and_then(|b| b.scale_up.as_ref());

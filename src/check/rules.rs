@@ -88,9 +88,14 @@ rule!(
     "HB023",
     "Recommender inside a workload that scales to zero"
 );
+rule!(
+    EXTERNAL_FLOOR_AT_ZERO,
+    "HB024",
+    "External target with a floor at minReplicas 0"
+);
 
 /// Every rule, in code order (docs/check.md has one section each).
-pub const ALL: [Rule; 23] = [
+pub const ALL: [Rule; 24] = [
     VALUE_PATH,
     AVERAGE_VALUE_NOT_ONE,
     TYPE_MISMATCH,
@@ -114,4 +119,5 @@ pub const ALL: [Rule; 23] = [
     HPA_AND_SCALED_OBJECT,
     REPLICAS_FIXED,
     RECOMMENDER_IN_WORKLOAD,
+    EXTERNAL_FLOOR_AT_ZERO,
 ];

@@ -116,20 +116,23 @@ fn each_fixture_gives_exactly_its_findings() {
             0,
         ),
         // minReplicas 0: allowed by default from 1.37, the default version; whether the
-        // recommendation comes from the workload's own pods cannot be told (HB023, warning).
-        ("min-zero.yaml", &[], &["HB023"], 0),
+        // recommendation comes from the workload's own pods cannot be told (HB023, warning);
+        // the External target with a floor answers 404 at 0 replicas (HB024).
+        ("min-zero.yaml", &[], &["HB023", "HB024"], 1),
         (
             "min-zero.yaml",
             &["--kube-version", "1.36"],
-            &["HB012", "HB023"],
+            &["HB012", "HB023", "HB024"],
             1,
         ),
         (
             "min-zero.yaml",
             &["--kube-version", "1.36", "--scale-to-zero"],
-            &["HB023"],
-            0,
+            &["HB023", "HB024"],
+            1,
         ),
+        // The same as an Object metric of the workload: it serves the recommendation at 0.
+        ("min-zero-object.yaml", &[], &["HB023"], 0),
         ("two-hpas.yaml", &[], &["HB020"], 1),
         ("keda.yaml", &[], &["HB021"], 1),
         ("gitops-replicas.yaml", &[], &["HB022"], 0),

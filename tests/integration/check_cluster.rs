@@ -13,28 +13,28 @@ use crate::common::control_plane::{Audited, ControlPlane};
 use crate::common::*;
 
 /// One `check --cluster -o json` run.
-struct Checked {
-    code: Option<i32>,
-    report: Value,
-    stderr: String,
+pub(crate) struct Checked {
+    pub(crate) code: Option<i32>,
+    pub(crate) report: Value,
+    pub(crate) stderr: String,
 }
 
 impl Checked {
-    fn codes(&self) -> std::collections::BTreeSet<String> {
+    pub(crate) fn codes(&self) -> std::collections::BTreeSet<String> {
         self.findings_all()
             .iter()
             .map(|f| f["code"].as_str().unwrap_or_default().to_string())
             .collect()
     }
 
-    fn findings_all(&self) -> Vec<Value> {
+    pub(crate) fn findings_all(&self) -> Vec<Value> {
         self.report["findings"]
             .as_array()
             .cloned()
             .unwrap_or_default()
     }
 
-    fn findings(&self, code: &str) -> Vec<Value> {
+    pub(crate) fn findings(&self, code: &str) -> Vec<Value> {
         self.findings_all()
             .into_iter()
             .filter(|f| f["code"] == code)
@@ -53,7 +53,7 @@ impl std::fmt::Display for Checked {
 }
 
 /// `check --cluster` through `kubeconfig`, in `ns`, with `more` arguments.
-async fn check(kubeconfig: &Path, ns: &str, more: &[&str]) -> Checked {
+pub(crate) async fn check(kubeconfig: &Path, ns: &str, more: &[&str]) -> Checked {
     let mut args: Vec<String> = ["check", "--cluster", "--kubeconfig"]
         .iter()
         .map(|s| s.to_string())
@@ -81,7 +81,7 @@ async fn check(kubeconfig: &Path, ns: &str, more: &[&str]) -> Checked {
 
 /// The service account `name` in `ns`, bound cluster-wide to `role`, and a kubeconfig with its
 /// token; and its user name, as the audit log records it.
-fn checker(cp: &ControlPlane, ns: &str, name: &str, role: &str) -> (PathBuf, String) {
+pub(crate) fn checker(cp: &ControlPlane, ns: &str, name: &str, role: &str) -> (PathBuf, String) {
     cp.kubectl(&["create", "serviceaccount", name, "-n", ns]);
     cp.kubectl(&[
         "create",
@@ -97,7 +97,7 @@ fn checker(cp: &ControlPlane, ns: &str, name: &str, role: &str) -> (PathBuf, Str
 }
 
 /// manifests/check/rbac.yaml applied: the ClusterRole `hpa-bridge:check`.
-fn check_role_yaml() -> PathBuf {
+pub(crate) fn check_role_yaml() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/check/rbac.yaml")
 }
 

@@ -885,14 +885,51 @@ async fn minreplicas_0_scales_to_zero_and_back_with_the_object_metric() {
     // The Object form names the workload, so at zero pods (no index series at all) its
     // spec.replicas, 0, is known and the target holds at max(recommendation, 0). An External
     // target cannot tell which workload an absent floor belongs to, refuses, and the HPA
-    // would stay at zero (docs/hpa-behaviour.md §7).
-    let lobby = Lobby::start(OBJECT_METRIC, "custom", 0, 2).await;
+    // stays at zero (docs/hpa-behaviour.md §7.4). `check` says so beforehand (HB024).
+    use crate::check_cluster::{check, check_role_yaml, checker};
+    let lobby = Lobby::start(OBJECT_METRIC, "both", 0, 2).await;
+    let (cp, ns) = (lobby.cp, lobby.ns.as_str());
+    // The recommenders are the lobby-ctl pods, outside lobby: said on the HPA for HB023.
+    let outside = ["annotate", "hpa", "lobby", "-n", ns, "--overwrite"];
+    let outside = [
+        &outside[..],
+        &["hpa-bridge.io/recommender=outside-workload"],
+    ]
+    .concat();
+    cp.kubectl(&outside);
+    cp.kubectl(&["apply", "-f", check_role_yaml().to_str().unwrap()]);
+    let (kubeconfig, _) = checker(cp, ns, "checker", "hpa-bridge:check");
+    let config = lobby.adapter.as_ref().unwrap().config_path();
+    let args = ["--config", config.to_str().unwrap()];
+    let checked = || check(&kubeconfig, ns, &args);
+    let r = checked().await;
+    assert_eq!(r.code, Some(0), "the Object form at minReplicas 0: {r}");
+    assert!(!r.codes().contains("HB024"), "{r}");
+
     lobby.reaches(2).await;
     lobby.recommend(0, 0);
     lobby.reaches(0).await;
     lobby.holds(0, 3).await;
     lobby.recommend(3, 0);
     lobby.reaches(3).await;
+
+    // The External form, as check warned: to 0 on a recommendation of 0, then never back.
+    cp.apply(&hpa(ns, 0, EXTERNAL_METRIC));
+    cp.kubectl(&outside);
+    let r = checked().await;
+    assert_eq!(r.code, Some(1), "{r}");
+    let hb024 = r.findings("HB024");
+    assert_eq!(hb024.len(), 1, "{r}");
+    assert_eq!(hb024[0]["severity"], "error", "{r}");
+    lobby.recommend(0, 0);
+    lobby.reaches(0).await;
+    lobby.recommend(3, 0);
+    lobby.holds(0, 8).await;
+    let hpa_now = cp.get_json(&["hpa", "lobby", "-n", ns]);
+    let active = condition(&hpa_now, "ScalingActive")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(active["status"], "False", "{hpa_now}");
 }
 
 /// The pods of Deployment `web` (label app=web), oldest first.
