@@ -928,8 +928,9 @@ fn kube_statefulset(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::St
 }
 
 /// With `scrape.kubernetes` beside `source.prometheus`, the pods that exist come from the
-/// Kubernetes API (a loopback fake serving schema-valid k8s-openapi objects over real HTTPS:
-/// no kube-apiserver exists here), the series from a real Prometheus. A second adapter reads
+/// Kubernetes API, the series from a real Prometheus. The API is the loopback stand-in
+/// (tests/integration/kubeapi.rs) for one fault: a pod whose node is lost stays in phase
+/// Unknown, which the real control plane's stand-in kubelet would put back to Running. A second adapter reads
 /// the same Prometheus without Kubernetes, to show what the pod set changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubernetes_pod_set_decides_which_indices_hold_the_floor() {

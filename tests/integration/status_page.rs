@@ -1,7 +1,8 @@
-//! The status page in a real browser: the real binary discovering its pods through a
-//! Kubernetes API (`kubeapi`), an exporter whose values change and then fail (a refusal
-//! period), HPA-like requests through the API so the answers enter the history, the
-//! StatefulSet's `spec.replicas` following the served target as an HPA would, then headless
+//! The status page in a real browser: the real binary discovering its pods through the real
+//! control plane (tests/control-plane; the StatefulSet controller makes the pods, each pod's
+//! exporter on its own loopback address), a recommender whose values change and then fail (a
+//! refusal period), HPA-like requests so the answers enter the history, the StatefulSet's
+//! `spec.replicas` following the served target as an HPA would, then headless
 //! Chromium loads `/` and the rendered DOM must show the workload row, the refusal band, the
 //! reason text, the time axis and the `spec.replicas` line, with an exporter's `<script>`
 //! label value escaped.
@@ -12,10 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::control_plane::{ControlPlane, PodPages};
 use crate::common::*;
-use crate::kubeapi::KubeApi;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 const LOBBY: &str = "hpa_target_name=lobby";
@@ -27,68 +26,25 @@ fn controller_page(value: &str) -> String {
     )
 }
 
-/// The StatefulSet `default/lobby` at `replicas`, as the HPA leaves it.
-fn lobby(replicas: i32) -> StatefulSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": "lobby", "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": "lobby",
-            "selector": {"matchLabels": {"app": "lobby"}},
-            "template": {
-                "metadata": {"labels": {"app": "lobby"}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-            },
-        },
-    }))
-    .unwrap()
-}
-
-/// A Running pod at 127.0.0.1 whose annotations point at `path` on the exporter; a lobby
-/// StatefulSet pod when `owned`.
-fn pod(name: &str, owned: bool, ex: &TestExporter, path: &str) -> Pod {
-    let owners = if owned {
-        json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "lobby",
-                "uid": "uid-lobby", "controller": true}])
-    } else {
-        json!([])
+/// The StatefulSets `lobby` (its pods hold the indices) and `ctl` (its pod runs the
+/// recommender), both scraped through discovery.
+fn workloads(ns: &str, pods: &PodPages) -> String {
+    let sts = |name: &str, replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  serviceName: {name}\n  podManagementPolicy: Parallel\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata:\n      labels: {{app: {name}, page: lobby}}\n      annotations: {}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{{name: app, image: app.invalid/{name}:1}}]\n",
+            pods.annotations()
+        )
     };
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "labels": {"app": "lobby"},
-            "annotations": {
-                "prometheus.io/scrape": "true",
-                "prometheus.io/port": ex.addr.port().to_string(),
-                "prometheus.io/path": path,
-            },
-            "ownerReferences": owners,
-        },
-        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-        "status": {"phase": "Running", "podIP": "127.0.0.1"},
-    }))
-    .unwrap()
-}
-
-/// The recommender's endpoint answering 500.
-fn failing() -> Behaviour {
-    Behaviour {
-        body: "boom\n".into(),
-        status: 500,
-        delay: Duration::ZERO,
-    }
+    format!("{}---\n{}", sts("lobby", 2), sts("ctl", 1))
 }
 
 /// Ask for the target every 400 ms for `seconds`, as an HPA would (faster, to fill a timeline
 /// in seconds rather than minutes).
-async fn ask_for(adapter: &AdapterProcess, seconds: u64) -> (u16, serde_json::Value) {
+async fn ask_for(adapter: &AdapterProcess, ns: &str, seconds: u64) -> (u16, serde_json::Value) {
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut last = (0, serde_json::Value::Null);
     while Instant::now() < until {
-        last = adapter
-            .metric("default", "hpa_target_replicas", LOBBY)
-            .await;
+        last = adapter.metric(ns, "hpa_target_replicas", LOBBY).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
     }
     last
@@ -174,50 +130,71 @@ pub(crate) fn chromium(args: &[String], profile: &Path, timeout: Duration) -> St
 async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     // Fail early, before the minute of traffic, when the browser is missing.
     peers::chromium();
-    let ex = TestExporter::start().await;
-    ex.page("/ctl", controller_page("3"));
-    ex.page("/p0", index_page("lobby-0", "1"));
-    ex.page("/p1", index_page("lobby-1", "2"));
-    let api = KubeApi::start().await;
-    api.apply(&lobby(2));
-    api.apply(&pod("lobby-0", true, &ex, "/p0"));
-    api.apply(&pod("lobby-1", true, &ex, "/p1"));
-    // The recommender's pod belongs to another workload in real life; here it has none.
-    api.apply(&pod("ctl-0", false, &ex, "/ctl"));
-    let config = "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  \
-                  kubernetes:\n    namespaces: [default]\n    podSelector: \"app=lobby\"\n\
-                  history:\n  retention: 45s\n  entriesPerScope: 400\n";
-    let kubeconfig = api.kubeconfig();
-    let adapter =
-        AdapterProcess::start_with(config, &["--kubeconfig", kubeconfig.to_str().unwrap()]).await;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("status-page").await;
+    let ns = ns.as_str();
+    let pods = PodPages::start(cp, ns).await;
+    pods.set("ctl-0", controller_page("3"));
+    for (pod, index) in [("lobby-0", "1"), ("lobby-1", "2")] {
+        pods.set(pod, index_page(pod, index));
+    }
+    // The pods the HPA-like scale-outs add hold nothing.
+    for pod in ["lobby-2", "lobby-3", "lobby-4"] {
+        pods.set(pod, index_page(pod, "0"));
+    }
+    cp.apply(&workloads(ns, &pods));
+    cp.wait_replicas(ns, "statefulset", "lobby", 2).await;
+    let config = format!(
+        "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  \
+         kubernetes:\n    namespaces: [{ns}]\n    podSelector: \"page=lobby\"\n\
+         history:\n  retention: 45s\n  entriesPerScope: 400\n"
+    );
+    let kubeconfig = cp.adapter_kubeconfig();
+    let adapter = AdapterProcess::start_with(
+        &config,
+        &["--kubeconfig", kubeconfig.to_str().unwrap(), "--no-memory"],
+    )
+    .await;
     adapter
-        .eventually_value("default", "hpa_target_replicas", LOBBY, "3")
+        .eventually_value(ns, "hpa_target_replicas", LOBBY, "3")
         .await;
+    let scale = |replicas: u32| {
+        cp.kubectl(&[
+            "scale",
+            "statefulset",
+            "lobby",
+            "-n",
+            ns,
+            &format!("--replicas={replicas}"),
+        ]);
+    };
     // The HPA follows each served target a few seconds late (its sync period, shortened).
-    ask_for(&adapter, 3).await;
-    api.apply(&lobby(3));
-    ask_for(&adapter, 3).await;
-    ex.page("/ctl", controller_page("5"));
-    ask_for(&adapter, 3).await;
-    api.apply(&lobby(5));
-    ask_for(&adapter, 3).await;
+    ask_for(&adapter, ns, 3).await;
+    scale(3);
+    ask_for(&adapter, ns, 3).await;
+    pods.set("ctl-0", controller_page("5"));
+    ask_for(&adapter, ns, 3).await;
+    scale(5);
+    ask_for(&adapter, ns, 3).await;
     // The recommender fails: once its sample is older than staleAfter, the target is refused,
     // and the HPA keeps its replicas.
-    ex.set("/ctl", failing());
-    ask_for(&adapter, 6).await;
+    pods.set_status("ctl-0", 500);
+    ask_for(&adapter, ns, 6).await;
     // It comes back below the floor: the floor (2) sets the target; the HPA's scale-down
     // stabilization holds the replicas for now.
-    ex.page("/ctl", controller_page("1"));
-    ask_for(&adapter, 6).await;
+    pods.set("ctl-0", controller_page("1"));
+    ask_for(&adapter, ns, 6).await;
     // And fails again, so the newest answer is a refusal.
-    ex.set("/ctl", failing());
-    let (code, last) = ask_for(&adapter, 5).await;
+    pods.set_status("ctl-0", 500);
+    let (code, last) = ask_for(&adapter, ns, 5).await;
     assert_eq!(code, 503, "{last}");
     let status_error = last["message"].as_str().unwrap().to_string();
 
     // /status/history: the scope, filtered, with values, refusals and the floor.
     let (code, body) = adapter
-        .plain_get("/status/history?namespace=default&metric=hpa_target_replicas")
+        .plain_get(&format!(
+            "/status/history?namespace={ns}&metric=hpa_target_replicas"
+        ))
         .await;
     assert_eq!(code, 200, "{body}");
     let history: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -247,7 +224,7 @@ async fn the_status_page_renders_rows_refusal_bands_and_reasons_in_chromium() {
     // of the Prometheus source without one.
     let (code, metrics) = adapter.plain_get("/metrics").await;
     assert_eq!(code, 200);
-    let labels = "namespace=\"default\",metric=\"hpa_target_replicas\",workload=\"lobby\"";
+    let labels = format!("namespace=\"{ns}\",metric=\"hpa_target_replicas\",workload=\"lobby\"");
     assert!(
         metrics.contains(&format!("hpa_bridge_scope_refusing{{{labels}}} 1")),
         "{metrics}"
