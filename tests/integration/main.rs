@@ -1,6 +1,7 @@
 //! The integration tests, one crate: each module is a suite (select one with
-//! `scripts/test --test integration <suite>::`), and `common` and `kubeapi` are the
-//! harness they share. One crate links the library once instead of once per suite.
+//! `scripts/test --test integration <suite>::`), and `common`, `kubeapi` and `kit` (shared
+//! with the bench) are the harness they share. One crate links the library once instead of
+//! once per suite.
 //!
 //! The suites share one process and run on libtest's threads side by side, so none of them
 //! changes process-wide state (environment variables, the current directory, a global
@@ -9,6 +10,8 @@
 //! picks and lives in its own temporary directory.
 
 mod common;
+#[path = "../kit/mod.rs"]
+mod kit;
 mod kubeapi;
 
 mod alert_rules;

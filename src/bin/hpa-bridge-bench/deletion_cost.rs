@@ -2,7 +2,7 @@
 //! Deployment with a ReplicaSet of Running, Ready pods, each exporting its stateful index from
 //! the bench exporter process; real discovery (kube-runtime reflectors) against a loopback API
 //! server that applies the writer's merge patches and shows them to the watches
-//! ([`super::liveapi`]); the real `Scraper` and the real `DeletionCostWriter`, assembled as
+//! (the kit's, tests/kit/kube_api.rs); the real `Scraper` and the real `DeletionCostWriter`, assembled as
 //! `serve --write-deletion-cost` assembles them. Each scrape interval a share of the pods flip
 //! their index between 0 and their ordinal + 1, spread over the interval.
 //!
@@ -26,8 +26,8 @@ use serde_json::{json, Value};
 
 use super::exporter::{self, ExporterSpec};
 use super::fleet::{self, ExporterProcess};
-use super::kubeapi::{meta, typed_json};
-use super::liveapi::{self, LiveApi, Patched};
+use super::kit::kube_api::{KubeApi, Patched};
+use super::kube_objects::{meta, typed_json};
 use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, Plan};
@@ -269,7 +269,7 @@ enum Costs {
 async fn churn(
     plan: DeletionCostPlan,
     control: String,
-    api: Arc<LiveApi>,
+    api: KubeApi,
     indices: Arc<Vec<AtomicU64>>,
     first: usize,
     costs: Costs,
@@ -291,7 +291,7 @@ async fn churn(
         if costs == Costs::SetByBench {
             let patch =
                 json!({"metadata": {"annotations": {POD_DELETION_COST: index.to_string()}}});
-            if !api.patch_pod(&pod, &patch) {
+            if !api.merge_pod("default", &pod, &patch) {
                 return Err(err(format!("no pod {pod} to set the cost of")));
             }
         }
@@ -326,7 +326,7 @@ struct Bench {
     indices: Arc<Vec<AtomicU64>>,
     /// Pods that hold state before the churn.
     holding: u64,
-    api: Arc<LiveApi>,
+    api: KubeApi,
     adapter: Arc<Adapter>,
     server: ServerThread,
     discovery: Arc<Discovery>,
@@ -350,10 +350,13 @@ impl Bench {
         spec.deployment = true;
         let exporter = ExporterProcess::start(exe, &spec)?;
         let control = exporter.control().to_string();
-        let api = LiveApi::new(objects(&spec, exporter.port())?);
+        let api = KubeApi::new(None);
+        for (_, object) in objects(&spec, exporter.port())? {
+            api.apply_json(object);
+        }
         let api_server = {
             let api = api.clone();
-            ServerThread::start("liveapi", move |listener| liveapi::serve(listener, api))?
+            ServerThread::start("kubeapi", move |listener| api.serve_plain(listener))?
         };
         let config = fleet::config(plan.interval, "  kubernetes:\n    namespaces: [default]\n")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -485,6 +488,13 @@ impl Bench {
 }
 
 /// Per change, the delay until the first patch of the pod to its new index arrived.
+/// The `pod-deletion-cost` annotation a patch sets, if it sets one.
+fn cost(patch: &Patched) -> Option<String> {
+    patch.patch["metadata"]["annotations"][POD_DELETION_COST]
+        .as_str()
+        .map(String::from)
+}
+
 fn delays(changes: &[Change], patches: &[Patched]) -> Vec<Option<Duration>> {
     changes
         .iter()
@@ -493,7 +503,7 @@ fn delays(changes: &[Change], patches: &[Patched]) -> Vec<Option<Duration>> {
             patches
                 .iter()
                 .find(|p| {
-                    p.pod == c.pod && p.at >= c.at && p.cost.as_deref() == Some(index.as_str())
+                    p.name == c.pod && p.at >= c.at && cost(p).as_deref() == Some(index.as_str())
                 })
                 .map(|p| p.at - c.at)
         })
@@ -571,7 +581,7 @@ pub fn run(
     let patches = bench.api.patches();
     let foreign = patches
         .iter()
-        .filter(|p| p.field_manager.as_deref() != Some(FIELD_MANAGER) || p.cost.is_none())
+        .filter(|p| p.field_manager.as_deref() != Some(FIELD_MANAGER) || cost(p).is_none())
         .count();
 
     let (_, writer_off, complete_off) =

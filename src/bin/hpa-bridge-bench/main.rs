@@ -33,9 +33,10 @@ mod exporter;
 mod fleet;
 mod hostile;
 mod json_parse;
-mod kubeapi;
+#[path = "../../../tests/kit/mod.rs"]
+mod kit;
+mod kube_objects;
 mod live;
-mod liveapi;
 mod memory_attribution;
 mod page;
 mod pages;

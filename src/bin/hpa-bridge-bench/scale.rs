@@ -10,7 +10,10 @@ use serde::Serialize;
 use super::answer_cost;
 use super::exporter::ExporterSpec;
 use super::fleet::{self, ExporterProcess, Scraped};
-use super::kubeapi::{self, Counters, Objects};
+use serde_json::json;
+
+use super::kit::kube_api::KubeApi;
+use super::kube_objects::Objects;
 use super::serve::ServerThread;
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
 use hpa_bridge::engine::{Engine, MetricQuery};
@@ -174,20 +177,16 @@ async fn after_change(
         let change = || async {
             let version = discovery.version();
             let deadline = Instant::now() + Duration::from_secs(10);
-            let mut sent_at: Option<Instant> = None;
+            let rv = 2 + i as u64;
+            let pod = store.objects.pod_name(i);
+            let annotation =
+                json!({"metadata": {"annotations": {"bench/changed": rv.to_string()}}});
+            if !store.api.merge_pod("default", &pod, &annotation) {
+                return Err(err(format!("no pod {pod} to change")));
+            }
             while discovery.version() == version {
                 if Instant::now() > deadline {
                     return Err(err("a pod event never reached discovery"));
-                }
-                // Sent again while no watch is open, or if one ended before it arrived.
-                if sent_at.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
-                    let rv = 2 + i as u64;
-                    if store
-                        .objects
-                        .send_pod_event(i, rv, "bench/changed", &rv.to_string())
-                    {
-                        sent_at = Some(Instant::now());
-                    }
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -448,9 +447,10 @@ async fn measure(
 struct DiscoveredStore {
     engine: Engine,
     discovery: Arc<Discovery>,
-    _api: ServerThread,
-    /// What the API server lists, and sends pod events of.
-    objects: Arc<Objects>,
+    _server: ServerThread,
+    /// What the API server lists, and changes pods in.
+    objects: Objects,
+    api: KubeApi,
 }
 
 async fn discovered_store(
@@ -458,15 +458,11 @@ async fn discovered_store(
     spec: &ExporterSpec,
     exporter: &ExporterProcess,
 ) -> Result<DiscoveredStore, BenchError> {
-    let objects = Arc::new(Objects::new(spec, exporter.port()));
-    let served = objects.clone();
-    let api = ServerThread::start("kubeapi-scale", move |listener| {
-        kubeapi::serve(
-            listener,
-            served,
-            Arc::new(Counters::default()),
-            Duration::ZERO,
-        )
+    let objects = Objects::new(spec, exporter.port());
+    let api = objects.api(Duration::ZERO, None);
+    let served = api.clone();
+    let server = ServerThread::start("kubeapi-scale", move |listener| {
+        served.serve_plain(listener)
     })?;
     // Samples stay fresh for the whole measurement after one round.
     let config = fleet::config(
@@ -475,7 +471,7 @@ async fn discovered_store(
     )?;
     let fleet::Discovered {
         engine, discovery, ..
-    } = fleet::discovered(&format!("http://{}", api.addr), config).await?;
+    } = fleet::discovered(&format!("http://{}", server.addr), config).await?;
     engine
         .scraper()
         .ok_or_else(|| err("the discovered engine built no scraper"))?
@@ -491,8 +487,9 @@ async fn discovered_store(
     Ok(DiscoveredStore {
         engine,
         discovery,
-        _api: api,
+        _server: server,
         objects,
+        api,
     })
 }
 

@@ -1,12 +1,11 @@
 //! Latency when the Kubernetes API is slow (issue 14): the HPA's request through the real
 //! request path (TLS, front-proxy authentication, `serve_api`, no answer reuse) of an adapter
 //! whose targets and workloads come from real discovery (`source::discovery::Discovery`,
-//! kube-runtime reflectors) against a loopback API server ([`super::kubeapi`]) that delays
+//! kube-runtime reflectors) against the kit's loopback API server (tests/kit/kube_api.rs) that delays
 //! every response, against the same with a prompt API server. Nothing on the request path may
 //! wait on the API: `spec.replicas` comes from the watch caches, so the p99 must not move.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,8 @@ use serde::Serialize;
 
 use super::exporter::ExporterSpec;
 use super::fleet::{self, ExporterProcess};
-use super::kubeapi::{self, Counters, Objects};
+use super::kit::kube_api::KubeApi;
+use super::kube_objects::Objects;
 use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, Plan};
@@ -83,15 +83,20 @@ fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::part("slowapi", e)
 }
 
+/// How long a watch stays open before the server ends it (the real one ends watches after
+/// minutes; ending them quickly makes the reflectors ask again, and wait again, all the time).
+const WATCH_SECONDS: u64 = 1;
+
 /// One adapter with its own API server, discovery and scraped store.
 struct Side {
-    counters: Arc<Counters>,
+    /// The side's API server, which counts the lists and watches it answered.
+    api: KubeApi,
     server: ServerThread,
     sync_seconds: f64,
     // Dropped after the server: the reflectors and the API server live as long as the side.
     _discovery: Arc<Discovery>,
     _runtime: tokio::runtime::Runtime,
-    _api: ServerThread,
+    _api_server: ServerThread,
 }
 
 impl Side {
@@ -102,12 +107,12 @@ impl Side {
         exporter: &ExporterProcess,
         pki: &Pki,
     ) -> Result<Side, BenchError> {
-        let counters = Arc::new(Counters::default());
-        let objects = Arc::new(Objects::new(spec, exporter.port()));
-        let api = {
-            let counters = counters.clone();
+        let api = Objects::new(spec, exporter.port())
+            .api(delay, Some(Duration::from_secs(WATCH_SECONDS)));
+        let api_server = {
+            let api = api.clone();
             ServerThread::start(&format!("kubeapi-{name}"), move |listener| {
-                kubeapi::serve(listener, objects, counters, delay)
+                api.serve_plain(listener)
             })?
         };
         // Samples stay fresh for the whole part after one round, so no scrape loop competes
@@ -123,7 +128,7 @@ impl Side {
             .build()
             .map_err(err)?;
         let started = Instant::now();
-        let url = format!("http://{}", api.addr);
+        let url = format!("http://{}", api_server.addr);
         let (engine, discovery) = runtime.block_on(async {
             let fleet::Discovered {
                 engine, discovery, ..
@@ -162,12 +167,12 @@ impl Side {
         let handler = Arc::new(ApiHandler::new(engine.adapter().clone()).without_answer_reuse());
         let server = serve::start_adapter(&format!("adapter-{name}"), pki, handler)?;
         Ok(Side {
-            counters,
+            api,
             server,
             sync_seconds,
             _discovery: discovery,
             _runtime: runtime,
-            _api: api,
+            _api_server: api_server,
         })
     }
 }
@@ -180,8 +185,8 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<SlowApiResult, BenchError> {
     let delayed = Side::start("delayed", slow.delay, &spec, &exporter, &pki)?;
     let paths = serve::workload_paths(METRIC, slow.workloads);
     let client = Arc::new(Client::new(&pki, paths, None)?);
-    let lists = delayed.counters.lists.load(Ordering::Relaxed);
-    let watches = delayed.counters.watches.load(Ordering::Relaxed);
+    let lists = delayed.api.answered().0;
+    let watches = delayed.api.answered().1;
     let [prompt_load, delayed_load]: [LoadFigures; 2] = serve::measure_alternately(
         client,
         &[&prompt.server, &delayed.server],
@@ -203,8 +208,8 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<SlowApiResult, BenchError> {
         delayed: delayed_load,
         prompt_sync_seconds: prompt.sync_seconds,
         delayed_sync_seconds: delayed.sync_seconds,
-        delayed_lists_during: delayed.counters.lists.load(Ordering::Relaxed) - lists,
-        delayed_watches_during: delayed.counters.watches.load(Ordering::Relaxed) - watches,
+        delayed_lists_during: delayed.api.answered().0 - lists,
+        delayed_watches_during: delayed.api.answered().1 - watches,
     })
 }
 
@@ -250,7 +255,7 @@ pub fn note(r: &SlowApiResult) -> String {
         r.targets,
         r.workloads,
         r.delay_seconds,
-        kubeapi::WATCH_SECONDS,
+        WATCH_SECONDS,
         r.delayed_lists_during,
         r.delayed_watches_during,
         r.prompt_sync_seconds,
