@@ -262,19 +262,7 @@ fn two_cn_client(pki: &Pki, file: &str, first: &str, second: &str) -> Issued {
         rcgen::DnValue::Utf8String(second.into()),
     );
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let key = rcgen::KeyPair::generate().unwrap();
-    let issuer = rcgen::Issuer::from_params(&pki.ca_params, &pki.ca_key);
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    let cert_path = pki.dir.path().join(format!("{file}.crt"));
-    let key_path = pki.dir.path().join(format!("{file}.key"));
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    Issued {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        cert_path,
-        key_path,
-    }
+    pki.write(file, pki.authority.issue(params).unwrap())
 }
 
 /// Go's x509 keeps the last CN (issue 13, item 4); kube-apiserver decides with it, so must we.

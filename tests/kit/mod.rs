@@ -3,4 +3,5 @@
 //! package's own dependencies). Each includer uses a part of it.
 #![allow(dead_code)]
 
+pub mod authority;
 pub mod kube_api;

@@ -678,8 +678,9 @@ pub fn note(r: &DeletionCostResult) -> String {
     format!(
         "**Deletion cost.** One Deployment annotated `{DELETION_COST_OPT_IN}: \"{DELETION_COST_FROM_INDEX}\"` \
          with one ReplicaSet of {} Running, Ready pods, served with its watches by a loopback API \
-         server that applies JSON merge patches and sends MODIFIED events (no kube-apiserver can be \
-         installed here); each pod's `hpa_stateful_index` on its own page of the bench exporter \
+         server that applies JSON merge patches and sends MODIFIED events (the test kit's stand-in, \
+         tests/kit/kube_api.rs: a thousand pods whose index and cost change without a kubelet or \
+         controllers in the way); each pod's `hpa_stateful_index` on its own page of the bench exporter \
          process. `source::discovery::Discovery`, the `Scraper` (every {} s) and \
          `DeletionCostWriter` (`--deletion-cost-qps {}`, holding its Lease, renewed every {} s, \
          from the same loopback API server) are assembled as `serve \

@@ -372,7 +372,7 @@ async fn measure(
     drop(few);
 
     // The Object query once more over the same three shapes, each store now filled through
-    // discovery of the pods a loopback API server lists (kubeapi.rs), as `serve` with
+    // discovery of the pods a loopback API server lists (tests/kit/kube_api.rs), as `serve` with
     // `scrape.kubernetes` fills it: the query's pod set is the namespace's pods of the
     // workload, read from the watch caches.
     let large = discovered_store(plan, spec, exporter).await?;

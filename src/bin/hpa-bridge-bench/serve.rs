@@ -30,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use super::kit::authority::Authority;
 use super::{quantile, task_cpu_ns, BenchError, Plan};
 use hpa_bridge::api::server::serve_api;
 use hpa_bridge::api::transport::{Gatekeeper, Peer};
@@ -87,55 +88,6 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 
 // ---- certificates -------------------------------------------------------------------------
 
-struct Authority {
-    params: rcgen::CertificateParams,
-    key: rcgen::KeyPair,
-    der: CertificateDer<'static>,
-    pem: String,
-}
-
-impl Authority {
-    fn new(cn: &str) -> Result<Self, BenchError> {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = rcgen::KeyPair::generate().map_err(err)?;
-        let cert = params.self_signed(&key).map_err(err)?;
-        Ok(Authority {
-            der: cert.der().clone(),
-            pem: cert.pem(),
-            params,
-            key,
-        })
-    }
-
-    /// (certificate PEM, key PEM, certificate DER, key DER)
-    fn issue(
-        &self,
-        params: rcgen::CertificateParams,
-    ) -> Result<
-        (
-            String,
-            String,
-            CertificateDer<'static>,
-            PrivateKeyDer<'static>,
-        ),
-        BenchError,
-    > {
-        let key = rcgen::KeyPair::generate().map_err(err)?;
-        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        let key_der = PrivateKeyDer::try_from(key.serialize_der()).map_err(err)?;
-        Ok((cert.pem(), key.serialize_pem(), cert.der().clone(), key_der))
-    }
-}
-
 pub struct Pki {
     dir: PathBuf,
     /// CA files for the adapter's real trust store.
@@ -152,40 +104,33 @@ pub struct Pki {
 
 impl Pki {
     pub fn generate() -> Result<Self, BenchError> {
-        let serving = Authority::new("bench-serving-ca")?;
-        let client = Authority::new("bench-client-ca")?;
-        let front = Authority::new("bench-front-proxy-ca")?;
-        let mut sp = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
-            .map_err(err)?;
-        sp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let (server_pem, server_key_pem, _, _) = serving.issue(sp)?;
-        let mut fp = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        fp.distinguished_name
-            .push(rcgen::DnType::CommonName, FRONT_PROXY_CN);
-        fp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let (_, _, fp_der, fp_key) = front.issue(fp)?;
+        let serving = Authority::new("bench-serving-ca").map_err(err)?;
+        let client = Authority::new("bench-client-ca").map_err(err)?;
+        let front = Authority::new("bench-front-proxy-ca").map_err(err)?;
+        let server = serving.server(&["localhost", "127.0.0.1"]).map_err(err)?;
+        let front_proxy = front.client(FRONT_PROXY_CN, &[]).map_err(err)?;
         // ServingCert reads files (it re-reads them on rotation); a private directory holds them.
         let dir = std::env::temp_dir().join(format!("hpa-bridge-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(err)?;
         let server_cert = dir.join("server.crt");
         let server_key = dir.join("server.key");
-        std::fs::write(&server_cert, server_pem).map_err(err)?;
-        std::fs::write(&server_key, server_key_pem).map_err(err)?;
+        std::fs::write(&server_cert, &server.cert_pem).map_err(err)?;
+        std::fs::write(&server_key, &server.key_pem).map_err(err)?;
         let client_ca_file = dir.join("client-ca.crt");
         let front_proxy_ca_file = dir.join("front-proxy-ca.crt");
-        std::fs::write(&client_ca_file, &client.pem).map_err(err)?;
-        std::fs::write(&front_proxy_ca_file, &front.pem).map_err(err)?;
+        std::fs::write(&client_ca_file, client.pem()).map_err(err)?;
+        std::fs::write(&front_proxy_ca_file, front.pem()).map_err(err)?;
         Ok(Pki {
             dir,
             client_ca_file,
             front_proxy_ca_file,
-            serving_ca: serving.der,
+            serving_ca: serving.der(),
             server_cert,
             server_key,
-            client_ca: client.der,
-            front_proxy_ca: front.der.clone(),
-            front_proxy_chain: vec![fp_der],
-            front_proxy_key: fp_key,
+            client_ca: client.der(),
+            front_proxy_ca: front.der(),
+            front_proxy_chain: vec![front_proxy.cert_der],
+            front_proxy_key: front_proxy.key_der,
         })
     }
 

@@ -241,7 +241,8 @@ pub fn note(r: &SlowApiResult) -> String {
     format!(
         "**Slow Kubernetes API.** Two adapters, each with `source::discovery::Discovery` (kube-runtime \
          reflectors on pods, StatefulSets, ReplicaSets and Deployments in `default`) against its own \
-         loopback API server: a stand-in for kube-apiserver, which cannot be installed here, serving \
+         loopback API server: the test kit's stand-in for kube-apiserver (tests/kit/kube_api.rs; a \
+         real API server cannot be made to delay every answer on demand), serving \
          schema-valid lists and watches (k8s-openapi objects) of {} Running pods annotated for scraping \
          and {} StatefulSets owning them. One API answers promptly; the other delays every response \
          {} s, and ends every watch after {} s so the reflectors keep asking (while the load ran it \

@@ -173,11 +173,11 @@ pub fn index_page(pod: &str, value: &str) -> String {
 }
 
 /// A certificate authority and certificates it signs, generated per test.
+/// A certificate authority (the kit's `Authority`) whose CA and leaves are also written to a
+/// directory of its own, for the flags and kubeconfigs that take files.
 pub struct Pki {
     pub dir: tempfile::TempDir,
-    pub ca_cert: rcgen::Certificate,
-    pub ca_key: rcgen::KeyPair,
-    pub ca_params: rcgen::CertificateParams,
+    pub authority: crate::kit::authority::Authority,
 }
 
 pub struct Issued {
@@ -201,26 +201,10 @@ impl Issued {
 
 impl Pki {
     pub fn new(name: &str) -> Self {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
+        let authority = crate::kit::authority::Authority::new(name).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("ca.crt"), cert.pem()).unwrap();
-        Pki {
-            dir,
-            ca_cert: cert,
-            ca_key: key,
-            ca_params: params,
-        }
+        std::fs::write(dir.path().join("ca.crt"), authority.pem()).unwrap();
+        Pki { dir, authority }
     }
 
     pub fn ca_path(&self) -> PathBuf {
@@ -228,7 +212,7 @@ impl Pki {
     }
 
     pub fn ca_der(&self) -> CertificateDer<'static> {
-        self.ca_cert.der().clone()
+        self.authority.der()
     }
 
     /// An anonymous TLS client that trusts this CA, offering `alpn` (none: the server picks
@@ -247,18 +231,15 @@ impl Pki {
         tokio_rustls::TlsConnector::from(Arc::new(config))
     }
 
-    fn issue(&self, file: &str, mut params: rcgen::CertificateParams) -> Issued {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let issuer = rcgen::Issuer::from_params(&self.ca_params, &self.ca_key);
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        params.is_ca = rcgen::IsCa::NoCa;
+    /// `leaf`, written to `{file}.crt` and `{file}.key` in the directory.
+    pub fn write(&self, file: &str, leaf: crate::kit::authority::Leaf) -> Issued {
         let cert_path = self.dir.path().join(format!("{file}.crt"));
         let key_path = self.dir.path().join(format!("{file}.key"));
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        std::fs::write(&cert_path, &leaf.cert_pem).unwrap();
+        std::fs::write(&key_path, &leaf.key_pem).unwrap();
         Issued {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
             cert_path,
             key_path,
         }
@@ -267,29 +248,13 @@ impl Pki {
     /// A serving certificate for 127.0.0.1, localhost, and the name the aggregator verifies
     /// for the install's Service (`hpa-bridge.hpa-bridge.svc`).
     pub fn server(&self) -> Issued {
-        let mut params = rcgen::CertificateParams::new(vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "hpa-bridge.hpa-bridge.svc".to_string(),
-        ])
-        .unwrap();
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        self.issue("server", params)
+        let names = ["localhost", "127.0.0.1", "hpa-bridge.hpa-bridge.svc"];
+        self.write("server", self.authority.server(&names).unwrap())
     }
 
     /// A client certificate with CN and O (groups).
     pub fn client(&self, file: &str, cn: &str, orgs: &[&str]) -> Issued {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        for o in orgs {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::OrganizationName, *o);
-        }
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue(file, params)
+        self.write(file, self.authority.client(cn, orgs).unwrap())
     }
 }
 
