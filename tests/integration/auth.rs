@@ -1,17 +1,20 @@
 //! Aggregated-API security end to end (docs/hpa-behaviour.md §3.2–3.3): the real binary, real TLS with
 //! CAs and certificates generated here, and a loopback HTTPS stand-in for the Kubernetes API
-//! (common/fake_apiserver.rs) that the adapter's kube client reaches through a generated
-//! kubeconfig. No kube-apiserver exists here, so that server answers TokenReview,
-//! SubjectAccessReview and the extension-apiserver-authentication ConfigMap in their real JSON
-//! forms and records what the adapter sent.
+//! (the kit's, tests/kit/kube_api.rs, through kubeapi.rs) that the adapter's kube client reaches through a generated
+//! kubeconfig. The real aggregator, TokenReview and SubjectAccessReview are exercised in
+//! cluster.rs; this suite keeps the stand-in for what the real API server cannot be made to do
+//! on demand: answer a review with an error, show the exact review objects the adapter sent
+//! (and how many, for the caches), rotate the front-proxy CA in
+//! `kube-system/extension-apiserver-authentication` under a running cluster, or fail to serve
+//! that ConfigMap. It answers in the reviews' and the ConfigMap's real JSON forms.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::fake_apiserver::*;
 use crate::common::*;
+use crate::kubeapi::{KubeApi as FakeApiServer, *};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -86,7 +89,8 @@ impl World {
     }
 
     fn allow(&self, user: &str) {
-        self.api.set(|b| b.allowed_users.push(user.to_string()));
+        self.api
+            .set_reviews(|b| b.allowed_users.push(user.to_string()));
     }
 
     fn sar_count(&self) -> usize {
@@ -346,7 +350,7 @@ async fn access_review_allow_deny_and_error_never_allows() {
     let (code, v) = get(&client, METRIC, &[]).await;
     assert_value_7(code, &v);
 
-    w.api.set(|b| b.allowed_users.clear());
+    w.api.set_reviews(|b| b.allowed_users.clear());
     let (code, v) = get(&client, METRIC, &[]).await;
     assert_eq!(code, 403, "{v}");
     let msg = v["message"].as_str().unwrap();
@@ -361,14 +365,14 @@ async fn access_review_allow_deny_and_error_never_allows() {
 
     // The authorizer fails: an error, never the metric.
     w.allow("dave");
-    w.api.set(|b| b.access_review_error = Some(500));
+    w.api.set_reviews(|b| b.access_review_error = Some(500));
     let (code, v) = get(&client, METRIC, &[]).await;
     assert_eq!(code, 500, "{v}");
     assert_status(&v, 500, "InternalError");
     assert!(v.get("items").is_none());
 
     // The API server recovers: allowed again.
-    w.api.set(|b| b.access_review_error = None);
+    w.api.set_reviews(|b| b.access_review_error = None);
     let (code, v) = get(&client, METRIC, &[]).await;
     assert_value_7(code, &v);
 }
@@ -378,7 +382,7 @@ async fn unreachable_api_server_fails_closed() {
     // A kubeconfig that points at a port nobody listens on.
     let api = FakeApiServer::start().await;
     let dead_port = free_port();
-    let kubeconfig = api.pki.dir.path().join("dead.yaml");
+    let kubeconfig = api.dir.path().join("dead.yaml");
     std::fs::write(
         &kubeconfig,
         std::fs::read_to_string(api.kubeconfig())
@@ -424,7 +428,7 @@ const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autosca
 
 fn hpa_token(api: &FakeApiServer, token: &str) {
     let token = token.to_string();
-    api.set(move |b| {
+    api.set_reviews(move |b| {
         b.tokens.insert(
             token,
             json!({
@@ -452,7 +456,7 @@ async fn token_review_valid_invalid_and_error() {
     let sent = w.api.recorded(TOKEN_REVIEWS);
     assert_eq!(
         sent[0].authorization.as_deref(),
-        Some(&*format!("Bearer {ADAPTER_TOKEN}")),
+        Some(&*format!("Bearer {TOKEN}")),
         "the adapter authenticates itself to the API server"
     );
     assert_eq!(
@@ -476,7 +480,7 @@ async fn token_review_valid_invalid_and_error() {
         "{v}"
     );
 
-    w.api.set(|b| b.token_review_error = Some(500));
+    w.api.set_reviews(|b| b.token_review_error = Some(500));
     let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer another-token")]).await;
     assert_eq!(code, 503, "{v}");
     assert_status(&v, 503, "ServiceUnavailable");
@@ -484,12 +488,7 @@ async fn token_review_valid_invalid_and_error() {
     // Tokens never reach the logs or /status.
     let status = w.adapter.status().await.to_string();
     let log = w.adapter.log();
-    for secret in [
-        "hpa-token-1",
-        "forged-token",
-        "another-token",
-        ADAPTER_TOKEN,
-    ] {
+    for secret in ["hpa-token-1", "forged-token", "another-token", TOKEN] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
         assert!(!status.contains(secret), "{secret} in /status");
     }
@@ -587,7 +586,7 @@ async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
     let api = FakeApiServer::start().await;
     let front = Pki::new("front-proxy-ca");
     let clients = Pki::new("client-ca");
-    api.set(|b| b.configmap = Some(configmap(&front, &clients)));
+    api.set_reviews(|b| b.configmap = Some(configmap(&front, &clients)));
     let adapter = AdapterProcess::start_with(
         &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
         &[
@@ -625,7 +624,7 @@ async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
     let new_ivy = rotated.client("ivy2", "ivy", &[]);
     let front = &w.front;
     w.api
-        .set(|b| b.configmap = Some(configmap(front, &rotated)));
+        .set_reviews(|b| b.configmap = Some(configmap(front, &rotated)));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok((200, _)) = w.with_cert(&new_ivy).get(METRIC, &[]).await {
@@ -648,7 +647,7 @@ async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_configmap_stops_startup_unless_tolerated() {
     let api = FakeApiServer::start().await;
-    api.set(|b| b.configmap_forbidden = true);
+    api.set_reviews(|b| b.configmap_forbidden = true);
     let kubeconfig = api.kubeconfig();
     let mut p = AdapterProcess::spawn(
         &fast_config(&[]),
@@ -857,57 +856,84 @@ async fn serving_certificate_files_are_reloaded_without_restart() {
     assert!(!adapter.log().contains("PRIVATE KEY"));
 }
 
-/// `--metrics-secure` (issue 13, item 9): the metrics port speaks TLS and asks the same
-/// delegated authentication and authorization as the API, with the non-resource attributes
-/// controller-runtime's secure metrics use.
+/// The secure metrics port, with the real API server's TokenReview and SubjectAccessReview
+/// (tests/control-plane) and the adapter as the base's service account: anonymous is 401; a
+/// client certificate's user is reviewed for `get` on the path itself, so RBAC on the
+/// non-resource URL `/metrics` opens `/metrics` and not `/status`, and the other way round.
+/// Plain HTTP gets no answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secure_metrics_port_needs_authentication_and_a_review_of_get_on_the_path() {
-    let w = world(&["--metrics-secure"]).await;
-    let scraper = w.clients.client("scraper", "prometheus", &[]);
-    let nobody = w.clients.client("nobody", "nobody", &[]);
+    use crate::common::control_plane::ControlPlane;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("metrics-port").await;
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let front = Pki::new("front-proxy-ca");
+    let clients = Pki::new("client-ca");
+    let kubeconfig = cp.adapter_kubeconfig();
+    let adapter = AdapterProcess::start_with(
+        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
+        &[
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--requestheader-client-ca-file",
+            front.ca_path().to_str().unwrap(),
+            "--requestheader-allowed-names",
+            FRONT_PROXY_CN,
+            "--client-ca-file",
+            clients.ca_path().to_str().unwrap(),
+            "--authentication-skip-lookup",
+            "--metrics-secure",
+        ],
+    )
+    .await;
+    // Users of this test only: the adapter caches review verdicts per user and path.
+    let (scraper, viewer, nobody) = (
+        format!("prometheus-{ns}"),
+        format!("viewer-{ns}"),
+        format!("nobody-{ns}"),
+    );
+    for (user, path) in [(&scraper, "/metrics"), (&viewer, "/status")] {
+        cp.apply(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {user}}}\nrules:\n- nonResourceURLs: [\"{path}\"]\n  verbs: [get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {user}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {user}}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}]\n"
+        ));
+    }
     let metrics_port = |issued: Option<&Issued>| {
         HttpsClient::new(
-            w.adapter.metrics_port,
-            &[w.adapter.pki.ca_der()],
+            adapter.metrics_port,
+            &[adapter.pki.ca_der()],
             issued.map(|i| (i.cert_path.as_path(), i.key_path.as_path())),
         )
+    };
+    let get = |user: &str, path: &'static str| {
+        let issued = clients.client(user, user, &[]);
+        let client = metrics_port(Some(&issued));
+        async move { client.get(path, &[]).await.unwrap() }
     };
 
     // Anonymous: 401, nothing rendered.
     let (code, body) = metrics_port(None).get("/metrics", &[]).await.unwrap();
     assert_eq!(code, 401, "{body}");
     assert!(!body.contains("hpa_bridge_"), "{body}");
-    // Authenticated but not allowed: 403, after a review of get on /metrics.
-    let (code, body) = metrics_port(Some(&nobody))
-        .get("/metrics", &[])
-        .await
-        .unwrap();
+    // Authenticated, no RBAC: 403.
+    let (code, body) = get(&nobody, "/metrics").await;
     assert_eq!(code, 403, "{body}");
-    assert_eq!(
-        w.last_sar_spec()["nonResourceAttributes"],
-        json!({"path": "/metrics", "verb": "get"})
-    );
-    // Allowed.
-    w.allow("prometheus");
-    let (code, body) = metrics_port(Some(&scraper))
-        .get("/metrics", &[])
-        .await
-        .unwrap();
+    assert!(!body.contains("hpa_bridge_"), "{body}");
+    // get on /metrics: the metrics, and not the status page (a loopback listener serves it,
+    // behind a review of its own path).
+    let (code, body) = get(&scraper, "/metrics").await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("hpa_bridge_connections{"), "{body}");
-    assert_eq!(w.last_sar_spec()["user"], "prometheus");
-    // On a loopback listener the status page is there too, behind a review of its own path.
-    let (code, body) = metrics_port(Some(&scraper))
-        .get("/status", &[])
-        .await
-        .unwrap();
+    let (code, body) = get(&scraper, "/status").await;
+    assert_eq!(code, 403, "{body}");
+    // get on /status: the other way round.
+    let (code, body) = get(&viewer, "/status").await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(
-        w.last_sar_spec()["nonResourceAttributes"],
-        json!({"path": "/status", "verb": "get"})
-    );
+    assert!(body.contains("\"workloads\""), "{body}");
+    let (code, _) = get(&viewer, "/metrics").await;
+    assert_eq!(code, 403);
     // Plain HTTP gets no answer from a TLS port.
-    let mport = w.adapter.metrics_port;
+    let mport = adapter.metrics_port;
     let plain = tokio::time::timeout(
         Duration::from_secs(30),
         tokio::task::spawn(async move {

@@ -181,7 +181,8 @@ fn workload_ref(w: &Workload) -> WorkloadRef {
 }
 
 /// The cluster's facts as the test sets them, served as discovery would serve them from its
-/// watch cache (no kube-apiserver here: the facts are given directly), with a version that
+/// watch cache (in-process, so the property test runs thousands of sequences: the facts are
+/// given directly), with a version that
 /// moves on every change.
 /// (namespace, pod name, its workload)
 type Pod = (String, String, Option<Workload>);

@@ -1,5 +1,7 @@
 //! The kit's loopback API server (tests/kit/kube_api.rs) over real TLS with a CA generated
-//! here, a bearer token, and a kubeconfig that trusts both, as a kube client meets a cluster.
+//! here, a bearer token, and a kubeconfig that trusts both, as a kube client meets a cluster:
+//! for discovery's and the deletion-cost writer's faults (kubernetes.rs) and the delegated
+//! reviews' (auth.rs).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,11 +11,13 @@ use tokio::net::TcpListener;
 
 pub use crate::kit::kube_api::*;
 
-const TOKEN: &str = "discovery-test-token";
+/// The bearer token of the kubeconfig (the adapter's own, as a pod's service account).
+pub const TOKEN: &str = "discovery-test-token";
 
 #[derive(Clone)]
 pub struct KubeApi {
     api: crate::kit::kube_api::KubeApi,
+    pub addr: std::net::SocketAddr,
     pub dir: Arc<tempfile::TempDir>,
 }
 
@@ -29,7 +33,7 @@ impl KubeApi {
     pub async fn start() -> Self {
         let pki = crate::common::Pki::new("test-kube-apiserver-ca");
         let server = pki.server();
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
@@ -37,6 +41,8 @@ impl KubeApi {
         .with_no_client_auth()
         .with_single_cert(server.certs(), server.key())
         .unwrap();
+        // As kube-apiserver: HTTP/2 when the client offers it.
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -70,6 +76,7 @@ impl KubeApi {
         });
         KubeApi {
             api,
+            addr,
             dir: Arc::new(dir),
         }
     }

@@ -319,8 +319,8 @@ async fn start_writing_costs(api: &KubeApi) -> AdapterProcess {
 /// A Deployment's pods whose ReplicaSet the watch does not hold yet are attributed to the
 /// ReplicaSet, and a plain floor over them (the highest index, 1) would be below the
 /// Deployment's count of holding pods (2): the floor stays incomplete until the ReplicaSet is
-/// known and the pods are followed to their Deployment. (Loopback API server serving
-/// schema-valid objects; no kube-apiserver can run here.)
+/// known and the pods are followed to their Deployment. Fault: a watch delivering pods before
+/// their ReplicaSet, which the real controllers and garbage collector never leave standing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_a_replica_set_not_yet_known_hold_the_floor_incomplete() {
     let ex = TestExporter::start().await;
@@ -350,11 +350,13 @@ async fn pods_of_a_replica_set_not_yet_known_hold_the_floor_incomplete() {
         .await;
 }
 
-/// The deletion-cost writer against the loopback API server (no kube-apiserver here: the
-/// server applies JSON merge patches to its pod objects and watchers see them): only the
-/// opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;
+/// The deletion-cost writer against the loopback API server (it applies JSON merge patches to
+/// its pod objects and watchers see them): only the opted-in Deployment's pods are patched, once per change, with field manager hpa-bridge;
 /// its floor counts the holding pods once the watch shows every cost, and holds while a
-/// holding pod is not Ready or a patch is refused.
+/// holding pod is not Ready or a patch is refused. Faults: a Ready condition flipped under a
+/// running kubelet, every PATCH refused on demand, an outage with 410 Gone, a new ReplicaSet
+/// with replicas and no pods (the real ones are in cluster.rs: costs written, the ReplicaSet
+/// controller's choice, a rollout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opted_in_deployment_gets_costs_written_and_a_floor_of_its_holding_pods() {
     let ex = TestExporter::start().await;
@@ -589,7 +591,9 @@ fn applied_writes(api: &KubeApi, caller: &str, holder: &str) -> Vec<kubeapi::Lea
 /// Issue 29, one writer per workload: two replicas with `--write-deletion-cost` against one
 /// API server. Exactly one holds the Lease and only it patches; killed without a release, the
 /// other takes the lease only once it has seen the same record for the lease duration, then
-/// writes.
+/// writes. The stand-in records every Lease write with its caller and time, which shows the
+/// follower waiting out the duration; the takeover itself also runs on the real API server
+/// (cluster.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_writes_deletion_costs_and_another_takes_over_only_once_the_lease_expires() {
     let ex = TestExporter::start().await;
@@ -652,7 +656,7 @@ async fn one_replica_writes_deletion_costs_and_another_takes_over_only_once_the_
 
 /// A patch held up past the writer's lease term (the server queues it, as API priority and
 /// fairness may) is abandoned at the end of the term, counted as `timeout`, and does not keep a
-/// clean shutdown from releasing the Lease. (Loopback API server; no kube-apiserver here.)
+/// clean shutdown from releasing the Lease. Fault: a PATCH that hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_patch_held_up_past_the_lease_term_is_abandoned() {
     let ex = TestExporter::start().await;
@@ -703,7 +707,8 @@ async fn a_patch_held_up_past_the_lease_term_is_abandoned() {
 
 /// A writer that shuts down cleanly releases the Lease, so the other replica takes over at once
 /// instead of after the lease duration; a writer whose renewals fail stops patching within the
-/// renew deadline, and writes again once it renews.
+/// renew deadline, and writes again once it renews. Fault: one caller's Lease writes refused on
+/// demand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_passes_at_once_and_a_writer_that_cannot_renew_stops() {
     let ex = TestExporter::start().await;
@@ -837,7 +842,8 @@ fn pods_with_one_unscraped(api: &KubeApi, ex: &TestExporter, name: &str) {
 /// Issue 14, bad input: pods owned by a StatefulSet the watch cache does not hold (yet). Its
 /// spec.replicas is unknown, so the target cannot hold at it: the answer is a refusal that says
 /// the workload is not in the watch cache, never a guess. Once the StatefulSet arrives through
-/// the watch, the same query holds at its spec.replicas.
+/// the watch, the same query holds at its spec.replicas. Fault: pods without their StatefulSet,
+/// which a real cluster's garbage collector removes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workload_not_in_the_watch_cache_is_refused_never_guessed() {
     let ex = TestExporter::start().await;
@@ -908,8 +914,8 @@ async fn answers_hold_at(
     }
 }
 
-/// Issue 14, faults: the watches break. This stands in for kube-apiserver (none can be
-/// installed here) with the loopback `kubeapi` server: first every open watch ends with a 410
+/// Issue 14, faults: the watches break, on demand (the etcd outage on the real control plane is
+/// in cluster.rs): first every open watch ends with a 410
 /// Gone `ERROR` event, then the server "restarts" (every request answers 503, and its watch
 /// cache starts after the restart, so an old resourceVersion is 410 Gone). The reflectors
 /// re-list each time; during the gap the answers come from the last known state (spec.replicas

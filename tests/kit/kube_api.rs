@@ -16,7 +16,12 @@
 //!   recorded with its `fieldManager`, and seen by watchers as MODIFIED;
 //! - Leases (`/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]`): GET, POST
 //!   (409 AlreadyExists when present) and PUT (409 Conflict unless the body's
-//!   `resourceVersion` is the stored one), each write recorded; not watched.
+//!   `resourceVersion` is the stored one), each write recorded; not watched;
+//! - the three calls of a delegating aggregated API server: POST `tokenreviews` and
+//!   `subjectaccessreviews` (echoed back with a `status`, as kube-apiserver does) and GET of the
+//!   ConfigMap `kube-system/extension-apiserver-authentication`, answered as `set_reviews`
+//!   says (errors, refusals and a missing or forbidden ConfigMap included) and each recorded
+//!   with its body.
 //!
 //! Faults: `break_watches` ends every open watch with a 410 `ERROR` event; `begin_outage` /
 //! `end_outage` stand in for an API server restart (every request answers 503 meanwhile, and
@@ -53,6 +58,36 @@ const RESOURCES: [(&str, &str, &str); 4] = [
     ("replicasets", "/apis/apps/v1", "ReplicaSetList"),
     ("deployments", "/apis/apps/v1", "DeploymentList"),
 ];
+
+pub const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+pub const SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+pub const AUTH_CONFIGMAP: &str =
+    "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication";
+
+/// How the delegated-auth calls are answered.
+#[derive(Default)]
+pub struct Reviews {
+    /// token -> UserInfo JSON (`username`, `uid`, `groups`, `extra`).
+    pub tokens: HashMap<String, Value>,
+    /// Answer TokenReviews with this HTTP error instead.
+    pub token_review_error: Option<u16>,
+    /// Users the SubjectAccessReview allows (for any attributes).
+    pub allowed_users: Vec<String>,
+    /// Answer SubjectAccessReviews with this HTTP error instead.
+    pub access_review_error: Option<u16>,
+    /// The ConfigMap's data; `None` answers 404 NotFound.
+    pub configmap: Option<BTreeMap<String, String>>,
+    /// Answer the ConfigMap GET with 403 Forbidden (the adapter lacks its RoleBinding).
+    pub configmap_forbidden: bool,
+}
+
+/// One delegated-auth request as received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    pub authorization: Option<String>,
+    pub body: Value,
+}
 
 #[derive(Clone, Debug)]
 struct Event {
@@ -131,6 +166,8 @@ struct State {
     /// Lists and watches answered.
     lists: u64,
     watches: u64,
+    reviews: Reviews,
+    reviewed: Vec<Recorded>,
 }
 
 #[derive(Clone)]
@@ -411,6 +448,26 @@ impl KubeApi {
                     _ => rest.strip_prefix('-').map(String::from),
                 }),
         };
+        if matches!(
+            path.as_str(),
+            TOKEN_REVIEWS | SUBJECT_ACCESS_REVIEWS | AUTH_CONFIGMAP
+        ) {
+            let authorization = req
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from);
+            let body: Value = serde_json::from_slice(req.body()).unwrap_or(Value::Null);
+            self.state.lock().unwrap().reviewed.push(Recorded {
+                path: path.clone(),
+                authorization,
+                body: body.clone(),
+            });
+            if caller.is_none() {
+                return status(401, "Unauthorized", "Unauthorized");
+            }
+            return self.review(req.method().as_str(), &path, body);
+        }
         let Some(caller) = caller else {
             return status(401, "Unauthorized", "no valid bearer token");
         };
@@ -660,6 +717,106 @@ impl KubeApi {
         st.objects
             .get(&(resource, ns.to_string(), name.to_string()))
             .cloned()
+    }
+
+    /// From now on the delegated-auth calls are answered as `f` sets.
+    pub fn set_reviews(&self, f: impl FnOnce(&mut Reviews)) {
+        f(&mut self.state.lock().unwrap().reviews);
+    }
+
+    /// The delegated-auth requests to `path`, in order.
+    pub fn recorded(&self, path: &str) -> Vec<Recorded> {
+        let st = self.state.lock().unwrap();
+        st.reviewed
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    pub fn count(&self, path: &str) -> usize {
+        self.recorded(path).len()
+    }
+
+    /// The body of the last request to `path`.
+    pub fn last_review(&self, path: &str) -> Value {
+        self.recorded(path)
+            .last()
+            .unwrap_or_else(|| panic!("no request to {path}"))
+            .body
+            .clone()
+    }
+
+    fn review(
+        &self,
+        method: &str,
+        path: &str,
+        mut body: Value,
+    ) -> http::Response<BoxBody<Bytes, Infallible>> {
+        let st = self.state.lock().unwrap();
+        let b = &st.reviews;
+        match (method, path) {
+            ("POST", TOKEN_REVIEWS) => {
+                if let Some(code) = b.token_review_error {
+                    return status(code, "InternalError", "etcd is on fire");
+                }
+                let token = body["spec"]["token"].as_str().unwrap_or("").to_string();
+                body["metadata"] = json!({"creationTimestamp": null});
+                body["status"] = match b.tokens.get(&token) {
+                    Some(user) => json!({"authenticated": true, "user": user,
+                                         "audiences": ["https://kubernetes.default.svc.cluster.local"]}),
+                    None => {
+                        json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"})
+                    }
+                };
+                json_response(201, &body)
+            }
+            ("POST", SUBJECT_ACCESS_REVIEWS) => {
+                if let Some(code) = b.access_review_error {
+                    return status(code, "InternalError", "webhook authorizer is unreachable");
+                }
+                let user = body["spec"]["user"].as_str().unwrap_or("").to_string();
+                body["metadata"] = json!({"creationTimestamp": null});
+                body["status"] = if b.allowed_users.contains(&user) {
+                    json!({"allowed": true, "reason": format!("RBAC: allowed by ClusterRoleBinding \"metrics-readers\" of ClusterRole \"external-metrics-reader\" to User \"{user}\"")})
+                } else {
+                    json!({"allowed": false})
+                };
+                json_response(201, &body)
+            }
+            ("GET", AUTH_CONFIGMAP) if b.configmap_forbidden => status(
+                403,
+                "Forbidden",
+                "configmaps \"extension-apiserver-authentication\" is forbidden: User \"system:serviceaccount:hpa-bridge:hpa-bridge\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"kube-system\"",
+            ),
+            ("GET", AUTH_CONFIGMAP) => match &b.configmap {
+                Some(data) => json_response(
+                    200,
+                    &json!({
+                        "kind": "ConfigMap",
+                        "apiVersion": "v1",
+                        "metadata": {
+                            "name": "extension-apiserver-authentication",
+                            "namespace": "kube-system",
+                            "uid": "5e1c8f7a-2f0b-4a53-9d0e-8d1f1b2a9c11",
+                            "resourceVersion": "4711",
+                            "creationTimestamp": "2025-01-07T09:12:44Z"
+                        },
+                        "data": data,
+                    }),
+                ),
+                None => status(
+                    404,
+                    "NotFound",
+                    "configmaps \"extension-apiserver-authentication\" not found",
+                ),
+            },
+            _ => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        }
     }
 
     fn scale(

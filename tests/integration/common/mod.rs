@@ -2,7 +2,6 @@
 //! the real `hpa-bridge` binary as a subprocess, and a real HTTPS client.
 
 pub mod control_plane;
-pub mod fake_apiserver;
 pub mod kube_objects;
 pub mod peers;
 
