@@ -856,6 +856,38 @@ async fn serving_certificate_files_are_reloaded_without_restart() {
     assert!(!adapter.log().contains("PRIVATE KEY"));
 }
 
+/// The adapter as the base's service account, its reviews by the real API server
+/// (tests/control-plane), trusting a client CA made here (returned) for its callers, with the
+/// recommendation 7 for lobby in `ns`, and `extra` flags; its exporter lives as long as it.
+async fn real_world(
+    cp: &crate::common::control_plane::ControlPlane,
+    ns: &str,
+    extra: &[&str],
+) -> (AdapterProcess, Pki, TestExporter) {
+    let exporter = TestExporter::start().await;
+    exporter.page("/ctl", expect_page("ctl-0", "7"));
+    let front = Pki::new("front-proxy-ca");
+    let clients = Pki::new("client-ca");
+    let kubeconfig = cp.adapter_kubeconfig();
+    let (front_ca, client_ca) = (front.ca_path(), clients.ca_path());
+    let mut flags = vec![
+        "--authentication-kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--requestheader-client-ca-file",
+        front_ca.to_str().unwrap(),
+        "--requestheader-allowed-names",
+        FRONT_PROXY_CN,
+        "--client-ca-file",
+        client_ca.to_str().unwrap(),
+        "--authentication-skip-lookup",
+    ];
+    flags.extend_from_slice(extra);
+    let adapter =
+        AdapterProcess::start_with(&fast_config(&[(exporter.url("/ctl"), ns, "ctl-0")]), &flags)
+            .await;
+    (adapter, clients, exporter)
+}
+
 /// The secure metrics port, with the real API server's TokenReview and SubjectAccessReview
 /// (tests/control-plane) and the adapter as the base's service account: anonymous is 401; a
 /// client certificate's user is reviewed for `get` on the path itself, so RBAC on the
@@ -866,27 +898,7 @@ async fn secure_metrics_port_needs_authentication_and_a_review_of_get_on_the_pat
     use crate::common::control_plane::ControlPlane;
     let cp = ControlPlane::shared();
     let ns = cp.namespace("metrics-port").await;
-    let exporter = TestExporter::start().await;
-    exporter.page("/ctl", expect_page("ctl-0", "7"));
-    let front = Pki::new("front-proxy-ca");
-    let clients = Pki::new("client-ca");
-    let kubeconfig = cp.adapter_kubeconfig();
-    let adapter = AdapterProcess::start_with(
-        &fast_config(&[(exporter.url("/ctl"), "default", "ctl-0")]),
-        &[
-            "--authentication-kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--requestheader-client-ca-file",
-            front.ca_path().to_str().unwrap(),
-            "--requestheader-allowed-names",
-            FRONT_PROXY_CN,
-            "--client-ca-file",
-            clients.ca_path().to_str().unwrap(),
-            "--authentication-skip-lookup",
-            "--metrics-secure",
-        ],
-    )
-    .await;
+    let (adapter, clients, _exporter) = real_world(cp, &ns, &["--metrics-secure"]).await;
     // Users of this test only: the adapter caches review verdicts per user and path.
     let (scraper, viewer, nobody) = (
         format!("prometheus-{ns}"),
@@ -1093,6 +1105,62 @@ async fn an_object_metric_is_reviewed_as_get_on_the_workload_with_the_metric_as_
     assert_eq!(attrs["version"], "v1beta1");
     assert_eq!(attrs["resource"], "deployments.apps");
     assert_eq!(attrs["name"], "web");
+}
+
+/// The same review against the real API server's RBAC (tests/control-plane), with the adapter
+/// as the base's service account: a Role granting `get` on the resource
+/// `statefulsets.apps/hpa_expect_replicas` of group custom.metrics.k8s.io, named `lobby`, opens
+/// exactly that Object metric of exactly that workload: the review's attributes are the ones
+/// RBAC rules are written against (docs/hpa-behaviour.md §6.6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_metric_is_allowed_by_real_rbac_on_the_workload_with_the_metric_as_subresource() {
+    use crate::common::control_plane::ControlPlane;
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("object-rbac").await;
+    let (adapter, clients, _exporter) = real_world(
+        cp,
+        &ns,
+        &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
+    )
+    .await;
+    let user = format!("hpa-{ns}");
+    let hpa = clients.client("hpa", &user, &[]);
+    let client = HttpsClient::new(
+        adapter.port,
+        &[adapter.pki.ca_der()],
+        Some((&hpa.cert_path, &hpa.key_path)),
+    );
+    let path = |kind: &str, name: &str, metric: &str| {
+        format!("/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/{kind}/{name}/{metric}")
+    };
+    let lobby = path("statefulsets.apps", "lobby", "hpa_expect_replicas");
+
+    let (code, v) = get(&client, &lobby, &[]).await;
+    assert_eq!(code, 403, "{v}");
+    assert_status(&v, 403, "Forbidden");
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: object-metric, namespace: {ns}}}\nrules:\n- apiGroups: [custom.metrics.k8s.io]\n  resources: [statefulsets.apps/hpa_expect_replicas]\n  resourceNames: [lobby]\n  verbs: [get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: object-metric, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: object-metric}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}]\n"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let v = loop {
+        let (code, v) = get(&client, &lobby, &[]).await;
+        if code == 200 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never allowed: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_value_7(200, &v);
+    assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
+    // Another metric of the same workload, the same metric of another workload or kind: no.
+    for other in [
+        path("statefulsets.apps", "lobby", "hpa_target_replicas"),
+        path("statefulsets.apps", "arena", "hpa_expect_replicas"),
+        path("deployments.apps", "lobby", "hpa_expect_replicas"),
+    ] {
+        let (code, v) = get(&client, &other, &[]).await;
+        assert_eq!(code, 403, "{other}: {v}");
+    }
 }
 
 /// Anonymous TLS from `source`: sends `head` and reads until the server closes. `Err` when the

@@ -24,6 +24,9 @@ pub struct ControlPlane {
     /// Held open for the life of the test binary: its end stops the control plane.
     _stdin: Mutex<ChildStdin>,
     registration: tokio::sync::Mutex<()>,
+    /// Held while the base's objects are applied: two `kubectl apply`s creating the same
+    /// object at once fail with AlreadyExists.
+    base: Mutex<()>,
     namespaces: AtomicU32,
 }
 
@@ -107,6 +110,7 @@ impl ControlPlane {
             supervisor: Mutex::new(child),
             _stdin: Mutex::new(stdin),
             registration: tokio::sync::Mutex::new(()),
+            base: Mutex::new(()),
             namespaces: AtomicU32::new(0),
         }
     }
@@ -255,6 +259,7 @@ impl ControlPlane {
     pub fn adapter_kubeconfig(&self) -> PathBuf {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
         let file = |f: &str| base.join(f).display().to_string();
+        let _applying = self.base.lock().unwrap_or_else(|e| e.into_inner());
         self.kubectl(&[
             "apply",
             "-f",
