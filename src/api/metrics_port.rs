@@ -159,13 +159,31 @@ async fn metrics_response<B>(
 ) -> ApiResponse {
     let query = req.uri().query();
     match req.uri().path() {
-        "/metrics" => http::Response::builder()
-            .header(
-                http::header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )
-            .body(Full::new(Bytes::from(adapter.render_self_metrics())))
-            .unwrap_or_else(|_| plain(500, "encoding failed\n")),
+        // OpenMetrics for the scrapers that ask for it (Prometheus does), the text format
+        // 0.0.4 for everyone else, as Prometheus' own client libraries negotiate.
+        "/metrics" => {
+            let openmetrics = req
+                .headers()
+                .get_all(http::header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.contains("application/openmetrics-text"));
+            let (content_type, page) = if openmetrics {
+                (
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    adapter.render_self_metrics(),
+                )
+            } else {
+                (
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    adapter.render_self_metrics_text_format(),
+                )
+            };
+            http::Response::builder()
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(Full::new(Bytes::from(page)))
+                .unwrap_or_else(|_| plain(500, "encoding failed\n"))
+        }
         "/status" => status_document(adapter, query, status_builds).await,
         "/status/history" => json_response(200, &history_json(adapter, query)),
         "/" => http::Response::builder()

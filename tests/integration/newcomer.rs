@@ -487,6 +487,27 @@ async fn the_readme_demo_runs_as_written() {
             "{f} has no HELP text"
         );
     }
+    // As curl gets it (no Accept header: the text format), `promtool check metrics` has
+    // nothing to say.
+    let mut promtool = std::process::Command::new(crate::common::peers::promtool())
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), metrics_page.as_bytes())
+        .unwrap();
+    let linted = promtool.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&linted.stdout),
+        String::from_utf8_lossy(&linted.stderr)
+    );
+    assert!(
+        linted.status.success() && said.trim().is_empty(),
+        "promtool check metrics on the demo's /metrics: {said}"
+    );
     let reference = read("docs/metrics.md");
     for f in &families {
         let base = f.trim_end_matches("_total");

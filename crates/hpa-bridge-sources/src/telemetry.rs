@@ -704,7 +704,15 @@ impl SelfMetrics {
         }
     }
 
-    /// The registry in the Prometheus text format.
+    /// The registry in the Prometheus text format 0.0.4, for clients that do not ask for
+    /// OpenMetrics (curl, `promtool check metrics`): the same samples, with a counter's HELP
+    /// and TYPE naming its `_total` series as that format wants, and without OpenMetrics'
+    /// `# UNIT` and `# EOF` lines.
+    pub fn render_text_format(&self) -> String {
+        to_text_format(&self.render())
+    }
+
+    /// The registry in the OpenMetrics text format.
     pub fn render(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
@@ -734,6 +742,37 @@ impl SelfMetrics {
             .flat_map(|l| [l, "\n"])
             .collect()
     }
+}
+
+/// An OpenMetrics page in the Prometheus text format 0.0.4 (see `render_text_format`).
+fn to_text_format(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 16 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{prefix}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn scrape_error_labels(target: &TargetId, reason: &str) -> ScrapeErrorLabels {

@@ -219,6 +219,12 @@ impl Adapter {
         self.metrics.render()
     }
 
+    /// The same in the Prometheus text format 0.0.4.
+    pub fn render_self_metrics_text_format(&self) -> String {
+        self.refresh_gauges();
+        self.metrics.render_text_format()
+    }
+
     pub(super) fn workload_state(&self) -> Option<Arc<dyn Cluster>> {
         self.cluster.clone()
     }
