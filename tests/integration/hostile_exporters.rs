@@ -2,9 +2,6 @@
 //! (issue 13): duplicate series in one page, and the adapter's own /metrics valid whatever a
 //! target id holds (issue 26). Credentials: scrape_credentials.rs.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use crate::common::*;
 use hpa_bridge::store::TargetId;
 use hpa_bridge::telemetry::{ScopeGauges, SelfMetrics};
@@ -190,33 +187,11 @@ fn odd_label_values_leave_the_self_metrics_page_valid_and_parse_back_exactly() {
     );
     let page = m.render_text_format();
 
-    let mut promtool = Command::new(peers::promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(page.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let (code, said) = peers::promtool_check_metrics(&page);
     // promtool exits 1 when it cannot parse the page, 3 when its linter finds something (a
     // counter's HELP on the family name, as OpenMetrics has it, draws "no help text"): the
     // text format a client without an Accept header gets is clean.
-    assert_eq!(
-        checked.status.code(),
-        Some(0),
-        "promtool check metrics: {said}\n{page}"
-    );
+    assert_eq!(code, Some(0), "promtool check metrics: {said}\n{page}");
     assert!(said.trim().is_empty(), "promtool: {said}\n{page}");
 
     let samples = hpa_bridge::exposition::parse(page.as_bytes(), &|_| true)

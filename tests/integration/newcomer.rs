@@ -489,23 +489,9 @@ async fn the_readme_demo_runs_as_written() {
     }
     // As curl gets it (no Accept header: the text format), `promtool check metrics` has
     // nothing to say.
-    let mut promtool = std::process::Command::new(crate::common::peers::promtool())
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), metrics_page.as_bytes())
-        .unwrap();
-    let linted = promtool.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&linted.stdout),
-        String::from_utf8_lossy(&linted.stderr)
-    );
+    let (code, said) = peers::promtool_check_metrics(&metrics_page);
     assert!(
-        linted.status.success() && said.trim().is_empty(),
+        code == Some(0) && said.trim().is_empty(),
         "promtool check metrics on the demo's /metrics: {said}"
     );
     let reference = read("docs/metrics.md");

@@ -36,6 +36,32 @@ pub fn promtool() -> PathBuf {
     on_path("promtool").unwrap_or_else(|| missing("promtool", "apt-get install prometheus", ""))
 }
 
+/// `promtool check metrics` on `page`: its exit code, and what it said (stdout and stderr).
+pub fn promtool_check_metrics(page: &str) -> (Option<i32>, String) {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut promtool = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    (checked.status.code(), said)
+}
+
 /// Chromium, on `PATH` (Debian's `chromium` package), for the status page's browser test.
 pub fn chromium() -> PathBuf {
     on_path("chromium").unwrap_or_else(|| missing("chromium", "apt-get install chromium", ""))
