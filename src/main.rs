@@ -816,6 +816,7 @@ fn run_check(args: CheckArgs) -> Result<i32> {
         inputs.answers.extend(live.answers);
         inputs.api_service = live.api_service.or(inputs.api_service);
         inputs.custom_api_service = live.custom_api_service.or(inputs.custom_api_service);
+        inputs.custom_api_service_unreadable = live.custom_api_service_unreadable;
         inputs.live = true;
     }
     let report = check::check(&inputs, &config, &settings);

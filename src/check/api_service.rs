@@ -56,6 +56,9 @@ impl Group {
 }
 
 fn check_group(ctx: &mut Ctx, group: Group) {
+    if group == Group::Custom && ctx.inputs.custom_api_service_unreadable {
+        return;
+    }
     let name = group.api_service();
     let object = ObjectRef {
         kind: "APIService".into(),

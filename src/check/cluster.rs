@@ -138,7 +138,23 @@ pub async fn read(
     // metrics, and the check role may grant only the external one.
     let queries: Vec<MetricQuery> = hpas.iter().flat_map(|h| queries_for(h, config)).collect();
     if queries.iter().any(|q| q.object.is_some()) {
-        inputs.custom_api_service = read_api_service(&client, CUSTOM_METRICS_APISERVICE).await?;
+        inputs.custom_api_service = match read_api_service(&client, CUSTOM_METRICS_APISERVICE).await
+        {
+            Ok(api) => api,
+            // A check role from before Object metrics were checked: the rest still runs.
+            Err(ClusterError::Api {
+                what,
+                source: kube::Error::Api(status),
+            }) if status.code == 403 => {
+                eprintln!(
+                    "warning: {what}: {} (the Object metrics' APIService and answers are not checked; apply manifests/check/rbac.yaml again)",
+                    status.message
+                );
+                inputs.custom_api_service_unreadable = true;
+                None
+            }
+            Err(e) => return Err(e),
+        };
     }
     // Ask only when the requests reach hpa-bridge: another owner's answers, or the
     // aggregator's 503 while unavailable, say nothing about hpa-bridge.

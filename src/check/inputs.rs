@@ -143,6 +143,8 @@ pub struct Inputs {
     pub api_service: Option<ApiServiceInput>,
     /// The `v1beta2.custom.metrics.k8s.io` APIService, which Object metrics go through.
     pub custom_api_service: Option<ApiServiceInput>,
+    /// The checker may not read that APIService: nothing is said about it.
+    pub custom_api_service_unreadable: bool,
     pub answers: Vec<AdapterAnswer>,
     /// Read from a live cluster: every scale target was looked up, and the APIService must exist.
     pub live: bool,

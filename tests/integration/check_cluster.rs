@@ -302,7 +302,8 @@ async fn check_cluster_reports_the_adapters_external_and_object_answers_through_
     }
 }
 
-/// The check's ClusterRole with every rule but the one on `keda.sh`.
+/// The check's ClusterRole with every rule but the one on `keda.sh`, and without `get` on the
+/// custom metrics APIService (a role applied before Object metrics were checked).
 fn role_without_keda(name: &str) -> String {
     let docs = kube_objects::docs(&std::fs::read_to_string(check_role_yaml()).unwrap());
     let mut role = docs
@@ -314,6 +315,11 @@ fn role_without_keda(name: &str) -> String {
         .as_array_mut()
         .unwrap()
         .retain(|r| r["apiGroups"][0] != "keda.sh");
+    for rule in role["rules"].as_array_mut().unwrap() {
+        if let Some(names) = rule["resourceNames"].as_array_mut() {
+            names.retain(|n| n != "v1beta2.custom.metrics.k8s.io");
+        }
+    }
     role.to_string()
 }
 
@@ -502,7 +508,8 @@ async fn check_cluster_finds_every_writer_and_the_check_role_allows_exactly_what
         }
     }
 
-    // Without the ScaledObject rule: listing them is forbidden, and said so.
+    // Without the ScaledObject rule and the custom metrics APIService: each is forbidden, said
+    // so, and the rest is checked.
     let narrow = format!("check-no-keda-{ns}");
     cp.apply(&role_without_keda(&narrow));
     let (narrow_kubeconfig, narrow_user) = checker(cp, &ns, "narrow", &narrow);
@@ -511,6 +518,11 @@ async fn check_cluster_finds_every_writer_and_the_check_role_allows_exactly_what
     assert!(
         f.stderr
             .contains("HB021, an HPA beside a ScaledObject, is not checked"),
+        "{f}"
+    );
+    assert!(
+        f.stderr
+            .contains("the Object metrics' APIService and answers are not checked"),
         "{f}"
     );
     assert_eq!(
