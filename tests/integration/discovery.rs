@@ -14,18 +14,6 @@ use crate::common::*;
 /// The base's service account, as the audit log names it.
 const ADAPTER_USER: &str = "system:serviceaccount:hpa-bridge:hpa-bridge";
 
-fn index_of(workload: &str, pod: &str, value: u64) -> String {
-    format!(
-        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
-    )
-}
-
-fn expect_of(workload: &str, value: u64) -> String {
-    format!(
-        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_name=\"{workload}\"}} {value}\n"
-    )
-}
-
 /// Discovery of the pods labelled `tier` in `namespaces` (a YAML list; `[]` is every
 /// namespace), copying their `app` label.
 fn config(namespaces: &str, tier: &str) -> String {
@@ -413,6 +401,27 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
     );
 }
 
+/// Discovery's counts of who worked the pods' facts out, once unchanged for `quiet`.
+async fn settled(
+    discovery: &hpa_bridge::source::discovery::Discovery,
+    quiet: Duration,
+) -> hpa_bridge::source::discovery::PodFactsBuilds {
+    let mut last = discovery.pod_facts_builds();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the counts never settled: {last:?}"
+        );
+        tokio::time::sleep(quiet).await;
+        let now = discovery.pod_facts_builds();
+        if now == last {
+            return last;
+        }
+        last = now;
+    }
+}
+
 /// The pods' facts that Object answers and floors read (`Cluster::workload_pods`) are worked
 /// out again after each change by discovery's publisher, off the async workers, once anything
 /// has asked for them; an answer after a change then finds them current instead of going over
@@ -449,40 +458,14 @@ async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
     assert_eq!(names(&discovery), ["lobby-0", "lobby-1"]);
     // The publisher may be between rounds of the initial sync's events and work them out
     // beside this first ask, so later counts are compared with these, once they settle.
-    let mut before = discovery.pod_facts_builds();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the counts never settled: {before:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = discovery.pod_facts_builds();
-        if now == before {
-            break;
-        }
-        before = now;
-    }
+    let before = settled(&discovery, Duration::from_millis(200)).await;
     assert!(before.on_ask + before.ahead >= 1, "{before:?}");
     // A new pod: the publisher works the facts out again before the next ask. The pod
     // changes several times on its way to Running (created, bound, given an address, Ready);
     // nothing asks until it is Running and the counts settle.
     cp.kubectl(&["scale", "statefulset", "lobby", "-n", &ns, "--replicas=3"]);
     running_pods(cp, &ns, "lobby", 3).await;
-    let mut after = discovery.pod_facts_builds();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the counts never settled: {after:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = discovery.pod_facts_builds();
-        if now == after {
-            break;
-        }
-        after = now;
-    }
+    let after = settled(&discovery, Duration::from_millis(500)).await;
     assert!(
         after.ahead > before.ahead,
         "the publisher never worked out the facts: {before:?} then {after:?}"

@@ -123,18 +123,6 @@ fn pod(name: &str, app: &str, owner_ref: OwnerReference, ex: &TestExporter, path
     }
 }
 
-fn index_of(workload: &str, pod: &str, value: u64) -> String {
-    format!(
-        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
-    )
-}
-
-fn expect_of(workload: &str, value: u64) -> String {
-    format!(
-        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_name=\"{workload}\"}} {value}\n"
-    )
-}
-
 fn config(namespaces: &str) -> String {
     format!(
         "scrape:\n  interval: 200ms\n  timeout: 200ms\n  staleAfter: 1500ms\n  maxBodyBytes: 65536\n  kubernetes:\n    namespaces: {namespaces}\n    podSelector: \"tier=game\"\n    copyLabels: [app]\n"

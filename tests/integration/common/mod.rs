@@ -172,6 +172,20 @@ pub fn index_page(pod: &str, value: &str) -> String {
 }
 
 /// A certificate authority and certificates it signs, generated per test.
+/// `hpa_stateful_index` of pod `pod` of the StatefulSet `workload`.
+pub fn index_of(workload: &str, pod: &str, value: u64) -> String {
+    format!(
+        "# TYPE hpa_stateful_index gauge\nhpa_stateful_index{{hpa_target_kind=\"StatefulSet\",hpa_target_name=\"{workload}\",service_instance_id=\"{pod}\"}} {value}\n"
+    )
+}
+
+/// `hpa_expect_replicas` for `workload`, with no kind or instance.
+pub fn expect_of(workload: &str, value: u64) -> String {
+    format!(
+        "# TYPE hpa_expect_replicas gauge\nhpa_expect_replicas{{hpa_target_name=\"{workload}\"}} {value}\n"
+    )
+}
+
 /// A certificate authority (the kit's `Authority`) whose CA and leaves are also written to a
 /// directory of its own, for the flags and kubeconfigs that take files.
 pub struct Pki {
