@@ -45,24 +45,6 @@ fn value_is(expected: &str) -> impl Fn(u16, &Value) -> bool + '_ {
     move |c, v| c == 200 && single_value(v).as_deref() == Some(expected)
 }
 
-fn target<'a>(status: &'a Value, id: &str) -> Option<&'a Value> {
-    status["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == id)
-}
-
-/// The `/status` row of `metric` for `selector`.
-fn status_row<'a>(status: &'a Value, metric: &str, selector: &str) -> &'a Value {
-    status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == metric && w["selector"] == selector)
-        .unwrap_or_else(|| panic!("{status}"))
-}
-
 async fn status_until(adapter: &AdapterProcess, what: &str, check: impl Fn(&Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -143,7 +125,7 @@ async fn pods_come_and_go_and_the_floor_follows() {
         .await;
     let status = adapter.status().await;
     let id = format!("{ns}/lobby-1");
-    let t = target(&status, &id).unwrap_or_else(|| panic!("{status}"));
+    let t = status_target(&status, &id).unwrap_or_else(|| panic!("{status}"));
     assert_eq!(t["labels"]["namespace"], ns.as_str());
     assert_eq!(t["labels"]["pod"], "lobby-1");
     assert_eq!(t["labels"]["app"], "lobby");
@@ -160,7 +142,7 @@ async fn pods_come_and_go_and_the_floor_follows() {
         .to_string();
     assert_eq!(t["url"], format!("http://{ip}:{}/metrics", pods.port));
     assert!(
-        target(&status, &format!("{ns}/lobby-9")).is_none(),
+        status_target(&status, &format!("{ns}/lobby-9")).is_none(),
         "Pending pod scraped"
     );
 
@@ -168,7 +150,7 @@ async fn pods_come_and_go_and_the_floor_follows() {
     pods.set_status("lobby-2", 500);
     let failing = format!("{ns}/lobby-2");
     status_until(&adapter, "lobby-2 failing", |s| {
-        target(s, &failing).is_some_and(|t| t["consecutiveFailures"].as_u64() >= Some(2))
+        status_target(s, &failing).is_some_and(|t| t["consecutiveFailures"].as_u64() >= Some(2))
     })
     .await;
     let (code, v) = adapter.metric(&ns, "hpa_stateful_floor", lobby).await;
@@ -185,7 +167,10 @@ async fn pods_come_and_go_and_the_floor_follows() {
             value_is("2"),
         )
         .await;
-    status_until(&adapter, "lobby-2 gone", |s| target(s, &failing).is_none()).await;
+    status_until(&adapter, "lobby-2 gone", |s| {
+        status_target(s, &failing).is_none()
+    })
+    .await;
 
     // Scale-out to 5: the new pods are up but not scraped yet (503). The floor is unknown,
     // and the target holds at the workload's spec.replicas from the watch cache, so the HPA
@@ -378,7 +363,8 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
         assert_eq!(code, 200);
     }
     let status = adapter.status().await;
-    let t = target(&status, &format!("{ns}/{}", names[0])).unwrap_or_else(|| panic!("{status}"));
+    let t =
+        status_target(&status, &format!("{ns}/{}", names[0])).unwrap_or_else(|| panic!("{status}"));
     assert_eq!(t["labels"]["workload_kind"], "Deployment");
     assert_eq!(t["labels"]["workload_name"], "web");
     let floor = status_row(&status, "hpa_stateful_floor", web);

@@ -142,28 +142,6 @@ fn value_is(expected: &str) -> impl Fn(u16, &serde_json::Value) -> bool + '_ {
     move |c, v| c == 200 && single_value(v).as_deref() == Some(expected)
 }
 
-fn target<'a>(status: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
-    status["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == id)
-}
-
-/// The `/status` row of `metric` for `selector`.
-fn status_row<'a>(
-    status: &'a serde_json::Value,
-    metric: &str,
-    selector: &str,
-) -> &'a serde_json::Value {
-    status["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["metric"] == metric && w["selector"] == selector)
-        .unwrap_or_else(|| panic!("{status}"))
-}
-
 /// Why `/status` says `metric` for `selector` has its answer.
 async fn answer_reason(adapter: &AdapterProcess, metric: &str, selector: &str) -> String {
     let status = adapter.status().await;
@@ -961,7 +939,7 @@ async fn a_broken_watch_relists_and_answers_hold_the_last_known_state_meanwhile(
     let status = adapter.status().await;
     for pod in ["lobby-0", "lobby-1", "lobby-2", "lobby-ctl"] {
         assert!(
-            target(&status, &format!("{NS}/{pod}")).is_some(),
+            status_target(&status, &format!("{NS}/{pod}")).is_some(),
             "{pod} was forgotten during the outage: {status}"
         );
     }

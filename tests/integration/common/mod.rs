@@ -172,6 +172,25 @@ pub fn index_page(pod: &str, value: &str) -> String {
 }
 
 /// A certificate authority and certificates it signs, generated per test.
+/// The `/status` target with id `id`.
+pub fn status_target<'a>(status: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    status["targets"].as_array()?.iter().find(|t| t["id"] == id)
+}
+
+/// The `/status` row of `metric` for `selector`.
+pub fn status_row<'a>(
+    status: &'a serde_json::Value,
+    metric: &str,
+    selector: &str,
+) -> &'a serde_json::Value {
+    status["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["metric"] == metric && w["selector"] == selector)
+        .unwrap_or_else(|| panic!("{status}"))
+}
+
 /// `hpa_stateful_index` of pod `pod` of the StatefulSet `workload`.
 pub fn index_of(workload: &str, pod: &str, value: u64) -> String {
     format!(
