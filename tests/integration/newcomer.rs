@@ -456,6 +456,7 @@ async fn the_readme_demo_runs_as_written() {
     let v: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(v["items"].as_array().map(Vec::len), Some(1), "{v}");
     let mut metrics_page = String::new();
+    let mut status = serde_json::Value::Null;
     for step in &steps {
         let (ok, out, err) = shell(step, &demo);
         assert!(ok, "`{step}` failed: {err}\n{out}");
@@ -463,10 +464,29 @@ async fn the_readme_demo_runs_as_written() {
         if step.contains("/metrics") {
             metrics_page = out;
         } else if step.contains("/status") || step.contains("--raw") {
-            serde_json::from_str::<serde_json::Value>(&out)
+            let json = serde_json::from_str::<serde_json::Value>(&out)
                 .unwrap_or_else(|e| panic!("`{step}` printed no JSON ({e}): {out}"));
+            if step.ends_with("/status") {
+                status = json;
+            }
         }
     }
+    // Each reason names a series once, by its first name, not with the configured aliases.
+    let reasons: Vec<&str> = status["workloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["answer"]["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p["reason"].as_str())
+        .collect();
+    assert_eq!(reasons.len(), 2, "{status}");
+    assert!(
+        reasons[0].contains(" series of hpa_expect_replicas ")
+            && reasons[1].contains(" index of hpa_stateful_index ")
+            && reasons.iter().all(|r| !r.contains("_count")),
+        "{reasons:?}"
+    );
     // The log warns about nothing in the demo's own config, and has no colour codes (not a
     // terminal).
     let log = std::fs::read_to_string(&demo.log).unwrap();

@@ -108,7 +108,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
         unknown.extend(
             ev.silent_targets
                 .iter()
-                .map(|t| format!("{t} (scraped, but no {} exported)", q.series_names())),
+                .map(|t| format!("{t} (scraped, but no {} exported)", q.searched_names())),
         );
         for s in silent {
             let w = &s.workload;
@@ -118,7 +118,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
                     w.kind,
                     w.namespace,
                     w.name,
-                    q.series_names()
+                    q.searched_names()
                 )
             }));
         }
@@ -181,7 +181,7 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
             RefusalKind::NoMatch,
             None,
             RULE,
-            format!("no series of {} match {}", q.series_names(), q.scope),
+            format!("no series of {} match {}", q.searched_names(), q.scope),
         )
     };
     inputs.into_answer(&mut answer);

@@ -22,9 +22,14 @@ pub struct QueryContext<'a> {
 }
 
 impl<'a> QueryContext<'a> {
-    /// The series names for messages: `a|b`.
+    /// The series a reason names: the metric's first series.
     pub(crate) fn series_names(&self) -> SeriesNames<'a> {
         SeriesNames(self.series)
+    }
+
+    /// Every series name the query looked for, for a reason that says none matched.
+    pub(crate) fn searched_names(&self) -> SearchedNames<'a> {
+        SearchedNames(self.series)
     }
 }
 
@@ -40,10 +45,17 @@ fn display_parts(parts: &impl TextParts, f: &mut std::fmt::Formatter<'_>) -> std
     written
 }
 
-/// Series names joined by `|`, written straight into the message that names them: reasons are built
-/// for every answer served, and a joined name list would be an allocation of its own.
+/// A metric's series as a reason names it: the first configured name only. Aliases are config,
+/// and every input in /status names the series it was read from, so a reason that listed them all
+/// would repeat them in every line of the page's "why" column. Written straight into the message:
+/// reasons are built for every answer served.
 #[derive(Clone, Copy, Debug)]
 pub struct SeriesNames<'a>(&'a [String]);
+
+/// Every name a query looked for, `a (or b, c)`, for reasons that say nothing matched: there the
+/// aliases are the diagnosis (an exporter on an alias nobody configured).
+#[derive(Clone, Copy, Debug)]
+pub struct SearchedNames<'a>(&'a [String]);
 
 impl<'a> SeriesNames<'a> {
     #[cfg(test)]
@@ -54,16 +66,42 @@ impl<'a> SeriesNames<'a> {
 
 impl TextParts for SeriesNames<'_> {
     fn each(&self, mut put: impl FnMut(&str)) {
-        for (i, name) in self.0.iter().enumerate() {
-            if i > 0 {
-                put("|");
-            }
-            put(name);
+        if let Some(first) = self.0.first() {
+            put(first);
         }
     }
 }
 
 impl std::fmt::Display for SeriesNames<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        display_parts(self, f)
+    }
+}
+
+impl<'a> SearchedNames<'a> {
+    #[cfg(test)]
+    pub(crate) fn of(names: &'a [String]) -> Self {
+        SearchedNames(names)
+    }
+}
+
+impl TextParts for SearchedNames<'_> {
+    fn each(&self, mut put: impl FnMut(&str)) {
+        let mut names = self.0.iter();
+        if let Some(first) = names.next() {
+            put(first);
+        }
+        for (i, alias) in names.enumerate() {
+            put(if i == 0 { " (or " } else { ", " });
+            put(alias);
+        }
+        if self.0.len() > 1 {
+            put(")");
+        }
+    }
+}
+
+impl std::fmt::Display for SearchedNames<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         display_parts(self, f)
     }

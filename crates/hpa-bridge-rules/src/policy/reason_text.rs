@@ -53,7 +53,7 @@ pub(crate) use reason;
 
 #[cfg(test)]
 mod tests {
-    use super::super::observation::{ScopeText, SeriesNames};
+    use super::super::observation::{ScopeText, SearchedNames, SeriesNames};
 
     /// Each piece reads as its `Display` form, so a reason is the same text either way.
     #[test]
@@ -84,5 +84,25 @@ mod tests {
             }
         }
         assert_eq!(reason!(SeriesNames::of(&[])), "");
+    }
+
+    /// A reason names a metric's series once, by its first name; a reason that says nothing
+    /// matched lists every name looked for.
+    #[test]
+    fn a_reason_names_a_series_once() {
+        let one = ["hpa_expect_replicas".to_string()];
+        let three = [
+            "hpa_expect_replicas".to_string(),
+            "hpa_expect_replicas_count".to_string(),
+            "atframework_hpa_expect_replicas".to_string(),
+        ];
+        assert_eq!(SeriesNames::of(&three).to_string(), "hpa_expect_replicas");
+        assert_eq!(SeriesNames::of(&one).to_string(), "hpa_expect_replicas");
+        assert_eq!(
+            SearchedNames::of(&three).to_string(),
+            "hpa_expect_replicas (or hpa_expect_replicas_count, atframework_hpa_expect_replicas)"
+        );
+        assert_eq!(SearchedNames::of(&one).to_string(), "hpa_expect_replicas");
+        assert_eq!(SearchedNames::of(&[]).to_string(), "");
     }
 }

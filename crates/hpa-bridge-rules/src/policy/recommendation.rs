@@ -151,7 +151,7 @@ pub(super) fn max_rule<'o>(
 
     let present = listed - gone + tail.series;
     let mut answer = if present == 0 {
-        let mut reason = format!("no series of {} match {}", names, q.scope);
+        let mut reason = format!("no series of {} match {}", q.searched_names(), q.scope);
         if gone > 0 {
             let _ = write!(
                 reason,

@@ -505,14 +505,14 @@ pub fn load_total(q: &QueryContext<'_>, ev: &Evidence) -> LoadTotal {
         let (refusal, reason) = if present == 0 && ev.unknown_targets.is_empty() {
             (
                 RefusalKind::NoMatch,
-                format!("no series of {} match {}", q.series_names(), q.scope),
+                format!("no series of {} match {}", q.searched_names(), q.scope),
             )
         } else if present == 0 {
             (
                 RefusalKind::Partial,
                 format!(
                     "no series of {} match {} yet: {}",
-                    q.series_names(),
+                    q.searched_names(),
                     q.scope,
                     why.join("; ")
                 ),

@@ -85,7 +85,7 @@ pub fn current_from_series(
         }),
         None if problems.is_empty() => Err(format!(
             "no series of {} match {}",
-            q.series_names(),
+            q.searched_names(),
             q.scope
         )),
         None => Err(format!(
