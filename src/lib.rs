@@ -18,6 +18,7 @@ pub mod explain;
 pub mod hpa;
 pub mod lease;
 pub mod memory;
+pub mod prediction;
 
 pub use hpa_bridge_rules::{
     clock, cluster, config, evidence, exposition, policy, redaction, selector,

@@ -336,6 +336,16 @@ struct ServeArgs {
     /// At most one write of the memory per this, and only when what it holds changed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     memory_write_interval: Duration,
+    /// Predict no HPA: without this, with scrape.kubernetes, the adapter watches the HPAs of
+    /// the served namespaces, explains the next sync of each one that reads its metrics (or is
+    /// annotated hpa-bridge.io/shadow-metric) and checks it after that sync (docs/explain.md).
+    /// Needs list and watch on HPAs and get on the targets' scale (manifests/base/rbac.yaml).
+    #[arg(long)]
+    no_hpa_predictions: bool,
+    /// The longest an HPA goes without being predicted again; each is predicted just after
+    /// each of its syncs.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    hpa_prediction_interval: Duration,
     #[command(flatten)]
     auth: Box<AuthArgs>,
 }
@@ -746,10 +756,26 @@ fn run_explain(args: ExplainHpaArgs) -> Result<()> {
         anyhow::Ok(explain::read::observe(&client, &target, now_ms).await?)
     })?;
     let explanation = explain::explain(&observation)?;
+    let adapter_view = runtime.block_on(explain::read::adapter_prediction(
+        &args.status_url,
+        &args.namespace,
+        &args.name,
+    ));
     if args.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&explanation)?);
+        let mut doc = serde_json::to_value(&explanation)?;
+        if let (Some(obj), Some(view)) = (doc.as_object_mut(), &adapter_view) {
+            for key in ["shadow", "prediction"] {
+                if let Some(v) = view.get(key) {
+                    obj.insert(key.into(), v.clone());
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", explain::text::render(&explanation));
+        if let Some(view) = &adapter_view {
+            print!("{}", explain::text::render_adapter_view(view));
+        }
     }
     Ok(())
 }
@@ -928,9 +954,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let mut leadership = None;
     let mut memory_status = None;
     let mut leases = Vec::new();
+    let mut hpa_watch = None;
     let discovery = match &config.scrape.kubernetes {
         Some(k) => {
             let client = discovery_client(args.kubeconfig.as_deref()).await?;
+            if !args.no_hpa_predictions {
+                hpa_watch = Some((
+                    client.clone(),
+                    k.namespaces.clone(),
+                    Arc::new(hpa_bridge::prediction::Predictions::default()),
+                ));
+            }
             let namespace_of = |name: &LeaseName| {
                 name.namespace
                     .clone()
@@ -1032,8 +1066,27 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if let Some(shown) = memory_status {
         builder = builder.status_section(("memory", Arc::new(shown)));
     }
+    if let Some((_, _, predictions)) = &hpa_watch {
+        let predictions = predictions.clone();
+        builder = builder.status_section(("hpas", Arc::new(move || predictions.document(None))));
+    }
     let engine = builder.build()?;
     let adapter = engine.adapter().clone();
+    let predictions = hpa_watch.map(|(client, namespaces, predictions)| {
+        hpa_bridge::prediction::HpaWatch {
+            client,
+            namespaces,
+            adapter: adapter.clone(),
+            predictions: predictions.clone(),
+            interval: args.hpa_prediction_interval,
+        }
+        .spawn();
+        predictions
+    });
+    let hpa_panel = predictions.map(|p| -> metrics_port::PagePanel {
+        Arc::new(move || hpa_bridge::prediction::panel::html(&p))
+    });
+    let pages = metrics_port::MetricsPages::new(adapter.clone()).with_hpa_panel(hpa_panel);
     let cert = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => tls::ServingCert::from_files(c, k)?,
         _ => {
@@ -1120,7 +1173,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         accept_loops.push(tokio::spawn(metrics_port::serve_metrics_on(
             listener,
             listening,
-            adapter.clone(),
+            pages.clone(),
             loopback,
         )));
     }
@@ -1145,7 +1198,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 shutdown: shutdown.clone(),
                 gatekeeper: None,
             },
-            adapter.clone(),
+            pages.clone(),
             true,
         )));
     }

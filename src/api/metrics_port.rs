@@ -19,6 +19,9 @@ use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
 use super::{json_response, plain, ApiResponse, Routed, StatusReason};
 use crate::engine::{Adapter, StatusQuery};
 
+/// A section of the status page rendered by a part above the API (the HPA predictions).
+pub type PagePanel = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Serve the metrics port on `listening`, behind its gatekeeper if it has one. `/metrics` may
 /// face the network, but only behind the gate (TLS with delegated authentication and
 /// authorization); the status pages (`/`, `/status`, `/status/*`), which show every workload,
@@ -26,11 +29,10 @@ use crate::engine::{Adapter, StatusQuery};
 pub async fn serve_metrics_on(
     listener: TcpListener,
     listening: Listening,
-    adapter: Arc<Adapter>,
+    pages: MetricsPages,
     status_pages: bool,
 ) {
     let gate = listening.gatekeeper.clone();
-    let pages = MetricsPages::new(adapter);
     serve(listener, listening, move |peer| {
         metrics_service(&pages, gate.as_ref(), status_pages, peer)
     })
@@ -64,6 +66,8 @@ where
 pub struct MetricsPages {
     adapter: Arc<Adapter>,
     status_builds: Arc<Semaphore>,
+    /// The HPAs' panel, when the adapter predicts HPAs.
+    hpa_panel: Option<PagePanel>,
 }
 
 impl MetricsPages {
@@ -74,13 +78,20 @@ impl MetricsPages {
             // One status document is built at a time per listener: each is linear in the
             // page, but a crowd of callers must not take every blocking thread.
             status_builds: Arc::new(Semaphore::new(1)),
+            hpa_panel: None,
         }
+    }
+
+    /// The pages with the HPAs' panel on them.
+    pub fn with_hpa_panel(mut self, panel: Option<PagePanel>) -> Self {
+        self.hpa_panel = panel;
+        self
     }
 }
 
 /// The end of the metrics port's chain: the page a request asks for.
 async fn page<B>(pages: MetricsPages, req: Routed<B>) -> Result<ApiResponse, Infallible> {
-    Ok(metrics_response(&pages.adapter, &req.req, &pages.status_builds).await)
+    Ok(metrics_response(&pages, &req.req).await)
 }
 
 /// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
@@ -107,8 +118,9 @@ fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
     doc
 }
 
-/// The status page: every scope's history and the scrape targets' health.
-pub fn status_page_html(adapter: &Adapter) -> String {
+/// The status page: the HPAs' predictions, every scope's history and the scrape targets'
+/// health.
+pub fn status_page_html(adapter: &Adapter, hpa_panel: Option<&PagePanel>) -> String {
     use super::status_page::{render, Page, TargetRow};
     let view = adapter.history(&Default::default());
     let now = view.now_ms;
@@ -134,6 +146,7 @@ pub fn status_page_html(adapter: &Adapter) -> String {
         max_scopes: view.max_scopes,
         dropped_scopes: view.dropped_scopes,
         targets: targets.as_deref(),
+        hpas: hpa_panel.map(|panel| panel()).as_deref(),
     })
 }
 
@@ -149,14 +162,11 @@ pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
         shutdown: Shutdown::new(),
         gatekeeper: None,
     };
-    serve_metrics_on(listener, listening, adapter, true).await
+    serve_metrics_on(listener, listening, MetricsPages::new(adapter), true).await
 }
 
-async fn metrics_response<B>(
-    adapter: &Arc<Adapter>,
-    req: &http::Request<B>,
-    status_builds: &Semaphore,
-) -> ApiResponse {
+async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> ApiResponse {
+    let (adapter, status_builds) = (&pages.adapter, &*pages.status_builds);
     let query = req.uri().query();
     match req.uri().path() {
         // OpenMetrics for the scrapers that ask for it (Prometheus does), the text format
@@ -194,7 +204,10 @@ async fn metrics_response<B>(
                 http::header::CONTENT_SECURITY_POLICY,
                 "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
             )
-            .body(Full::new(Bytes::from(status_page_html(adapter))))
+            .body(Full::new(Bytes::from(status_page_html(
+                adapter,
+                pages.hpa_panel.as_ref(),
+            ))))
             .unwrap_or_else(|_| plain(500, "encoding failed\n")),
         "/healthz" => plain(200, "ok\n"),
         _ => plain(

@@ -37,6 +37,9 @@ pub struct Page<'a> {
     pub dropped_scopes: u64,
     /// `None` when the active source has no scrape targets (the Prometheus source).
     pub targets: Option<&'a [TargetRow]>,
+    /// The HPAs' panel (src/prediction/panel.rs), rendered; `None` when the adapter predicts
+    /// no HPA (no Kubernetes discovery, or `--no-hpa-predictions`).
+    pub hpas: Option<&'a str>,
 }
 
 /// `text` safe in HTML text and in a double- or single-quoted attribute, and shown as it is:
@@ -126,6 +129,9 @@ pub fn render(page: &Page) -> String {
             String::new()
         },
     );
+    if let Some(hpas) = page.hpas {
+        out.push_str(hpas);
+    }
     out.push_str(
         "<h2>Workloads</h2><p class=\"legend\"><span style=\"color:#1f5fbf\">&#9473; served target</span>\
          <span style=\"color:#2e8b57\">&#9476; recommendation</span>\
@@ -558,6 +564,7 @@ mod tests {
             max_scopes: 1000,
             dropped_scopes: 0,
             targets,
+            hpas: None,
         })
     }
 

@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::cluster::PodFacts;
 use crate::policy::cost_confirms;
 
-/// The field manager of every write (the patches, and the Lease that elects the writer), so
-/// `managedFields` names who owns what was written.
-pub const FIELD_MANAGER: &str = "hpa-bridge";
+pub use crate::lease::FIELD_MANAGER;
 
 /// One annotation to write: `controller.kubernetes.io/pod-deletion-cost` of `pod` set to `cost`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -119,6 +119,12 @@ pub struct NextOut {
     pub desired_replicas: i32,
     /// The latest the next sync happens (RFC 3339): syncs are 15 s apart.
     pub at: String,
+    /// `at`, in milliseconds, for the adapter's check of its prediction.
+    #[serde(skip)]
+    pub at_ms: Millis,
+    /// The sync period the next sync is timed by (replayed, or the default).
+    #[serde(skip)]
+    pub period_ms: Millis,
     pub why: String,
 }
 
@@ -160,10 +166,19 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     let pods = match &obs.pods {
         Ok(p) => *p,
         Err(e) => {
-            unseen.push(format!(
-                "the target's pods ({e}); every one of status.replicas ({}) is taken as ready",
-                scale.status_replicas
-            ));
+            // Only a Pods or Resource metric's proposal counts the pods (docs/explain.md).
+            let counts_pods = spec.metrics.iter().any(|m| {
+                !matches!(
+                    m.source_type,
+                    MetricSourceType::External | MetricSourceType::Object
+                )
+            });
+            if counts_pods {
+                unseen.push(format!(
+                    "the target's pods ({e}); every one of status.replicas ({}) is taken as ready",
+                    scale.status_replicas
+                ));
+            }
             super::observation::PodCount {
                 pods: scale.status_replicas,
                 ready: scale.status_replicas,
@@ -189,6 +204,7 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     });
     // The model runs at the next sync: one period after the last one hpa-bridge saw, or now
     // when unknown (and the next sync is then said to come one default period from now).
+    let mut period_ms = SYNC_PERIOD.as_millis() as Millis;
     let (at_ms, next_at) = match replayed {
         Some(r) => {
             notes.push(format!(
@@ -196,7 +212,8 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
                 r.syncs
             ));
             model = r.model;
-            let period = r.period_ms.unwrap_or(SYNC_PERIOD.as_millis() as Millis);
+            let period = r.period_ms.unwrap_or(period_ms);
+            period_ms = period;
             let at = (r.last_sync_ms + period).max(obs.now_ms);
             (at, at)
         }
@@ -339,6 +356,8 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         next: NextOut {
             desired_replicas: outcome.replicas,
             at: rfc3339(next_at),
+            at_ms: next_at,
+            period_ms,
             why,
         },
         notes,
@@ -389,7 +408,7 @@ struct MetricSource {
 
 /// The scope hpa-bridge names a metric's query by: the selector of an External metric,
 /// `Kind/name` of an Object metric's described object.
-fn scope_of(m: &MetricSpec) -> Option<(bool, String)> {
+pub(crate) fn scope_of(m: &MetricSpec) -> Option<(bool, String)> {
     match (&m.external, &m.object) {
         (Some(e), _) => Some((
             false,

@@ -103,6 +103,34 @@ pub struct ServedAnswer {
 }
 
 impl ServedAnswer {
+    /// An answer the adapter evaluated in-process, as its `/status` row would read.
+    pub fn from_answer(
+        namespace: &str,
+        selector: &str,
+        object: Option<String>,
+        answer: &crate::policy::Answer,
+    ) -> ServedAnswer {
+        use crate::policy::Outcome;
+        let (value, refusal) = match &answer.outcome {
+            Outcome::Value { value, .. } => (Some(*value), None),
+            Outcome::Refused { kind, .. } => (
+                None,
+                serde_json::to_value(kind)
+                    .ok()
+                    .and_then(|k| k.as_str().map(str::to_string)),
+            ),
+        };
+        ServedAnswer {
+            namespace: namespace.to_string(),
+            metric: answer.metric.clone(),
+            selector: selector.to_string(),
+            object,
+            value,
+            refusal,
+            reason: answer.reason.clone(),
+        }
+    }
+
     /// Reads the `workloads` of a `/status` document; rows it cannot read are skipped.
     pub fn from_status_document(doc: &Value) -> Vec<ServedAnswer> {
         let rows = doc["workloads"].as_array().cloned().unwrap_or_default();

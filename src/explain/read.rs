@@ -142,6 +142,16 @@ async fn read_scale(
     kind: &str,
     name: &str,
 ) -> Result<ScaleView, String> {
+    let resource = resource_of(client, api_version, kind).await?;
+    scale_of(client, namespace, &resource, kind, name).await
+}
+
+/// The resource serving `kind` of `api_version`, found through discovery.
+pub async fn resource_of(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<kube::api::ApiResource, String> {
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
@@ -150,7 +160,18 @@ async fn read_scale(
     let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
         .await
         .map_err(|e| format!("{kind} {api_version}: {e}"))?;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    Ok(resource)
+}
+
+/// The `scale` subresource of `name`, a `kind` served by `resource`.
+pub async fn scale_of(
+    client: &Client,
+    namespace: &str,
+    resource: &kube::api::ApiResource,
+    kind: &str,
+    name: &str,
+) -> Result<ScaleView, String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
     let scale = api
         .get_scale(name)
         .await
@@ -202,6 +223,18 @@ async fn foreign_owner(client: &Client, adapter: (&str, &str)) -> Option<String>
         Some((ns, name)) => Some(format!("{ns}/{name}")),
         None => Some("local (no service)".into()),
     }
+}
+
+/// The adapter's own prediction of `namespace/name` (its `/status` `hpas` entry: the shadow
+/// mode's explanation and how its predictions fared), when it makes one.
+pub async fn adapter_prediction(status_url: &str, namespace: &str, name: &str) -> Option<Value> {
+    let doc = read_status(status_url, "/status", namespace).await.ok()?;
+    let want = format!("{namespace}/{name}");
+    doc["hpas"]
+        .as_array()?
+        .iter()
+        .find(|h| h["hpa"] == want.as_str())
+        .cloned()
 }
 
 /// `GET <status_url><path>?namespace=NS` on the adapter's loopback status port.

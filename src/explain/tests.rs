@@ -356,7 +356,19 @@ fn an_unreadable_scale_and_pods_are_named_and_assumed() {
     o.pods = Err("pods is forbidden".into());
     let e = explain(&o).unwrap();
     assert_eq!(e.scale_target.spec_replicas, 4);
-    assert_eq!(e.unseen.len(), 2, "{:?}", e.unseen);
+    // Only the scale is missed: an External metric's proposal counts no pods.
+    assert_eq!(e.unseen.len(), 1, "{:?}", e.unseen);
+    assert!(e.unseen[0].contains("forbidden"), "{:?}", e.unseen);
+    // A Resource metric's does.
+    let mut cpu = o.clone();
+    cpu.hpa["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]);
+    let e_cpu = explain(&cpu).unwrap();
+    assert_eq!(e_cpu.unseen.len(), 2, "{:?}", e_cpu.unseen);
+    assert!(
+        e_cpu.unseen[1].contains("pods is forbidden"),
+        "{:?}",
+        e_cpu.unseen
+    );
     assert_eq!(e.next.desired_replicas, 4);
 }
 

@@ -5,6 +5,40 @@ use std::fmt::Write as _;
 
 use super::explanation::Explanation;
 
+/// The lines the adapter's own prediction adds (its `/status` `hpas` entry): shadow mode's
+/// "would", and how the adapter's predictions of this HPA fared.
+pub fn render_adapter_view(view: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let shadow = &view["shadow"];
+    if let Some(metric) = shadow["metric"].as_str() {
+        match shadow["explanation"]["next"].as_object() {
+            Some(next) => {
+                let _ = writeln!(
+                    out,
+                    "\nShadow mode, as if it also read {metric} (nothing is served to it): {}",
+                    next.get("why").and_then(|w| w.as_str()).unwrap_or_default()
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "\nShadow mode with {metric}: {}",
+                    shadow["error"].as_str().unwrap_or("not explained")
+                );
+            }
+        }
+    }
+    let p = &view["prediction"];
+    if let (Some(hits), Some(misses)) = (p["hits"].as_u64(), p["misses"].as_u64()) {
+        let _ = writeln!(
+            out,
+            "The adapter's predictions of this HPA: {hits} hit, {misses} missed ({} in a row).",
+            p["missesInARow"].as_u64().unwrap_or(0)
+        );
+    }
+    out
+}
+
 /// The text form of an explanation.
 pub fn render(e: &Explanation) -> String {
     let mut out = String::new();

@@ -16,8 +16,8 @@ use kube::Client;
 use serde_json::json;
 
 use super::election::{Election, LeaseRecord, Step};
+use super::FIELD_MANAGER;
 use crate::clock::{Clock, Millis};
-use crate::deletion_cost::FIELD_MANAGER;
 use crate::telemetry::SelfMetrics;
 
 /// The lease's name when `--deletion-cost-lease` names none.

@@ -4,5 +4,9 @@
 mod election;
 mod leadership;
 
+/// The field manager of every write hpa-bridge makes (the Leases, the deletion-cost patches,
+/// the memory ConfigMap), so `managedFields` names who owns what was written.
+pub const FIELD_MANAGER: &str = "hpa-bridge";
+
 pub use election::{Election, LeaseRecord, Step};
 pub use leadership::{identity, Duty, Leadership, LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};

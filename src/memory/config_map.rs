@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::Client;
 
-use crate::deletion_cost::FIELD_MANAGER;
+use crate::lease::FIELD_MANAGER;
 use crate::store::Memory;
 
 /// The key of the ConfigMap that holds the memory.

@@ -48,7 +48,7 @@ fn alerts(rules: &Value) -> Vec<&Value> {
 #[test]
 fn the_rules_pass_promtool_check() {
     let report = promtool(&["check", "rules", "rules.yaml"]);
-    assert!(report.contains("SUCCESS: 5 rules found"), "{report}");
+    assert!(report.contains("SUCCESS: 6 rules found"), "{report}");
 }
 
 #[test]
@@ -101,7 +101,8 @@ fn the_prometheus_rule_holds_the_same_groups_and_every_alert_is_documented() {
             "HpaBridgeFloorHoldingScaleIn",
             "HpaBridgeScrapeTargetsFailing",
             "HpaBridgeNotReady",
-            "HpaBridgePrometheusSourceDown"
+            "HpaBridgePrometheusSourceDown",
+            "HpaBridgeHpaNotAsPredicted"
         ]
     );
     for alert in alerts(&rules) {
@@ -112,9 +113,14 @@ fn the_prometheus_rule_holds_the_same_groups_and_every_alert_is_documented() {
             "{name}"
         );
         let description = a["description"].as_str().unwrap_or_default();
-        let names_it = ["$labels.workload", "$labels.target", "$labels.instance"]
-            .iter()
-            .any(|l| description.contains(l));
+        let names_it = [
+            "$labels.workload",
+            "$labels.target",
+            "$labels.instance",
+            "$labels.hpa",
+        ]
+        .iter()
+        .any(|l| description.contains(l));
         assert!(
             names_it,
             "{name}: the description must name what it is about"

@@ -297,7 +297,7 @@ pub(crate) struct Lobby {
     pub(crate) cp: &'static ControlPlane,
     pub(crate) ns: String,
     pods: PodPages,
-    adapter: Option<AdapterProcess>,
+    pub(crate) adapter: Option<AdapterProcess>,
     _cluster: tokio::sync::MutexGuard<'static, ()>,
 }
 
@@ -338,7 +338,7 @@ impl Lobby {
     }
 
     /// What the two controller instances export.
-    fn recommend(&self, first: u32, second: u32) {
+    pub(crate) fn recommend(&self, first: u32, second: u32) {
         self.pods
             .set("lobby-ctl-0", expect_page("ctl-0", &first.to_string()));
         self.pods
@@ -356,7 +356,7 @@ impl Lobby {
             .await;
     }
 
-    async fn holds(&self, want: i64, secs: u64) {
+    pub(crate) async fn holds(&self, want: i64, secs: u64) {
         holds(self.cp, &self.ns, want, secs).await;
     }
 
@@ -742,6 +742,23 @@ const SERVE_USES: &[&[&str]] = &[
     &["watch", "replicasets.apps", "-A"],
     &["list", "deployments.apps", "-A"],
     &["watch", "deployments.apps", "-A"],
+    // src/prediction: the HPAs, and each predicted target's scale.
+    &["list", "horizontalpodautoscalers.autoscaling", "-A"],
+    &["watch", "horizontalpodautoscalers.autoscaling", "-A"],
+    &[
+        "get",
+        "statefulsets.apps/lobby",
+        "--subresource=scale",
+        "-n",
+        "default",
+    ],
+    &[
+        "get",
+        "deployments.apps/web",
+        "--subresource=scale",
+        "-n",
+        "default",
+    ],
     &["create", "tokenreviews.authentication.k8s.io"],
     &["create", "subjectaccessreviews.authorization.k8s.io"],
     &[
@@ -804,6 +821,26 @@ const NEVER: &[&[&str]] = &[
     &["list", "configmaps", "-n", "hpa-bridge"],
     &["update", "statefulsets.apps", "-n", "default"],
     &["patch", "statefulsets.apps/scale", "-n", "default"],
+    &[
+        "update",
+        "statefulsets.apps/lobby",
+        "--subresource=scale",
+        "-n",
+        "default",
+    ],
+    &[
+        "get",
+        "replicasets.apps/web",
+        "--subresource=scale",
+        "-n",
+        "default",
+    ],
+    &[
+        "get",
+        "horizontalpodautoscalers.autoscaling",
+        "-n",
+        "default",
+    ],
     &["update", "deployments.apps", "-n", "default"],
     &["delete", "pods", "-n", "default"],
     &["create", "pods", "-n", "default"],

@@ -33,6 +33,7 @@ mod manifests;
 mod model_vs_real;
 mod newcomer;
 mod policies;
+mod prediction;
 mod prometheus;
 mod scrape_credentials;
 mod shutdown;

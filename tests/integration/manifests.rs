@@ -209,9 +209,17 @@ fn the_deployment_is_locked_down_and_highly_available() {
             assert!(allows("apps", r, verb), "{r} {verb}");
         }
     }
-    // spec.replicas comes from the watches: the scale subresource is not needed.
+    // The answers read spec.replicas from the watches; the HPA predictions read the HPAs from
+    // a watch and each target's scale as the HPA controller does, and write nothing.
+    for verb in ["list", "watch"] {
+        assert!(allows("autoscaling", "horizontalpodautoscalers", verb));
+    }
+    assert!(!allows("autoscaling", "horizontalpodautoscalers", "get"));
     for r in ["statefulsets/scale", "deployments/scale"] {
-        assert!(!allows("apps", r, "get"), "{r}");
+        assert!(allows("apps", r, "get"), "{r}");
+        for verb in ["update", "patch"] {
+            assert!(!allows("apps", r, verb), "{r} {verb}");
+        }
     }
 }
 

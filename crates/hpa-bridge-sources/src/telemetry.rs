@@ -79,6 +79,19 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HpaLabels {
+    namespace: LabelValue,
+    hpa: LabelValue,
+}
+
+fn hpa_labels(namespace: &str, hpa: &str) -> HpaLabels {
+    HpaLabels {
+        namespace: namespace.into(),
+        hpa: hpa.into(),
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: LabelValue,
 }
@@ -163,6 +176,9 @@ pub struct SelfMetrics {
     memory_writer: Gauge,
     memory_bytes: Gauge,
     memory_read_targets: Gauge,
+    hpas_predicted: Gauge,
+    hpa_prediction_checks: Family<ResultLabel, Counter>,
+    hpa_prediction_misses: Family<HpaLabels, Gauge>,
     /// Gauge families that mean nothing for the active source (e.g. `targets` with the
     /// Prometheus source): left out of the exposition rather than shown as 0.
     absent: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
@@ -402,8 +418,29 @@ impl SelfMetrics {
             "Targets this process read from the memory at its start (never scraped since, still the same target)",
             memory_read_targets.clone(),
         );
+        let hpas_predicted = Gauge::default();
+        registry.register(
+            "hpas_predicted",
+            "HPAs whose next sync the adapter predicts (those reading its metrics, and those in shadow mode)",
+            hpas_predicted.clone(),
+        );
+        let hpa_prediction_checks = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "hpa_prediction_checks",
+            "Predictions of an HPA's next sync checked against the desiredReplicas it then set, by result (hit or miss)",
+            hpa_prediction_checks.clone(),
+        );
+        let hpa_prediction_misses = Family::<HpaLabels, Gauge>::default();
+        registry.register(
+            "hpa_prediction_misses",
+            "Checked syncs in a row in which the HPA did not set the desiredReplicas predicted for it (0 after a hit)",
+            hpa_prediction_misses.clone(),
+        );
         SelfMetrics {
             registry,
+            hpas_predicted,
+            hpa_prediction_checks,
+            hpa_prediction_misses,
             deletion_cost_patches,
             deletion_cost_leader,
             memory_writes,
@@ -473,6 +510,30 @@ impl SelfMetrics {
         if let Some(b) = bytes {
             self.memory_bytes.set(b as i64);
         }
+    }
+
+    /// How many HPAs the adapter predicts.
+    pub fn hpas_predicted(&self, count: usize) {
+        self.hpas_predicted.set(count as i64);
+    }
+
+    /// One prediction checked against the HPA's next sync, and the misses in a row it leaves.
+    pub fn hpa_prediction_checked(&self, namespace: &str, hpa: &str, hit: bool, misses: u32) {
+        self.hpa_prediction_checks
+            .get_or_create(&ResultLabel {
+                result: if hit { "hit" } else { "miss" }.into(),
+            })
+            .inc();
+        self.hpa_prediction_misses
+            .get_or_create(&hpa_labels(namespace, hpa))
+            .set(i64::from(misses));
+    }
+
+    /// An HPA no longer predicted (deleted, or no longer reading the adapter's metrics) takes
+    /// its series with it.
+    pub fn hpa_prediction_forget(&self, namespace: &str, hpa: &str) {
+        self.hpa_prediction_misses
+            .remove(&hpa_labels(namespace, hpa));
     }
 
     /// Targets read from the memory so far.

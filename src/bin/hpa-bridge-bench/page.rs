@@ -156,6 +156,7 @@ pub fn run(quick: bool, measure_memory: bool) -> PageResult {
             max_scopes: limits.max_scopes,
             dropped_scopes: h.dropped_scopes(),
             targets: Some(&[]),
+            hpas: None,
         })
     });
     let (json_ms, json) = time(min, || {

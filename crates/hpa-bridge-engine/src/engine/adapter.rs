@@ -317,7 +317,7 @@ impl Adapter {
         Ok(self.compute(spec, query, &query.key()).await.0)
     }
 
-    fn spec(&self, metric: &str) -> Result<&MetricSpec, QueryError> {
+    pub(super) fn spec(&self, metric: &str) -> Result<&MetricSpec, QueryError> {
         self.config
             .metric(metric)
             .ok_or_else(|| QueryError::UnknownMetric {

@@ -13,10 +13,11 @@ use crate::config::MetricKind;
 use crate::policy::Answer;
 use crate::selector::LabelSelector;
 
-use super::adapter::Adapter;
+use super::adapter::{Adapter, QueryError};
 use super::evaluation::{metric_scope, Evaluation};
 use super::history::{self, Filter};
 use super::metric_query::history_scope;
+use super::metric_query::MetricQuery;
 use super::object_scope::ObjectRef;
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
@@ -42,6 +43,22 @@ impl Adapter {
             dropped_scopes: h.dropped_scopes(),
             scopes: h.snapshot(filter, now),
         }
+    }
+
+    /// The answer `query` would get now, evaluated as `/status` evaluates its rows: not
+    /// served, so neither counted, kept in the history, reused nor listed. The HPA predictions
+    /// read what an HPA is about to be given (and, in shadow mode, what it would be given)
+    /// without standing in for the HPA's own requests.
+    pub async fn preview(&self, query: &MetricQuery) -> Result<Answer, QueryError> {
+        let spec = self.spec(&query.metric)?;
+        let ev = Evaluation::new(
+            &query.namespace,
+            &query.selector,
+            self.clock.now(),
+            query.object.as_ref(),
+            true,
+        );
+        Ok(self.answer_spec(spec, &ev).await)
     }
 
     /// The `/status` document: the workloads seen in requests or found in the data, each with
