@@ -26,6 +26,8 @@ pub struct Replayed {
     pub model: Hpa,
     /// How many past syncs were replayed.
     pub syncs: usize,
+    /// How often the chosen replay rescaled.
+    pub rescales: usize,
     pub last_sync_ms: Millis,
     /// The median gap between the last syncs: the controller's sync period as it ran.
     pub period_ms: Option<Millis>,
@@ -68,22 +70,21 @@ pub fn replay(
         }
     };
     // Several starts may end where the HPA is; the one that rescaled least is the likeliest
-    // (an HPA mostly holds its count), the nearest to the current count among equals.
+    // (an HPA mostly holds its count), the nearest to the current count among equals. Starts
+    // are tried nearest first, so a fit without a rescale ends the search, and a start that has
+    // rescaled as often as the best fit so far cannot replace it: both leave the choice as it
+    // would be after every start, and a steady HPA costs one replay instead of one per count.
     let mut best: Option<(usize, Hpa)> = None;
-    for start in starts {
+    'starts: for start in starts {
         let Ok(mut model) = Hpa::new(spec.clone(), config) else {
             return None;
         };
         let (mut replicas, mut rescales) = (start, 0);
         for s in syncs {
-            let input = SyncInput {
-                spec_replicas: replicas,
-                status_replicas: replicas,
-                ready_pods: replicas,
-                pods: replicas,
-                metrics: s.inputs.clone(),
-                selector: TargetSelector::Valid,
-            };
+            if best.as_ref().is_some_and(|(r, _)| rescales >= *r) {
+                continue 'starts;
+            }
+            let input = past_input(replicas, s);
             let outcome = model.sync(model_time(s.at_ms), &input);
             rescales += usize::from(outcome.rescaled);
             replicas = outcome.replicas;
@@ -91,14 +92,30 @@ pub fn replay(
         let fits = replicas == current && scale_seen(&model);
         if fits && best.as_ref().is_none_or(|(r, _)| rescales < *r) {
             best = Some((rescales, model));
+            if rescales == 0 {
+                break;
+            }
         }
     }
-    best.map(|(_, model)| Replayed {
+    best.map(|(rescales, model)| Replayed {
         model,
+        rescales,
         syncs: syncs.len(),
         last_sync_ms: last,
         period_ms: period(syncs),
     })
+}
+
+/// What `s` read, at `replicas` (every pod Ready: a past sync's pods are not known).
+fn past_input(replicas: i32, s: &PastSync) -> SyncInput {
+    SyncInput {
+        spec_replicas: replicas,
+        status_replicas: replicas,
+        ready_pods: replicas,
+        pods: replicas,
+        metrics: s.inputs.clone(),
+        selector: TargetSelector::Valid,
+    }
 }
 
 /// The median gap between the last `PERIOD_SAMPLE` syncs.
@@ -161,5 +178,111 @@ mod tests {
         assert!(replay(&spec(0), config, &syncs(&[6, 2, 2]), 2, Some(at)).is_some());
         // Not when the HPA says it last scaled long before the history.
         assert!(replay(&spec(0), config, &syncs(&[6, 2, 2]), 2, Some(1_000)).is_none());
+    }
+
+    /// The plain twin of `replay`'s search: every start replayed in full, the fewest rescales
+    /// kept, the nearest to the current count among equals.
+    fn every_start(
+        spec: &HpaSpec,
+        config: ControllerConfig,
+        syncs: &[PastSync],
+        current: i32,
+        last_scale_ms: Option<Millis>,
+    ) -> Option<(usize, Hpa)> {
+        let first = syncs.first()?.at_ms;
+        let mut fits = Vec::new();
+        for start in spec.min_replicas()..=spec.max_replicas.max(current) {
+            let mut model = Hpa::new(spec.clone(), config).ok()?;
+            let (mut replicas, mut rescales) = (start, 0);
+            for s in syncs {
+                let input = past_input(replicas, s);
+                let outcome = model.sync(model_time(s.at_ms), &input);
+                rescales += usize::from(outcome.rescaled);
+                replicas = outcome.replicas;
+            }
+            let replayed = model.last_scale_time().map(|d| d.as_millis() as Millis);
+            let seen = match last_scale_ms {
+                Some(l) if l + SCALE_TIME_SLACK_MS >= first => {
+                    replayed.is_some_and(|r| (r - l).abs() <= SCALE_TIME_SLACK_MS)
+                }
+                _ => replayed.is_none(),
+            };
+            if replicas == current && seen {
+                fits.push((rescales, (start - current).abs(), start, model));
+            }
+        }
+        fits.into_iter()
+            .min_by_key(|(r, d, start, _)| (*r, *d, *start))
+            .map(|(rescales, _, _, model)| (rescales, model))
+    }
+
+    /// The pruned search chooses as the plain one does, on random histories, counts and scale
+    /// times: the same memory (the next sync decides the same) and the same last scale.
+    #[test]
+    fn the_pruned_search_chooses_as_every_start_would() {
+        let config = ControllerConfig::for_kube_minor(37);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut compared = 0;
+        for case in 0..600 {
+            let window = [0, 30, 60][case % 3];
+            let spec = spec(window);
+            let len = 2 + next(12) as usize;
+            let values: Vec<u64> = (0..len).map(|_| 1 + next(9)).collect();
+            let past = syncs(&values);
+            // Mostly where a replay from some start ends (so several may fit), else anywhere.
+            let (current, last_scale) = if next(4) > 0 {
+                let start = 1 + next(10) as i32;
+                let mut model = Hpa::new(spec.clone(), config).unwrap();
+                let mut replicas = start;
+                for s in &past {
+                    let input = past_input(replicas, s);
+                    replicas = model.sync(model_time(s.at_ms), &input).replicas;
+                }
+                let scaled = model.last_scale_time().map(|d| d.as_millis() as Millis);
+                (replicas, scaled.or(Some(1_000)))
+            } else {
+                let at = past[next(len as u64) as usize].at_ms;
+                (
+                    1 + next(10) as i32,
+                    [None, Some(1_000), Some(at)][next(3) as usize],
+                )
+            };
+            let pruned = replay(&spec, config, &past, current, last_scale);
+            let plain = every_start(&spec, config, &past, current, last_scale);
+            assert_eq!(
+                pruned.is_some(),
+                plain.is_some(),
+                "case {case}: {values:?} at {current}"
+            );
+            if let (Some(p), Some((rescales, q))) = (pruned, plain) {
+                compared += 1;
+                assert_eq!(p.rescales, rescales, "case {case}: {values:?} at {current}");
+                let m = p.model;
+                assert_eq!(m.last_scale_time(), q.last_scale_time(), "case {case}");
+                for v in [1.0, 5.0, 9.0] {
+                    let input = SyncInput {
+                        spec_replicas: current,
+                        status_replicas: current,
+                        ready_pods: current,
+                        pods: current,
+                        metrics: vec![Ok(vec![v])],
+                        selector: TargetSelector::Valid,
+                    };
+                    let at = model_time(past[len - 1].at_ms + 15_000);
+                    let (a, b) = (m.clone().sync(at, &input), q.clone().sync(at, &input));
+                    assert_eq!(
+                        a.replicas, b.replicas,
+                        "case {case}: {values:?} at {current}, next {v}"
+                    );
+                }
+            }
+        }
+        assert!(compared > 300, "only {compared} cases replayed");
     }
 }

@@ -19,6 +19,8 @@
 //!   changing their stateful index: patches per change, change to patch against the scrape
 //!   interval, patch rate against `--deletion-cost-qps`, and the floor's answer latency
 //!   against the same churn without the writer.
+//! - `predictions`: serve's HPA predictions per 1,000 HPAs: one prediction's CPU against
+//!   turning the HPA object into JSON, and the memory held per HPA.
 //! - `memory`: the scale part's resident memory per target, split by component (connections,
 //!   store, target set, allocator) with a counting allocator in a child process.
 //!
@@ -41,6 +43,7 @@ mod memory_attribution;
 mod page;
 mod pages;
 mod parse;
+mod predictions;
 mod prometheus;
 mod report;
 mod scale;
@@ -109,7 +112,7 @@ struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
     /// Parts to run (default all): serve, parse, scale, live, slowapi, prometheus, hostile, page,
-    /// spread, soak, deletion-cost, memory, big-pages.
+    /// spread, soak, deletion-cost, predictions, memory, big-pages.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -290,7 +293,7 @@ pub struct BenchOptions {
     pub quick: bool,
     pub out_dir: PathBuf,
     /// Parts to run: any of `serve`, `parse`, `scale`, `live`, `slowapi`, `prometheus`,
-    /// `hostile`, `page`, `spread`, `soak`, `deletion-cost`, `memory`.
+    /// `hostile`, `page`, `spread`, `soak`, `deletion-cost`, `predictions`, `memory`.
     pub parts: Vec<String>,
     /// The binary to start as the scale part's exporter (`<exe> bench-exporter ...`).
     pub exe: PathBuf,
@@ -432,6 +435,10 @@ pub fn run(opts: &BenchOptions) -> Result<Report, BenchError> {
         let churn = deletion_cost::DeletionCostPlan::new(opts.quick);
         eprintln!("bench: deletion cost ({} pods churning)...", churn.pods);
         report.deletion_cost = Some(deletion_cost::run(&plan, &churn, &opts.exe)?);
+    }
+    if opts.wants("predictions") {
+        eprintln!("bench: HPA predictions...");
+        report.predictions = Some(predictions::run(opts.quick));
     }
     report.build_figures();
     report.write(&opts.out_dir)?;

@@ -124,6 +124,7 @@ pub struct Report {
     pub hostile_held: Option<super::hostile::HostileResult>,
     pub big_pages: Option<super::big_pages::BigPagesResult>,
     pub page: Option<super::page::PageResult>,
+    pub predictions: Option<super::predictions::PredictionsResult>,
     pub soak: Option<super::soak::SoakResult>,
     pub spread: Option<super::spread::SpreadResult>,
     pub deletion_cost: Option<super::deletion_cost::DeletionCostResult>,
@@ -187,6 +188,7 @@ impl Report {
             hostile_held: None,
             big_pages: None,
             page: None,
+            predictions: None,
             soak: None,
             spread: None,
             deletion_cost: None,
@@ -546,6 +548,9 @@ impl Report {
         if let Some(b) = &self.big_pages {
             f.extend(super::big_pages::figures(b));
         }
+        if let Some(p) = &self.predictions {
+            f.extend(super::predictions::figures(p));
+        }
         if let Some(p) = &self.page {
             f.extend(super::page::figures(p));
         }
@@ -824,6 +829,9 @@ impl Report {
                  queries) counted by the source: {}. Every request answered {}.\n",
                 p.note, p.burst_ms, p.cache_hits_coalescing_only, p.answer
             );
+        }
+        if let Some(p) = &self.predictions {
+            let _ = writeln!(md, "{}", super::predictions::note(p));
         }
         if let Some(p) = &self.page {
             let _ = writeln!(md, "{}", super::page::note(p));
