@@ -96,6 +96,20 @@ impl Predictions {
         self.len() == 0
     }
 
+    /// When the watch next explains an HPA (the earliest over all), without copying entries.
+    pub fn next_run_ms(&self) -> Option<Millis> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries.values().map(|p| p.next_run_ms).min()
+    }
+
+    /// Whether the watch explains `namespace/name` at `now_ms` (a new HPA is due at once).
+    pub fn due(&self, namespace: &str, name: &str, now_ms: Millis) -> bool {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(&(namespace.into(), name.into()))
+            .is_none_or(|p| p.next_run_ms <= now_ms)
+    }
+
     /// The entry of one HPA, for the watch to read.
     pub fn get(&self, namespace: &str, name: &str) -> Option<HpaPrediction> {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
@@ -120,5 +134,33 @@ impl Predictions {
             entries.remove(k);
         }
         gone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_board_says_which_hpa_is_due_and_when_the_next_one_is() {
+        let board = Predictions::default();
+        assert_eq!(board.next_run_ms(), None);
+        assert!(board.due("games", "lobby", 0), "a new HPA is due at once");
+        for (name, at) in [("lobby", 5_000), ("arena", 2_000)] {
+            let mut p = HpaPrediction::new("games", name);
+            p.next_run_ms = at;
+            board.put(p);
+        }
+        assert_eq!(board.next_run_ms(), Some(2_000));
+        assert!(!board.due("games", "lobby", 4_999));
+        assert!(board.due("games", "lobby", 5_000));
+        assert_eq!(board.document(Some("shop")), Value::Array(Vec::new()));
+        let doc = board.document(Some("games"));
+        assert_eq!(doc[0]["hpa"], "games/arena", "{doc}");
+        assert_eq!(doc[0]["error"], "not explained yet", "{doc}");
+        assert_eq!(doc[0]["prediction"]["hits"], 0, "{doc}");
+        let gone = board.retain(|_, name| name == "lobby");
+        assert_eq!(gone, vec![("games".to_string(), "arena".to_string())]);
+        assert_eq!(board.len(), 1);
     }
 }

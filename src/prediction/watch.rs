@@ -102,23 +102,20 @@ impl HpaWatch {
             metrics.hpas_predicted(chosen.len());
             for hpa in &chosen {
                 let (ns, name) = key(hpa);
+                if !self.predictions.due(&ns, &name, pass.now_ms) {
+                    continue;
+                }
                 let entry = self
                     .predictions
                     .get(&ns, &name)
                     .unwrap_or_else(|| HpaPrediction::new(&ns, &name));
-                if entry.next_run_ms > pass.now_ms {
-                    continue;
-                }
                 let entry = self.predict(hpa, entry, &mut pass, &mut resources).await;
                 self.predictions.put(entry);
             }
             let now = self.adapter.now_ms();
             let next = self
                 .predictions
-                .entries()
-                .iter()
-                .map(|p| p.next_run_ms)
-                .min()
+                .next_run_ms()
                 .unwrap_or(now + self.interval.as_millis() as Millis);
             let wait = (next - now).clamp(200, self.interval.as_millis().max(200) as Millis);
             tokio::time::sleep(Duration::from_millis(wait as u64)).await;
