@@ -967,6 +967,27 @@ async fn minreplicas_0_scales_to_zero_and_back_with_the_object_metric() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(active["status"], "False", "{hpa_now}");
+
+    // The adapter's model of the controller says the same, and its checks of the syncs at 0
+    // hit: the External target is refused at 0 replicas, so the HPA stays there.
+    let adapter = lobby.adapter.as_ref().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let predicted = loop {
+        let status = adapter.status().await;
+        let entry = status["hpas"][0].clone();
+        let p = &entry["prediction"];
+        if entry["next"]["desiredReplicas"] == 0
+            && p["predicted"] == 0
+            && p["actual"] == 0
+            && p["missesInARow"] == 0
+        {
+            break entry;
+        }
+        assert!(Instant::now() < deadline, "the model at 0: {entry}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(predicted["metrics"][0]["valid"], false, "{predicted}");
+    assert_eq!(predicted["metrics"][0]["type"], "External", "{predicted}");
 }
 
 /// The pods of Deployment `web` (label app=web), oldest first.
