@@ -1072,6 +1072,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let engine = builder.build()?;
     let adapter = engine.adapter().clone();
+    // Without predictions their families would only ever say 0.
+    metrics.set_absent(
+        &hpa_bridge::telemetry::HPA_PREDICTION_FAMILIES,
+        hpa_watch.is_none(),
+    );
     let predictions = hpa_watch.map(|(client, namespaces, predictions)| {
         hpa_bridge::prediction::HpaWatch {
             client,

@@ -501,6 +501,8 @@ async fn the_readme_demo_runs_as_written() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert!(families.len() >= 20, "{families:?}");
+    // The demo predicts no HPA (no Kubernetes discovery): those families are left out.
+    assert!(!metrics_page.contains("hpa_bridge_hpa"), "{metrics_page}");
     for f in &families {
         assert!(
             metrics_page.contains(&format!("# HELP {f} ")),

@@ -122,6 +122,13 @@ pub struct ScopeGauges {
 }
 
 /// The families that mean something only with the Prometheus source.
+/// The HPA predictions' families: left out when `serve` predicts no HPA.
+pub const HPA_PREDICTION_FAMILIES: [&str; 3] = [
+    "hpas_predicted",
+    "hpa_prediction_checks",
+    "hpa_prediction_misses",
+];
+
 pub const PROMETHEUS_FAMILIES: [&str; 4] = [
     "prometheus_queries",
     "prometheus_query_duration_seconds",
