@@ -39,6 +39,11 @@ pub struct Hpa {
     scale_down_events: Vec<ScaleEvent>,
     conditions: Vec<Condition>,
     last_scale_time: Option<Duration>,
+    /// How long after its sync's clock reading a scale event is stamped. Upstream stamps it
+    /// when the update of the scale has returned (`storeScaleEvent` after `Scales().Update`), a
+    /// few milliseconds after the reading its windows use; 0 here unless set, since nothing
+    /// outside the controller shows that latency.
+    scale_event_delay: Duration,
 }
 
 impl Hpa {
@@ -54,7 +59,14 @@ impl Hpa {
             scale_down_events: Vec::new(),
             conditions: Vec::new(),
             last_scale_time: None,
+            scale_event_delay: Duration::ZERO,
         })
+    }
+
+    /// Stamp scale events `delay` after their sync's clock reading, as the real controller does
+    /// by the latency of its scale update (the comparison with the real controller tries it).
+    pub fn set_scale_event_delay(&mut self, delay: Duration) {
+        self.scale_event_delay = delay;
     }
 
     /// A controller that (re)started at `now` with `spec.replicas == current`: the current count
@@ -799,7 +811,7 @@ impl Hpa {
         }
         let event = ScaleEvent {
             change,
-            at: now,
+            at: now + self.scale_event_delay,
             outdated: false,
         };
         match old_index {

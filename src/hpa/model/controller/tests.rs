@@ -1051,3 +1051,68 @@ fn a_missing_or_ambiguous_selector_stops_the_hpa() {
         "pods by selector app=web are controlled by more than one HPA (e.g. [{web default} {web-cpu default}])"
     );
 }
+
+/// Seen against the real controller (tests/integration/model_vs_real.rs): a scale-down event
+/// and a scale-up two periods later, 2.013 s apart, with a 2 s scale-up window and a 2 s
+/// policy period. The real controller stamped the scale-down's event when its update returned,
+/// after the recommendation of that sync, so at the scale-up the event was still in the
+/// period (the limit counts it: 4 + 2 + 4 = 10 allows 9) while the recommendation of 4 had left
+/// the window. Stamping events at the sync's own reading drops both, and the limit is 8.
+#[test]
+fn a_scale_event_stamped_after_its_sync_stays_in_a_period_its_recommendation_has_left() {
+    let spec: HpaSpec = serde_json::from_value(serde_json::json!({
+        "minReplicas": 2, "maxReplicas": 11,
+        "metrics": [{"type": "External", "external": {"metric": {"name": "m"},
+            "target": {"type": "AverageValue", "averageValue": "1"}}}],
+        "behavior": {
+            "scaleUp": {"stabilizationWindowSeconds": 2, "selectPolicy": "Max",
+                "policies": [{"type": "Pods", "value": 4, "periodSeconds": 2}]},
+            "scaleDown": {"stabilizationWindowSeconds": 1, "selectPolicy": "Max", "tolerance": "0",
+                "policies": [{"type": "Percent", "value": 25, "periodSeconds": 1}]},
+        },
+    }))
+    .unwrap();
+    // (ms, served, status.replicas) of the real syncs, from 2 replicas.
+    let syncs = [
+        (0, 1, 2),
+        (1_024, 1, 2),
+        (2_049, 1, 2),
+        (3_069, 1, 2),
+        (4_075, 1, 2),
+        (5_081, 1, 2),
+        (6_085, 1, 2),
+        (7_099, 15, 2),
+        (8_128, 15, 2),
+        (9_149, 15, 6),
+        (10_170, 15, 6),
+        (11_190, 15, 10),
+        (12_208, 15, 10),
+        (13_253, 4, 11),
+        (14_276, 4, 8),
+        (15_297, 4, 6),
+        (16_313, 9, 4),
+        (17_310, 9, 4),
+    ];
+    let run = |delay_ms: u64| {
+        let mut hpa = Hpa::new(spec.clone(), ControllerConfig::for_kube_minor(37)).unwrap();
+        hpa.set_scale_event_delay(Duration::from_millis(delay_ms));
+        let mut replicas = 2;
+        let mut out = Vec::new();
+        for (at, served, status) in syncs {
+            let input = SyncInput {
+                spec_replicas: replicas,
+                status_replicas: status,
+                ready_pods: 0,
+                pods: 0,
+                metrics: vec![one(served as f64)],
+                selector: Default::default(),
+            };
+            replicas = hpa.sync(Duration::from_millis(at), &input).replicas;
+            out.push(replicas);
+        }
+        out[11..].to_vec()
+    };
+    // The real controller, from 11.190 s: 10, 11, 8, 6, 4, 4, 9.
+    assert_eq!(run(20), [10, 11, 8, 6, 4, 4, 9]);
+    assert_eq!(run(0), [10, 11, 8, 6, 4, 4, 8]);
+}
