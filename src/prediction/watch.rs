@@ -43,7 +43,7 @@ pub struct HpaWatch {
     pub interval: Duration,
 }
 
-/// What one pass over the HPAs reads once and shares.
+/// What a round over the HPAs reads for all of them.
 struct Pass {
     now_ms: Millis,
     kube_minor: u32,
@@ -220,19 +220,32 @@ impl HpaWatch {
                 served.push(answer);
             }
         }
-        let history = match pass.histories.get(&ns) {
-            Some(h) => h.clone(),
-            None => {
-                let filter = Filter {
-                    namespace: Some(ns.clone()),
-                    metric: None,
-                };
-                let doc = serde_json::to_value(self.adapter.history(&filter)).unwrap_or_default();
-                let h = AnswerHistory::from_history_document(&doc);
-                pass.histories.insert(ns.clone(), h.clone());
-                h
-            }
-        };
+        if !pass.histories.contains_key(&ns) {
+            let filter = Filter {
+                namespace: Some(ns.clone()),
+                metric: None,
+            };
+            let doc = serde_json::to_value(self.adapter.history(&filter)).unwrap_or_default();
+            let h = AnswerHistory::from_history_document(&doc);
+            pass.histories.insert(ns.clone(), h);
+        }
+        // Only this HPA's scopes, as explain's replay finds them: a copy of the namespace's
+        // whole history per HPA would grow with the square of the HPAs in it.
+        let scopes: Vec<(&str, String)> = spec
+            .iter()
+            .flat_map(|s| &s.metrics)
+            .filter_map(|m| Some((m.metric_name()?, scope_of(m)?.1)))
+            .collect();
+        let history: Vec<AnswerHistory> = pass.histories[&ns]
+            .iter()
+            .filter(|h| {
+                scopes.iter().any(|(metric, scope)| {
+                    h.metric.eq_ignore_ascii_case(metric)
+                        && (h.scope == *scope || h.scope.starts_with(&format!("{scope} ")))
+                })
+            })
+            .cloned()
+            .collect();
         let target = hpa.spec.as_ref().map(|s| &s.scale_target_ref);
         let other_hpas_on_target = pass
             .hpas
