@@ -241,18 +241,14 @@ async fn a_client_certificates_user_and_groups_are_what_real_rbac_decides_on() {
              \"hpa_expect_replicas\" in API group \"external.metrics.k8s.io\" in the namespace \"{ns}\""
         )
     );
-    cp.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: metrics-team, namespace: {ns}}}\nrules:\n- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: metrics-team, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: metrics-team}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: {group}}}]\n"
-    ));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let v = loop {
-        let (code, v) = get(&client, &metric, &[]).await;
-        if code == 200 {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "never allowed: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    grant(
+        cp,
+        &ns,
+        "metrics-team",
+        "- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]",
+        ("Group", &group),
+    );
+    let v = once_allowed(&client, &metric).await;
     assert_value_7(200, &v);
     // The same grant does not reach another metric.
     let other = metric.replace("hpa_expect_replicas", "hpa_target_replicas");
@@ -769,9 +765,13 @@ async fn kubectl_reads_a_metric_with_a_client_certificate_and_is_forbidden_witho
     let ns = cp.namespace("kubectl-cert").await;
     let (adapter, clients, _exporter) = real_world(cp, &ns, &[]).await;
     let (frank, grace) = (format!("frank-{ns}"), format!("grace-{ns}"));
-    cp.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: readers, namespace: {ns}}}\nrules:\n- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: readers, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: readers}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {frank}}}]\n"
-    ));
+    grant(
+        cp,
+        &ns,
+        "readers",
+        "- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]",
+        ("User", &frank),
+    );
     let metric = format!(
         "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby"
     );
@@ -915,6 +915,32 @@ async fn serving_certificate_files_are_reloaded_without_restart() {
         .unwrap();
     assert_eq!(code, 200);
     assert!(!adapter.log().contains("PRIVATE KEY"));
+}
+
+/// A Role `name` in `ns` with `rules` (YAML list items), bound to `subject` (kind, name).
+fn grant(
+    cp: &crate::common::control_plane::ControlPlane,
+    ns: &str,
+    name: &str,
+    rules: &str,
+    (kind, subject): (&str, &str),
+) {
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules:\n{rules}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: {kind}, name: {subject}}}]\n"
+    ));
+}
+
+/// The answer to `path` once the real RBAC has taken in a new grant (within 30 s).
+async fn once_allowed(client: &HttpsClient, path: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, v) = get(client, path, &[]).await;
+        if code == 200 {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "never allowed: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The adapter as the base's service account, its reviews by the real API server
@@ -1199,18 +1225,14 @@ async fn an_object_metric_is_allowed_by_real_rbac_on_the_workload_with_the_metri
     let (code, v) = get(&client, &lobby, &[]).await;
     assert_eq!(code, 403, "{v}");
     assert_status(&v, 403, "Forbidden");
-    cp.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: object-metric, namespace: {ns}}}\nrules:\n- apiGroups: [custom.metrics.k8s.io]\n  resources: [statefulsets.apps/hpa_expect_replicas]\n  resourceNames: [lobby]\n  verbs: [get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: object-metric, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: object-metric}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}]\n"
-    ));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let v = loop {
-        let (code, v) = get(&client, &lobby, &[]).await;
-        if code == 200 {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "never allowed: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    grant(
+        cp,
+        &ns,
+        "object-metric",
+        "- apiGroups: [custom.metrics.k8s.io]\n  resources: [statefulsets.apps/hpa_expect_replicas]\n  resourceNames: [lobby]\n  verbs: [get]",
+        ("User", &user),
+    );
+    let v = once_allowed(&client, &lobby).await;
     assert_value_7(200, &v);
     assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
     // Another metric of the same workload, the same metric of another workload or kind: no.
