@@ -124,7 +124,9 @@ func apiserverArgs(l layout, p ports) []string {
 // auditPolicy records, at Metadata level, the requests of service accounts outside
 // kube-system and of users without a group of the control plane's own: the adapters and
 // checkers under test. The controllers, the node stand-in and cluster-admin stay out, which
-// keeps the log small.
+// keeps the log small. Their SubjectAccessReviews are kept with their body (Request level),
+// so a test reads the exact review an adapter asked. TokenReviews stay at Metadata: their
+// body is a token.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -137,6 +139,8 @@ rules:
   nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
   userGroups: ["system:authenticated"]
   verbs: ["get"]
+- level: Request
+  resources: [{group: authorization.k8s.io, resources: [subjectaccessreviews]}]
 - level: Metadata
 `
 

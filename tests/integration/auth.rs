@@ -1,18 +1,19 @@
-//! Aggregated-API security end to end (docs/hpa-behaviour.md §3.2–3.3): the real binary, real TLS with
-//! CAs and certificates generated here, and a loopback HTTPS stand-in for the Kubernetes API
-//! (the kit's, tests/kit/kube_api.rs, through kubeapi.rs) that the adapter's kube client reaches through a generated
-//! kubeconfig. The real aggregator, TokenReview and SubjectAccessReview are exercised in
-//! cluster.rs; this suite keeps the stand-in for what the real API server cannot be made to do
-//! on demand: answer a review with an error, show the exact review objects the adapter sent
-//! (and how many, for the caches), rotate the front-proxy CA in
-//! `kube-system/extension-apiserver-authentication` under a running cluster, or fail to serve
-//! that ConfigMap. It answers in the reviews' and the ConfigMap's real JSON forms.
+//! Aggregated-API security end to end (docs/hpa-behaviour.md §3.2–3.3): the real binary, real
+//! TLS with CAs and certificates generated here, and the real API server (tests/control-plane)
+//! deciding the adapter's TokenReviews and SubjectAccessReviews with its RBAC; its audit log
+//! keeps the reviews' bodies, so a test reads exactly what the adapter asked. A loopback
+//! stand-in (the kit's, tests/kit/kube_api.rs, through kubeapi.rs) stays only for what the real
+//! API server cannot be made to do on demand, each test saying which: fail a review, count the
+//! reviews of one token (the audit log does not say which token a TokenReview carried), or
+//! rotate the front-proxy CA in `kube-system/extension-apiserver-authentication` under the
+//! shared cluster. It answers in the reviews' and the ConfigMap's real JSON forms.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::control_plane::ControlPlane;
 use crate::common::*;
 use crate::kubeapi::{KubeApi as FakeApiServer, *};
 use rustls::pki_types::pem::PemObject;
@@ -22,6 +23,8 @@ use serde_json::{json, Value};
 const METRIC: &str =
     "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
 const FRONT_PROXY_CN: &str = "front-proxy-client";
+/// manifests/base's service account, as which the adapter runs against the real API server.
+const ADAPTER_USER: &str = "system:serviceaccount:hpa-bridge:hpa-bridge";
 
 /// An exporter with one recommendation (7), the fake API server, a front-proxy CA, a client CA,
 /// and the adapter trusting them.
@@ -77,11 +80,7 @@ async fn world_with(extra: &[&str], ca_flags: bool) -> World {
 
 impl World {
     fn with_cert(&self, issued: &Issued) -> HttpsClient {
-        HttpsClient::new(
-            self.adapter.port,
-            &[self.adapter.pki.ca_der()],
-            Some((&issued.cert_path, &issued.key_path)),
-        )
+        self.adapter.client_as(issued)
     }
 
     fn anonymous(&self) -> HttpsClient {
@@ -125,20 +124,29 @@ fn assert_value_7(code: u16, v: &Value) {
     assert_eq!(single_value(v).as_deref(), Some("7"), "{v}");
 }
 
-fn metric_attributes() -> Value {
+/// The review's attributes for lobby's External metric in `ns`.
+fn metric_attributes(ns: &str) -> Value {
     json!({
         "verb": "list",
         "group": "external.metrics.k8s.io",
         "version": "v1beta1",
         "resource": "hpa_expect_replicas",
-        "namespace": "default",
+        "namespace": ns,
     })
 }
 
+/// The aggregator's path (docs/hpa-behaviour.md §3.2), the review by the real API server
+/// (tests/control-plane) and read back from its audit log: a proxy certificate with an allowed
+/// name vouches for the user, groups and extra in its headers; any other certificate, or none,
+/// does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificate() {
-    let w = world(&[]).await;
-    w.allow("alice");
+    let w = Real::start(
+        "front-proxy",
+        &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
+    )
+    .await;
+    w.allow("alice").await;
     let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
     let headers = [
         ("X-Remote-User", "alice"),
@@ -148,44 +156,48 @@ async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificat
     ];
 
     // The aggregator's path: proxy certificate with the allowed CN, identity in headers.
-    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&proxy), &w.metric, &headers).await;
     assert_value_7(code, &v);
-    let spec = w.last_sar_spec();
+    let spec = w.last_review();
     assert_eq!(spec["user"], "alice");
     assert_eq!(
         spec["groups"],
         json!(["team-a", "team-b", "system:authenticated"])
     );
     assert_eq!(spec["extra"], json!({"acme.io/ticket": ["T-1"]}));
-    assert_eq!(spec["resourceAttributes"], metric_attributes());
-    let reviews_so_far = w.sar_count();
+    assert_eq!(spec["resourceAttributes"], metric_attributes(&w.ns));
+    let reviews_so_far = w.reviews().len();
 
     // Same CA, CN not in --requestheader-allowed-names: the headers are not believed.
     let rogue = w.front.client("rogue", "not-the-proxy", &[]);
-    let (code, v) = get(&w.with_cert(&rogue), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&rogue), &w.metric, &headers).await;
     assert_eq!(code, 401, "{v}");
     assert_status(&v, 401, "Unauthorized");
 
     // No certificate at all: forged headers are ignored, so the caller is anonymous.
-    let (code, v) = get(&w.anonymous(), METRIC, &headers).await;
+    let (code, v) = get(&w.anonymous(), &w.metric, &headers).await;
     assert_eq!(code, 401, "{v}");
     assert_status(&v, 401, "Unauthorized");
-    assert_eq!(w.sar_count(), reviews_so_far, "no review may name alice");
+    assert_eq!(
+        w.reviews().len(),
+        reviews_so_far,
+        "no review may name alice"
+    );
 
     // A proxy certificate without a user header vouches for nobody.
-    let (code, _) = get(&w.with_cert(&proxy), METRIC, &[]).await;
+    let (code, _) = get(&w.with_cert(&proxy), &w.metric, &[]).await;
     assert_eq!(code, 401);
 
     // A client-CA certificate is its own user: bob, whatever the headers claim.
     let bob = w.clients.client("bob", "bob", &["team-b"]);
-    let (code, v) = get(&w.with_cert(&bob), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&bob), &w.metric, &headers).await;
     assert_eq!(code, 403, "{v}");
     assert_status(&v, 403, "Forbidden");
     assert!(
         v["message"].as_str().unwrap().contains("User \"bob\""),
         "{v}"
     );
-    let spec = w.last_sar_spec();
+    let spec = w.last_review();
     assert_eq!(spec["user"], "bob");
     assert_eq!(spec["groups"], json!(["team-b", "system:authenticated"]));
     assert!(spec.get("extra").is_none(), "{spec}");
@@ -194,7 +206,7 @@ async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificat
     // kube-apiserver's VerifyClientCertIfGiven does: a presented certificate must verify.
     let evil = Pki::new("evil-ca");
     let forged = evil.client("forged", FRONT_PROXY_CN, &[]);
-    assert!(w.with_cert(&forged).get(METRIC, &headers).await.is_err());
+    assert!(w.with_cert(&forged).get(&w.metric, &headers).await.is_err());
     let err = raw_tls_get(w.adapter.port, &w.adapter.pki, &forged)
         .await
         .expect_err("a certificate from an unknown CA must not get an answer");
@@ -202,7 +214,11 @@ async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificat
         err.contains("UnknownCA") || err.contains("BadCertificate"),
         "{err}"
     );
-    assert_eq!(w.sar_count(), reviews_so_far + 1, "only bob was reviewed");
+    assert_eq!(
+        w.reviews().len(),
+        reviews_so_far + 1,
+        "only bob was reviewed"
+    );
 }
 
 /// A client certificate's CN is the user and its O attributes the groups, reviewed by the real
@@ -212,26 +228,15 @@ async fn front_proxy_headers_are_trusted_only_behind_an_allowed_proxy_certificat
 /// `system:discovery` role allows every authenticated user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificates_user_and_groups_are_what_real_rbac_decides_on() {
-    use crate::common::control_plane::ControlPlane;
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("cert-groups").await;
-    let (adapter, clients, _exporter) = real_world(
-        cp,
-        &ns,
+    let w = Real::start(
+        "cert-groups",
         &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
     )
     .await;
+    let (cp, ns, metric) = (w.cp, &w.ns, &w.metric);
     let (user, group) = (format!("carol-{ns}"), format!("metrics-team-{ns}"));
-    let carol = clients.client("carol", &user, &[group.as_str()]);
-    let client = HttpsClient::new(
-        adapter.port,
-        &[adapter.pki.ca_der()],
-        Some((&carol.cert_path, &carol.key_path)),
-    );
-    let metric = format!(
-        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby"
-    );
-    let (code, v) = get(&client, &metric, &[]).await;
+    let client = w.with_cert(&w.clients.client("carol", &user, &[group.as_str()]));
+    let (code, v) = get(&client, metric, &[]).await;
     assert_eq!(code, 403, "{v}");
     assert_status(&v, 403, "Forbidden");
     assert_eq!(
@@ -243,12 +248,12 @@ async fn a_client_certificates_user_and_groups_are_what_real_rbac_decides_on() {
     );
     grant(
         cp,
-        &ns,
+        ns,
         "metrics-team",
         "- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]",
         ("Group", &group),
     );
-    let v = once_allowed(&client, &metric).await;
+    let v = once_allowed(&client, metric).await;
     assert_value_7(200, &v);
     // The same grant does not reach another metric.
     let other = metric.replace("hpa_expect_replicas", "hpa_target_replicas");
@@ -258,34 +263,29 @@ async fn a_client_certificates_user_and_groups_are_what_real_rbac_decides_on() {
     assert_eq!(code, 200, "{v}");
 }
 
-/// The review's exact attributes for a client certificate, and `system:masters` allowed without
-/// one (`--authorization-always-allow-groups`). A stand-in: the real RBAC allows system:masters
-/// on review too, so only a count of the reviews received can show none was asked, and the
-/// real API server's audit log does not record a review's body.
+/// The review's exact body for a client certificate, as the real API server's audit log keeps
+/// it, and `system:masters` allowed without one (`--authorization-always-allow-groups`): the
+/// log holds no review for it, though the real RBAC would allow it too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_carries_the_certificates_user_and_groups_and_masters_skip_it() {
-    let w = world(&[]).await;
+    let w = Real::start("review-body", &[]).await;
     let carol = w.clients.client("carol", "carol", &["metrics-team"]);
-    let (code, v) = get(&w.with_cert(&carol), METRIC, &[]).await;
+    let (code, v) = get(&w.with_cert(&carol), &w.metric, &[]).await;
     assert_eq!(code, 403, "{v}");
     assert_eq!(
-        w.last_sar_spec(),
-        json!({
+        w.reviews(),
+        vec![json!({
             "user": "carol",
             "groups": ["metrics-team", "system:authenticated"],
-            "resourceAttributes": metric_attributes(),
-        })
+            "resourceAttributes": metric_attributes(&w.ns),
+        })]
     );
-    let review = w.api.last_review(SUBJECT_ACCESS_REVIEWS);
-    assert_eq!(review["apiVersion"], "authorization.k8s.io/v1");
-    assert_eq!(review["kind"], "SubjectAccessReview");
-    let before = w.sar_count();
     let admin = w
         .clients
         .client("admin", "cluster-admin", &["system:masters"]);
-    let (code, v) = get(&w.with_cert(&admin), METRIC, &[]).await;
+    let (code, v) = get(&w.with_cert(&admin), &w.metric, &[]).await;
     assert_value_7(code, &v);
-    assert_eq!(w.sar_count(), before);
+    assert_eq!(w.reviews().len(), 1, "system:masters was reviewed");
 }
 
 /// A certificate whose subject holds two CN attributes, `first` then `second`, signed by `pki`.
@@ -303,25 +303,30 @@ fn two_cn_client(pki: &Pki, file: &str, first: &str, second: &str) -> Issued {
     pki.write(file, pki.authority.issue(params).unwrap())
 }
 
-/// Go's x509 keeps the last CN (issue 13, item 4); kube-apiserver decides with it, so must we.
+/// Go's x509 keeps the last CN; kube-apiserver decides with it, so must we. The real RBAC
+/// decides and the audit log shows whom the adapter asked about.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_common_names_the_last_one_counts_as_in_go() {
-    let w = world(&[]).await;
-    w.allow("alice");
-    w.allow("bob");
+    let w = Real::start(
+        "two-cn",
+        &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
+    )
+    .await;
+    w.allow("alice").await;
+    w.allow("bob").await;
     let headers = [("X-Remote-User", "alice")];
 
     // Front proxy: the allowed name first, another last: kube-apiserver refuses it, so the
     // headers are not trusted and the request is anonymous.
     let evil_last = two_cn_client(&w.front, "evil-last", FRONT_PROXY_CN, "evil-proxy");
-    let (code, v) = get(&w.with_cert(&evil_last), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&evil_last), &w.metric, &headers).await;
     assert_eq!(code, 401, "{v}");
     assert_status(&v, 401, "Unauthorized");
     // The other order is the allowed proxy.
     let allowed_last = two_cn_client(&w.front, "allowed-last", "evil-proxy", FRONT_PROXY_CN);
-    let (code, v) = get(&w.with_cert(&allowed_last), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&allowed_last), &w.metric, &headers).await;
     assert_value_7(code, &v);
-    assert_eq!(w.last_sar_spec()["user"], "alice");
+    assert_eq!(w.last_review()["user"], "alice");
 
     // x509 user: the last CN, in both orders.
     let (code, v) = get(
@@ -331,12 +336,12 @@ async fn with_two_common_names_the_last_one_counts_as_in_go() {
             "system:admin",
             "bob",
         )),
-        METRIC,
+        &w.metric,
         &[],
     )
     .await;
     assert_value_7(code, &v);
-    assert_eq!(w.last_sar_spec()["user"], "bob");
+    assert_eq!(w.last_review()["user"], "bob");
     let (code, v) = get(
         &w.with_cert(&two_cn_client(
             &w.clients,
@@ -344,31 +349,37 @@ async fn with_two_common_names_the_last_one_counts_as_in_go() {
             "bob",
             "system:admin",
         )),
-        METRIC,
+        &w.metric,
         &[],
     )
     .await;
     assert_eq!(code, 403, "{v}");
-    assert_eq!(w.last_sar_spec()["user"], "system:admin");
+    assert_eq!(w.last_review()["user"], "system:admin");
 }
 
+/// Anonymous callers get health and nothing else, and cost the API server no review.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_reaches_only_health() {
-    let w = world(&[]).await;
+    let w = Real::start("anonymous", &[]).await;
     let anon = w.anonymous();
     for path in ["/healthz", "/livez", "/readyz"] {
         let (code, _) = anon.get(path, &[]).await.unwrap();
         assert_eq!(code, 200, "{path}");
     }
-    for path in [METRIC, "/apis", "/apis/external.metrics.k8s.io/v1beta1"] {
+    for path in [
+        w.metric.as_str(),
+        "/apis",
+        "/apis/external.metrics.k8s.io/v1beta1",
+    ] {
         let (code, v) = get(&anon, path, &[]).await;
         assert_eq!(code, 401, "{path}: {v}");
         assert_status(&v, 401, "Unauthorized");
     }
-    assert_eq!(w.sar_count(), 0);
-    assert_eq!(w.api.count(TOKEN_REVIEWS), 0);
+    assert_eq!(w.reviews(), Vec::<Value>::new(), "anonymous was reviewed");
 }
 
+/// An authorizer that fails is an error, never the metric. A stand-in: the real API server
+/// cannot be made to fail a SubjectAccessReview on demand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn access_review_allow_deny_and_error_never_allows() {
     let w = world(&[
@@ -411,6 +422,7 @@ async fn access_review_allow_deny_and_error_never_allows() {
     assert_value_7(code, &v);
 }
 
+/// No API server to ask: every review fails closed (a kubeconfig pointing at a dead port).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_api_server_fails_closed() {
     // A kubeconfig that points at a port nobody listens on.
@@ -439,11 +451,7 @@ async fn unreachable_api_server_fails_closed() {
     )
     .await;
     let erin = clients.client("erin", "erin", &[]);
-    let client = HttpsClient::new(
-        adapter.port,
-        &[adapter.pki.ca_der()],
-        Some((&erin.cert_path, &erin.key_path)),
-    );
+    let client = adapter.client_as(&erin);
     let (code, v) = get(&client, METRIC, &[]).await;
     assert_eq!(code, 500, "{v}");
     assert_status(&v, 500, "InternalError");
@@ -474,36 +482,52 @@ fn hpa_token(api: &FakeApiServer, token: &str) {
     });
 }
 
+/// A service account's token (the TokenRequest API's, as the HPA controller holds one) is
+/// reviewed by the real API server with the adapter's own identity, and its user, uid and groups
+/// are what the access review asks about (read back from the audit log); a forged token is
+/// refused. No token reaches the adapter's log or /status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn token_review_valid_invalid_and_error() {
-    let w = world(&[]).await;
-    hpa_token(&w.api, "hpa-token-1");
-    w.allow(HPA_USER);
+async fn a_service_accounts_token_is_reviewed_by_the_api_server_and_a_forged_one_refused() {
+    let w = Real::start("token-review", &[]).await;
+    w.cp.kubectl(&["create", "serviceaccount", "hpa", "-n", &w.ns]);
+    let token = w.cp.kubectl(&["create", "token", "hpa", "-n", &w.ns]);
+    let token = token.trim();
+    let uid = w.cp.get_json(&["serviceaccount", "hpa", "-n", &w.ns])["metadata"]["uid"].clone();
+    let user = format!("system:serviceaccount:{}:hpa", w.ns);
+    w.allow(&user).await;
+    let token_reviews = || {
+        w.cp.audited(ADAPTER_USER)
+            .iter()
+            .filter(|a| a.resource == "tokenreviews" && a.code == 201)
+            .count()
+    };
+    let before = token_reviews();
     let anon = w.anonymous();
-
-    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer hpa-token-1")]).await;
+    let bearer = format!("Bearer {token}");
+    let (code, v) = get(&anon, &w.metric, &[("Authorization", &bearer)]).await;
     assert_value_7(code, &v);
-    let review = w.api.last_review(TOKEN_REVIEWS);
-    assert_eq!(review["apiVersion"], "authentication.k8s.io/v1");
-    assert_eq!(review["kind"], "TokenReview");
-    assert_eq!(review["spec"], json!({"token": "hpa-token-1"}));
-    let sent = w.api.recorded(TOKEN_REVIEWS);
-    assert_eq!(
-        sent[0].authorization.as_deref(),
-        Some(&*format!("Bearer {TOKEN}")),
-        "the adapter authenticates itself to the API server"
-    );
-    assert_eq!(
-        w.last_sar_spec(),
-        json!({
-            "user": HPA_USER,
-            "uid": "0d4a3b6e-5f0c-4c47-9a43-3d5f8b1e2a77",
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
-            "resourceAttributes": metric_attributes(),
-        })
-    );
+    assert!(token_reviews() > before, "no TokenReview by the adapter");
+    let spec = w.last_review();
+    assert_eq!(spec["user"], user.as_str(), "{spec}");
+    assert_eq!(spec["uid"], uid, "{spec}");
+    for group in [
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{}", w.ns),
+        "system:authenticated".into(),
+    ] {
+        assert!(
+            spec["groups"].as_array().unwrap().contains(&json!(group)),
+            "{group} missing: {spec}"
+        );
+    }
+    assert_eq!(spec["resourceAttributes"], metric_attributes(&w.ns));
 
-    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer forged-token")]).await;
+    let (code, v) = get(
+        &anon,
+        &w.metric,
+        &[("Authorization", "Bearer forged-token")],
+    )
+    .await;
     assert_eq!(code, 401, "{v}");
     assert_status(&v, 401, "Unauthorized");
     assert!(
@@ -514,20 +538,45 @@ async fn token_review_valid_invalid_and_error() {
         "{v}"
     );
 
+    let status = w.adapter.status().await.to_string();
+    let log = w.adapter.log();
+    for secret in [token, "forged-token"] {
+        assert!(!log.contains(secret), "a token in the log:\n{log}");
+        assert!(!status.contains(secret), "a token in /status");
+    }
+}
+
+/// A TokenReview that fails is "unavailable", never an answer, and the adapter authenticates
+/// itself to the API server. A stand-in: the real API server cannot be made to fail a
+/// TokenReview on demand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_token_review_is_unavailable_never_allowed() {
+    let w = world(&[]).await;
+    hpa_token(&w.api, "hpa-token-1");
+    w.allow(HPA_USER);
+    let anon = w.anonymous();
+    let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer hpa-token-1")]).await;
+    assert_value_7(code, &v);
+    let sent = w.api.recorded(TOKEN_REVIEWS);
+    assert_eq!(
+        sent[0].authorization.as_deref(),
+        Some(&*format!("Bearer {TOKEN}")),
+        "the adapter authenticates itself to the API server"
+    );
+
     w.api.set_reviews(|b| b.token_review_error = Some(500));
     let (code, v) = get(&anon, METRIC, &[("Authorization", "Bearer another-token")]).await;
     assert_eq!(code, 503, "{v}");
     assert_status(&v, 503, "ServiceUnavailable");
-
-    // Tokens never reach the logs or /status.
-    let status = w.adapter.status().await.to_string();
     let log = w.adapter.log();
-    for secret in ["hpa-token-1", "forged-token", "another-token", TOKEN] {
+    for secret in ["hpa-token-1", "another-token", TOKEN] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
-        assert!(!status.contains(secret), "{secret} in /status");
     }
 }
 
+/// One review per distinct question while it is cached, another once it expires. A stand-in:
+/// the count is of the reviews received, and the real API server's audit log does not say
+/// which token a TokenReview carried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_caches_hit_and_expire() {
     // Long TTLs: repeated questions are answered from the caches.
@@ -612,6 +661,9 @@ fn configmap(front: &Pki, clients: &Pki) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// The trust and header names come from `kube-system/extension-apiserver-authentication`, and
+/// follow its rotation. A stand-in: rotating that ConfigMap in the real cluster would change
+/// the trust of every test sharing it, and its real aggregator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
     // The ConfigMap must be there before the adapter starts; the world's own CAs go into it.
@@ -678,11 +730,15 @@ async fn trust_comes_from_the_configmap_and_follows_its_rotation() {
     assert!(w.api.count(AUTH_CONFIGMAP) >= 2);
 }
 
+/// A service account the real RBAC does not let read
+/// `kube-system/extension-apiserver-authentication`: the adapter does not start without its
+/// trust, unless told to tolerate that, and then refuses what it cannot verify.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_configmap_stops_startup_unless_tolerated() {
-    let api = FakeApiServer::start().await;
-    api.set_reviews(|b| b.configmap_forbidden = true);
-    let kubeconfig = api.kubeconfig();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("no-trust").await;
+    cp.kubectl(&["create", "serviceaccount", "untrusted", "-n", &ns]);
+    let kubeconfig = cp.service_account_kubeconfig(&ns, "untrusted");
     let mut p = AdapterProcess::spawn(
         &fast_config(&[]),
         &["--authentication-kubeconfig", kubeconfig.to_str().unwrap()],
@@ -701,8 +757,15 @@ async fn unreadable_configmap_stops_startup_unless_tolerated() {
     assert!(!status.success());
     let log = p.log();
     assert!(
-        log.contains("kube-system/extension-apiserver-authentication") && log.contains("Forbidden"),
+        log.contains("kube-system/extension-apiserver-authentication") && log.contains("forbidden"),
         "{log}"
+    );
+    let asked = cp.audited(&format!("system:serviceaccount:{ns}:untrusted"));
+    assert!(
+        asked.iter().any(|a| a.resource == "configmaps"
+            && a.name == "extension-apiserver-authentication"
+            && a.code == 403),
+        "{asked:?}"
     );
 
     // Tolerated: it starts, serves health, and refuses certificates it has no CA for.
@@ -760,29 +823,24 @@ async fn kubectl_get_raw(kubeconfig: PathBuf, home: PathBuf, path: &str) -> std:
 /// with the message kubectl prints for any API server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_a_metric_with_a_client_certificate_and_is_forbidden_without_permission() {
-    use crate::common::control_plane::ControlPlane;
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("kubectl-cert").await;
-    let (adapter, clients, _exporter) = real_world(cp, &ns, &[]).await;
+    let w = Real::start("kubectl-cert", &[]).await;
+    let (cp, ns, adapter, clients) = (w.cp, &w.ns, &w.adapter, &w.clients);
     let (frank, grace) = (format!("frank-{ns}"), format!("grace-{ns}"));
     grant(
         cp,
-        &ns,
+        ns,
         "readers",
         "- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]",
         ("User", &frank),
-    );
-    let metric = format!(
-        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby"
     );
     let home = tempfile::tempdir().unwrap();
     let frank_cert = clients.client("frank", &frank, &["readers"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let out = loop {
         let out = kubectl_get_raw(
-            adapter_kubeconfig(&adapter, &frank_cert, home.path()),
+            adapter_kubeconfig(adapter, &frank_cert, home.path()),
             home.path().into(),
-            &metric,
+            &w.metric,
         )
         .await;
         if out.status.success() || Instant::now() > deadline {
@@ -800,9 +858,9 @@ async fn kubectl_reads_a_metric_with_a_client_certificate_and_is_forbidden_witho
 
     let grace_cert = clients.client("grace", &grace, &[]);
     let out = kubectl_get_raw(
-        adapter_kubeconfig(&adapter, &grace_cert, home.path()),
+        adapter_kubeconfig(adapter, &grace_cert, home.path()),
         home.path().into(),
-        &metric,
+        &w.metric,
     )
     .await;
     assert!(!out.status.success());
@@ -944,35 +1002,102 @@ async fn once_allowed(client: &HttpsClient, path: &str) -> Value {
 }
 
 /// The adapter as the base's service account, its reviews by the real API server
-/// (tests/control-plane), trusting a client CA made here (returned) for its callers, with the
-/// recommendation 7 for lobby in `ns`, and `extra` flags; its exporter lives as long as it.
-async fn real_world(
-    cp: &crate::common::control_plane::ControlPlane,
-    ns: &str,
-    extra: &[&str],
-) -> (AdapterProcess, Pki, TestExporter) {
-    let exporter = TestExporter::start().await;
-    exporter.page("/ctl", expect_page("ctl-0", "7"));
-    let front = Pki::new("front-proxy-ca");
-    let clients = Pki::new("client-ca");
-    let kubeconfig = cp.adapter_kubeconfig();
-    let (front_ca, client_ca) = (front.ca_path(), clients.ca_path());
-    let mut flags = vec![
-        "--authentication-kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--requestheader-client-ca-file",
-        front_ca.to_str().unwrap(),
-        "--requestheader-allowed-names",
-        FRONT_PROXY_CN,
-        "--client-ca-file",
-        client_ca.to_str().unwrap(),
-        "--authentication-skip-lookup",
-    ];
-    flags.extend_from_slice(extra);
-    let adapter =
-        AdapterProcess::start_with(&fast_config(&[(exporter.url("/ctl"), ns, "ctl-0")]), &flags)
+/// (tests/control-plane), in a namespace of its own where lobby's recommendation is 7,
+/// trusting a front-proxy CA and a client CA made here; its exporter lives as long as it.
+struct Real {
+    cp: &'static ControlPlane,
+    ns: String,
+    /// lobby's External metric in `ns`.
+    metric: String,
+    front: Pki,
+    clients: Pki,
+    adapter: AdapterProcess,
+    _exporter: TestExporter,
+}
+
+impl Real {
+    async fn start(prefix: &str, extra: &[&str]) -> Real {
+        let cp = ControlPlane::shared();
+        let ns = cp.namespace(prefix).await;
+        let exporter = TestExporter::start().await;
+        exporter.page("/ctl", expect_page("ctl-0", "7"));
+        let front = Pki::new("front-proxy-ca");
+        let clients = Pki::new("client-ca");
+        let kubeconfig = cp.adapter_kubeconfig();
+        let (front_ca, client_ca) = (front.ca_path(), clients.ca_path());
+        let mut flags = vec![
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--requestheader-client-ca-file",
+            front_ca.to_str().unwrap(),
+            "--requestheader-allowed-names",
+            FRONT_PROXY_CN,
+            "--client-ca-file",
+            client_ca.to_str().unwrap(),
+            "--authentication-skip-lookup",
+        ];
+        flags.extend_from_slice(extra);
+        let adapter = AdapterProcess::start_with(
+            &fast_config(&[(exporter.url("/ctl"), &ns, "ctl-0")]),
+            &flags,
+        )
+        .await;
+        Real {
+            cp,
+            metric: METRIC.replace("/namespaces/default/", &format!("/namespaces/{ns}/")),
+            ns,
+            front,
+            clients,
+            adapter,
+            _exporter: exporter,
+        }
+    }
+
+    fn with_cert(&self, issued: &Issued) -> HttpsClient {
+        self.adapter.client_as(issued)
+    }
+
+    fn anonymous(&self) -> HttpsClient {
+        self.adapter.client()
+    }
+
+    /// A Role letting `user` list lobby's External metric in the namespace; returns once the
+    /// real authorizer says so.
+    async fn allow(&self, user: &str) {
+        let role: String = user
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        grant(
+            self.cp,
+            &self.ns,
+            &format!("read-{role}"),
+            "- apiGroups: [external.metrics.k8s.io]\n  resources: [hpa_expect_replicas]\n  verbs: [list]",
+            ("User", user),
+        );
+        let attributes = metric_attributes(&self.ns);
+        self.cp
+            .eventually(&format!("RBAC allows {user}"), || {
+                self.cp.allows(user, &[], attributes.clone()).then_some(())
+            })
             .await;
-    (adapter, clients, exporter)
+    }
+
+    /// The specs of the SubjectAccessReviews the adapter sent about this namespace, oldest
+    /// first, from the real API server's audit log (which keeps their bodies).
+    fn reviews(&self) -> Vec<Value> {
+        self.cp
+            .audited(ADAPTER_USER)
+            .into_iter()
+            .filter(|a| a.resource == "subjectaccessreviews")
+            .map(|a| a.request["spec"].clone())
+            .filter(|spec| spec["resourceAttributes"]["namespace"] == self.ns.as_str())
+            .collect()
+    }
+
+    fn last_review(&self) -> Value {
+        self.reviews().pop().expect("the adapter sent no review")
+    }
 }
 
 /// The secure metrics port, with the real API server's TokenReview and SubjectAccessReview
@@ -982,10 +1107,8 @@ async fn real_world(
 /// Plain HTTP gets no answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secure_metrics_port_needs_authentication_and_a_review_of_get_on_the_path() {
-    use crate::common::control_plane::ControlPlane;
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("metrics-port").await;
-    let (adapter, clients, _exporter) = real_world(cp, &ns, &["--metrics-secure"]).await;
+    let w = Real::start("metrics-port", &["--metrics-secure"]).await;
+    let (cp, ns, adapter, clients) = (w.cp, &w.ns, &w.adapter, &w.clients);
     // Users of this test only: the adapter caches review verdicts per user and path.
     let (scraper, viewer, nobody) = (
         format!("prometheus-{ns}"),
@@ -1069,7 +1192,7 @@ fn serve_with(metrics_bind: &str, extra: &[&str]) -> std::process::Child {
 }
 
 /// A plain-HTTP metrics bind off loopback serves /status to anyone who can connect: refused
-/// unless asked for, and then without the status pages (issue 13, item 9).
+/// unless asked for, and then without the status pages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_port_off_loopback_is_refused_in_the_clear_and_never_shows_status() {
     let port = free_port();
@@ -1138,36 +1261,47 @@ async fn metrics_port_off_loopback_is_refused_in_the_clear_and_never_shows_statu
 /// An Object metric read (custom.metrics.k8s.io) is reviewed with the attributes
 /// kube-apiserver's request-info parser derives from the path: `get` on resource
 /// `statefulsets.apps`, the object's name, and the metric as the subresource
-/// (docs/hpa-behaviour.md §6.6). The HPA's built-in role already grants it.
+/// (docs/hpa-behaviour.md §6.6); the review's body is read back from the real API server's
+/// audit log. Those are the attributes RBAC rules are written against: a Role granting `get` on
+/// `statefulsets.apps/hpa_expect_replicas` of group custom.metrics.k8s.io, named `lobby`, opens
+/// exactly that Object metric of exactly that workload, and the HPA controller's built-in role
+/// already grants it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_metric_is_reviewed_as_get_on_the_workload_with_the_metric_as_subresource() {
-    let w = world(&["--authorization-webhook-cache-unauthorized-ttl", "0s"]).await;
-    let hpa = w.clients.client(
-        "hpa",
-        "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-        &["system:serviceaccounts"],
+    let w = Real::start(
+        "object-rbac",
+        &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
+    )
+    .await;
+    let (cp, ns) = (w.cp, &w.ns);
+    let user = format!("hpa-{ns}");
+    let client = w.with_cert(&w.clients.client("hpa", &user, &[]));
+    let path = |version: &str, kind: &str, name: &str, metric: &str| {
+        format!("/apis/custom.metrics.k8s.io/{version}/namespaces/{ns}/{kind}/{name}/{metric}")
+    };
+    let lobby = path(
+        "v1beta2",
+        "statefulsets.apps",
+        "lobby",
+        "hpa_expect_replicas",
     );
-    let client = w.with_cert(&hpa);
-    let path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/statefulsets.apps/lobby/hpa_expect_replicas";
 
-    let (code, v) = get(&client, path, &[]).await;
+    let (code, v) = get(&client, &lobby, &[]).await;
+    assert_eq!(code, 403, "{v}");
     assert_status(&v, 403, "Forbidden");
-    assert_eq!(code, 403);
     assert_eq!(
         v["message"],
-        "statefulsets.apps.custom.metrics.k8s.io \"lobby\" is forbidden: User \
-         \"system:serviceaccount:kube-system:horizontal-pod-autoscaler\" cannot get resource \
-         \"statefulsets.apps/hpa_expect_replicas\" in API group \"custom.metrics.k8s.io\" in the \
-         namespace \"default\""
+        format!(
+            "statefulsets.apps.custom.metrics.k8s.io \"lobby\" is forbidden: User \"{user}\" cannot \
+             get resource \"statefulsets.apps/hpa_expect_replicas\" in API group \
+             \"custom.metrics.k8s.io\" in the namespace \"{ns}\""
+        )
     );
-    let review = w.api.last_review(SUBJECT_ACCESS_REVIEWS);
-    assert_eq!(review["apiVersion"], "authorization.k8s.io/v1");
-    assert_eq!(review["kind"], "SubjectAccessReview");
     assert_eq!(
-        review["spec"],
+        w.last_review(),
         json!({
-            "user": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "user": user,
+            "groups": ["system:authenticated"],
             "resourceAttributes": {
                 "verb": "get",
                 "group": "custom.metrics.k8s.io",
@@ -1175,59 +1309,13 @@ async fn an_object_metric_is_reviewed_as_get_on_the_workload_with_the_metric_as_
                 "resource": "statefulsets.apps",
                 "name": "lobby",
                 "subresource": "hpa_expect_replicas",
-                "namespace": "default",
+                "namespace": ns,
             },
         })
     );
-
-    w.allow("system:serviceaccount:kube-system:horizontal-pod-autoscaler");
-    let (code, v) = get(&client, path, &[]).await;
-    assert_value_7(code, &v);
-    assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
-
-    // The v1beta1 path is reviewed under its own version.
-    let path = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/web/hpa_expect_replicas";
-    let _ = get(&client, path, &[]).await;
-    let attrs = &w.last_sar_spec()["resourceAttributes"];
-    assert_eq!(attrs["version"], "v1beta1");
-    assert_eq!(attrs["resource"], "deployments.apps");
-    assert_eq!(attrs["name"], "web");
-}
-
-/// The same review against the real API server's RBAC (tests/control-plane), with the adapter
-/// as the base's service account: a Role granting `get` on the resource
-/// `statefulsets.apps/hpa_expect_replicas` of group custom.metrics.k8s.io, named `lobby`, opens
-/// exactly that Object metric of exactly that workload: the review's attributes are the ones
-/// RBAC rules are written against (docs/hpa-behaviour.md §6.6).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_object_metric_is_allowed_by_real_rbac_on_the_workload_with_the_metric_as_subresource() {
-    use crate::common::control_plane::ControlPlane;
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("object-rbac").await;
-    let (adapter, clients, _exporter) = real_world(
-        cp,
-        &ns,
-        &["--authorization-webhook-cache-unauthorized-ttl", "0s"],
-    )
-    .await;
-    let user = format!("hpa-{ns}");
-    let hpa = clients.client("hpa", &user, &[]);
-    let client = HttpsClient::new(
-        adapter.port,
-        &[adapter.pki.ca_der()],
-        Some((&hpa.cert_path, &hpa.key_path)),
-    );
-    let path = |kind: &str, name: &str, metric: &str| {
-        format!("/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/{kind}/{name}/{metric}")
-    };
-    let lobby = path("statefulsets.apps", "lobby", "hpa_expect_replicas");
-
-    let (code, v) = get(&client, &lobby, &[]).await;
-    assert_eq!(code, 403, "{v}");
-    assert_status(&v, 403, "Forbidden");
     grant(
         cp,
-        &ns,
+        ns,
         "object-metric",
         "- apiGroups: [custom.metrics.k8s.io]\n  resources: [statefulsets.apps/hpa_expect_replicas]\n  resourceNames: [lobby]\n  verbs: [get]",
         ("User", &user),
@@ -1235,15 +1323,49 @@ async fn an_object_metric_is_allowed_by_real_rbac_on_the_workload_with_the_metri
     let v = once_allowed(&client, &lobby).await;
     assert_value_7(200, &v);
     assert_eq!(v["items"][0]["describedObject"]["name"], "lobby", "{v}");
-    // Another metric of the same workload, the same metric of another workload or kind: no.
+    // Another metric of the same workload, the same metric of another workload or kind, or
+    // the v1beta1 path: no. The last is reviewed under its own version.
     for other in [
-        path("statefulsets.apps", "lobby", "hpa_target_replicas"),
-        path("statefulsets.apps", "arena", "hpa_expect_replicas"),
-        path("deployments.apps", "lobby", "hpa_expect_replicas"),
+        path(
+            "v1beta2",
+            "statefulsets.apps",
+            "lobby",
+            "hpa_target_replicas",
+        ),
+        path(
+            "v1beta2",
+            "statefulsets.apps",
+            "arena",
+            "hpa_expect_replicas",
+        ),
+        path(
+            "v1beta2",
+            "deployments.apps",
+            "lobby",
+            "hpa_expect_replicas",
+        ),
+        path("v1beta1", "deployments.apps", "web", "hpa_expect_replicas"),
     ] {
         let (code, v) = get(&client, &other, &[]).await;
         assert_eq!(code, 403, "{other}: {v}");
     }
+    let attrs = &w.last_review()["resourceAttributes"];
+    assert_eq!(
+        (&attrs["version"], &attrs["resource"], &attrs["name"]),
+        (&json!("v1beta1"), &json!("deployments.apps"), &json!("web"))
+    );
+
+    // The HPA controller's own identity is allowed by the cluster's built-in role.
+    let hpa = w.clients.client(
+        "hpa-controller",
+        "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+        ],
+    );
+    let (code, v) = get(&w.with_cert(&hpa), &lobby, &[]).await;
+    assert_value_7(code, &v);
 }
 
 /// Anonymous TLS from `source`: sends `head` and reads until the server closes. `Err` when the
@@ -1313,18 +1435,18 @@ fn oversized_head() -> Vec<u8> {
     head
 }
 
-/// Issue 13: client addresses that strike out are refused at accept, but not one that got a
+/// Client addresses that strike out are refused at accept, but not one that got a
 /// request past authentication, so a hostile neighbour sharing the aggregator's address cannot
 /// get it refused. Health checks and refused (401) requests prove nothing and vouch for nobody.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour() {
-    let w = world(&["--client-penalty-strikes", "2"]).await;
-    w.allow("alice");
+    let w = Real::start("penalty", &["--client-penalty-strikes", "2"]).await;
+    w.allow("alice").await;
     let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
     let headers = [("X-Remote-User", "alice")];
     let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
     let port = w.adapter.port;
-    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&proxy), &w.metric, &headers).await;
     assert_value_7(code, &v);
     // Oversized heads from the authenticated address: not refused.
     for _ in 0..4 {
@@ -1332,7 +1454,7 @@ async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour
         let got = got.expect("the authenticated address was refused");
         assert!(got.is_empty() || got.starts_with("HTTP/1.1 431"), "{got}");
     }
-    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&proxy), &w.metric, &headers).await;
     assert_value_7(code, &v);
 
     // Another address that only passed health checks and got a 401 is not trusted.
@@ -1340,7 +1462,10 @@ async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour
     let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let got = anonymous_exchange(other, port, &w.adapter.pki, health).await;
     assert!(got.unwrap().starts_with("HTTP/1.1 200"));
-    let denied = format!("GET {METRIC} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let denied = format!(
+        "GET {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        w.metric
+    );
     let got = anonymous_exchange(other, port, &w.adapter.pki, denied.as_bytes()).await;
     assert!(got.unwrap().starts_with("HTTP/1.1 401"));
     for _ in 0..2 {
@@ -1363,7 +1488,7 @@ async fn an_authenticated_address_is_not_refused_for_its_neighbours_misbehaviour
         "only the untrusted address struck out"
     );
     // The aggregator's address is still served.
-    let (code, v) = get(&w.with_cert(&proxy), METRIC, &headers).await;
+    let (code, v) = get(&w.with_cert(&proxy), &w.metric, &headers).await;
     assert_value_7(code, &v);
 }
 
@@ -1376,13 +1501,13 @@ async fn penalized(adapter: &AdapterProcess) -> f64 {
         .sum()
 }
 
-/// Issue 26, item 11: right after a start, before any request has earned its address trust,
+/// Right after a start, before any request has earned its address trust,
 /// the front proxy's connections (its requestheader certificate, an allowed name) relaying
 /// oversized heads strike nothing: its address stays served, with and without the
 /// certificate. The same heads without the certificate strike their address out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_front_proxy_is_never_struck_before_it_has_earned_trust() {
-    let w = world(&["--client-penalty-strikes", "2"]).await;
+    let w = Real::start("proxy-strikes", &["--client-penalty-strikes", "2"]).await;
     let proxy = w.front.client("proxy", FRONT_PROXY_CN, &[]);
     let port = w.adapter.port;
     let serving = &w.adapter.pki;

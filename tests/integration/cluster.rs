@@ -703,31 +703,7 @@ async fn an_etcd_outage_of_30_s_drives_no_scale_in_and_the_hpa_recovers() {
 
 /// `kubectl auth can-i` as hpa-bridge's service account.
 fn can(cp: &ControlPlane, args: &[&str]) -> bool {
-    can_as(cp, "system:serviceaccount:hpa-bridge:hpa-bridge", args)
-}
-
-/// `kubectl auth can-i` as `user`.
-fn can_as(cp: &ControlPlane, user: &str, args: &[&str]) -> bool {
-    let who = format!("--as={user}");
-    let mut a = vec!["auth", "can-i", who.as_str()];
-    a.extend_from_slice(args);
-    let out = std::process::Command::new(peers::kubectl())
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig())
-        .args(&a)
-        .output()
-        .unwrap();
-    // kubectl prints yes (exit 0) or no (exit 1); anything else is a mistake in the question
-    // (say, an unknown resource), which must not pass for a "no".
-    match String::from_utf8_lossy(&out.stdout).trim() {
-        "yes" => true,
-        "no" => false,
-        other => panic!(
-            "kubectl auth can-i {}: {other} {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+    cp.can_as("system:serviceaccount:hpa-bridge:hpa-bridge", args)
 }
 
 /// What `serve` asks of the API server (src/auth: TokenReview, SubjectAccessReview, the
@@ -1259,7 +1235,7 @@ async fn the_chart_applied_to_the_real_api_server_grants_every_verb_used_and_not
                 .map(|a| {
                     let a = for_release(a, RELEASE, &lease);
                     let a: Vec<&str> = a.iter().map(|c| c.as_ref()).collect();
-                    (a.join(" "), can_as(cp, &user, &a))
+                    (a.join(" "), cp.can_as(&user, &a))
                 })
                 .collect()
         };

@@ -290,8 +290,50 @@ impl ControlPlane {
         .await;
     }
 
+    /// Whether the real authorizer allows `user` in `groups` the request `attributes` (a
+    /// SubjectAccessReview's `resourceAttributes`), asked as cluster-admin.
+    pub fn allows(&self, user: &str, groups: &[&str], attributes: Value) -> bool {
+        let review = serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": attributes},
+        });
+        let out = self
+            .try_kubectl_input(
+                &["create", "-o", "json", "-f", "-"],
+                Some(&review.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("SubjectAccessReview for {user}: {e}"));
+        serde_json::from_str::<Value>(&out).unwrap()["status"]["allowed"] == true
+    }
+
+    /// `kubectl auth can-i` as `user`: what the real authorizer decides now.
+    pub fn can_as(&self, user: &str, args: &[&str]) -> bool {
+        let who = format!("--as={user}");
+        let mut a = vec!["auth", "can-i", who.as_str()];
+        a.extend_from_slice(args);
+        let out = std::process::Command::new(peers::kubectl())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(&a)
+            .output()
+            .unwrap();
+        // kubectl prints yes (exit 0) or no (exit 1); anything else is a mistake in the
+        // question (say, an unknown resource), which must not pass for a "no".
+        match String::from_utf8_lossy(&out.stdout).trim() {
+            "yes" => true,
+            "no" => false,
+            other => panic!(
+                "kubectl auth can-i {}: {other} {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+
     /// What the API server's audit log holds of `user`'s requests (tests/control-plane records
-    /// service accounts outside kube-system at Metadata level), each as the authorizer saw it.
+    /// service accounts outside kube-system at Metadata level, their SubjectAccessReviews with
+    /// the body), each as the authorizer saw it.
     /// The log is written before each response (blocking mode), so a request that returned
     /// is in it.
     pub fn audited(&self, user: &str) -> Vec<Audited> {
@@ -318,6 +360,7 @@ impl ControlPlane {
                     resource: s(&o["resource"]),
                     subresource: s(&o["subresource"]),
                     name: s(&o["name"]),
+                    request: e["requestObject"].clone(),
                     code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
                 }
             })
@@ -352,6 +395,9 @@ pub struct Audited {
     pub resource: String,
     pub subresource: String,
     pub name: String,
+    /// The request's body, for the kinds logged at Request level (SubjectAccessReviews);
+    /// null otherwise.
+    pub request: Value,
     pub code: u16,
 }
 

@@ -411,6 +411,15 @@ impl AdapterProcess {
         HttpsClient::new(self.port, &[self.pki.ca_der()], None)
     }
 
+    /// A client of the API port presenting `issued`'s certificate.
+    pub fn client_as(&self, issued: &Issued) -> HttpsClient {
+        HttpsClient::new(
+            self.port,
+            &[self.pki.ca_der()],
+            Some((&issued.cert_path, &issued.key_path)),
+        )
+    }
+
     pub async fn get_anonymous(&self, path: &str) -> Result<(u16, String), String> {
         self.client().get(path, &[]).await
     }
