@@ -302,7 +302,7 @@ async fn slow_huge_and_garbage_targets_fail_alone() {
     ex.set(
         "/slow",
         Behaviour {
-            body: expect_page("slow", "50"),
+            body: expect_page("slow", "50").into(),
             status: 200,
             delay: Duration::from_secs(5),
         },

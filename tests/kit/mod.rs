@@ -4,4 +4,5 @@
 #![allow(dead_code)]
 
 pub mod authority;
+pub mod exporter;
 pub mod kube_api;

@@ -1,24 +1,23 @@
 //! The scale part's exporter, run as a child process (`hpa-bridge-bench bench-exporter`) so that its
-//! CPU time is not counted as the adapter's.
+//! CPU time is not counted as the adapter's: the tests' exporter (tests/kit/exporter.rs) with a
+//! page per target, and a control endpoint that changes what a target exports.
 //!
 //! Target `i` is served at `http://127.77.<i/250>.<i%250+1>:<port>/t/<i>`: one address per
 //! target, as pods have, so the scraper's per-host connection pool behaves as in a cluster
 //! (Linux routes all of 127.0.0.0/8 to the loopback interface). With `shared_host` every target
 //! is a path on 127.0.0.1 instead.
 
-use std::convert::Infallible;
 use std::fmt::Write;
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, RwLock};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
+use super::kit::exporter::{serve_each, Behaviour, TestExporter};
 use super::pages;
 
 #[derive(Clone, Debug)]
@@ -114,94 +113,46 @@ pub fn target_page(spec: &ExporterSpec, i: usize, recommendation: u32, index: us
     Bytes::from(page)
 }
 
-/// One target's exported values and the page that says them.
-struct Page {
-    recommendation: u32,
-    index: usize,
-    bytes: Bytes,
-}
-
-type Pages = Arc<Vec<RwLock<Page>>>;
-
-fn page_response(pages: &Pages, path: &str) -> http::Response<Full<Bytes>> {
-    let page = path
-        .strip_prefix("/t/")
-        .and_then(|i| i.parse::<usize>().ok())
-        .and_then(|i| pages.get(i))
-        .map(|p| p.read().unwrap_or_else(|e| e.into_inner()).bytes.clone());
-    match page {
-        Some(body) => http::Response::builder()
-            .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
-            .body(Full::new(body))
-            .unwrap_or_default(),
-        None => http::Response::builder()
-            .status(404)
-            .body(Full::new(Bytes::from_static(b"no such target\n")))
-            .unwrap_or_default(),
-    }
-}
-
-async fn accept_loop<F>(listener: TcpListener, respond: F)
-where
-    F: Fn(&http::Request<Incoming>) -> http::Response<Full<Bytes>> + Clone + Send + Sync + 'static,
-{
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let respond = respond.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: http::Request<Incoming>| {
-                let resp = respond(&req);
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tcp), service)
-                .await;
-        });
-    }
-}
-
 /// Serve until stdin closes (the parent exits or drops the pipe). Prints one line,
 /// `ready port=<port> control=<addr>`, once every listener is bound.
 pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
-    let pages: Pages = Arc::new(
+    let ips: Vec<IpAddr> = (0..if spec.shared_host { 1 } else { spec.targets })
+        .map(|i| target_ip(i, spec.shared_host).into())
+        .collect();
+    let exporter = TestExporter::start_on_all(&ips, 0).await?;
+    let port = exporter.addr.port();
+    // What each target exports, from which its page is written.
+    let values: Arc<Vec<Mutex<(u32, usize)>>> = Arc::new(
         (0..spec.targets)
             .map(|i| {
                 let (w, _) = workload_of(i, spec.workloads);
-                let (recommendation, index) =
-                    (initial_recommendation(w), initial_index(i, spec.workloads));
-                RwLock::new(Page {
-                    recommendation,
-                    index,
-                    bytes: target_page(&spec, i, recommendation, index),
-                })
+                Mutex::new((initial_recommendation(w), initial_index(i, spec.workloads)))
             })
             .collect(),
     );
-    let first = TcpListener::bind((target_ip(0, spec.shared_host), 0)).await?;
-    let port = first.local_addr()?.port();
-    let mut listeners = vec![first];
-    if !spec.shared_host {
-        for i in 1..spec.targets {
-            listeners.push(TcpListener::bind((target_ip(i, false), port)).await?);
+    let publish = {
+        let exporter = exporter.clone();
+        move |i: usize, (recommendation, index): (u32, usize)| {
+            exporter.set(
+                &format!("/t/{i}"),
+                Behaviour {
+                    body: target_page(&spec, i, recommendation, index),
+                    status: 200,
+                    delay: std::time::Duration::ZERO,
+                },
+            )
         }
+    };
+    for (i, v) in values.iter().enumerate() {
+        publish(i, *v.lock().unwrap_or_else(|e| e.into_inner()));
     }
-    let control = TcpListener::bind("127.0.0.1:0").await?;
-    let control_addr: SocketAddr = control.local_addr()?;
 
-    for listener in listeners {
-        let pages = pages.clone();
-        tokio::spawn(accept_loop(listener, move |req| {
-            page_response(&pages, req.uri().path())
-        }));
-    }
     // `/set?target=I&value=V` changes target I's recommendation (for the freshness
     // measurement), `/set?target=I&index=N` its pod's stateful index (for the deletion-cost churn).
-    let control_pages = pages.clone();
-    let control_spec = spec.clone();
-    tokio::spawn(accept_loop(control, move |req| {
+    let control = TcpListener::bind("127.0.0.1:0").await?;
+    let control_addr: SocketAddr = control.local_addr()?;
+    let (_serving, served) = watch::channel(false);
+    tokio::spawn(serve_each(control, served, move |req| {
         let mut target = None;
         let mut value = None;
         let mut index = None;
@@ -213,12 +164,11 @@ pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
                 _ => {}
             }
         }
-        match (target, value.is_some() || index.is_some()) {
-            (Some(t), true) if t < control_pages.len() => {
-                let mut page = control_pages[t].write().unwrap_or_else(|e| e.into_inner());
-                page.recommendation = value.unwrap_or(page.recommendation);
-                page.index = index.unwrap_or(page.index);
-                page.bytes = target_page(&control_spec, t, page.recommendation, page.index);
+        let response = match (target, value.is_some() || index.is_some()) {
+            (Some(t), true) if t < values.len() => {
+                let mut now = values[t].lock().unwrap_or_else(|e| e.into_inner());
+                *now = (value.unwrap_or(now.0), index.unwrap_or(now.1));
+                publish(t, *now);
                 http::Response::new(Full::new(Bytes::from_static(b"ok\n")))
             }
             _ => http::Response::builder()
@@ -227,7 +177,8 @@ pub async fn serve(spec: ExporterSpec) -> std::io::Result<()> {
                     b"want ?target=I&value=V or ?target=I&index=N\n",
                 )))
                 .unwrap_or_default(),
-        }
+        };
+        async move { response }
     }));
 
     {

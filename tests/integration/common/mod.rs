@@ -5,157 +5,20 @@ pub mod control_plane;
 pub mod kube_objects;
 pub mod peers;
 
-use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-/// What one exporter path does.
-#[derive(Clone, Debug)]
-pub struct Behaviour {
-    pub body: String,
-    pub status: u16,
-    pub delay: Duration,
-}
-
-impl Behaviour {
-    pub fn ok(body: impl Into<String>) -> Self {
-        Behaviour {
-            body: body.into(),
-            status: 200,
-            delay: Duration::ZERO,
-        }
-    }
-}
-
-/// A real HTTP exporter on loopback whose pages the test changes while the adapter scrapes.
-#[derive(Clone)]
-pub struct TestExporter {
-    pub addr: SocketAddr,
-    pages: Arc<Mutex<HashMap<String, Behaviour>>>,
-    /// Paths that answer 401 unless the request carries this `Authorization` header.
-    authorization: Arc<Mutex<HashMap<String, String>>>,
-    stopped: Arc<tokio::sync::watch::Sender<bool>>,
-}
-
-impl TestExporter {
-    pub async fn start() -> Self {
-        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .unwrap()
-    }
-
-    /// An exporter on `addr`: a pod's own address in 127.1.0.0/16 on the control plane.
-    pub async fn start_on(addr: SocketAddr) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr().unwrap();
-        let pages: Arc<Mutex<HashMap<String, Behaviour>>> = Arc::default();
-        let authorization: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-        let p = pages.clone();
-        let a = authorization.clone();
-        let (stopped, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            let mut accept_stop = stop_rx.clone();
-            loop {
-                let accepted = tokio::select! {
-                    a = listener.accept() => a,
-                    _ = accept_stop.wait_for(|s| *s) => return,
-                };
-                let Ok((tcp, _)) = accepted else {
-                    continue;
-                };
-                let p = p.clone();
-                let a = a.clone();
-                let mut conn_stop = stop_rx.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: http::Request<Incoming>| {
-                        let path = req.uri().path();
-                        let wanted = a.lock().unwrap().get(path).cloned();
-                        let sent = req.headers().get(http::header::AUTHORIZATION);
-                        let b = match wanted {
-                            Some(w) if sent.is_none_or(|s| s.as_bytes() != w.as_bytes()) => {
-                                Some(Behaviour {
-                                    body: "unauthorized\n".into(),
-                                    status: 401,
-                                    delay: Duration::ZERO,
-                                })
-                            }
-                            _ => p.lock().unwrap().get(path).cloned(),
-                        };
-                        async move {
-                            let b = b.unwrap_or(Behaviour {
-                                body: "no such page\n".into(),
-                                status: 404,
-                                delay: Duration::ZERO,
-                            });
-                            if !b.delay.is_zero() {
-                                tokio::time::sleep(b.delay).await;
-                            }
-                            Ok::<_, Infallible>(
-                                http::Response::builder()
-                                    .status(b.status)
-                                    .header("content-type", "text/plain; version=0.0.4")
-                                    .body(Full::new(Bytes::from(b.body)))
-                                    .unwrap(),
-                            )
-                        }
-                    });
-                    let builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection(TokioIo::new(tcp), svc);
-                    tokio::select! {
-                        _ = conn => {}
-                        _ = conn_stop.wait_for(|s| *s) => {}
-                    }
-                });
-            }
-        });
-        Ok(TestExporter {
-            addr,
-            pages,
-            authorization,
-            stopped: Arc::new(stopped),
-        })
-    }
-
-    /// The exporter disappears: the listener closes and open (keep-alive) connections drop, so
-    /// scrapers see connection refused.
-    pub fn stop(&self) {
-        let _ = self.stopped.send(true);
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
-    }
-
-    pub fn set(&self, path: &str, b: Behaviour) {
-        self.pages.lock().unwrap().insert(path.into(), b);
-    }
-
-    pub fn page(&self, path: &str, body: impl Into<String>) {
-        self.set(path, Behaviour::ok(body));
-    }
-
-    /// `path` answers 401 to a request without exactly this `Authorization` header value.
-    pub fn require_authorization(&self, path: &str, value: &str) {
-        self.authorization
-            .lock()
-            .unwrap()
-            .insert(path.into(), value.into());
-    }
-}
+pub use crate::kit::exporter::{Behaviour, TestExporter};
 
 /// `hpa_expect_replicas` for workload `lobby`, as one controller instance exports it.
 pub fn expect_page(instance: &str, value: &str) -> String {
