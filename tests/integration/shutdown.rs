@@ -16,6 +16,8 @@ const METRIC: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/h
 
 /// A test bound: the test fails instead of hanging. Never a claim about speed.
 const PATIENCE: Duration = Duration::from_secs(60);
+/// The bound on one step of a keep-alive client (connect, a request's head, its body).
+const STEP: Duration = Duration::from_secs(20);
 
 /// An adapter serving the value 7 with `--shutdown-delay delay`, and its exporter.
 async fn serving_seven(delay: &str) -> (TestExporter, AdapterProcess) {
@@ -294,15 +296,31 @@ async fn keep_alive_client(
 ) -> KeptAlive {
     let mut tally = KeptAlive::default();
     let mut current: Option<(Sender, bool)> = None;
+    // Each step has a bound of its own, so a client that stalls says where.
+    macro_rules! step {
+        ($what:expr, $f:expr) => {
+            match tokio::time::timeout(STEP, $f).await {
+                Ok(v) => v,
+                Err(_) => {
+                    let terminating = terminating.load(Ordering::SeqCst);
+                    tally.failed.push(format!(
+                        "{} made no progress in {STEP:?} (terminating: {terminating})",
+                        $what
+                    ));
+                    return tally;
+                }
+            }
+        };
+    }
     loop {
         let asked_while_terminating = terminating.load(Ordering::SeqCst);
         let kept = match current.take() {
-            Some((mut s, _)) => s.usable().await.then_some(s),
+            Some((mut s, _)) => step!("waiting for a kept connection", s.usable()).then_some(s),
             None => None,
         };
         let (mut sender, fresh) = match kept {
             Some(s) => (s, false),
-            None => match Sender::open(port, &tls, h2).await {
+            None => match step!("opening a connection", Sender::open(port, &tls, h2)) {
                 Ok(s) => (s, true),
                 // The listener closed: the shutdown delay is over.
                 Err(_) if asked_while_terminating => return tally,
@@ -316,7 +334,7 @@ async fn keep_alive_client(
             .header("host", format!("127.0.0.1:{port}"))
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap();
-        let resp = match sender.send(req).await {
+        let resp = match step!("waiting for an answer's head", sender.send(req)) {
             Ok(r) => r,
             // Not written (the connection went away first): a new connection carries it.
             Err(None) => continue,
@@ -333,7 +351,7 @@ async fn keep_alive_client(
             .get(http::header::CONNECTION)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
         let code = resp.status().as_u16();
-        let body = match resp.into_body().collect().await {
+        let body = match step!("reading an answer's body", resp.into_body().collect()) {
             Ok(b) => b.to_bytes(),
             Err(e) => {
                 tally.failed.push(format!("answer cut short: {e}"));
@@ -363,7 +381,7 @@ async fn keep_alive_client(
     }
 }
 
-/// Issue 26, item 9: keep-alive clients sending back to back through SIGTERM lose no request.
+/// Keep-alive clients sending back to back through SIGTERM lose no request.
 /// During the shutdown delay HTTP/1.1 answers carry `Connection: close` and HTTP/2
 /// connections get a GOAWAY, so every client moves to a new connection while the listener
 /// still accepts; once it closes, a client's next connection is refused, and no request is

@@ -28,9 +28,44 @@ pub struct ControlPlane {
     /// object at once fail with AlreadyExists.
     base: Mutex<()>,
     namespaces: AtomicU32,
+    _in_use: std::fs::File,
 }
 
 static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+
+/// A control plane's directory (certificates, etcd data, logs: about 60 MB) lives in the temp
+/// directory under this prefix. The test binary's statics are never dropped, so its directory
+/// outlives it; the next run removes it.
+const DIR_PREFIX: &str = "hpa-bridge-cp.";
+/// The file a running test binary holds locked inside its control plane's directory.
+const IN_USE: &str = "in-use.lock";
+
+/// Remove the control-plane directories of earlier runs: those whose lock nobody holds, and
+/// those without one older than an hour (written before the lock existed). A directory another
+/// test binary is using keeps its lock, and one just created is young.
+fn sweep_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let dir = entry.path();
+        let stale = match std::fs::File::open(dir.join(IN_USE)) {
+            Ok(f) => f.try_lock().is_ok(),
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(3600)),
+        };
+        if stale {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
 
 /// The control-plane binary: `$HPA_BRIDGE_CONTROL_PLANE` (scripts/test builds it and sets
 /// it), else built now by `scripts/cluster build`, which names the install step when Go is
@@ -67,10 +102,15 @@ impl ControlPlane {
 
     fn start() -> ControlPlane {
         let bin = binary();
+        sweep_stale_dirs();
         let dir = tempfile::Builder::new()
-            .prefix("hpa-bridge-cp.")
+            .prefix(DIR_PREFIX)
             .tempdir()
             .unwrap();
+        // Held until this process exits (the kernel drops the lock): the sign that the
+        // directory is in use, for the sweep of a later run.
+        let in_use = std::fs::File::create(dir.path().join(IN_USE)).unwrap();
+        in_use.lock().unwrap();
         let log = std::fs::File::create(dir.path().join("up.log")).unwrap();
         let mut child = Command::new(&bin)
             .arg("up")
@@ -112,6 +152,7 @@ impl ControlPlane {
             registration: tokio::sync::Mutex::new(()),
             base: Mutex::new(()),
             namespaces: AtomicU32::new(0),
+            _in_use: in_use,
         }
     }
 
