@@ -67,10 +67,34 @@ pub struct ResourceInfo {
     pub subresource: String,
 }
 
+/// The one form served: `namespaces/{ns}/{resource}/{name}/{metric}`, an Object metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectMetricPath<'a> {
+    pub namespace: &'a str,
+    pub resource: &'a str,
+    pub name: &'a str,
+    pub metric: &'a str,
+}
+
 /// Namespace subresources the parser keeps on the namespace itself.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 
 impl CustomPath {
+    /// The Object metric this path asks for, if it has the one form served.
+    pub fn object_metric(&self) -> Option<ObjectMetricPath<'_>> {
+        match self.rest.as_slice() {
+            [namespaces, namespace, resource, name, metric] if namespaces == "namespaces" => {
+                Some(ObjectMetricPath {
+                    namespace,
+                    resource,
+                    name,
+                    metric,
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// `None` for `/apis/<group>/<version>`, which the parser treats as a non-resource URL.
     /// Otherwise: `namespaces/{ns}/` sets the namespace and is dropped (unless what follows is
     /// a namespace subresource); then resource, name and subresource are the next three
@@ -338,33 +362,14 @@ impl ApiHandler {
                 ),
             );
         };
-        let rest: Vec<&str> = path.rest.iter().map(String::as_str).collect();
-        let (ns, resource, name, metric) = match rest.as_slice() {
-            [] => {
-                return json_response(
-                    200,
-                    &api_resource_list(&path.version, &self.adapter.served_metric_names()),
-                )
-            }
-            ["namespaces", ns, resource, name, metric] => (*ns, *resource, *name, *metric),
-            ["namespaces", ns, "metrics", _] => {
-                return status_response(
-                    StatusReason::NotFound,
-                    &format!("metrics of the Namespace {ns:?} are not served: {SERVED_FORM}"),
-                )
-            }
-            [first, ..] if *first != "namespaces" => {
-                return status_response(
-                    StatusReason::NotFound,
-                    &format!("root-scoped custom metrics are not served: {SERVED_FORM}"),
-                )
-            }
-            _ => {
-                return status_response(
-                    StatusReason::NotFound,
-                    &format!("the server could not find the requested resource: {SERVED_FORM}"),
-                )
-            }
+        let Some(ObjectMetricPath {
+            namespace: ns,
+            resource,
+            name,
+            metric,
+        }) = path.object_metric()
+        else {
+            return self.not_an_object_metric(path);
         };
         if !valid_namespace(ns) {
             return status_response(
@@ -424,6 +429,30 @@ impl ApiHandler {
             WireForm::Object(version),
         )
         .await
+    }
+}
+
+impl ApiHandler {
+    /// The answer to every other path below a served version: the version's resource list,
+    /// or a NotFound naming the form that is served.
+    fn not_an_object_metric(&self, path: &CustomPath) -> ApiResponse {
+        let rest: Vec<&str> = path.rest.iter().map(String::as_str).collect();
+        let message = match rest.as_slice() {
+            [] => {
+                return json_response(
+                    200,
+                    &api_resource_list(&path.version, &self.adapter.served_metric_names()),
+                )
+            }
+            ["namespaces", ns, "metrics", _] => {
+                format!("metrics of the Namespace {ns:?} are not served: {SERVED_FORM}")
+            }
+            [first, ..] if *first != "namespaces" => {
+                format!("root-scoped custom metrics are not served: {SERVED_FORM}")
+            }
+            _ => format!("the server could not find the requested resource: {SERVED_FORM}"),
+        };
+        status_response(StatusReason::NotFound, &message)
     }
 }
 

@@ -48,10 +48,9 @@ impl RequestMetrics {
     fn named_metric(&self, route: &Route) -> MetricLabel {
         match route {
             Route::ExternalMetric(_, metric) => self.adapter.metric_label(metric),
-            Route::CustomMetrics(path) => match path.rest.as_slice() {
-                [_, _, _, _, metric] => self.adapter.metric_label(metric),
-                _ => MetricLabel::NONE,
-            },
+            Route::CustomMetrics(path) => path
+                .object_metric()
+                .map_or(MetricLabel::NONE, |p| self.adapter.metric_label(p.metric)),
             _ => MetricLabel::NONE,
         }
     }

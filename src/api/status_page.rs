@@ -10,7 +10,7 @@
 use std::fmt::Write;
 
 use crate::clock::{rfc3339, Millis};
-use crate::engine::history::{Entry, ScopeHistory, Served, HPA_CADENCE_MS};
+use crate::engine::history::{Entry, Reply, ScopeHistory, HPA_CADENCE_MS};
 
 /// How often the page reloads itself (a `<meta http-equiv="refresh">`, no script).
 pub const REFRESH_SECONDS: u32 = 15;
@@ -84,13 +84,13 @@ fn is_hidden_control(c: char) -> bool {
 /// The text the HPA's Status error carries for a refusal, or the value and its reason.
 pub fn row_text(h: &ScopeHistory) -> String {
     match h.entries.last().map(|e| &e.served) {
-        Some(Served::Refused { kind, .. }) => format!(
+        Some(Reply::Refused { kind, .. }) => format!(
             "{} {}: {}",
             h.key.metric,
             super::refusal_verb(*kind),
             h.last_reason
         ),
-        Some(Served::Value { value }) => format!("{value}: {}", h.last_reason),
+        Some(Reply::Value { value }) => format!("{value}: {}", h.last_reason),
         None => "no answer in the retained window".into(),
     }
 }
@@ -185,8 +185,8 @@ fn row(out: &mut String, h: &ScopeHistory, page: &Page) {
     let newest = h.entries.last();
     let refused = newest.is_some_and(Entry::is_refusal);
     let target = match newest.map(|e| &e.served) {
-        Some(Served::Value { value }) => value.to_string(),
-        Some(Served::Refused { .. }) => "refused".into(),
+        Some(Reply::Value { value }) => value.to_string(),
+        Some(Reply::Refused { .. }) => "refused".into(),
         None => "&#8212;".into(),
     };
     let _ = write!(
@@ -392,12 +392,12 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
     // Refusal bands: one per run of consecutive refusals, with the run's first reason.
     let mut i = 0;
     while i < entries.len() {
-        if let Served::Refused { kind, reason } = &entries[i].served {
+        if let Reply::Refused { kind, reason } = &entries[i].served {
             let begin = entries[i].at_ms;
             let mut j = i;
             while entries
                 .get(j + 1)
-                .is_some_and(|n| matches!(&n.served, Served::Refused { kind: k, .. } if k == kind))
+                .is_some_and(|n| matches!(&n.served, Reply::Refused { kind: k, .. } if k == kind))
             {
                 j += 1;
             }
@@ -521,7 +521,7 @@ mod tests {
     use crate::engine::history::{HistoryKey, InputCounts};
     use crate::policy::RefusalKind;
 
-    fn entry(at_ms: Millis, served: Served, rec: Option<u64>, floor: Option<u64>) -> Entry {
+    fn entry(at_ms: Millis, served: Reply, rec: Option<u64>, floor: Option<u64>) -> Entry {
         Entry {
             at_ms,
             served,
@@ -532,8 +532,8 @@ mod tests {
         }
     }
 
-    fn refused(reason: &str) -> Served {
-        Served::Refused {
+    fn refused(reason: &str) -> Reply {
+        Reply::Refused {
             kind: RefusalKind::Stale,
             reason: Arc::from(reason),
         }
@@ -645,10 +645,10 @@ mod tests {
         let s = scope(
             "lobby",
             vec![
-                entry(3_000_000, Served::Value { value: 4 }, Some(2), Some(4)),
+                entry(3_000_000, Reply::Value { value: 4 }, Some(2), Some(4)),
                 entry(3_015_000, refused("lobby-1 is stale"), None, Some(4)),
                 entry(3_030_000, refused("lobby-1 is stale"), None, Some(4)),
-                entry(3_045_000, Served::Value { value: 5 }, Some(5), Some(4)),
+                entry(3_045_000, Reply::Value { value: 5 }, Some(5), Some(4)),
                 entry(3_060_000, refused("gone again"), None, None),
             ],
             "no series of x match y",
@@ -665,7 +665,7 @@ mod tests {
         assert!(html.contains("The active source has no scrape targets"));
         let ok = scope(
             "shop",
-            vec![entry(3_000_000, Served::Value { value: 3 }, Some(3), None)],
+            vec![entry(3_000_000, Reply::Value { value: 3 }, Some(3), None)],
             "max of 1 fresh series",
         );
         let html = page(std::slice::from_ref(&ok), Some(&[]));
@@ -676,16 +676,9 @@ mod tests {
     #[test]
     fn a_run_of_one_value_is_one_segment_and_a_change_one_step() {
         let mut entries: Vec<Entry> = (0..200)
-            .map(|i| {
-                entry(
-                    3_000_000 + i * 3_000,
-                    Served::Value { value: 3 },
-                    None,
-                    None,
-                )
-            })
+            .map(|i| entry(3_000_000 + i * 3_000, Reply::Value { value: 3 }, None, None))
             .collect();
-        entries.push(entry(3_600_000, Served::Value { value: 6 }, None, None));
+        entries.push(entry(3_600_000, Reply::Value { value: 6 }, None, None));
         let mut out = String::new();
         timeline(&mut out, &entries, 3_600_000, 3_600_000);
         let d = out
@@ -785,7 +778,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mut e = entry(i as Millis * 100, Served::Value { value: 5 }, None, None);
+                let mut e = entry(i as Millis * 100, Reply::Value { value: 5 }, None, None);
                 e.spec_replicas = *r;
                 e
             })

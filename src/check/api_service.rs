@@ -234,7 +234,7 @@ mod tests {
         assert!(f[0].fix.contains(HELM_EXTERNAL_ON), "{}", f[0].fix);
     }
 
-    /// Issue 30: installed beside KEDA as HB016's own fix says (external.metrics left to KEDA,
+    /// Installed beside KEDA as HB016's own fix says (external.metrics left to KEDA,
     /// Object metrics on custom.metrics), no HPA reads hpa-bridge's metrics as External, so
     /// the foreign owner is only noted.
     #[test]

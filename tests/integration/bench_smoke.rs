@@ -60,7 +60,7 @@ fn quick_bench_writes_every_section() {
         }
     }
     positive(&json, "serve.throughputRatio");
-    // The status page with 1,000 scopes (issue 16).
+    // The status page with 1,000 scopes.
     for field in ["renderMs", "jsonMs", "pageBytes", "entryBytes"] {
         positive(&json, &format!("page.{field}"));
     }
@@ -83,7 +83,7 @@ fn quick_bench_writes_every_section() {
             positive(&json, &format!("parse.pages.{i}.{field}"));
         }
     }
-    // The worst page the parse limits admit, and the soak of replaced pods (issue 13).
+    // The worst page the parse limits admit, and the soak of replaced pods.
     let adversarial = json["parse"]["adversarial"].as_array().unwrap();
     assert!(!adversarial.is_empty());
     for i in 0..adversarial.len() {
@@ -139,7 +139,7 @@ fn quick_bench_writes_every_section() {
     let sum: f64 = rows.iter().map(|r| r["bytes"].as_f64().unwrap()).sum();
     assert_eq!(sum, json["memory"]["rssGrowthBytes"].as_f64().unwrap());
     positive(&json, "memory.rows.0.bytesPerTarget");
-    // The deletion-cost writer over churning pods (issue 29): its patches, how soon, how fast,
+    // The deletion-cost writer over churning pods: its patches, how soon, how fast,
     // and the floor's latency with it on and off; every patch is its own.
     for field in [
         "changes",
@@ -200,7 +200,7 @@ fn quick_bench_writes_every_section() {
         assert_eq!(r["failedTargets"], 0, "round {i}");
     }
 
-    // Serve under live load and with a slow Kubernetes API (issue 14).
+    // Serve under live load and with a slow Kubernetes API.
     for side in ["baseline", "reuseOn", "reuseOff"] {
         for field in [
             "requestsPerSecond",

@@ -1,4 +1,4 @@
-//! Hostile clients against the real binary (issue 13, item 3): the connection caps, the header
+//! Hostile clients against the real binary: the connection caps, the header
 //! and handshake timeouts and the request-head size cap, on the API port (TLS) and the metrics
 //! port (plain HTTP). Assertions are about what the server did (closed, refused, answered 431,
 //! counted), never about how fast.
@@ -341,7 +341,7 @@ async fn h2_sender(
 }
 
 /// hyper's HTTP/2 client is strict: DATA on a HEAD answer fails the body with an
-/// InvalidBodyLength-style error (issue 13, item 8).
+/// InvalidBodyLength-style error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_over_http2_has_no_body() {
     use http_body_util::BodyExt;
@@ -443,7 +443,7 @@ async fn eventually(adapter: &AdapterProcess, source: IpAddr, expected: Fate, wh
     tokio::time::timeout(PATIENCE, reached).await.expect(what);
 }
 
-/// Issue 13: an address whose connections keep sending oversized heads strikes out. Its
+/// An address whose connections keep sending oversized heads strikes out. Its
 /// connection that never sent a request is closed, other clients are served as before, and
 /// its new connections cost the server nothing: the kernel drops their segments before accept
 /// (the listener's drop filter), or, with `--client-penalty-kernel-drop=false`, the server
@@ -658,7 +658,7 @@ async fn a_malformed_exempt_range_stops_startup_with_its_name() {
     );
 }
 
-/// Issue 26, item 12: penalties on a dual-stack (`[::]`) listener, where an IPv4 client is
+/// Penalties on a dual-stack (`[::]`) listener, where an IPv4 client is
 /// seen as `::ffff:a.b.c.d` and a native IPv6 one as itself. A native IPv6 client strikes out
 /// first, then an IPv4 one; from then on every new connection from either is kept out (the
 /// IPv4 one dropped in the kernel or refused at accept, the IPv6 one refused at accept), many

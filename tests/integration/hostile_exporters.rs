@@ -1,6 +1,6 @@
-//! Hostile or careless exporters and target lists, end to end through the real binary
-//! (issue 13): duplicate series in one page, and the adapter's own /metrics valid whatever a
-//! target id holds (issue 26). Credentials: scrape_credentials.rs.
+//! Hostile or careless exporters and target lists, end to end through the real binary:
+//! duplicate series in one page, and the adapter's own /metrics valid whatever a
+//! target id holds. Credentials: scrape_credentials.rs.
 
 use crate::common::*;
 use hpa_bridge::store::TargetId;

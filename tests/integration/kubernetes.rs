@@ -554,7 +554,7 @@ fn applied_writes(api: &KubeApi, caller: &str, holder: &str) -> Vec<kubeapi::Lea
         .collect()
 }
 
-/// Issue 29, one writer per workload: two replicas with `--write-deletion-cost` against one
+/// One writer per workload: two replicas with `--write-deletion-cost` against one
 /// API server. Exactly one holds the Lease and only it patches; killed without a release, the
 /// other takes the lease only once it has seen the same record for the lease duration, then
 /// writes. The stand-in records every Lease write with its caller and time, which shows the
@@ -805,7 +805,7 @@ fn pods_with_one_unscraped(api: &KubeApi, ex: &TestExporter, name: &str) {
     api.apply(&ctl);
 }
 
-/// Issue 14, bad input: pods owned by a StatefulSet the watch cache does not hold (yet). Its
+/// Bad input: pods owned by a StatefulSet the watch cache does not hold (yet). Its
 /// spec.replicas is unknown, so the target cannot hold at it: the answer is a refusal that says
 /// the workload is not in the watch cache, never a guess. Once the StatefulSet arrives through
 /// the watch, the same query holds at its spec.replicas. Fault: pods without their StatefulSet,
@@ -880,7 +880,7 @@ async fn answers_hold_at(
     }
 }
 
-/// Issue 14, faults: the watches break, on demand (the etcd outage on the real control plane is
+/// Faults: the watches break, on demand (the etcd outage on the real control plane is
 /// in cluster.rs): first every open watch ends with a 410
 /// Gone `ERROR` event, then the server "restarts" (every request answers 503, and its watch
 /// cache starts after the restart, so an old resourceVersion is 410 Gone). The reflectors

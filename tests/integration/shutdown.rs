@@ -1,4 +1,4 @@
-//! SIGTERM handled as kube-apiserver's --shutdown-delay-duration does (issue 13, item 13): the
+//! SIGTERM handled as kube-apiserver's --shutdown-delay-duration does: the
 //! real binary, a stream of HPA requests, SIGTERM in the middle of it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,5 +1,5 @@
 //! `/status` at scale, through the real binary: filtered by namespace and metric, paged with
-//! `limit` and `continue`, bad parameters refused with a Status naming them (issue 13).
+//! `limit` and `continue`, bad parameters refused with a Status naming them.
 
 use std::collections::BTreeSet;
 
@@ -215,7 +215,7 @@ async fn object_answers_are_listed_in_status_with_their_workload() {
 
 /// A JSON recommender's own `reason` travels with its value through the real binary: beside
 /// the answer on /status, in the history and on the page, and quoted in the Status message of
-/// the refusal its stuck loop causes (issue 28).
+/// the refusal its stuck loop causes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producers_reason_is_shown_beside_its_answer_and_quoted_in_its_refusal() {
     let now_ms = || {

@@ -27,7 +27,7 @@
 //!   format (digits only, as Prometheus's lexer takes them, so `1.5` and `-5` are errors), and
 //!   seconds, possibly fractional, in OpenMetrics, converted as Prometheus does:
 //!   `int64(seconds * 1000)`, truncating toward zero. The spelling alone cannot tell them apart:
-//!   `a_total 0 123` on an OpenMetrics page is 123 s, not 123 ms (issue 13).
+//!   `a_total 0 123` on an OpenMetrics page is 123 s, not 123 ms.
 //! - Anything after the value or timestamp that starts with `#` is an OpenMetrics exemplar and
 //!   is ignored. `# EOF` ends the page; later bytes are not looked at.
 //! - An OpenMetrics page without `# EOF` is refused, as OpenMetrics and Prometheus's parser
@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use memchr::{memchr, memchr2};
 
-/// Bounds on the work one page can cause (issue 13): every scraped pod may be hostile.
+/// Bounds on the work one page can cause: every scraped pod may be hostile.
 ///
 /// They apply to the lines of wanted families, the only lines parsed in full; every other line
 /// costs one `memchr` for its newline, which is linear and bounded by `scrape.maxBodyBytes`, so
@@ -657,7 +657,7 @@ fn parse_labels(
 
 /// The label names seen so far on one line, for the duplicate check. A plain scan while the
 /// set is small (most lines), a hash set beyond that: one line with N labels costs O(N), not
-/// the O(N²) of scanning every earlier name for every label (issue 13).
+/// the O(N²) of scanning every earlier name for every label.
 #[derive(Default)]
 struct LabelNames<'a> {
     seen: Vec<&'a str>,

@@ -11,7 +11,7 @@ const MASK: &str = "xxxxx";
 /// Prometheus; a userinfo without a password is replaced whole, because a lone user name is
 /// often a token. Every query value becomes `xxxxx` and the keys stay: exporters take tokens
 /// as query parameters (`?token=`), and the keys alone still say what the URL asks for. Every
-/// place that shows a target URL goes through here (issues 13 and 26).
+/// place that shows a target URL goes through here, so no page, log or metric shows a token.
 pub fn redact_url(url: &str) -> Cow<'_, str> {
     match without_password(url) {
         Cow::Borrowed(url) => without_query_values(url),

@@ -26,14 +26,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 
-use super::report::{Figure, Goal};
+use super::figure::{Figure, Goal};
 use super::{hostile, pages, threads_cpu_time, BenchError};
 
 const PART: &str = "big-pages";
 const MIB: f64 = 1024.0 * 1024.0;
 /// Under the default `scrape.maxBodyBytes` (16 MiB), so every page is read in full.
 const PAGE_BYTES: usize = 16 * 1024 * 1024 - 4096;
-/// The goal of issue 48: three 16 MiB hostile JSON pages at once within this of idle.
+/// The bound on memory: three 16 MiB hostile JSON pages at once stay within this of idle.
 const GOAL_ABOVE_IDLE_MIB: f64 = 128.0;
 
 fn err(e: impl std::fmt::Display) -> BenchError {

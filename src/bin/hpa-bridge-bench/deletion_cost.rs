@@ -1,4 +1,4 @@
-//! `deletion-cost`: the pod-deletion-cost writer under churn (issue 29). One opted-in
+//! `deletion-cost`: the pod-deletion-cost writer under churn. One opted-in
 //! Deployment with a ReplicaSet of Running, Ready pods, each exporting its stateful index from
 //! the bench exporter process; real discovery (kube-runtime reflectors) against a loopback API
 //! server that applies the writer's merge patches and shows them to the watches
@@ -25,10 +25,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::exporter::{self, ExporterSpec};
+use super::figure::{Figure, Goal};
 use super::fleet::{self, ExporterProcess};
 use super::kit::kube_api::{KubeApi, Patched};
 use super::kube_objects::{meta, typed_json};
-use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, Plan};
 use hpa_bridge::api::ApiHandler;

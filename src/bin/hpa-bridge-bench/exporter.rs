@@ -27,7 +27,7 @@ pub struct ExporterSpec {
     pub page_bytes: usize,
     pub shared_host: bool,
     /// Wanted series on each page (at least the pod's stateful index and, for ordinals 0 and
-    /// 1, a recommendation): issue 14 asks for 10 per target, 50,000 over 5,000 targets.
+    /// 1, a recommendation): 10 per target, 50,000 over 5,000 targets, a large store.
     pub wanted_series: usize,
     /// The pages' series name a Deployment as their scale target, not a StatefulSet.
     pub deployment: bool,

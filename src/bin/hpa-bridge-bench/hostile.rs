@@ -1,4 +1,4 @@
-//! `hostile`: the HPA's request while hostile clients hold connections (issue 13, "Prove it").
+//! `hostile`: the HPA's request while hostile clients hold connections.
 //!
 //! The real binary is started as a child process (so its resident memory is its own), with the
 //! default connection limits. Four keep-alive TLS connections from 127.0.0.1 measure the API's
@@ -27,7 +27,7 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::report::{Figure, Goal};
+use super::figure::{Figure, Goal};
 use super::{quantile, threads_cpu_time, BenchError};
 
 const PART: &str = "hostile";

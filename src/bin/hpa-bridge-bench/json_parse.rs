@@ -5,7 +5,8 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::{parse::throughputs, BenchError, Plan};
+use super::throughput::throughputs;
+use super::{BenchError, Plan};
 use hpa_bridge::config::JsonSourceConfig;
 use hpa_bridge::exposition::{self, json_page::JsonExtraction};
 

@@ -1,4 +1,4 @@
-//! Serve under live load (issue 14): the serve part's request path (TLS keep-alive, front-proxy
+//! Serve under live load: the serve part's request path (TLS keep-alive, front-proxy
 //! authentication, the real `AuthGate`) over a store of thousands of targets that the real
 //! `Scraper` keeps rewriting, querying many workloads round-robin, against the bare server.
 //! Measured with the rendered-answer reuse on (as served) and off (every request computes its
@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
-use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki};
 use super::{BenchError, Plan};
 use hpa_bridge::api::ApiHandler;

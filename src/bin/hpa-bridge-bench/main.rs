@@ -1,5 +1,5 @@
 //! `hpa-bridge-bench` (also reached as `hpa-bridge bench`): the adapter's hot paths measured
-//! against their practical limits, side by side in one run, and reported as ratios (issue 9).
+//! against their practical limits, side by side in one run, and reported as ratios.
 //! A separate binary so that the production `hpa-bridge` links no bench code; it drives the
 //! adapter through the library's public API.
 //!
@@ -32,6 +32,7 @@ mod big_pages;
 mod counting_alloc;
 mod deletion_cost;
 mod exporter;
+mod figure;
 mod fleet;
 mod hostile;
 mod json_parse;
@@ -51,6 +52,7 @@ mod serve;
 mod slowapi;
 mod soak;
 mod spread;
+mod throughput;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,7 +62,8 @@ use clap::{Args, Parser, Subcommand};
 
 use hpa_bridge::telemetry;
 
-pub use report::{Figure, Report};
+pub use figure::Figure;
+pub use report::Report;
 
 /// Counts live bytes only once the memory part's child switches it on (counting_alloc.rs).
 #[global_allocator]

@@ -1,4 +1,4 @@
-//! `memory`: where the scale part's resident memory per target goes, measured (issue 33).
+//! `memory`: where the scale part's resident memory per target goes, measured.
 //!
 //! A child process (`hpa-bridge-bench bench-memory`) builds the scale part's fleet (the same
 //! exporter, engine and real `Scraper`) with the bench's counting allocator switched on, and
@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use super::answer_cost::Front;
 use super::counting_alloc::{self, Snapshot};
 use super::exporter::ExporterSpec;
+use super::figure::Figure;
 use super::fleet::{self, ExporterProcess, Scraped};
-use super::report::Figure;
 use super::scale::ScalePlan;
 use super::BenchError;
 use hpa_bridge::clock::{Clock, SystemClock};

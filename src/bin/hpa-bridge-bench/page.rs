@@ -1,4 +1,4 @@
-//! The status page with many scopes (issue 16): rendering `/` for 1,000 tracked scopes with
+//! The status page with many scopes: rendering `/` for 1,000 tracked scopes with
 //! full rings, against serializing the same entries as JSON (serde_json) in the same run; and
 //! the resident memory each full scope costs.
 
@@ -11,7 +11,7 @@ use hpa_bridge::api::status_page::{render, Page};
 use hpa_bridge::engine::history::{Filter, History, HistoryKey, Limits, ENTRY_BYTES};
 use hpa_bridge::policy::{self, Answer, InputNote, Outcome, RefusalKind};
 
-use super::report::Figure;
+use super::figure::Figure;
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

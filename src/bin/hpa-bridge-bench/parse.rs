@@ -1,10 +1,7 @@
 //! The scrape parser's skip path against the practical limit: finding every newline.
-
-use std::hint::black_box;
-use std::time::{Duration, Instant};
-
 use serde::Serialize;
 
+use super::throughput::throughputs;
 use super::{pages, BenchError, Plan};
 use hpa_bridge::config::Config;
 use hpa_bridge::exposition;
@@ -63,37 +60,6 @@ fn newline_scans(page: &[u8]) -> [Box<dyn Fn() -> usize + '_>; 2] {
         lines
     };
     [Box::new(counted), Box::new(stepped)]
-}
-
-/// MB/s of each of `fs` over `bytes` per call. The functions take turns in ~20 ms slices until
-/// each has run for at least `min`, so a change in the machine's load (other processes) hits
-/// all of them alike instead of whichever happened to run at the time.
-pub(super) fn throughputs<const N: usize>(
-    bytes: usize,
-    min: Duration,
-    fs: [&dyn Fn() -> usize; N],
-) -> [f64; N] {
-    const SLICE: Duration = Duration::from_millis(20);
-    let mut spent = [Duration::ZERO; N];
-    let mut calls = [0u64; N];
-    // One untimed call each warms caches and the allocator.
-    for f in &fs {
-        black_box(f());
-    }
-    while spent.iter().any(|s| *s < min) {
-        for (i, f) in fs.iter().enumerate() {
-            let started = Instant::now();
-            loop {
-                black_box(f());
-                calls[i] += 1;
-                if started.elapsed() >= SLICE {
-                    break;
-                }
-            }
-            spent[i] += started.elapsed();
-        }
-    }
-    std::array::from_fn(|i| bytes as f64 * calls[i] as f64 / spent[i].as_secs_f64() / 1e6)
 }
 
 pub fn run(plan: &Plan) -> Result<ParseResult, BenchError> {

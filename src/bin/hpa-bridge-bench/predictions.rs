@@ -15,7 +15,7 @@ use hpa_bridge::explain::{explain, AnswerHistory, Observation, ScaleView, Served
 use hpa_bridge::prediction::{HpaPrediction, Predictions};
 
 use super::counting_alloc::{self, Snapshot};
-use super::report::Figure;
+use super::figure::Figure;
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

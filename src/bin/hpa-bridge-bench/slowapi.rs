@@ -1,4 +1,4 @@
-//! Latency when the Kubernetes API is slow (issue 14): the HPA's request through the real
+//! Latency when the Kubernetes API is slow: the HPA's request through the real
 //! request path (TLS, front-proxy authentication, `serve_api`, no answer reuse) of an adapter
 //! whose targets and workloads come from real discovery (`source::discovery::Discovery`,
 //! kube-runtime reflectors) against the kit's loopback API server (tests/kit/kube_api.rs) that delays
@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::exporter::ExporterSpec;
+use super::figure::{Figure, Goal};
 use super::fleet::{self, ExporterProcess};
 use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
-use super::report::{Figure, Goal};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, Plan};
 use hpa_bridge::api::ApiHandler;

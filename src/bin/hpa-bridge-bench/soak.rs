@@ -1,4 +1,4 @@
-//! `soak`: many scrape rounds while pods come and go (issue 13, "Prove it"): does memory level
+//! `soak`: many scrape rounds while pods come and go: does memory level
 //! off, or does every replaced pod leave something behind (series, postings, label strings,
 //! health records, connection pools)?
 //!
@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::exporter::{self, ExporterSpec};
+use super::figure::{Figure, Goal};
 use super::fleet;
-use super::report::{Figure, Goal};
 use super::{memory, BenchError};
 use hpa_bridge::clock::{Clock, SystemClock};
 

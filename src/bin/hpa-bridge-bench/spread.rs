@@ -1,6 +1,6 @@
 //! `spread`: the CPU profile of scraping over the interval, with every target scraped at the top
 //! of the interval (a burst) against each target at its own phase (`Scraper::run`, the loop
-//! `serve` runs; docs/hpa-behaviour.md §5.1), issue 14 item 3.
+//! `serve` runs; docs/hpa-behaviour.md §5.1).
 //!
 //! Both loops run in this process against the scale part's exporter process, one after the
 //! other over the same store, for the same number of intervals after one warm-up interval.
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
-use super::report::{Figure, Goal};
 use super::{cpu_time, BenchError};
 use hpa_bridge::source::scrape::Scraper;
 

@@ -198,13 +198,13 @@ impl Adapter {
         }
     }
 
-    /// Count one API request in the self-metrics.
     /// The self-metrics registry, for the connection gates that count refused and expired
     /// connections beside the request counters.
     pub fn self_metrics(&self) -> Arc<SelfMetrics> {
         self.metrics.clone()
     }
 
+    /// Count one API request in the self-metrics.
     pub fn record_request(&self, code: u16, metric: MetricLabel, seconds: f64) {
         let name = metric
             .0
@@ -431,7 +431,7 @@ impl Adapter {
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
         m.set_gauge("targets", &m.targets, held.targets);
         m.ready.set(i64::from(self.is_ready()));
-        // Without a Prometheus source its families would only ever say 0 (issue 16).
+        // Without a Prometheus source its families would only ever say 0.
         m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
         let (states, tracked, dropped) = {
             let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
@@ -457,7 +457,6 @@ pub fn static_target_id(url: &str) -> TargetId {
     TargetId(crate::redaction::redact_url(url).as_ref().into())
 }
 
-/// The `scrape.static` targets, which carry no workload.
 /// An empty scrape store that applies the config's `scrape.maxClockSkew`.
 pub fn store_for(config: &Config) -> Store {
     Store::with_max_clock_skew(config.scrape.max_clock_skew.0.as_millis() as Millis)
@@ -476,6 +475,7 @@ pub fn static_credentials(
         .collect()
 }
 
+/// The `scrape.static` targets, which carry no workload.
 pub fn static_targets(config: &Config) -> Vec<ScrapeTarget> {
     let mut taken = std::collections::HashSet::new();
     config

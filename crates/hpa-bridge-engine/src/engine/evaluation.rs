@@ -406,7 +406,7 @@ impl Adapter {
                 // The history keeps a served answer's first notes, in the order of its parts
                 // (engine/history.rs, `first_inputs`): the floor's come after the
                 // recommendation's, so it notes only as many as are left. Its value, reason and
-                // counts do not depend on how many it notes (store/clean_tail_tests.rs), and
+                // counts do not depend on how many it notes (store/tests/clean_tail.rs), and
                 // past the noted ones the store may count its pods instead of listing them.
                 let notes = q.notes_kept.saturating_sub(policy::notes_in(&rec));
                 Some(self.input_answer(f, ev, notes).await)

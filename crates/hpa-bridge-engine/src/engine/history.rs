@@ -97,10 +97,10 @@ impl HistoryKey {
     }
 }
 
-/// The served value, or the refusal and its reason.
+/// The reply an HPA got: the served value, or the refusal and its reason.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "state")]
-pub enum Served {
+pub enum Reply {
     Value {
         value: u64,
     },
@@ -116,7 +116,7 @@ pub enum Served {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     pub at_ms: Millis,
-    pub served: Served,
+    pub served: Reply,
     /// The recommendation behind a target (or the value of a recommendation metric).
     pub recommendation: Option<u64>,
     /// The stateful floor behind a target (or the value of a floor metric); for an incomplete
@@ -154,16 +154,16 @@ impl Entry {
     /// The entry for `answer`, served at `at_ms`; `previous` lends its reason when unchanged.
     pub fn from_answer(answer: &Answer, at_ms: Millis, previous: Option<&Entry>) -> Entry {
         let served = match &answer.outcome {
-            Outcome::Value { value, .. } => Served::Value { value: *value },
+            Outcome::Value { value, .. } => Reply::Value { value: *value },
             Outcome::Refused { kind, .. } => {
                 // One reason per run of refusals of one kind: the reason given when the run
                 // began. A reason that changes every time (an age in seconds) then costs one
                 // string per run, not one per entry.
                 let reason = match previous.map(|p| &p.served) {
-                    Some(Served::Refused { kind: k, reason: r }) if k == kind => r.clone(),
+                    Some(Reply::Refused { kind: k, reason: r }) if k == kind => r.clone(),
                     _ => Arc::from(truncate(&answer.reason, MAX_REASON_BYTES)),
                 };
-                Served::Refused {
+                Reply::Refused {
                     kind: *kind,
                     reason,
                 }
@@ -182,13 +182,13 @@ impl Entry {
 
     pub fn value(&self) -> Option<u64> {
         match &self.served {
-            Served::Value { value } => Some(*value),
-            Served::Refused { .. } => None,
+            Reply::Value { value } => Some(*value),
+            Reply::Refused { .. } => None,
         }
     }
 
     pub fn is_refusal(&self) -> bool {
-        matches!(self.served, Served::Refused { .. })
+        matches!(self.served, Reply::Refused { .. })
     }
 
     /// The stateful floor, not the recommendation, sets the served target: the value is above
@@ -365,7 +365,7 @@ impl Ring {
             && self.entries.iter().all(|e| {
                 matches!(
                     e.served,
-                    Served::Refused {
+                    Reply::Refused {
                         kind: RefusalKind::NoMatch,
                         ..
                     }

@@ -13,10 +13,10 @@ mod metric_query;
 mod object_scope;
 mod object_selectors;
 mod query_key;
-#[cfg(test)]
-mod sample_age_tests;
 mod status;
 mod status_document;
+#[cfg(test)]
+mod tests;
 
 pub use adapter::{static_target_id, static_targets, store_for, Adapter, MetricLabel, QueryError};
 pub use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;

@@ -609,5 +609,4 @@ fn merge(
 }
 
 #[cfg(test)]
-#[path = "object_scope_tests.rs"]
 mod tests;

@@ -745,7 +745,7 @@ fn same_sample(got: &ExposedSample, want: &ExposedSample) -> bool {
         && (got.value == want.value || (got.value.is_nan() && want.value.is_nan()))
 }
 
-// ---- limits: bounded, linear work on hostile pages (issue 13) -------------------------
+// ---- limits: bounded, linear work on hostile pages -------------------------
 
 fn many_labels(n: usize) -> Vec<u8> {
     let mut line = String::from("m{");

@@ -3,7 +3,7 @@
 //! Each target is scraped with a deadline covering connect, headers, body and parse, a body cap
 //! and parse limits, so a slow, huge or garbage target fails its own scrape and nothing else.
 //! The parse runs on a blocking thread: however hostile the page, the async workers that serve
-//! the API and `/healthz` never wait for it (issue 13).
+//! the API and `/healthz` never wait for it.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

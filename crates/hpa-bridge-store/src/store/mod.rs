@@ -326,10 +326,4 @@ pub(crate) mod churn {
 }
 
 #[cfg(test)]
-mod clean_tail_tests;
-#[cfg(test)]
-mod labelled_read_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod together_tests;

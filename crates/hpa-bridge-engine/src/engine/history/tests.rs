@@ -161,15 +161,15 @@ fn a_run_of_refusals_shares_its_first_reason_and_long_ones_are_cut() {
         .entries
         .iter()
         .map(|e| match &e.served {
-            Served::Refused { reason, .. } => reason,
-            Served::Value { .. } => panic!("value"),
+            Reply::Refused { reason, .. } => reason,
+            Reply::Value { .. } => panic!("value"),
         })
         .collect();
     assert!(Arc::ptr_eq(reasons[0], reasons[1]));
     assert_eq!(&**reasons[0], "stale: 31s old");
     let long = "é".repeat(MAX_REASON_BYTES);
     let e = Entry::from_answer(&refusal(&long), 0, None);
-    let Served::Refused { reason, .. } = e.served else {
+    let Reply::Refused { reason, .. } = e.served else {
         panic!("refusal")
     };
     assert!(reason.len() <= MAX_REASON_BYTES && reason.len() >= MAX_REASON_BYTES - 1);

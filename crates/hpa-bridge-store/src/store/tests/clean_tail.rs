@@ -7,11 +7,11 @@
 
 use proptest::prelude::*;
 
-use super::{churn, ScrapeTarget, Store, WorkloadRef};
 use crate::clock::Millis;
 use crate::evidence::{Evidence, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
+use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
 use hpa_bridge_rules::policy::{
     recommendation, stateful_floor, QueryContext, ScopeText, NOTES_KEPT_WHEN_SERVING,
 };

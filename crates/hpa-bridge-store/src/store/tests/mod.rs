@@ -4,6 +4,11 @@ use crate::evidence::invalid_reason;
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
 
+// Property tests of the store as a whole, one theme each.
+mod clean_tail;
+mod labelled_read;
+mod together;
+
 fn target(url: &str, labels: &[(&str, &str)]) -> ScrapeTarget {
     ScrapeTarget {
         format: Default::default(),
