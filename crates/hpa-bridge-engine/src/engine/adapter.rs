@@ -80,9 +80,14 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    pub(crate) fn new(config: Config, clock: Arc<dyn Clock>, metrics: Arc<SelfMetrics>) -> Self {
-        let store = Arc::new(store_for(&config));
-        store.set_targets(static_targets(&config));
+    /// An adapter answering from `store` (the scrape store; [`static_store`] when nothing
+    /// else fills it) until another source is set.
+    pub(crate) fn new(
+        config: Config,
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<SelfMetrics>,
+    ) -> Self {
         let mut limits = history::Limits::for_retention(
             config.history.retention.0.as_millis() as Millis,
             config.history.max_scopes,
@@ -107,15 +112,6 @@ impl Adapter {
             object_selectors: ObjectSelectorCache::default(),
             sections: Vec::new(),
         }
-    }
-
-    /// Keep scraped samples in `store`, which discovery fills with targets (it starts before
-    /// the engine is built, to hand the engine its facts); answers read it unless another
-    /// source is set after.
-    pub(crate) fn with_scrape_store(mut self, store: Arc<Store>) -> Self {
-        self.source = store.clone();
-        self.store = store;
-        self
     }
 
     /// Know the cluster's facts: workloads, their pods and `spec.replicas`.
@@ -457,8 +453,15 @@ pub fn static_target_id(url: &str) -> TargetId {
     TargetId(crate::redaction::redact_url(url).as_ref().into())
 }
 
+/// A scrape store holding the config's `scrape.static` targets.
+pub fn static_store(config: &Config) -> Arc<Store> {
+    let store = Arc::new(store_for(config));
+    store.set_targets(static_targets(config));
+    store
+}
+
 /// An empty scrape store that applies the config's `scrape.maxClockSkew`.
-pub fn store_for(config: &Config) -> Store {
+fn store_for(config: &Config) -> Store {
     Store::with_max_clock_skew(config.scrape.max_clock_skew.0.as_millis() as Millis)
         .with_stale_after(config.scrape.stale_after().as_millis() as Millis)
 }

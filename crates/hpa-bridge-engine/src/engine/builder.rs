@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::engine::{Adapter, StatusSection};
+use crate::engine::{static_store, Adapter, StatusSection};
 use crate::source::prometheus::{PrometheusSetupError, PrometheusSource};
 use crate::source::scrape::Scraper;
 use crate::source::EvidenceSource;
@@ -107,11 +107,14 @@ impl EngineBuilder {
             )?)),
             _ => None,
         };
-        let mut adapter = Adapter::new(self.config, self.clock, self.metrics);
         let scrapes = prometheus.is_none() && self.source.is_none();
-        if let (true, Some(t)) = (scrapes, &self.targets) {
-            adapter = adapter.with_scrape_store(t.clone());
-        }
+        // Scraped samples go to the target set discovery fills (it starts before the engine is
+        // built, to hand the engine its facts); without one, to a store of the static targets.
+        let store = match (scrapes, &self.targets) {
+            (true, Some(t)) => t.clone(),
+            _ => static_store(&self.config),
+        };
+        let mut adapter = Adapter::new(self.config, store, self.clock, self.metrics);
         if let Some(c) = &self.cluster {
             adapter = adapter.with_cluster(c.clone());
             if let Some(p) = &prometheus {

@@ -13,8 +13,15 @@ use crate::telemetry::SelfMetrics;
 
 /// An adapter over the default config, its own empty store, at a fixed time (1,000 s).
 pub fn default_adapter() -> Adapter {
+    adapter_on(Arc::new(Store::new()))
+}
+
+/// An adapter over the default config answering from `store`, at a fixed time (1,000 s).
+pub fn adapter_on(store: Arc<Store>) -> Adapter {
+    let config = Config::from_yaml("").unwrap();
     Adapter::new(
-        Config::from_yaml("").unwrap(),
+        config,
+        store,
         Arc::new(ManualClock::new(1_000_000)),
         Arc::new(SelfMetrics::new()),
     )

@@ -18,7 +18,9 @@ mod status_document;
 #[cfg(test)]
 mod tests;
 
-pub use adapter::{static_target_id, static_targets, store_for, Adapter, MetricLabel, QueryError};
+pub use adapter::{
+    static_store, static_target_id, static_targets, Adapter, MetricLabel, QueryError,
+};
 pub use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
 pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use metric_query::{MetricQuery, Served};

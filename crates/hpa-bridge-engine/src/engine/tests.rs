@@ -27,6 +27,7 @@ impl Fixture {
         let clock = Arc::new(ManualClock::new(1_000_000));
         let adapter = Adapter::new(
             Config::from_yaml("").unwrap(),
+            Arc::new(Store::new()),
             clock.clone(),
             Arc::new(SelfMetrics::new()),
         );

@@ -43,8 +43,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     // Discovery starts first: it fills the target set the engine scrapes, and its watch
     // caches are the cluster facts the engine is built with.
     let static_targets = engine::static_targets(&config);
-    let targets = Arc::new(engine::store_for(&config));
-    targets.set_targets(static_targets.clone());
+    let targets = engine::static_store(&config);
     let scrape_interval = config.scrape.interval.0;
     let kubernetes = config.scrape.kubernetes.clone();
     let duties = match &kubernetes {

@@ -69,8 +69,10 @@ fn static_targets_differing_in_a_query_value_keep_apart_ids() {
 #[tokio::test]
 async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not() {
     let metrics = Arc::new(SelfMetrics::new());
+    let config = Config::from_yaml("history: {retention: 1m, maxScopes: 1}").unwrap();
     let adapter = Adapter::new(
-        Config::from_yaml("history: {retention: 1m, maxScopes: 1}").unwrap(),
+        config.clone(),
+        crate::engine::static_store(&config),
         Arc::new(ManualClock::new(1_000_000)),
         metrics.clone(),
     );
@@ -240,9 +242,7 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
         None
     );
     // The same store, with the watch knowing lobby.
-    let adapter = crate::engine::fixtures::default_adapter()
-        .with_scrape_store(store)
-        .with_cluster(Arc::new(LobbyAtThree));
+    let adapter = crate::engine::fixtures::adapter_on(store).with_cluster(Arc::new(LobbyAtThree));
     let newest = |metric: &str, scope: &str| newest_in(&adapter, metric, scope);
     let ask = |metric: &'static str, selector: &LabelSelector| {
         let (adapter, selector) = (&adapter, selector.clone());
@@ -687,6 +687,7 @@ fn a_full_list_of_seen_queries_forgets_the_least_recently_asked() {
     let clock = Arc::new(ManualClock::new(0));
     let adapter = Adapter::new(
         Config::from_yaml("").unwrap(),
+        Arc::new(crate::store::Store::new()),
         clock.clone(),
         Arc::new(SelfMetrics::new()),
     );
