@@ -102,209 +102,20 @@ pub(super) fn max_rule<'o>(
     rule: &'static str,
     epoch: Option<&Epoch<'_>>,
 ) -> Answer {
-    let kind = MetricKind::Recommendation;
-    let listed = observations.len();
-    let mut inputs = InputNotes::for_inputs(q, listed);
-    let mut best: Option<(u64, Millis)> = None;
-    let mut newest_used: Millis = Millis::MIN;
-    let mut stale: Vec<&Observation> = Vec::new();
-    let mut invalid: Vec<(&Observation, &'static str)> = Vec::new();
-    let mut gone = 0usize;
-    let mut fresh = 0usize;
-    for o in observations {
-        // One reading per input both decides and notes it.
-        let reading = read(q, o, invalid_reason);
-        match reading {
-            Reading::Gone => {
-                gone += 1;
-                continue;
-            }
-            Reading::Stale { .. } => stale.push(o),
-            Reading::Invalid(why) => invalid.push((o, why)),
-            Reading::Fresh(value) => {
-                fresh += 1;
-                let v = value as u64;
-                if best.is_none_or(|(b, _)| v > b) {
-                    best = Some((v, o.observed_at_ms));
-                }
-                newest_used = newest_used.max(o.observed_at_ms);
-            }
-        }
-        let status = status_text(q, o, reading);
-        inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
-    }
-    // Series the store summarized read as fresh and valid, as each would above.
-    let tail = ev.clean_tail.unwrap_or_default();
-    if tail.series > 0 {
-        fresh += tail.series;
-        if best.is_none_or(|(b, _)| tail.max_value > b) {
-            best = Some((tail.max_value, tail.newest_at_ms));
-        }
-        newest_used = newest_used.max(tail.newest_at_ms);
-        inputs.count_fresh(q, &tail);
-    }
-    let best_value = best.map(|(v, _)| v);
+    let mut inputs = InputNotes::for_inputs(q, observations.len());
+    let tally = Tally::read(q, ev, observations, &mut inputs);
     let names = match epoch {
         None => Inputs::All(q.series_names()),
         Some(e) => Inputs::OfEpoch(e.series_text(q)),
     };
-
-    let present = listed - gone + tail.series;
-    let mut answer = if present == 0 {
-        let mut reason = format!("no series of {} match {}", q.searched_names(), q.scope);
-        if gone > 0 {
-            let _ = write!(
-                reason,
-                " ({gone} series are no longer exported by their targets)"
-            );
-        }
-        let unknown = ev.unknown_targets.iter();
-        if unknown.clone().next().is_some() {
-            let _ = write!(
-                reason,
-                "; {} target(s) that may export them have never been scraped successfully: {}",
-                unknown.clone().count(),
-                target_list(unknown.map(|t| t.target.to_string()))
-            );
-            Answer::refused(q.metric, kind, RefusalKind::Partial, None, rule, reason)
-        } else {
-            Answer::refused(q.metric, kind, RefusalKind::NoMatch, None, rule, reason)
-        }
-    } else if let Some(best_value) = best_value {
-        // Unknown inputs that could be higher than the fresh max.
-        let blockers_stale: Vec<&&Observation> = stale
-            .iter()
-            .filter(|o| o.last_valid.is_none_or(|(v, _)| v > best_value))
-            .collect();
-        // A target never scraped since this process started may export any value: one it
-        // exported before a restart, higher than the fresh max, is not known to be gone. A
-        // never-scraped pod of a workload none of whose pods carries a series in scope is
-        // not among them (the store leaves it out, or counts it in `unknown_bystanders`, a
-        // floor's only): it keeps the answer live when an unrelated pod fails for good, at the
-        // cost docs/unknown-input.md states.
-        let unknown = ev.unknown_targets.iter();
-        if !invalid.is_empty() || !blockers_stale.is_empty() || unknown.clone().next().is_some() {
-            let mut why = Vec::new();
-            for (o, reason) in &invalid {
-                why.push(format!(
-                    "{} from {} is {} ({})",
-                    o.id.series,
-                    o.id.target,
-                    fmt_value(o.value),
-                    reason
-                ));
-            }
-            for o in &blockers_stale {
-                why.push(format!(
-                    "{} from {} is {} with last value {}",
-                    o.id.series,
-                    o.id.target,
-                    StaleText(q, o),
-                    o.last_valid
-                        .map(|(v, _)| v.to_string())
-                        .unwrap_or_else(|| "unknown".into())
-                ));
-            }
-            let never = unknown.clone().count();
-            if never > 0 {
-                why.push(format!(
-                    "{never} target(s) that may export them have never been scraped successfully: {}",
-                    target_list(unknown.map(|t| match &t.last_error {
-                        Some(e) => format!("{} ({e})", t.target),
-                        None => format!("{} (not scraped yet)", t.target),
-                    }))
-                ));
-            }
-            let mut reason = format!(
-                "the fresh max of {} for {} is {best_value}, but {}: serving {best_value} could shrink the workload on unknown input",
-                names,
-                q.scope,
-                why.join("; ")
-            );
-            let causes = invalid.iter().map(|(o, _)| *o);
-            let causes = causes.chain(blockers_stale.iter().map(|o| **o));
-            quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
-            Answer::refused(
-                q.metric,
-                kind,
-                RefusalKind::Partial,
-                Some(best_value),
-                rule,
-                reason,
-            )
-        } else {
-            let mut reason = if fresh == 1 {
-                reason!(
-                    "1 fresh series of ",
-                    names,
-                    " matches ",
-                    q.scope,
-                    ": value ",
-                    best_value
-                )
-            } else {
-                reason!(
-                    "max of ",
-                    fresh,
-                    " fresh series of ",
-                    names,
-                    " matching ",
-                    q.scope,
-                    " is ",
-                    best_value
-                )
-            };
-            if !stale.is_empty() {
-                let _ = write!(
-                    reason,
-                    "; {} stale series ignored, all with lower last values",
-                    stale.len()
-                );
-            }
-            Answer::valued(q.metric, kind, best_value, newest_used, rule, reason)
-        }
-    } else if !stale.is_empty() {
-        let youngest = stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
-        let expired = stale.iter().filter(|o| o.expired(q.now)).count();
-        let mut reason = format!(
-            "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}{}",
-            stale.len(),
-            names,
-            q.scope,
-            age_s(youngest),
-            fmt_limit(q.stale_after_ms),
-            if expired > 0 {
-                format!(", and {expired} are past the validUntil their producer gave")
-            } else {
-                String::new()
-            },
-            if invalid.is_empty() {
-                String::new()
-            } else {
-                format!(", and {} series not stale are invalid", invalid.len())
-            },
-            if epoch.is_some() {
-                ": the newest leader's state is unknown"
-            } else {
-                ""
-            }
-        );
-        let causes = stale.iter().copied().chain(invalid.iter().map(|(o, _)| *o));
-        quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
-        Answer::refused(q.metric, kind, RefusalKind::Stale, None, rule, reason)
+    let mut answer = if tally.present() == 0 {
+        no_series(q, ev, tally.gone, rule)
+    } else if let Some((best, _)) = tally.best {
+        fresh_max(q, ev, &tally, best, &names, rule)
+    } else if !tally.stale.is_empty() {
+        all_stale(q, ev, &tally, &names, rule, epoch.is_some())
     } else {
-        let mut reason = format!(
-            "every series of {} matching {} that is not stale is invalid: {}",
-            names,
-            q.scope,
-            invalid
-                .iter()
-                .map(|(o, why)| format!("{} from {} ({why})", fmt_value(o.value), o.id.target))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        quote_producers(&mut reason, ev, invalid.iter().map(|(o, _)| &o.id.target));
-        Answer::refused(q.metric, kind, RefusalKind::Invalid, None, rule, reason)
+        all_invalid(q, ev, &tally, &names, rule)
     };
     attach(&mut answer, ev);
     if let Some(e) = epoch {
@@ -312,6 +123,270 @@ pub(super) fn max_rule<'o>(
     }
     inputs.into_answer(&mut answer);
     answer
+}
+
+const KIND: MetricKind = MetricKind::Recommendation;
+
+/// What the inputs read: the fresh max and when it was observed, and the inputs that are not
+/// fresh, each read once.
+struct Tally<'o> {
+    listed: usize,
+    best: Option<(u64, Millis)>,
+    newest_used: Millis,
+    stale: Vec<&'o Observation>,
+    invalid: Vec<(&'o Observation, &'static str)>,
+    gone: usize,
+    fresh: usize,
+    /// Series the store summarized: fresh and valid, and counted in `fresh`.
+    summarized: usize,
+}
+
+impl<'o> Tally<'o> {
+    /// One reading per input both decides and notes it in `inputs`.
+    fn read(
+        q: &QueryContext<'_>,
+        ev: &Evidence,
+        observations: impl ExactSizeIterator<Item = &'o Observation>,
+        inputs: &mut InputNotes,
+    ) -> Tally<'o> {
+        let mut t = Tally {
+            listed: observations.len(),
+            best: None,
+            newest_used: Millis::MIN,
+            stale: Vec::new(),
+            invalid: Vec::new(),
+            gone: 0,
+            fresh: 0,
+            summarized: 0,
+        };
+        for o in observations {
+            let reading = read(q, o, invalid_reason);
+            match reading {
+                Reading::Gone => {
+                    t.gone += 1;
+                    continue;
+                }
+                Reading::Stale { .. } => t.stale.push(o),
+                Reading::Invalid(why) => t.invalid.push((o, why)),
+                Reading::Fresh(value) => t.count_fresh(value as u64, o.observed_at_ms, 1),
+            }
+            let status = status_text(q, o, reading);
+            inputs.push(q, o, status, matches!(reading, Reading::Fresh(_)));
+        }
+        // Series the store summarized read as fresh and valid, as each would above.
+        let tail = ev.clean_tail.unwrap_or_default();
+        if tail.series > 0 {
+            t.count_fresh(tail.max_value, tail.newest_at_ms, tail.series);
+            t.summarized = tail.series;
+            inputs.count_fresh(q, &tail);
+        }
+        t
+    }
+
+    fn count_fresh(&mut self, value: u64, at_ms: Millis, series: usize) {
+        self.fresh += series;
+        if self.best.is_none_or(|(b, _)| value > b) {
+            self.best = Some((value, at_ms));
+        }
+        self.newest_used = self.newest_used.max(at_ms);
+    }
+
+    /// The series still exported, listed or summarized.
+    fn present(&self) -> usize {
+        self.listed - self.gone + self.summarized
+    }
+}
+
+/// No series in scope: nothing to take the max of.
+fn no_series(q: &QueryContext<'_>, ev: &Evidence, gone: usize, rule: &'static str) -> Answer {
+    let mut reason = format!("no series of {} match {}", q.searched_names(), q.scope);
+    if gone > 0 {
+        let _ = write!(
+            reason,
+            " ({gone} series are no longer exported by their targets)"
+        );
+    }
+    let unknown = ev.unknown_targets.iter();
+    if unknown.clone().next().is_some() {
+        let _ = write!(
+            reason,
+            "; {} target(s) that may export them have never been scraped successfully: {}",
+            unknown.clone().count(),
+            target_list(unknown.map(|t| t.target.to_string()))
+        );
+        Answer::refused(q.metric, KIND, RefusalKind::Partial, None, rule, reason)
+    } else {
+        Answer::refused(q.metric, KIND, RefusalKind::NoMatch, None, rule, reason)
+    }
+}
+
+/// A fresh max: served, unless an input that is not known could be higher (docs/unknown-input.md):
+/// an invalid one, a stale one whose last value was higher, or a target never scraped.
+fn fresh_max(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    t: &Tally<'_>,
+    best: u64,
+    names: &Inputs<'_>,
+    rule: &'static str,
+) -> Answer {
+    let blockers_stale: Vec<&Observation> = t
+        .stale
+        .iter()
+        .copied()
+        .filter(|o| o.last_valid.is_none_or(|(v, _)| v > best))
+        .collect();
+    // A target never scraped since this process started may export any value: one it
+    // exported before a restart, higher than the fresh max, is not known to be gone. A
+    // never-scraped pod of a workload none of whose pods carries a series in scope is
+    // not among them (the store leaves it out, or counts it in `unknown_bystanders`, a
+    // floor's only): it keeps the answer live when an unrelated pod fails for good, at the
+    // cost docs/unknown-input.md states.
+    let unknown = ev.unknown_targets.iter();
+    if t.invalid.is_empty() && blockers_stale.is_empty() && unknown.clone().next().is_none() {
+        let mut reason = if t.fresh == 1 {
+            reason!(
+                "1 fresh series of ",
+                *names,
+                " matches ",
+                q.scope,
+                ": value ",
+                best
+            )
+        } else {
+            reason!(
+                "max of ",
+                t.fresh,
+                " fresh series of ",
+                *names,
+                " matching ",
+                q.scope,
+                " is ",
+                best
+            )
+        };
+        if !t.stale.is_empty() {
+            let _ = write!(
+                reason,
+                "; {} stale series ignored, all with lower last values",
+                t.stale.len()
+            );
+        }
+        return Answer::valued(q.metric, KIND, best, t.newest_used, rule, reason);
+    }
+    let mut why = Vec::new();
+    for (o, reason) in &t.invalid {
+        why.push(format!(
+            "{} from {} is {} ({})",
+            o.id.series,
+            o.id.target,
+            fmt_value(o.value),
+            reason
+        ));
+    }
+    for o in &blockers_stale {
+        why.push(format!(
+            "{} from {} is {} with last value {}",
+            o.id.series,
+            o.id.target,
+            StaleText(q, o),
+            o.last_valid
+                .map(|(v, _)| v.to_string())
+                .unwrap_or_else(|| "unknown".into())
+        ));
+    }
+    let never = unknown.clone().count();
+    if never > 0 {
+        why.push(format!(
+            "{never} target(s) that may export them have never been scraped successfully: {}",
+            target_list(unknown.map(|t| match &t.last_error {
+                Some(e) => format!("{} ({e})", t.target),
+                None => format!("{} (not scraped yet)", t.target),
+            }))
+        ));
+    }
+    let mut reason = format!(
+        "the fresh max of {} for {} is {best}, but {}: serving {best} could shrink the workload on unknown input",
+        names,
+        q.scope,
+        why.join("; ")
+    );
+    let causes = t.invalid.iter().map(|(o, _)| *o);
+    let causes = causes.chain(blockers_stale.iter().copied());
+    quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
+    Answer::refused(
+        q.metric,
+        KIND,
+        RefusalKind::Partial,
+        Some(best),
+        rule,
+        reason,
+    )
+}
+
+/// No fresh input and some stale: the newest known state is too old to serve.
+fn all_stale(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    t: &Tally<'_>,
+    names: &Inputs<'_>,
+    rule: &'static str,
+    fenced: bool,
+) -> Answer {
+    let youngest = t.stale.iter().map(|o| o.age_ms(q.now)).min().unwrap_or(0);
+    let expired = t.stale.iter().filter(|o| o.expired(q.now)).count();
+    let mut reason = format!(
+        "{} series of {} match {} but the newest is {:.0}s old (staleAfter {}){}{}{}",
+        t.stale.len(),
+        names,
+        q.scope,
+        age_s(youngest),
+        fmt_limit(q.stale_after_ms),
+        if expired > 0 {
+            format!(", and {expired} are past the validUntil their producer gave")
+        } else {
+            String::new()
+        },
+        if t.invalid.is_empty() {
+            String::new()
+        } else {
+            format!(", and {} series not stale are invalid", t.invalid.len())
+        },
+        if fenced {
+            ": the newest leader's state is unknown"
+        } else {
+            ""
+        }
+    );
+    let causes = t
+        .stale
+        .iter()
+        .copied()
+        .chain(t.invalid.iter().map(|(o, _)| *o));
+    quote_producers(&mut reason, ev, causes.map(|o| &o.id.target));
+    Answer::refused(q.metric, KIND, RefusalKind::Stale, None, rule, reason)
+}
+
+/// Every input that is not stale is invalid, and none is stale.
+fn all_invalid(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    t: &Tally<'_>,
+    names: &Inputs<'_>,
+    rule: &'static str,
+) -> Answer {
+    let mut reason = format!(
+        "every series of {} matching {} that is not stale is invalid: {}",
+        names,
+        q.scope,
+        t.invalid
+            .iter()
+            .map(|(o, why)| format!("{} from {} ({why})", fmt_value(o.value), o.id.target))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    quote_producers(&mut reason, ev, t.invalid.iter().map(|(o, _)| &o.id.target));
+    Answer::refused(q.metric, KIND, RefusalKind::Invalid, None, rule, reason)
 }
 
 #[cfg(test)]
