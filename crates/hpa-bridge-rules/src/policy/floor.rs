@@ -19,165 +19,16 @@ use crate::evidence::{invalid_reason, Evidence, Observation};
 /// A pod whose scrape fails keeps its last valid index; a pod whose index has never been seen
 /// makes the floor incomplete, which is refused rather than under-reported.
 pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) -> Answer {
-    const RULE: &str = "max retained index over pods";
-    let kind = MetricKind::StatefulFloor;
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
-    let mut best: Option<(u64, Millis)> = None;
-    let mut never_valid: Vec<&Observation> = Vec::new();
-    let mut retained_from_failing = 0usize;
-    for o in &ev.observations {
-        // An index exported twice in one page, or otherwise unusable (from the future, of no
-        // known time), may be any value: holding a lower one could release a pod that owns
-        // state, so the floor is incomplete until the page is clean.
-        let last_valid = if o.unusable.is_some() {
-            None
-        } else {
-            o.last_valid
-        };
-        match last_valid {
-            Some((v, at)) => {
-                let fresh = o.age_ms(q.now) <= q.stale_after_ms && !o.expired(q.now);
-                let status: std::borrow::Cow<'static, str> =
-                    if let Some(why) = invalid_reason(o.value) {
-                        format!(
-                            "retained {v} (newest value {} is {why})",
-                            fmt_value(o.value)
-                        )
-                        .into()
-                    } else if o.target_failing || !fresh {
-                        retained_from_failing += 1;
-                        format!(
-                            "retained {v} from {:.0}s ago (target failing)",
-                            // When the value was seen, as the wall clock shows it.
-                            age_s(q.now.wall - at)
-                        )
-                        .into()
-                    } else if !o.present {
-                        format!("retained {v} (series no longer exported; pod still exists)").into()
-                    } else {
-                        "fresh".into()
-                    };
-                inputs.push(q, o, status, true);
-                if best.is_none_or(|(b, _)| v > b) {
-                    best = Some((v, at));
-                }
-            }
-            None => {
-                let status = if let Some(u) = o.unusable {
-                    format!("unknown: {}", u.why())
-                } else {
-                    format!("unknown: no valid index seen ({})", fmt_value(o.value))
-                };
-                inputs.push(q, o, status, false);
-                never_valid.push(o);
-            }
-        }
-    }
-    // Series the store summarized: each a fresh, exported, valid index, retained as it reads.
-    let tail = ev.clean_tail.unwrap_or_default();
-    if tail.series > 0 {
-        inputs.count_fresh(q, &tail);
-        if best.is_none_or(|(b, _)| tail.max_value > b) {
-            best = Some((tail.max_value, tail.newest_at_ms));
-        }
-    }
-    let offset = |v: u64| v.saturating_sub(ordinals_start);
-    let silent = ev
-        .silent_pods
-        .iter()
-        .filter(|s| ev.workloads.contains(&s.workload));
-    let mut answer = if ev.unknown_to_floor().next().is_some()
-        || !never_valid.is_empty()
-        || silent.clone().next().is_some()
-        || !ev.silent_targets.is_empty()
-    {
-        let mut unknown: Vec<String> = ev
-            .unknown_to_floor()
-            .map(|t| match &t.last_error {
-                Some(e) => format!("{} ({e})", t.target),
-                None => format!("{} (not scraped yet)", t.target),
-            })
-            .collect();
-        unknown.extend(never_valid.iter().map(|o| match o.unusable {
-            Some(u) => format!("{} (index {})", o.id.target, u.why()),
-            None => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
-        }));
-        // A pod whose pages carry no index at all is as unknown as one never scraped: it may
-        // hold state it does not report. So is a static target whose own labels put it in
-        // scope.
-        unknown.extend(
-            ev.silent_targets
-                .iter()
-                .map(|t| format!("{t} (scraped, but no {} exported)", q.searched_names())),
-        );
-        for s in silent {
-            let w = &s.workload;
-            unknown.extend((0..s.pods).map(|_| {
-                format!(
-                    "a pod of {} {}/{} (scraped, but no {} exported)",
-                    w.kind,
-                    w.namespace,
-                    w.name,
-                    q.searched_names()
-                )
-            }));
-        }
-        let mut reason = format!(
-            "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
-            q.scope,
-            unknown.len(),
-            target_list(unknown.into_iter()),
-            match best {
-                Some((v, _)) => format!("; the known floor is at least {}", offset(v)),
-                None => String::new(),
-            }
-        );
-        quote_producers(&mut reason, ev, never_valid.iter().map(|o| &o.id.target));
-        Answer::refused(
-            q.metric,
-            kind,
-            RefusalKind::IncompleteFloor,
-            best.map(|(v, _)| offset(v)),
-            RULE,
-            reason,
-        )
-    } else if let Some((v, _)) = best {
-        let newest = ev
-            .observations
-            .iter()
-            .map(|o| o.observed_at_ms)
-            .chain((tail.series > 0).then_some(tail.newest_at_ms))
-            .max()
-            .unwrap_or(q.now.wall);
-        let pods = inputs.len();
-        let mut reason = reason!(
-            "highest retained index of ",
-            q.series_names(),
-            " over ",
-            pods,
-            " series matching ",
-            q.scope,
-            " is ",
-            v
-        );
-        if ordinals_start > 0 {
-            let _ = write!(
-                reason,
-                "; minus ordinals start {ordinals_start} gives {}",
-                offset(v)
-            );
-        }
-        if retained_from_failing > 0 {
-            let _ = write!(
-                reason,
-                "; {retained_from_failing} retained from failing targets"
-            );
-        }
-        Answer::valued(q.metric, kind, offset(v), newest, RULE, reason)
+    let retained = Retained::read(q, ev, &mut inputs);
+    let mut answer = if let Some(refused) = incomplete(q, ev, &retained, ordinals_start) {
+        refused
+    } else if let Some((v, _)) = retained.best {
+        held(q, ev, &retained, v, ordinals_start, inputs.len())
     } else {
         Answer::refused(
             q.metric,
-            kind,
+            KIND,
             RefusalKind::NoMatch,
             None,
             RULE,
@@ -187,6 +38,210 @@ pub fn stateful_floor(q: &QueryContext<'_>, ev: &Evidence, ordinals_start: u64) 
     inputs.into_answer(&mut answer);
     attach(&mut answer, ev);
     answer
+}
+
+const RULE: &str = "max retained index over pods";
+const KIND: MetricKind = MetricKind::StatefulFloor;
+
+/// What the pods' indices retain: the highest and when it was seen, the pods that never
+/// reported a valid one, and how many are held from failing targets.
+struct Retained<'o> {
+    best: Option<(u64, Millis)>,
+    never_valid: Vec<&'o Observation>,
+    from_failing: usize,
+}
+
+impl<'o> Retained<'o> {
+    fn read(q: &QueryContext<'_>, ev: &'o Evidence, inputs: &mut InputNotes) -> Retained<'o> {
+        let mut r = Retained {
+            best: None,
+            never_valid: Vec::new(),
+            from_failing: 0,
+        };
+        for o in &ev.observations {
+            // An index exported twice in one page, or otherwise unusable (from the future, of
+            // no known time), may be any value: holding a lower one could release a pod that
+            // owns state, so the floor is incomplete until the page is clean.
+            let last_valid = if o.unusable.is_some() {
+                None
+            } else {
+                o.last_valid
+            };
+            match last_valid {
+                Some((v, at)) => {
+                    let status = r.retained_status(q, o, v, at);
+                    inputs.push(q, o, status, true);
+                    r.hold(v, at);
+                }
+                None => {
+                    let status = if let Some(u) = o.unusable {
+                        format!("unknown: {}", u.why())
+                    } else {
+                        format!("unknown: no valid index seen ({})", fmt_value(o.value))
+                    };
+                    inputs.push(q, o, status, false);
+                    r.never_valid.push(o);
+                }
+            }
+        }
+        // Series the store summarized: each a fresh, exported, valid index, retained as it
+        // reads.
+        let tail = ev.clean_tail.unwrap_or_default();
+        if tail.series > 0 {
+            inputs.count_fresh(q, &tail);
+            r.hold(tail.max_value, tail.newest_at_ms);
+        }
+        r
+    }
+
+    fn hold(&mut self, v: u64, at: Millis) {
+        if self.best.is_none_or(|(b, _)| v > b) {
+            self.best = Some((v, at));
+        }
+    }
+
+    /// Why `o`'s index `v` (seen at `at`) is held, counting one from a failing target.
+    fn retained_status(
+        &mut self,
+        q: &QueryContext<'_>,
+        o: &Observation,
+        v: u64,
+        at: Millis,
+    ) -> std::borrow::Cow<'static, str> {
+        let fresh = o.age_ms(q.now) <= q.stale_after_ms && !o.expired(q.now);
+        if let Some(why) = invalid_reason(o.value) {
+            format!(
+                "retained {v} (newest value {} is {why})",
+                fmt_value(o.value)
+            )
+            .into()
+        } else if o.target_failing || !fresh {
+            self.from_failing += 1;
+            format!(
+                "retained {v} from {:.0}s ago (target failing)",
+                // When the value was seen, as the wall clock shows it.
+                age_s(q.now.wall - at)
+            )
+            .into()
+        } else if !o.present {
+            format!("retained {v} (series no longer exported; pod still exists)").into()
+        } else {
+            "fresh".into()
+        }
+    }
+}
+
+/// The floor is incomplete while a pod in scope may hold state it has not reported: a target
+/// never scraped, an index never valid, a pod or static target whose pages carry no index.
+fn incomplete(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    r: &Retained<'_>,
+    ordinals_start: u64,
+) -> Option<Answer> {
+    let silent = ev
+        .silent_pods
+        .iter()
+        .filter(|s| ev.workloads.contains(&s.workload));
+    if ev.unknown_to_floor().next().is_none()
+        && r.never_valid.is_empty()
+        && silent.clone().next().is_none()
+        && ev.silent_targets.is_empty()
+    {
+        return None;
+    }
+    let mut unknown: Vec<String> = ev
+        .unknown_to_floor()
+        .map(|t| match &t.last_error {
+            Some(e) => format!("{} ({e})", t.target),
+            None => format!("{} (not scraped yet)", t.target),
+        })
+        .collect();
+    unknown.extend(r.never_valid.iter().map(|o| match o.unusable {
+        Some(u) => format!("{} (index {})", o.id.target, u.why()),
+        None => format!("{} (index {} never valid)", o.id.target, fmt_value(o.value)),
+    }));
+    // A pod whose pages carry no index at all is as unknown as one never scraped: it may
+    // hold state it does not report. So is a static target whose own labels put it in
+    // scope.
+    unknown.extend(
+        ev.silent_targets
+            .iter()
+            .map(|t| format!("{t} (scraped, but no {} exported)", q.searched_names())),
+    );
+    for s in silent {
+        let w = &s.workload;
+        unknown.extend((0..s.pods).map(|_| {
+            format!(
+                "a pod of {} {}/{} (scraped, but no {} exported)",
+                w.kind,
+                w.namespace,
+                w.name,
+                q.searched_names()
+            )
+        }));
+    }
+    let offset = |v: u64| v.saturating_sub(ordinals_start);
+    let mut reason = format!(
+        "the floor for {} is incomplete: {} target(s) never reported a valid index: {}{}",
+        q.scope,
+        unknown.len(),
+        target_list(unknown.into_iter()),
+        match r.best {
+            Some((v, _)) => format!("; the known floor is at least {}", offset(v)),
+            None => String::new(),
+        }
+    );
+    quote_producers(&mut reason, ev, r.never_valid.iter().map(|o| &o.id.target));
+    Some(Answer::refused(
+        q.metric,
+        KIND,
+        RefusalKind::IncompleteFloor,
+        r.best.map(|(v, _)| offset(v)),
+        RULE,
+        reason,
+    ))
+}
+
+/// Every pod known: the highest retained index `v` over `pods` series, less the ordinals'
+/// start.
+fn held(
+    q: &QueryContext<'_>,
+    ev: &Evidence,
+    r: &Retained<'_>,
+    v: u64,
+    ordinals_start: u64,
+    pods: usize,
+) -> Answer {
+    let tail = ev.clean_tail.unwrap_or_default();
+    let newest = ev
+        .observations
+        .iter()
+        .map(|o| o.observed_at_ms)
+        .chain((tail.series > 0).then_some(tail.newest_at_ms))
+        .max()
+        .unwrap_or(q.now.wall);
+    let floor = v.saturating_sub(ordinals_start);
+    let mut reason = reason!(
+        "highest retained index of ",
+        q.series_names(),
+        " over ",
+        pods,
+        " series matching ",
+        q.scope,
+        " is ",
+        v
+    );
+    if ordinals_start > 0 {
+        let _ = write!(
+            reason,
+            "; minus ordinals start {ordinals_start} gives {floor}"
+        );
+    }
+    if r.from_failing > 0 {
+        let _ = write!(reason, "; {} retained from failing targets", r.from_failing);
+    }
+    Answer::valued(q.metric, KIND, floor, newest, RULE, reason)
 }
 
 #[cfg(test)]
