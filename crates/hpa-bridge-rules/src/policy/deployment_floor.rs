@@ -10,7 +10,7 @@ use super::observation::*;
 use super::producer_quote::{attach, quote_producers};
 use crate::cluster::{deletion_cost, PodFacts, ReplicaSetFacts, WorkloadRef};
 use crate::config::MetricKind;
-use crate::evidence::{invalid_reason, Evidence};
+use crate::evidence::{invalid_reason, Evidence, TargetId};
 
 /// The label that names an observation's pod (discovery's target labels).
 const POD_LABEL: &str = "pod";
@@ -39,12 +39,11 @@ pub fn deployment_floor(
     pods: Option<&BTreeMap<String, PodFacts>>,
     replica_sets: Option<&[ReplicaSetFacts]>,
 ) -> Answer {
-    let kind = MetricKind::StatefulFloor;
     let name = format!("Deployment {}/{}", deployment.namespace, deployment.name);
     let Some(pods) = pods else {
         return Answer::refused(
             q.metric,
-            kind,
+            KIND,
             RefusalKind::IncompleteFloor,
             None,
             RULE,
@@ -55,167 +54,230 @@ pub fn deployment_floor(
         );
     };
     // Succeeded and Failed pods are not active: the ReplicaSet neither counts nor deletes
-    // them (docs/hpa-behaviour.md §9.1), and they export nothing.
-    let is_member = |f: &PodFacts| f.workload.as_ref() == Some(deployment) && !f.terminated;
-    // In name order, so the problems a reason shows first are the same on every answer; an
-    // input finds its pod's place by name.
+    // them (docs/hpa-behaviour.md §9.1), and they export nothing. In name order, so the
+    // problems a reason shows first are the same on every answer.
     let members: Vec<(&str, &PodFacts)> = pods
         .iter()
-        .filter(|(_, f)| is_member(f))
+        .filter(|(_, f)| f.workload.as_ref() == Some(deployment) && !f.terminated)
         .map(|(n, f)| (n.as_str(), f))
         .collect();
-    let mut place: HashMap<&str, usize> = HashMap::with_capacity(members.len());
-    place.extend(members.iter().enumerate().map(|(at, (pod, _))| (*pod, at)));
-    // Each member's index as `pod_indices` gives it; `None` while no input names the pod.
-    let mut index: Vec<Option<Option<u64>>> = vec![None; members.len()];
     let mut inputs = InputNotes::for_inputs(q, ev.observations.len());
-    let mut problems: Vec<String> = Vec::new();
-    let mut causes = Vec::new();
-    for o in &ev.observations {
-        let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
-        let Some(at) = pod.and_then(|p| place.get(p)).copied() else {
-            inputs.push_built(q, o, InputState::Unknown, false, || {
-                format!("not a pod of {name}").into()
-            });
-            problems.push(format!(
-                "{} exports {} but is not a pod of {name}",
-                o.id.target, o.id.series
-            ));
-            continue;
-        };
-        let facts = members[at].1;
-        let reading = read(q, o, invalid_reason);
-        let value = series_index(reading);
-        index[at] = Some(index[at].map_or(value, |merged| merge(merged, value)));
-        let fresh = matches!(reading, Reading::Fresh(_));
-        if !fresh {
-            causes.push(&o.id.target);
-        }
-        let state = if fresh {
-            InputState::Fresh
-        } else {
-            InputState::Unknown
-        };
-        // Built only for the notes kept: a served answer counts the rest by state alone.
-        inputs.push_built(q, o, state, fresh, || match reading {
-            Reading::Fresh(v) => {
-                let cost = facts.deletion_cost.as_deref();
-                let confirmed = if cost_confirms(cost, v as u64) {
-                    "confirmed by the watch"
-                } else {
-                    "not confirmed"
-                };
-                format!(
-                    "fresh: index {v}, deletion cost {} ({confirmed})",
-                    cost.unwrap_or("absent")
-                )
-                .into()
-            }
-            Reading::Gone => "unknown: no longer exported".into(),
-            Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)).into(),
-            Reading::Invalid(why) => format!("unknown: {why}").into(),
-        });
-    }
+    let mut count = Count::default();
+    let index = count.read_indices(q, ev, &members, &name, &mut inputs);
     for u in ev.unknown_to_floor() {
-        problems.push(format!("{} has not been scraped", u.target));
+        count
+            .problems
+            .push(format!("{} has not been scraped", u.target));
     }
-    let mut holding = 0u64;
-    let mut replica_sets_of_pods: Vec<Option<&str>> = Vec::new();
-    for ((pod, facts), index) in members.iter().zip(&index) {
-        match index.flatten() {
-            None => problems.push(format!("{pod} has no fresh, valid index")),
-            Some(i) => {
-                if i > 0 {
-                    holding += 1;
-                    if !facts.ready {
-                        problems.push(format!(
-                            "{pod} holds state (index {i}) but is not Ready, so it goes before any Ready pod"
+    let replica_sets_of_pods = count.holding_pods(&members, &index);
+    count.check_replica_sets(&name, replica_sets, &replica_sets_of_pods);
+    let mut answer = count.answer(q, ev, &name, members.len());
+    inputs.into_answer(&mut answer);
+    attach(&mut answer, ev);
+    answer
+}
+
+const KIND: MetricKind = MetricKind::StatefulFloor;
+
+/// The count of a Deployment's pods holding state, and every problem that makes it only a
+/// lower bound.
+#[derive(Default)]
+struct Count<'e> {
+    holding: u64,
+    problems: Vec<String>,
+    /// The targets of inputs that are not fresh, whose producers' reasons are quoted.
+    causes: Vec<&'e TargetId>,
+}
+
+impl<'e> Count<'e> {
+    /// Each member's index as `series_index` gives it, merged over its inputs; `None` while no
+    /// input names the pod. Notes every input.
+    fn read_indices(
+        &mut self,
+        q: &QueryContext<'_>,
+        ev: &'e Evidence,
+        members: &[(&str, &PodFacts)],
+        name: &str,
+        inputs: &mut InputNotes,
+    ) -> Vec<Option<Option<u64>>> {
+        let place: HashMap<&str, usize> = members
+            .iter()
+            .enumerate()
+            .map(|(at, (pod, _))| (*pod, at))
+            .collect();
+        let mut index: Vec<Option<Option<u64>>> = vec![None; members.len()];
+        for o in &ev.observations {
+            let pod = o.id.labels.get(POD_LABEL).map(String::as_str);
+            let Some(at) = pod.and_then(|p| place.get(p)).copied() else {
+                inputs.push_built(q, o, InputState::Unknown, false, || {
+                    format!("not a pod of {name}").into()
+                });
+                self.problems.push(format!(
+                    "{} exports {} but is not a pod of {name}",
+                    o.id.target, o.id.series
+                ));
+                continue;
+            };
+            let facts = members[at].1;
+            let reading = read(q, o, invalid_reason);
+            let value = series_index(reading);
+            index[at] = Some(index[at].map_or(value, |merged| merge(merged, value)));
+            let fresh = matches!(reading, Reading::Fresh(_));
+            if !fresh {
+                self.causes.push(&o.id.target);
+            }
+            let state = if fresh {
+                InputState::Fresh
+            } else {
+                InputState::Unknown
+            };
+            // Built only for the notes kept: a served answer counts the rest by state alone.
+            inputs.push_built(q, o, state, fresh, || match reading {
+                Reading::Fresh(v) => {
+                    let cost = facts.deletion_cost.as_deref();
+                    let confirmed = if cost_confirms(cost, v as u64) {
+                        "confirmed by the watch"
+                    } else {
+                        "not confirmed"
+                    };
+                    format!(
+                        "fresh: index {v}, deletion cost {} ({confirmed})",
+                        cost.unwrap_or("absent")
+                    )
+                    .into()
+                }
+                Reading::Gone => "unknown: no longer exported".into(),
+                Reading::Stale { .. } => format!("unknown: {}", StaleText(q, o)).into(),
+                Reading::Invalid(why) => format!("unknown: {why}").into(),
+            });
+        }
+        index
+    }
+
+    /// Count the members holding state, checking each is ranked last: Ready, its deletion cost
+    /// its index. Returns the ReplicaSets the members are in, in order of first appearance.
+    fn holding_pods<'m>(
+        &mut self,
+        members: &[(&str, &'m PodFacts)],
+        index: &[Option<Option<u64>>],
+    ) -> Vec<Option<&'m str>> {
+        let mut replica_sets_of_pods: Vec<Option<&str>> = Vec::new();
+        for ((pod, facts), index) in members.iter().zip(index) {
+            match index.flatten() {
+                None => self
+                    .problems
+                    .push(format!("{pod} has no fresh, valid index")),
+                Some(i) => {
+                    if i > 0 {
+                        self.holding += 1;
+                        if !facts.ready {
+                            self.problems.push(format!(
+                                "{pod} holds state (index {i}) but is not Ready, so it goes before any Ready pod"
+                            ));
+                        }
+                    }
+                    if !cost_confirms(facts.deletion_cost.as_deref(), i) {
+                        self.problems.push(format!(
+                            "{pod}'s deletion cost is {} in the watch, not its index {i}",
+                            facts.deletion_cost.as_deref().unwrap_or("absent")
                         ));
                     }
                 }
-                if !cost_confirms(facts.deletion_cost.as_deref(), i) {
-                    problems.push(format!(
-                        "{pod}'s deletion cost is {} in the watch, not its index {i}",
-                        facts.deletion_cost.as_deref().unwrap_or("absent")
-                    ));
+            }
+            let rs = facts.replica_set.as_deref();
+            if !replica_sets_of_pods.contains(&rs) {
+                replica_sets_of_pods.push(rs);
+            }
+        }
+        replica_sets_of_pods
+    }
+
+    /// One ReplicaSet must hold every pod and be the only one with replicas: a rollout splits
+    /// a scale-down across the ReplicaSets with replicas by size, not by cost
+    /// (docs/hpa-behaviour.md §9.3).
+    fn check_replica_sets(
+        &mut self,
+        name: &str,
+        replica_sets: Option<&[ReplicaSetFacts]>,
+        replica_sets_of_pods: &[Option<&str>],
+    ) {
+        if replica_sets_of_pods.len() > 1 {
+            self.problems.push(format!(
+                "the pods of {name} are in {} ReplicaSets (a rollout scales each down by its size, not by cost)",
+                replica_sets_of_pods.len()
+            ));
+        }
+        let Some(sets) = replica_sets else {
+            self.problems
+                .push(format!("the ReplicaSets of {name} are not known now"));
+            return;
+        };
+        let writers: Vec<&ReplicaSetFacts> = sets.iter().filter(|r| r.replicas > 0).collect();
+        if writers.len() > 1 {
+            let shown: Vec<String> = writers
+                .iter()
+                .map(|r| format!("{} has {}", r.name, r.replicas))
+                .collect();
+            self.problems.push(format!(
+                "{} ReplicaSets of {name} have replicas ({}), so a scale-down is split between them by size, not by cost, whether or not their pods exist yet",
+                writers.len(),
+                shown.join(", ")
+            ));
+        }
+        // When the pods' ReplicaSet has no replicas, its pods all go whatever their cost:
+        // a Recreate rollout scales it to 0 before the new one gets any, and at
+        // maxUnavailable 100% the new one may have them all at once.
+        if let [Some(of_pods)] = replica_sets_of_pods {
+            match &writers[..] {
+                [] => self.problems.push(format!(
+                    "no ReplicaSet of {name} has replicas, so its pods in {of_pods} are removed whatever their cost"
+                )),
+                [only] if only.name != *of_pods => self.problems.push(format!(
+                    "the pods of {name} are in ReplicaSet {of_pods}, but {} is the one with replicas ({}), so they are removed whatever their cost",
+                    only.name, only.replicas
+                )),
+                _ => {}
+            }
+        }
+    }
+
+    /// The count, served only without a problem; otherwise the floor is incomplete and the
+    /// count a lower bound.
+    fn answer(self, q: &QueryContext<'_>, ev: &Evidence, name: &str, members: usize) -> Answer {
+        let holding = self.holding;
+        if !self.problems.is_empty() {
+            let shown = self.problems.len().min(8);
+            let more = self.problems.len() - shown;
+            let mut reason = format!(
+                "the floor for {} is incomplete: {}{}; at least {holding} pod(s) of {name} hold state",
+                q.scope,
+                self.problems[..shown].join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
                 }
-            }
+            );
+            quote_producers(&mut reason, ev, self.causes);
+            return Answer::refused(
+                q.metric,
+                KIND,
+                RefusalKind::IncompleteFloor,
+                Some(holding),
+                RULE,
+                reason,
+            );
         }
-        let rs = facts.replica_set.as_deref();
-        if !replica_sets_of_pods.contains(&rs) {
-            replica_sets_of_pods.push(rs);
+        if members == 0 {
+            return Answer::refused(
+                q.metric,
+                KIND,
+                RefusalKind::NoMatch,
+                None,
+                RULE,
+                format!("{name} has no pods in {}", q.scope),
+            );
         }
-    }
-    if replica_sets_of_pods.len() > 1 {
-        problems.push(format!(
-            "the pods of {name} are in {} ReplicaSets (a rollout scales each down by its size, not by cost)",
-            replica_sets_of_pods.len()
-        ));
-    }
-    match replica_sets {
-        None => problems.push(format!("the ReplicaSets of {name} are not known now")),
-        Some(sets) => {
-            let writers: Vec<&ReplicaSetFacts> = sets.iter().filter(|r| r.replicas > 0).collect();
-            if writers.len() > 1 {
-                let shown: Vec<String> = writers
-                    .iter()
-                    .map(|r| format!("{} has {}", r.name, r.replicas))
-                    .collect();
-                problems.push(format!(
-                    "{} ReplicaSets of {name} have replicas ({}), so a scale-down is split between them by size, not by cost, whether or not their pods exist yet",
-                    writers.len(),
-                    shown.join(", ")
-                ));
-            }
-            // When the pods' ReplicaSet has no replicas, its pods all go whatever their cost:
-            // a Recreate rollout scales it to 0 before the new one gets any, and at
-            // maxUnavailable 100% the new one may have them all at once.
-            if let [Some(of_pods)] = &replica_sets_of_pods[..] {
-                match &writers[..] {
-                    [] => problems.push(format!(
-                        "no ReplicaSet of {name} has replicas, so its pods in {of_pods} are removed whatever their cost"
-                    )),
-                    [only] if only.name != *of_pods => problems.push(format!(
-                        "the pods of {name} are in ReplicaSet {of_pods}, but {} is the one with replicas ({}), so they are removed whatever their cost",
-                        only.name, only.replicas
-                    )),
-                    _ => {}
-                }
-            }
-        }
-    }
-    let mut answer = if !problems.is_empty() {
-        let shown = problems.len().min(8);
-        let more = problems.len() - shown;
-        let mut reason = format!(
-            "the floor for {} is incomplete: {}{}; at least {holding} pod(s) of {name} hold state",
-            q.scope,
-            problems[..shown].join("; "),
-            if more > 0 {
-                format!("; and {more} more")
-            } else {
-                String::new()
-            }
-        );
-        quote_producers(&mut reason, ev, causes);
-        Answer::refused(
-            q.metric,
-            kind,
-            RefusalKind::IncompleteFloor,
-            Some(holding),
-            RULE,
-            reason,
-        )
-    } else if members.is_empty() {
-        Answer::refused(
-            q.metric,
-            kind,
-            RefusalKind::NoMatch,
-            None,
-            RULE,
-            format!("{name} has no pods in {}", q.scope),
-        )
-    } else {
         let newest = ev
             .observations
             .iter()
@@ -224,20 +286,16 @@ pub fn deployment_floor(
             .unwrap_or(q.now.wall);
         Answer::valued(
             q.metric,
-            kind,
+            KIND,
             holding,
             newest,
             RULE,
             format!(
-                "{holding} of the {} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod and is the only one with replicas",
-                members.len(),
+                "{holding} of the {members} pods of {name} hold state by {}; every pod's deletion cost is its index, every holding pod is Ready, one ReplicaSet holds every pod and is the only one with replicas",
                 q.series_names()
             ),
         )
-    };
-    inputs.into_answer(&mut answer);
-    attach(&mut answer, ev);
-    answer
+    }
 }
 
 /// A floor whose series come from several workloads, one of them a Deployment that opted in
