@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::observation::{AnswerHistory, Observation, ServedAnswer};
+use super::observation::{AnswerHistory, Observation, PodCount, ScaleView, ServedAnswer};
 use super::replay::{self, model_time, PastSync};
 use crate::clock::{rfc3339, Millis};
 use crate::hpa::model::*;
@@ -143,135 +143,27 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
     let spec: HpaSpec = serde_json::from_value(hpa["spec"].clone())
         .map_err(|e| ExplainError::Spec(e.to_string()))?;
     let config = ControllerConfig::for_kube_minor(obs.kube_minor);
-    let mut model =
-        Hpa::new(spec.clone(), config).map_err(|e| ExplainError::Spec(e.to_string()))?;
+    let model = Hpa::new(spec.clone(), config).map_err(|e| ExplainError::Spec(e.to_string()))?;
     let status = &hpa["status"];
     let mut notes = Vec::new();
     let mut unseen = Vec::new();
-
-    let current_from_status = status["currentReplicas"].as_i64().unwrap_or(0) as i32;
-    let scale = match &obs.scale {
-        Ok(s) => s.clone(),
-        Err(e) => {
-            unseen.push(format!(
-                "the scale target ({e}); its replicas are taken from the HPA's status.currentReplicas ({current_from_status}) and its selector is assumed valid"
-            ));
-            super::observation::ScaleView {
-                spec_replicas: current_from_status,
-                status_replicas: current_from_status,
-                selector: "(unknown)".into(),
-            }
-        }
-    };
-    let pods = match &obs.pods {
-        Ok(p) => *p,
-        Err(e) => {
-            // Only a Pods or Resource metric's proposal counts the pods (docs/explain.md).
-            let counts_pods = spec.metrics.iter().any(|m| {
-                !matches!(
-                    m.source_type,
-                    MetricSourceType::External | MetricSourceType::Object
-                )
-            });
-            if counts_pods {
-                unseen.push(format!(
-                    "the target's pods ({e}); every one of status.replicas ({}) is taken as ready",
-                    scale.status_replicas
-                ));
-            }
-            super::observation::PodCount {
-                pods: scale.status_replicas,
-                ready: scale.status_replicas,
-            }
-        }
-    };
-    let served: &[ServedAnswer] = match &obs.served {
-        Ok(rows) => rows,
-        Err(e) => {
-            unseen.push(format!(
-                "hpa-bridge's answers ({e}); External and Object values come from the HPA's status.currentMetrics instead"
-            ));
-            &[]
-        }
-    };
-
-    // The controller's memory: replayed from hpa-bridge's history of this HPA's answers when
-    // the replay ends where the HPA is (replay.rs), else seeded from what the object shows.
-    let last_scale = status["lastScaleTime"].as_str().and_then(parse_time);
-    let replayed = obs.history.as_ref().ok().and_then(|h| {
-        let past = past_syncs(&spec, h)?;
-        replay::replay(&spec, config, &past, scale.spec_replicas, last_scale)
-    });
-    // The model runs at the next sync: one period after the last one hpa-bridge saw, or now
-    // when unknown (and the next sync is then said to come one default period from now).
-    let mut period_ms = SYNC_PERIOD.as_millis() as Millis;
-    let (at_ms, next_at) = match replayed {
-        Some(r) => {
-            notes.push(format!(
-                "the controller's memory (its stabilization windows and scale events) is replayed from hpa-bridge's last {} answers to this HPA",
-                r.syncs
-            ));
-            model = r.model;
-            let period = r.period_ms.unwrap_or(period_ms);
-            period_ms = period;
-            let at = (r.last_sync_ms + period).max(obs.now_ms);
-            (at, at)
-        }
-        None => {
-            if obs.history.is_ok() && spec.has_object_or_external_metric() {
-                notes.push(
-                    "hpa-bridge's history of this HPA's answers does not replay to its current state (another client asked too, a metric is not hpa-bridge's, or the history is short): the controller's memory is approximated from the object".into(),
-                );
-            }
-            let mut recommendations = vec![TimestampedRecommendation {
-                replicas: scale.spec_replicas,
-                at: Duration::ZERO,
-            }];
-            if let Some(at) = last_scale {
-                recommendations.push(TimestampedRecommendation {
-                    replicas: scale.spec_replicas,
-                    at: model_time(at),
-                });
-            }
-            model.seed_memory(recommendations, Vec::new(), Vec::new());
-            (obs.now_ms, obs.now_ms + SYNC_PERIOD.as_millis() as Millis)
-        }
-    };
-    let now = model_time(at_ms);
+    let (scale, pods, served) = what_was_seen(obs, &spec, &mut unseen);
+    let (mut model, timing) = controller_memory(obs, &spec, config, model, &scale, &mut notes);
+    let now = model_time(timing.at_ms);
     model.seed_conditions(conditions(status));
 
-    let mut inputs = Vec::new();
-    let mut sources = Vec::new();
-    for (i, m) in spec.metrics.iter().enumerate() {
-        let (input, source) = metric_input(m, i, namespace, served, status, scale.status_replicas);
-        inputs.push(input);
-        sources.push(source);
-    }
+    let (inputs, sources): (Vec<_>, Vec<_>) = spec
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| metric_input(m, i, namespace, served, status, scale.status_replicas))
+        .unzip();
     if obs.served.is_ok() && !sources.iter().any(|s| s.from_adapter) {
         notes.push(
             "this HPA reads no metric hpa-bridge serves: it is explained from its own status and currentMetrics".into(),
         );
     }
-    let selector = if !obs.other_hpas_on_target.is_empty() {
-        let mut hpas = vec![format!("{{{name} {namespace}}}")];
-        hpas.extend(
-            obs.other_hpas_on_target
-                .iter()
-                .map(|o| format!("{{{o} {namespace}}}")),
-        );
-        notes.push(format!(
-            "{} also scale(s) this target: the controller refuses to scale pods that two HPAs select (AmbiguousSelector); delete or retarget one",
-            obs.other_hpas_on_target.join(", ")
-        ));
-        TargetSelector::Ambiguous {
-            selector: scale.selector.clone(),
-            hpas,
-        }
-    } else if scale.selector.is_empty() {
-        TargetSelector::Missing
-    } else {
-        TargetSelector::Valid
-    };
+    let selector = target_selector(obs, name, namespace, &scale, &mut notes);
     if let Some(owner) = &obs.foreign_external_owner {
         notes.push(format!(
             "v1beta1.external.metrics.k8s.io is served by {owner}, not hpa-bridge: the HPA's External metrics come from that adapter, whatever hpa-bridge's status port shows"
@@ -294,20 +186,7 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         .zip(&sources)
         .map(|((m, o), src)| metric_out(m, o, src, &input))
         .collect();
-    // Go: `if replicas == 0 || proposal > replicas` over the valid metrics, in order.
-    let mut winner: Option<(String, i32)> = None;
-    for o in &outcome.metrics {
-        if let Ok(p) = &o.result {
-            if winner
-                .as_ref()
-                .is_none_or(|(_, r)| *r == 0 || p.replicas > *r)
-            {
-                winner = Some((o.name.clone(), p.replicas));
-            }
-        }
-    }
-
-    let (min, max) = (spec.min_replicas(), spec.max_replicas);
+    let winner = winner(&outcome);
     let limit = match outcome.decision {
         Decision::Normalized { limit, .. } => Some(limit),
         _ => None,
@@ -318,7 +197,7 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
             outcome.decision,
             Decision::AboveMaxReplicas | Decision::BelowMinReplicas
         );
-    let stabilization = stabilization_out(&model, &outcome, at_ms);
+    let stabilization = stabilization_out(&model, &outcome, timing.at_ms);
     let rate_limit = rate_limit_out(&spec, &model, &outcome, limit);
     let why = why(
         &spec,
@@ -347,22 +226,195 @@ pub fn explain(obs: &Observation) -> Result<Explanation, ExplainError> {
         proposed: outcome.metric_replicas,
         before_clamp: outcome.stabilized_replicas,
         clamp: ClampOut {
-            min,
-            max,
+            min: spec.min_replicas(),
+            max: spec.max_replicas,
             applied: clamp_applied,
         },
         stabilization,
         rate_limit,
         next: NextOut {
             desired_replicas: outcome.replicas,
-            at: rfc3339(next_at),
-            at_ms: next_at,
-            period_ms,
+            at: rfc3339(timing.next_at),
+            at_ms: timing.next_at,
+            period_ms: timing.period_ms,
             why,
         },
         notes,
         unseen,
     })
+}
+
+/// The target's scale, its pods and hpa-bridge's answers as read; each one that could not be
+/// read is stood in for by what the HPA's own object shows, and said in `unseen`.
+fn what_was_seen<'o>(
+    obs: &'o Observation,
+    spec: &HpaSpec,
+    unseen: &mut Vec<String>,
+) -> (ScaleView, PodCount, &'o [ServedAnswer]) {
+    let status = &obs.hpa["status"];
+    let current_from_status = status["currentReplicas"].as_i64().unwrap_or(0) as i32;
+    let scale = match &obs.scale {
+        Ok(s) => s.clone(),
+        Err(e) => {
+            unseen.push(format!(
+                "the scale target ({e}); its replicas are taken from the HPA's status.currentReplicas ({current_from_status}) and its selector is assumed valid"
+            ));
+            ScaleView {
+                spec_replicas: current_from_status,
+                status_replicas: current_from_status,
+                selector: "(unknown)".into(),
+            }
+        }
+    };
+    let pods = match &obs.pods {
+        Ok(p) => *p,
+        Err(e) => {
+            // Only a Pods or Resource metric's proposal counts the pods (docs/explain.md).
+            let counts_pods = spec.metrics.iter().any(|m| {
+                !matches!(
+                    m.source_type,
+                    MetricSourceType::External | MetricSourceType::Object
+                )
+            });
+            if counts_pods {
+                unseen.push(format!(
+                    "the target's pods ({e}); every one of status.replicas ({}) is taken as ready",
+                    scale.status_replicas
+                ));
+            }
+            PodCount {
+                pods: scale.status_replicas,
+                ready: scale.status_replicas,
+            }
+        }
+    };
+    let served: &[ServedAnswer] = match &obs.served {
+        Ok(rows) => rows,
+        Err(e) => {
+            unseen.push(format!(
+                "hpa-bridge's answers ({e}); External and Object values come from the HPA's status.currentMetrics instead"
+            ));
+            &[]
+        }
+    };
+    (scale, pods, served)
+}
+
+/// When the model runs: the next sync's time, and the period between syncs.
+struct Timing {
+    at_ms: Millis,
+    next_at: Millis,
+    period_ms: Millis,
+}
+
+/// The controller's memory: replayed from hpa-bridge's history of this HPA's answers when the
+/// replay ends where the HPA is (replay.rs), else seeded from what the object shows. The model
+/// runs at the next sync: one period after the last one hpa-bridge saw, or now when unknown
+/// (and the next sync is then said to come one default period from now).
+fn controller_memory(
+    obs: &Observation,
+    spec: &HpaSpec,
+    config: ControllerConfig,
+    mut model: Hpa,
+    scale: &ScaleView,
+    notes: &mut Vec<String>,
+) -> (Hpa, Timing) {
+    let last_scale = obs.hpa["status"]["lastScaleTime"]
+        .as_str()
+        .and_then(parse_time);
+    let replayed = obs.history.as_ref().ok().and_then(|h| {
+        let past = past_syncs(spec, h)?;
+        replay::replay(spec, config, &past, scale.spec_replicas, last_scale)
+    });
+    if let Some(r) = replayed {
+        notes.push(format!(
+            "the controller's memory (its stabilization windows and scale events) is replayed from hpa-bridge's last {} answers to this HPA",
+            r.syncs
+        ));
+        let period_ms = r.period_ms.unwrap_or(SYNC_PERIOD.as_millis() as Millis);
+        let at = (r.last_sync_ms + period_ms).max(obs.now_ms);
+        return (
+            r.model,
+            Timing {
+                at_ms: at,
+                next_at: at,
+                period_ms,
+            },
+        );
+    }
+    if obs.history.is_ok() && spec.has_object_or_external_metric() {
+        notes.push(
+            "hpa-bridge's history of this HPA's answers does not replay to its current state (another client asked too, a metric is not hpa-bridge's, or the history is short): the controller's memory is approximated from the object".into(),
+        );
+    }
+    let mut recommendations = vec![TimestampedRecommendation {
+        replicas: scale.spec_replicas,
+        at: Duration::ZERO,
+    }];
+    if let Some(at) = last_scale {
+        recommendations.push(TimestampedRecommendation {
+            replicas: scale.spec_replicas,
+            at: model_time(at),
+        });
+    }
+    model.seed_memory(recommendations, Vec::new(), Vec::new());
+    let period_ms = SYNC_PERIOD.as_millis() as Millis;
+    (
+        model,
+        Timing {
+            at_ms: obs.now_ms,
+            next_at: obs.now_ms + period_ms,
+            period_ms,
+        },
+    )
+}
+
+/// The target's selector as the controller judges it: ambiguous when other HPAs scale the
+/// same target (the controller then refuses to scale), missing, or valid.
+fn target_selector(
+    obs: &Observation,
+    name: &str,
+    namespace: &str,
+    scale: &ScaleView,
+    notes: &mut Vec<String>,
+) -> TargetSelector {
+    if !obs.other_hpas_on_target.is_empty() {
+        let mut hpas = vec![format!("{{{name} {namespace}}}")];
+        hpas.extend(
+            obs.other_hpas_on_target
+                .iter()
+                .map(|o| format!("{{{o} {namespace}}}")),
+        );
+        notes.push(format!(
+            "{} also scale(s) this target: the controller refuses to scale pods that two HPAs select (AmbiguousSelector); delete or retarget one",
+            obs.other_hpas_on_target.join(", ")
+        ));
+        TargetSelector::Ambiguous {
+            selector: scale.selector.clone(),
+            hpas,
+        }
+    } else if scale.selector.is_empty() {
+        TargetSelector::Missing
+    } else {
+        TargetSelector::Valid
+    }
+}
+
+/// The metric whose proposal decides, as Go picks it: `if replicas == 0 || proposal >
+/// replicas` over the valid metrics, in order.
+fn winner(outcome: &SyncOutcome) -> Option<(String, i32)> {
+    let mut winner: Option<(String, i32)> = None;
+    for o in &outcome.metrics {
+        if let Ok(p) = &o.result {
+            if winner
+                .as_ref()
+                .is_none_or(|(_, r)| *r == 0 || p.replicas > *r)
+            {
+                winner = Some((o.name.clone(), p.replicas));
+            }
+        }
+    }
+    winner
 }
 
 /// An RFC 3339 time of the HPA object, read as the API types read it.
