@@ -227,10 +227,7 @@ impl Hpa {
         let current = input.spec_replicas;
         let min = self.spec.min_replicas();
         let max = self.spec.max_replicas;
-        let mut events = Vec::new();
-        let mut metrics = Vec::new();
-        let mut metric_replicas = None;
-        let mut stabilized_replicas = None;
+        let mut run = SyncRun::new(now, current);
 
         self.set_condition(
             now,
@@ -242,7 +239,6 @@ impl Hpa {
         // docs/hpa-behaviour.md §1.7.6: recorded before anything else, only when no history is kept.
         self.record_initial_recommendation(now, current);
 
-        let scaled_to_zero = self.scaled_to_zero();
         let (desired, rescale, decision) = if current == 0 && !self.may_scale_from_zero(min) {
             // docs/hpa-behaviour.md §1.7.1, §7.2: scaling disabled.
             self.set_condition(
@@ -267,173 +263,164 @@ impl Hpa {
         } else if let Some(refusal) = input.selector.refusal() {
             // docs/hpa-behaviour.md §1.6.1: the selector is checked before any metric; a
             // refusal stops the sync with no proposal and no recommendation.
-            self.set_condition(
-                now,
-                ConditionType::ScalingActive,
-                false,
-                refusal.condition_reason,
-                refusal.condition_message,
-            );
-            events.push(Event {
-                warning: true,
-                reason: refusal.event_reason.into(),
-                message: refusal.event_message.clone(),
-            });
-            events.push(Event {
-                warning: true,
-                reason: "FailedComputeMetricsReplicas".into(),
-                message: refusal.event_message,
-            });
-            return SyncOutcome {
-                at: now,
-                current_replicas: current,
-                replicas: current,
-                rescaled: false,
-                decision: Decision::SelectorRefused {
-                    reason: refusal.condition_reason,
-                },
-                metrics,
-                metric_replicas: None,
-                stabilized_replicas: None,
-                conditions: self.conditions.clone(),
-                events,
-            };
+            let reason = refusal.condition_reason;
+            self.refuse_selector(&mut run, refusal);
+            return run.finish(self, current, false, Decision::SelectorRefused { reason });
         } else {
-            let computed = self.compute_replicas_for_metrics(input);
-            metrics = computed.outcomes;
-            for (m, spec) in metrics.iter().zip(&self.spec.metrics) {
-                if let Err(e) = &m.result {
-                    events.push(Event {
-                        warning: true,
-                        reason: failed_get_reason(spec).into(),
-                        message: e.clone(),
-                    });
-                }
+            match self.propose_from_metrics(&mut run, input) {
+                Ok(step) => step,
+                Err(stopped) => return run.finish(self, current, false, stopped),
             }
-            let total = self.spec.metrics.len();
-            let invalid = computed.invalid;
-            // docs/hpa-behaviour.md §1.6: all invalid, or some invalid and the valid ones would scale
-            // below spec.replicas: no scaling at all, and no recommendation is recorded.
-            if invalid >= total || (invalid > 0 && computed.replicas < input.spec_replicas) {
-                let (first, first_reason) = metrics
-                    .iter()
-                    .zip(&self.spec.metrics)
-                    .find_map(|(m, spec)| {
-                        m.result
-                            .as_ref()
-                            .err()
-                            .map(|e| (e.clone(), failed_get_reason(spec)))
-                    })
-                    .unwrap_or_default();
-                self.set_condition(
-                    now,
-                    ConditionType::ScalingActive,
-                    false,
-                    if first_reason.is_empty() {
-                        "FailedGetExternalMetric"
-                    } else {
-                        first_reason
-                    },
-                    format!("the HPA was unable to compute the replica count: {first}"),
-                );
-                events.push(Event {
-                    warning: true,
-                    reason: "FailedComputeMetricsReplicas".into(),
-                    message: format!(
-                        "invalid metrics ({invalid} invalid out of {total}), first error is: {first}"
-                    ),
-                });
-                let decision = if invalid >= total {
-                    Decision::AllMetricsInvalid { invalid }
-                } else {
-                    metric_replicas = Some(computed.replicas);
-                    Decision::ScaleDownBlockedByInvalidMetric {
-                        invalid,
-                        proposed: computed.replicas,
-                    }
-                };
-                return SyncOutcome {
-                    at: now,
-                    current_replicas: current,
-                    replicas: current,
-                    rescaled: false,
-                    decision,
-                    metrics,
-                    metric_replicas,
-                    stabilized_replicas: None,
-                    conditions: self.conditions.clone(),
-                    events,
-                };
-            }
-            self.set_condition(
-                now,
-                ConditionType::ScalingActive,
-                true,
-                "ValidMetricFound",
-                format!(
-                    "the HPA was able to successfully calculate a replica count from {}",
-                    computed.metric_name
-                ),
-            );
-            metric_replicas = Some(computed.replicas);
-            // docs/hpa-behaviour.md §1.7.2: the maximum proposal (never below 0).
-            let prenormalized = computed.replicas.max(0);
-            let Normalized {
-                mut desired,
-                stabilized,
-                stabilization,
-                limit,
-            } = self.normalize(now, current, prenormalized);
-            // docs/hpa-behaviour.md §7.2: leaving a 0 the HPA set itself, after minReplicas was
-            // raised, goes at least to the new minimum.
-            if current == 0 && min != 0 && scaled_to_zero && desired < min {
-                desired = min;
-            }
-            stabilized_replicas = Some(stabilized);
-            (
-                desired,
-                desired != current,
-                Decision::Normalized {
-                    invalid,
-                    stabilization,
-                    limit,
-                },
-            )
         };
 
         let replicas = if rescale {
-            self.set_condition(
-                now,
-                ConditionType::AbleToScale,
-                true,
-                "SucceededRescale",
-                format!("the HPA controller was able to update the target scale to {desired}"),
-            );
-            events.push(Event {
-                warning: false,
-                reason: "SuccessfulRescale".into(),
-                message: format!("New size: {desired}"),
-            });
-            self.store_scale_event(now, current, desired);
-            self.last_scale_time = Some(now);
-            self.record_zero_crossing(now, current, desired, min);
+            self.rescale(&mut run, desired, min);
             desired
         } else {
             current
         };
+        run.finish(self, replicas, rescale, decision)
+    }
 
-        SyncOutcome {
-            at: now,
-            current_replicas: current,
-            replicas,
-            rescaled: rescale,
-            decision,
-            metrics,
-            metric_replicas,
-            stabilized_replicas,
-            conditions: self.conditions.clone(),
-            events,
+    /// A selector the controller refuses: ScalingActive=False and two warnings.
+    fn refuse_selector(&mut self, run: &mut SyncRun, refusal: SelectorRefusal) {
+        self.set_condition(
+            run.at,
+            ConditionType::ScalingActive,
+            false,
+            refusal.condition_reason,
+            refusal.condition_message,
+        );
+        run.events.push(Event {
+            warning: true,
+            reason: refusal.event_reason.into(),
+            message: refusal.event_message.clone(),
+        });
+        run.events.push(Event {
+            warning: true,
+            reason: "FailedComputeMetricsReplicas".into(),
+            message: refusal.event_message,
+        });
+    }
+
+    /// The replicas the metrics propose, normalized (stabilized, rate-limited, clamped), and
+    /// whether that rescales; `Err` with the decision when invalid metrics stop the sync.
+    fn propose_from_metrics(
+        &mut self,
+        run: &mut SyncRun,
+        input: &SyncInput,
+    ) -> Result<(i32, bool, Decision), Decision> {
+        let (now, current) = (run.at, run.current);
+        let min = self.spec.min_replicas();
+        let scaled_to_zero = self.scaled_to_zero();
+        let computed = self.compute_replicas_for_metrics(input);
+        run.metrics = computed.outcomes;
+        for (m, spec) in run.metrics.iter().zip(&self.spec.metrics) {
+            if let Err(e) = &m.result {
+                run.events.push(Event {
+                    warning: true,
+                    reason: failed_get_reason(spec).into(),
+                    message: e.clone(),
+                });
+            }
         }
+        let total = self.spec.metrics.len();
+        let invalid = computed.invalid;
+        // docs/hpa-behaviour.md §1.6: all invalid, or some invalid and the valid ones would scale
+        // below spec.replicas: no scaling at all, and no recommendation is recorded.
+        if invalid >= total || (invalid > 0 && computed.replicas < input.spec_replicas) {
+            let (first, first_reason) = run
+                .metrics
+                .iter()
+                .zip(&self.spec.metrics)
+                .find_map(|(m, spec)| {
+                    m.result
+                        .as_ref()
+                        .err()
+                        .map(|e| (e.clone(), failed_get_reason(spec)))
+                })
+                .unwrap_or_default();
+            self.set_condition(
+                now,
+                ConditionType::ScalingActive,
+                false,
+                if first_reason.is_empty() {
+                    "FailedGetExternalMetric"
+                } else {
+                    first_reason
+                },
+                format!("the HPA was unable to compute the replica count: {first}"),
+            );
+            run.events.push(Event {
+                warning: true,
+                reason: "FailedComputeMetricsReplicas".into(),
+                message: format!(
+                    "invalid metrics ({invalid} invalid out of {total}), first error is: {first}"
+                ),
+            });
+            if invalid >= total {
+                return Err(Decision::AllMetricsInvalid { invalid });
+            }
+            run.metric_replicas = Some(computed.replicas);
+            return Err(Decision::ScaleDownBlockedByInvalidMetric {
+                invalid,
+                proposed: computed.replicas,
+            });
+        }
+        self.set_condition(
+            now,
+            ConditionType::ScalingActive,
+            true,
+            "ValidMetricFound",
+            format!(
+                "the HPA was able to successfully calculate a replica count from {}",
+                computed.metric_name
+            ),
+        );
+        run.metric_replicas = Some(computed.replicas);
+        // docs/hpa-behaviour.md §1.7.2: the maximum proposal (never below 0).
+        let prenormalized = computed.replicas.max(0);
+        let Normalized {
+            mut desired,
+            stabilized,
+            stabilization,
+            limit,
+        } = self.normalize(now, current, prenormalized);
+        // docs/hpa-behaviour.md §7.2: leaving a 0 the HPA set itself, after minReplicas was
+        // raised, goes at least to the new minimum.
+        if current == 0 && min != 0 && scaled_to_zero && desired < min {
+            desired = min;
+        }
+        run.stabilized_replicas = Some(stabilized);
+        Ok((
+            desired,
+            desired != current,
+            Decision::Normalized {
+                invalid,
+                stabilization,
+                limit,
+            },
+        ))
+    }
+
+    /// The scale update to `desired`: its condition and event, the scale event and time.
+    fn rescale(&mut self, run: &mut SyncRun, desired: i32, min: i32) {
+        let (now, current) = (run.at, run.current);
+        self.set_condition(
+            now,
+            ConditionType::AbleToScale,
+            true,
+            "SucceededRescale",
+            format!("the HPA controller was able to update the target scale to {desired}"),
+        );
+        run.events.push(Event {
+            warning: false,
+            reason: "SuccessfulRescale".into(),
+            message: format!("New size: {desired}"),
+        });
+        self.store_scale_event(now, current, desired);
+        self.last_scale_time = Some(now);
+        self.record_zero_crossing(now, current, desired, min);
     }
 
     /// `ScaledToZero=True` on the object, read only with the condition implementation.
@@ -877,6 +864,44 @@ fn failed_get_reason(spec: &MetricSpec) -> &'static str {
         MetricSourceType::Resource => "FailedGetResourceMetric",
         MetricSourceType::ContainerResource => "FailedGetContainerResourceMetric",
         MetricSourceType::External => "FailedGetExternalMetric",
+    }
+}
+
+/// What one sync has produced so far, made into its outcome at the end.
+struct SyncRun {
+    at: Duration,
+    current: i32,
+    events: Vec<Event>,
+    metrics: Vec<MetricOutcome>,
+    metric_replicas: Option<i32>,
+    stabilized_replicas: Option<i32>,
+}
+
+impl SyncRun {
+    fn new(at: Duration, current: i32) -> SyncRun {
+        SyncRun {
+            at,
+            current,
+            events: Vec::new(),
+            metrics: Vec::new(),
+            metric_replicas: None,
+            stabilized_replicas: None,
+        }
+    }
+
+    fn finish(self, hpa: &Hpa, replicas: i32, rescaled: bool, decision: Decision) -> SyncOutcome {
+        SyncOutcome {
+            at: self.at,
+            current_replicas: self.current,
+            replicas,
+            rescaled,
+            decision,
+            metrics: self.metrics,
+            metric_replicas: self.metric_replicas,
+            stabilized_replicas: self.stabilized_replicas,
+            conditions: hpa.conditions.clone(),
+            events: self.events,
+        }
     }
 }
 
