@@ -438,6 +438,14 @@ impl Scenario {
                 ),
             ));
         }
+        let deployment = self.validate_workload()?;
+        let names = self.validate_controllers()?;
+        self.validate_load()?;
+        self.validate_faults(deployment, &names)
+    }
+
+    /// The workload; whether it is a Deployment.
+    fn validate_workload(&self) -> Result<bool, SimulateError> {
         let w = &self.workload;
         if !(0..=1000).contains(&w.initial_replicas) {
             return Err(invalid(
@@ -461,18 +469,15 @@ impl Scenario {
                 "only a Deployment ranks its pods by deletion cost",
             ));
         }
-        let check_steps = |key: &str, steps: &[Step]| {
-            if steps.is_empty() {
-                return Err(invalid(key, "needs at least one value"));
-            }
-            if steps.windows(2).any(|p| p[0].at >= p[1].at) {
-                return Err(invalid(key, "steps must be in increasing `at` order"));
-            }
-            Ok(())
-        };
         for (i, o) in w.index_overrides.iter().enumerate() {
             check_steps(&format!("workload.indexOverrides[{i}].values"), &o.values)?;
         }
+        Ok(deployment)
+    }
+
+    /// The controllers; their names.
+    fn validate_controllers(&self) -> Result<std::collections::BTreeSet<String>, SimulateError> {
+        let w = &self.workload;
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.controllers.iter().enumerate() {
             check_steps(&format!("controllers[{i}].values"), &c.values)?;
@@ -518,6 +523,10 @@ impl Scenario {
                 ));
             }
         }
+        Ok(names)
+    }
+
+    fn validate_load(&self) -> Result<(), SimulateError> {
         if let Some(l) = &self.load {
             if l.series.is_empty() || l.series == "hpa_stateful_index" {
                 return Err(invalid(
@@ -544,6 +553,16 @@ impl Scenario {
                 return Err(invalid("load.noise", "must be in [0, 1)"));
             }
         }
+        Ok(())
+    }
+
+    /// The faults, each naming a controller, a pod of the workload, or a group of them.
+    fn validate_faults(
+        &self,
+        deployment: bool,
+        names: &std::collections::BTreeSet<String>,
+    ) -> Result<(), SimulateError> {
+        let w = &self.workload;
         for (i, f) in self.faults.iter().enumerate() {
             if f.from >= f.to {
                 return Err(invalid(format!("faults[{i}]"), "from must be before to"));
@@ -613,6 +632,17 @@ impl Scenario {
             .iter()
             .find(|f| f.mode == FaultMode::Rollout && f.active_at(t))
     }
+}
+
+/// Steps of a value over time: at least one, in increasing `at` order.
+fn check_steps(key: &str, steps: &[Step]) -> Result<(), SimulateError> {
+    if steps.is_empty() {
+        return Err(invalid(key, "needs at least one value"));
+    }
+    if steps.windows(2).any(|p| p[0].at >= p[1].at) {
+        return Err(invalid(key, "steps must be in increasing `at` order"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
