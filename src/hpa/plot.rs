@@ -75,37 +75,78 @@ fn nice_step(span: f64, target: f64, choices: &[f64]) -> f64 {
 
 /// The SVG document for one run.
 pub fn render(report: &Report) -> String {
-    let end = report.duration.max(1);
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let y_max = report
-        .rows
-        .iter()
-        .flat_map(|r| {
-            [
-                Some(i64::from(r.replicas)),
-                r.truth_recommendation,
-                Some(r.truth_floor),
-                r.truth_target,
-                r.band.map(|b| b.1),
-                r.served.map(|v| v.ceil() as i64),
-            ]
-        })
-        .flatten()
-        .chain(std::iter::once(i64::from(report.initial_replicas)))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64
-        + 1.0;
-    let x = move |t: Millis| LEFT + plot_w * (t as f64 / end as f64);
-    let y = move |v: f64| TOP + plot_h * (1.0 - v / y_max);
-
+    let f = Frame::of(report);
+    let (x, y) = (|t: Millis| f.x(t), |v: f64| f.y(v));
+    let has_band = report.rows.iter().any(|r| r.band.is_some());
     let mut s = String::new();
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="Helvetica, Arial, sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    title(&mut s, report);
+    fault_periods(&mut s, report, &x, f.plot_h, f.end);
+    axes(&mut s, &f, &x, &y);
+    unknown_strip(&mut s, report, &x, f.plot_h);
+    restarts(&mut s, report, &x, f.plot_h);
+    threshold_band(&mut s, report, &x, &y, f.end, has_band);
+    truth_and_replicas(&mut s, report, &x, &y, f.end);
+    violations(&mut s, report, &x, &y);
+    legend(&mut s, report, has_band);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The plot area's size and scales: time from 0 to `end`, replicas from 0 to `y_max`.
+struct Frame {
+    end: Millis,
+    plot_w: f64,
+    plot_h: f64,
+    y_max: f64,
+}
+
+impl Frame {
+    fn of(report: &Report) -> Frame {
+        let y_max = report
+            .rows
+            .iter()
+            .flat_map(|r| {
+                [
+                    Some(i64::from(r.replicas)),
+                    r.truth_recommendation,
+                    Some(r.truth_floor),
+                    r.truth_target,
+                    r.band.map(|b| b.1),
+                    r.served.map(|v| v.ceil() as i64),
+                ]
+            })
+            .flatten()
+            .chain(std::iter::once(i64::from(report.initial_replicas)))
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64
+            + 1.0;
+        Frame {
+            end: report.duration.max(1),
+            plot_w: WIDTH - LEFT - RIGHT,
+            plot_h: HEIGHT - TOP - BOTTOM,
+            y_max,
+        }
+    }
+
+    fn x(&self, t: Millis) -> f64 {
+        LEFT + self.plot_w * (t as f64 / self.end as f64)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + self.plot_h * (1.0 - v / self.y_max)
+    }
+}
+
+type Scale<'a, T> = &'a dyn Fn(T) -> f64;
+
+/// The scenario's name and its description, wrapped onto at most two lines.
+fn title(s: &mut String, report: &Report) {
     let _ = writeln!(
         s,
         r#"<text x="{LEFT}" y="20" font-size="15" font-weight="bold">hpa-bridge simulate: {}</text>"#,
@@ -136,8 +177,10 @@ pub fn render(report: &Report) -> String {
             escape(line)
         );
     }
+}
 
-    // Fault periods, shaded behind everything.
+/// Fault periods, shaded behind everything.
+fn fault_periods(s: &mut String, report: &Report, x: Scale<Millis>, plot_h: f64, end: Millis) {
     for (i, f) in report.faults.iter().enumerate() {
         let (x0, x1) = (x(f.from.min(end)), x(f.to.min(end)));
         let _ = writeln!(
@@ -154,8 +197,11 @@ pub fn render(report: &Report) -> String {
             escape(&f.label)
         );
     }
+}
 
-    // Axes, grid and ticks.
+/// Axes, grid and ticks.
+fn axes(s: &mut String, f: &Frame, x: Scale<Millis>, y: Scale<f64>) {
+    let (plot_w, plot_h, y_max, end) = (f.plot_w, f.plot_h, f.y_max, f.end);
     let y_step = nice_step(
         y_max,
         8.0,
@@ -200,8 +246,10 @@ pub fn render(report: &Report) -> String {
         TOP + plot_h / 2.0,
         TOP + plot_h / 2.0
     );
+}
 
-    // Syncs whose scale-in inputs were unknown: a strip under the axis.
+/// Syncs whose scale-in inputs were unknown: a strip under the axis.
+fn unknown_strip(s: &mut String, report: &Report, x: Scale<Millis>, plot_h: f64) {
     let strip_y = TOP + plot_h + 24.0;
     let sync_ms = super::model::SYNC_PERIOD.as_millis() as Millis;
     for r in report.rows.iter().filter(|r| !r.unknown.is_empty()) {
@@ -214,8 +262,10 @@ pub fn render(report: &Report) -> String {
             escape(&r.unknown.join("; "))
         );
     }
+}
 
-    // Restarts.
+/// The adapter's restarts.
+fn restarts(s: &mut String, report: &Report, x: Scale<Millis>, plot_h: f64) {
     for r in &report.restarts {
         let xx = x(*r);
         let _ = writeln!(
@@ -226,10 +276,18 @@ pub fn render(report: &Report) -> String {
             TOP + plot_h - 6.0
         );
     }
+}
 
-    // A threshold metric: the band [ceil(V/upPerReplica), ceil(V/downPerReplica)] of the load
-    // the pods exported, shaded, and the value the adapter served.
-    let has_band = report.rows.iter().any(|r| r.band.is_some());
+/// A threshold metric: the band [ceil(V/upPerReplica), ceil(V/downPerReplica)] of the load
+/// the pods exported, shaded, and the value the adapter served.
+fn threshold_band(
+    s: &mut String,
+    report: &Report,
+    x: Scale<Millis>,
+    y: Scale<f64>,
+    end: Millis,
+    has_band: bool,
+) {
     if has_band {
         for (i, r) in report.rows.iter().enumerate() {
             let Some((lo, hi)) = r.band else { continue };
@@ -250,8 +308,16 @@ pub fn render(report: &Report) -> String {
             step_path(&served, &x, &y, end)
         );
     }
+}
 
-    // Lines: floor, recommendation, then replicas on top.
+/// Lines: floor, recommendation, then replicas on top.
+fn truth_and_replicas(
+    s: &mut String,
+    report: &Report,
+    x: Scale<Millis>,
+    y: Scale<f64>,
+    end: Millis,
+) {
     let floor: Vec<(Millis, Option<f64>)> = report
         .rows
         .iter()
@@ -285,7 +351,10 @@ pub fn render(report: &Report) -> String {
         r#"<path d="{}" fill="none" stroke="{REPLICAS}" stroke-width="2.5"/>"#,
         step_path(&replicas, &x, &y, end)
     );
+}
 
+/// Each invariant violation, a cross on the replicas line.
+fn violations(s: &mut String, report: &Report, x: Scale<Millis>, y: Scale<f64>) {
     for v in &report.violations {
         let (xx, row) = (x(v.t), report.rows.iter().find(|r| r.t == v.t));
         let yy = y(row.map(|r| f64::from(r.replicas)).unwrap_or(0.0));
@@ -305,8 +374,10 @@ pub fn render(report: &Report) -> String {
             escape(&v.message)
         );
     }
+}
 
-    // Legend.
+/// The legend and the verdict.
+fn legend(s: &mut String, report: &Report, has_band: bool) {
     let ly = HEIGHT - 30.0;
     let mut items: Vec<(&str, &str, &str)> = vec![
         (REPLICAS, "", "HPA replicas"),
@@ -364,8 +435,6 @@ pub fn render(report: &Report) -> String {
         HEIGHT - 10.0,
         report.rows.len()
     );
-    s.push_str("</svg>\n");
-    s
 }
 
 #[cfg(test)]
