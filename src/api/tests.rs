@@ -308,7 +308,7 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
 }
 
 /// An engine over the default config and an empty store, on `clock`.
-pub(super) fn default_engine(clock: Arc<crate::clock::ManualClock>) -> crate::engine::Engine {
+pub(super) fn default_engine(clock: Arc<crate::clock::ManualClock>) -> crate::engine::Assembly {
     crate::engine::EngineBuilder::new(crate::config::Config::from_yaml("").unwrap(), clock)
         .build()
         .unwrap()

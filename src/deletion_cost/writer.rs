@@ -17,7 +17,7 @@ use super::cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
 use crate::clock::{Clock, Millis};
 use crate::cluster::{WorkloadRef, POD_DELETION_COST};
 use crate::config::{Config, MetricSpec};
-use crate::evidence::{Evidence, Scope};
+use crate::evidence::{Evidence, Read, Scope};
 use crate::lease::Leadership;
 use crate::policy::{pod_indices, QueryContext};
 use crate::selector::LabelSelector;
@@ -194,7 +194,7 @@ impl DeletionCostWriter {
                         selector: &everything,
                     };
                     ev.observations
-                        .extend(self.store.evidence_once(&scope).observations);
+                        .extend(self.store.read(&scope, Read::Glance).observations);
                 }
                 let q = QueryContext {
                     metric: "deletion-cost",

@@ -15,7 +15,7 @@ use super::exporter::{self, ExporterSpec};
 use super::BenchError;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
-use hpa_bridge::engine::{Adapter, Engine, EngineBuilder};
+use hpa_bridge::engine::{Adapter, Assembly, EngineBuilder};
 use hpa_bridge::evidence::TargetId;
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::source::scrape::Scraper;
@@ -213,7 +213,7 @@ pub fn scrape_target_named(spec: &ExporterSpec, port: u16, i: usize, pod: String
 
 /// The engine as `serve` assembles it for the embedded scraper, with `yaml` appended to the
 /// scrape interval and timeout (the default 3 s timeout, or the interval when shorter).
-pub fn engine(interval: Duration, concurrency: usize, yaml: &str) -> Result<Engine, BenchError> {
+pub fn engine(interval: Duration, concurrency: usize, yaml: &str) -> Result<Assembly, BenchError> {
     builder(config(interval, yaml)?, concurrency)
         .build()
         .map_err(err)
@@ -233,7 +233,7 @@ pub fn config(interval: Duration, yaml: &str) -> Result<Config, BenchError> {
 pub struct Discovered {
     pub client: kube::Client,
     pub discovery: Arc<Discovery>,
-    pub engine: Engine,
+    pub engine: Assembly,
 }
 
 /// Discovery (`scrape.kubernetes` of `config`) against the API server at `url` first, then

@@ -158,12 +158,12 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         );
         Ok((baseline, measured))
     };
-    let generation_before = store_writes(&scraped.adapter);
+    let generation_before = scraped.store.generation();
     let changes_before = value_changes.load(std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
     let (baseline, measured) =
         measure(serve::workload_paths("hpa_target_replicas", live.workloads))?;
-    let generations = store_writes(&scraped.adapter) - generation_before;
+    let generations = scraped.store.generation() - generation_before;
     let changes = value_changes.load(std::sync::atomic::Ordering::Relaxed) - changes_before;
     let seconds = started.elapsed().as_secs_f64();
     // The same load through the custom metrics API: each workload's Object query.
@@ -295,7 +295,7 @@ pub fn note(r: &LiveResult) -> String {
          intervals of measurement. Meanwhile each workload's leading controller changed its \
          recommendation once per interval, the workloads taking turns ({:.1} changes per second), \
          so a reused answer had to follow value changes, not only new timestamps; reuse is keyed \
-         on the workload's own series (`Adapter::answer_version`) and lasts at most 1 s. \
+         on the workload's own series (`Engine::version`) and lasts at most 1 s. \
          Server CPU per request: the time each server's runtime threads ran on a CPU during the \
          measured runs (the kernel's `schedstat`), over the requests answered; with the \
          adapter's one worker saturated, its requests per second are about one over this. \
@@ -320,9 +320,4 @@ pub fn note(r: &LiveResult) -> String {
         r.object.reuse_on.requests,
         r.object.reuse_off.requests
     )
-}
-
-/// Writes to the adapter's store so far (a bench without discovery always has a generation).
-fn store_writes(adapter: &hpa_bridge::engine::Adapter) -> u64 {
-    adapter.store_writes()
 }

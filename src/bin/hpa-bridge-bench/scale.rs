@@ -16,7 +16,7 @@ use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::ServerThread;
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
-use hpa_bridge::engine::{Engine, MetricQuery};
+use hpa_bridge::engine::{Assembly, MetricQuery};
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
 
@@ -445,7 +445,7 @@ async fn measure(
 /// against its own loopback API server listing the exporter's pods and StatefulSets, scraped
 /// once. Dropped in field order: the engine, then the reflectors, then the API server.
 struct DiscoveredStore {
-    engine: Engine,
+    engine: Assembly,
     discovery: Arc<Discovery>,
     _server: ServerThread,
     /// What the API server lists, and changes pods in.

@@ -1,36 +1,26 @@
-//! `Adapter`: the engine's one narrow interface. It answers a `MetricQuery` from either API
-//! (reusing an answer while a fresh one would be the same) and builds the status document;
-//! nothing reaches around it to the store or the source. It is assembled by `EngineBuilder`
-//! (builder.rs); the rules run in `Evaluation` (evaluation.rs), the status document is
-//! status_document.rs.
-
-use std::collections::{BTreeMap, BTreeSet};
+//! `Adapter`: what the API serves from. It answers a `MetricQuery` from either API through
+//! the `Engine` (provider.rs, the rules in evaluation.rs), reusing an answer while a fresh
+//! one would be the same (answer_reuse.rs), and keeps what was served: the history, the
+//! queries `/status` lists (status_document.rs) and the self-metrics. Nothing reaches around
+//! it to the store or the source. It is assembled by `EngineBuilder` (builder.rs).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
-use crate::config::{Config, MetricKind, MetricSpec};
+use crate::config::{Config, MetricSpec};
 use crate::evidence::TargetId;
-use crate::policy::threshold::EvaluationLog;
-use crate::policy::{self, Answer};
-use crate::source::scrape::{ScrapeSettings, Scraper};
+use crate::policy::{self, Answer, RefusalKind};
 use crate::source::EvidenceSource;
-use crate::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
+use crate::store::{PageFormat, ScrapeTarget, Store};
 use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
-use super::answer_reuse::{AnswerReuse, Version};
+use super::answer_reuse::AnswerReuse;
 use super::history::{self, History};
 use super::metric_query::{MetricQuery, Served};
-use super::object_selectors::ObjectSelectorCache;
+use super::provider::{Engine, Evaluated, QueryError};
 use super::query_key::QueryKey;
-
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum QueryError {
-    #[error("metric {metric:?} is not served by this adapter (served: {served})")]
-    UnknownMetric { metric: String, served: String },
-}
 
 /// The requests seen, so `/status` can show every served workload; bounded so a scanner
 /// cannot grow it without limit.
@@ -51,40 +41,25 @@ impl MetricLabel {
 }
 
 pub struct Adapter {
-    pub(super) config: Arc<Config>,
-    /// The embedded scraper's sink; the evidence source unless another one is set.
-    pub(super) store: Arc<Store>,
-    pub(super) clock: Arc<dyn Clock>,
+    /// The rules over the configuration, the evidence source and the cluster's facts.
+    pub(super) engine: Engine,
     pub(super) metrics: Arc<SelfMetrics>,
-    /// Where evidence comes from: the scrape store by default.
-    pub(super) source: Arc<dyn EvidenceSource>,
     pub(super) ready: AtomicBool,
     /// When each query was last asked. Authorised requests only, bounded (`MAX_SEEN_QUERIES`,
     /// the least recently asked out first): a seeded fast hash will do.
     pub(super) seen: Mutex<lru::LruCache<QueryKey, Millis, foldhash::fast::RandomState>>,
-    /// The cluster's facts (discovery's watch caches, or the simulator's workload); `None`
-    /// without Kubernetes.
-    pub(super) cluster: Option<Arc<dyn Cluster>>,
-    /// Deployments whose floor warning was already logged: log once, show always.
-    pub(super) warned: Mutex<BTreeSet<(String, String)>>,
-    /// Threshold evaluations per (metric, namespace, selector), for `sustain`; bounded like
-    /// `seen`.
-    pub(super) evaluations: Mutex<BTreeMap<QueryKey, EvaluationLog>>,
     /// The answers served to HPAs, per scope, bounded (history.rs).
     pub(super) history: Mutex<History>,
     pub(super) reuse: AnswerReuse,
-    /// Object queries' label selectors, per workload (object_selectors.rs).
-    pub(super) object_selectors: ObjectSelectorCache,
     /// Parts of `/status` kept outside the engine.
     pub(super) sections: Vec<super::StatusSection>,
 }
 
 impl Adapter {
-    /// An adapter answering from `store` (the scrape store; [`static_store`] when nothing
-    /// else fills it) until another source is set.
+    /// An adapter answering from `source`.
     pub(crate) fn new(
         config: Config,
-        store: Arc<Store>,
+        source: Arc<dyn EvidenceSource>,
         clock: Arc<dyn Clock>,
         metrics: Arc<SelfMetrics>,
     ) -> Self {
@@ -95,103 +70,41 @@ impl Adapter {
         if let Some(n) = config.history.entries_per_scope {
             limits.capacity = n.max(1);
         }
-        let history = History::new(limits);
         Adapter {
-            history: Mutex::new(history),
-            config: Arc::new(config),
-            source: store.clone(),
-            store,
-            clock,
+            history: Mutex::new(History::new(limits)),
+            engine: Engine::new(config, source, clock),
             metrics,
             ready: AtomicBool::new(false),
             seen: Mutex::new(crate::bounded_lru::bounded_lru(SEEN_CAPACITY)),
-            cluster: None,
-            warned: Mutex::new(BTreeSet::new()),
-            evaluations: Mutex::new(BTreeMap::new()),
             reuse: AnswerReuse::default(),
-            object_selectors: ObjectSelectorCache::default(),
             sections: Vec::new(),
         }
     }
 
     /// Know the cluster's facts: workloads, their pods and `spec.replicas`.
     pub(crate) fn with_cluster(mut self, cluster: Arc<dyn Cluster>) -> Self {
-        self.cluster = Some(cluster);
+        self.engine = self.engine.with_cluster(cluster);
         self
     }
-
     /// Show `section` in `/status`.
     pub(crate) fn with_status_section(mut self, section: super::StatusSection) -> Self {
         self.sections.push(section);
         self
     }
 
-    /// Read evidence from another source (e.g. Prometheus) instead of the scrape store.
-    pub(crate) fn with_source(mut self, source: Arc<dyn EvidenceSource>) -> Self {
-        self.source = source;
-        self
-    }
-
-    /// The scrape store the scrape loop and discovery fill (the wiring's handle; answers read
-    /// the active source).
-    pub(crate) fn scrape_store(&self) -> Arc<Store> {
-        self.store.clone()
-    }
-
-    /// The embedded scraper over the configured targets, filling `scrape_store`.
-    pub(crate) fn scraper(&self, concurrency: usize) -> Scraper {
-        let scrape = &self.config.scrape;
-        Scraper::new(
-            self.store.clone(),
-            ScrapeSettings {
-                timeout: scrape.timeout(),
-                max_body_bytes: scrape.max_body_bytes,
-                limits: scrape.limits(),
-                wanted: Arc::new(self.config.wanted_series()),
-                concurrency,
-                timestamp_series: Arc::new(self.config.timestamp_rules().into_iter().collect()),
-                credentials: Arc::new(static_credentials(&self.config)),
-            },
-            self.clock.clone(),
-            self.metrics.clone(),
-        )
-    }
-
     /// The `window` of a served value: one scrape interval, in whole seconds.
     pub fn answer_window_secs(&self) -> u64 {
-        self.config.scrape.interval.0.as_secs().max(1)
+        self.engine.config.scrape.interval.0.as_secs().max(1)
     }
 
     pub fn now_ms(&self) -> Millis {
-        self.clock.now_ms()
+        self.engine.clock.now_ms()
     }
 
     /// Both clocks: reuse is timed on both (`Evaluation::fresh_window`): scraped samples age on
     /// the monotonic one, a producer's own timestamps on the wall clock.
     pub fn now(&self) -> Now {
-        self.clock.now()
-    }
-
-    /// Writes to the scrape store so far (the bench counts them).
-    #[doc(hidden)]
-    pub fn store_writes(&self) -> u64 {
-        self.store.generation()
-    }
-
-    /// Moves with every write to the scrape store and every change of the cluster's facts;
-    /// `None` when the cluster's facts cannot tell their changes, and then nothing is reused.
-    fn generation(&self) -> Option<Version> {
-        Some(Version {
-            store: self.store.generation(),
-            cluster: self.cluster_version()?,
-        })
-    }
-
-    pub(super) fn cluster_version(&self) -> Option<u64> {
-        match self.workload_state() {
-            None => Some(0),
-            Some(cluster) => cluster.version(),
-        }
+        self.engine.clock.now()
     }
 
     /// The self-metrics registry, for the connection gates that count refused and expired
@@ -204,7 +117,7 @@ impl Adapter {
     pub fn record_request(&self, code: u16, metric: MetricLabel, seconds: f64) {
         let name = metric
             .0
-            .and_then(|i| self.config.metrics.get(i))
+            .and_then(|i| self.engine.config.metrics.get(i))
             .map_or("-", |m| m.name());
         self.metrics.request(code, name, seconds);
     }
@@ -221,10 +134,6 @@ impl Adapter {
         self.metrics.render_text_format()
     }
 
-    pub(super) fn workload_state(&self) -> Option<Arc<dyn Cluster>> {
-        self.cluster.clone()
-    }
-
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
@@ -237,39 +146,17 @@ impl Adapter {
     }
 
     pub fn stale_after_ms(&self) -> Millis {
-        self.config.scrape.stale_after().as_millis() as Millis
+        self.engine.stale_after_ms()
     }
 
     pub fn served_metric_names(&self) -> Vec<String> {
-        self.config
-            .metrics
-            .iter()
-            .map(|m| m.name().to_string())
-            .collect()
-    }
-
-    /// Whether `metric` is a threshold or a target with a threshold among its inputs.
-    pub(super) fn evaluates_every_scrape(&self, metric: &str) -> bool {
-        let is_threshold = |name: &str| {
-            self.config
-                .metric(name)
-                .is_some_and(|m| m.kind() == MetricKind::Threshold)
-        };
-        match self.config.metric(metric) {
-            Some(MetricSpec::Target(t)) => t
-                .recommendation
-                .iter()
-                .chain(t.combine.iter())
-                .any(|n| is_threshold(n)),
-            Some(m) => m.kind() == MetricKind::Threshold,
-            None => false,
-        }
+        self.engine.metrics()
     }
 
     /// The label for self-metrics: a configured metric name, or `-` for anything else, so
     /// unauthenticated or mistaken requests cannot grow the label set without bound.
     pub fn metric_label(&self, requested: &str) -> MetricLabel {
-        MetricLabel(self.config.metric_index(requested))
+        MetricLabel(self.engine.config.metric_index(requested))
     }
 
     /// The answer to one query, as the HPA asks it through either API
@@ -277,19 +164,21 @@ impl Adapter {
     /// same (answer_reuse.rs), else computed, counted and listed on `/status`; either way kept
     /// in the history.
     pub async fn answer(&self, query: &MetricQuery) -> Result<Arc<Served>, QueryError> {
-        let spec = self.spec(&query.metric)?;
+        let spec = self.engine.spec(&query.metric)?;
         // Read before the version: a write after it moves the generation.
-        let Some(generation) = self.generation() else {
+        let Some(generation) = self.engine.generation() else {
             return Ok(self.compute(spec, query, &query.key()).await.0);
         };
         let key = query.key();
-        let now = self.clock.now();
+        let now = self.engine.clock.now();
         let young = self.reuse.young(&key, now);
         if let Some(e) = young.as_ref().filter(|e| e.generation == generation) {
             self.served_again(spec, query, &e.served);
             return Ok(e.served.clone());
         }
-        let Some(version) = self.answer_version(spec.name(), &query.namespace, &query.selector)
+        let Some(version) = self
+            .engine
+            .version(spec.name(), &query.namespace, &query.selector)
         else {
             return Ok(self.compute(spec, query, &key).await.0);
         };
@@ -309,17 +198,8 @@ impl Adapter {
     /// which is what a large, spread-out scrape loop approaches.
     #[doc(hidden)]
     pub async fn answer_computed(&self, query: &MetricQuery) -> Result<Arc<Served>, QueryError> {
-        let spec = self.spec(&query.metric)?;
+        let spec = self.engine.spec(&query.metric)?;
         Ok(self.compute(spec, query, &query.key()).await.0)
-    }
-
-    pub(super) fn spec(&self, metric: &str) -> Result<&MetricSpec, QueryError> {
-        self.config
-            .metric(metric)
-            .ok_or_else(|| QueryError::UnknownMetric {
-                metric: metric.into(),
-                served: self.served_metric_names().join(", "),
-            })
     }
 
     /// A reused answer is kept in the history like a computed one, so that the history holds
@@ -332,36 +212,43 @@ impl Adapter {
             (spec.name(), &query.namespace, &query.history_scope()),
             answer,
             served.spec_replicas(),
-            self.clock.now().wall,
+            self.engine.clock.now().wall,
         );
         tracing::debug!(namespace = %query.namespace, selector = %query.selector, object = ?query.object, answer = %policy::summary(answer), "served again");
     }
 
     /// An answer computed for an HPA, with the clock readings within which it may be reused
-    /// while its version stands; its query is listed on `/status`.
+    /// while its version stands: counted in the self-metrics, kept in the history and its
+    /// query listed on `/status`.
     async fn compute(
         &self,
         spec: &MetricSpec,
         query: &MetricQuery,
         key: &QueryKey,
     ) -> (Arc<Served>, FreshWindow) {
-        let computed = self
-            .serve_answer(
-                spec,
-                &query.namespace,
-                &query.selector,
-                query.object.as_ref(),
-                &query.history_scope(),
-            )
-            .await;
-        let (answer, fresh) = (computed.answer, computed.fresh);
+        let Evaluated {
+            answer,
+            fresh,
+            applied,
+            at,
+        } = self.engine.serve(spec, query).await;
+        self.metrics.answer(
+            spec.name(),
+            answer.refusal().map_or("value", RefusalKind::label),
+        );
+        self.record_answer(
+            (spec.name(), &query.namespace, &query.history_scope()),
+            &answer,
+            applied,
+            at.wall,
+        );
         self.remember_query(key);
         tracing::debug!(namespace = %query.namespace, selector = %query.selector, object = ?query.object, answer = %policy::summary(&answer), "served");
-        let served = Served::new(answer, self.answer_window_secs(), computed.applied);
+        let served = Served::new(answer, self.answer_window_secs(), applied);
         (Arc::new(served), fresh)
     }
 
-    /// Keep an answer served to an HPA in the history (through `serve_answer`, for either
+    /// Keep an answer served to an HPA in the history (through `compute` or a reuse, for either
     /// front door); `/status` evaluations are not recorded.
     pub(super) fn record_answer(
         &self,
@@ -383,32 +270,21 @@ impl Adapter {
     /// Every scrape target of the active source and its health (none for the Prometheus
     /// source).
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, crate::store::TargetHealth)> {
-        self.source.targets()
+        self.engine.source.targets()
     }
 
     /// Whether evidence comes from a Prometheus source rather than the embedded scraper.
     pub fn has_prometheus_source(&self) -> bool {
-        self.config
+        self.engine
+            .config
             .source
             .as_ref()
             .is_some_and(|s| s.prometheus.is_some())
     }
 
-    pub(super) fn warn_once(&self, w: &WorkloadRef, warning: &str) {
-        let key = (w.namespace.clone(), w.name.clone());
-        if self
-            .warned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key)
-        {
-            tracing::warn!(kind = %w.kind, namespace = %w.namespace, name = %w.name, "{warning}");
-        }
-    }
-
     /// List a served query on `/status`.
     fn remember_query(&self, key: &QueryKey) {
-        let now = self.clock.now_ms();
+        let now = self.engine.clock.now_ms();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(at) = seen.get_mut(key) {
             *at = now;
@@ -420,8 +296,9 @@ impl Adapter {
     /// Refresh gauges that are derived from the store.
     pub fn refresh_gauges(&self) {
         let held = self
+            .engine
             .source
-            .inventory(self.clock.now(), self.stale_after_ms());
+            .inventory(self.engine.clock.now(), self.stale_after_ms());
         let m = &self.metrics;
         m.set_gauge("series", &m.series, held.series);
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
@@ -431,7 +308,11 @@ impl Adapter {
         m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
         let (states, tracked, dropped) = {
             let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
-            (h.states(self.clock.now_ms()), h.len(), h.dropped_scopes())
+            (
+                h.states(self.engine.clock.now_ms()),
+                h.len(),
+                h.dropped_scopes(),
+            )
         };
         let scopes: Vec<ScopeGauges> = states
             .into_iter()

@@ -7,7 +7,7 @@
 //! rules would give now (tests/integration/differential.rs compares every served answer with a
 //! fresh computation):
 //! - its `Version` is unchanged: every series any rule of any metric reads in its scope, and
-//!   the cluster's facts (`Adapter::answer_version`);
+//!   the cluster's facts (`Engine::version`);
 //! - every input it read keeps the freshness it had, on both clocks (`FreshWindow`);
 //! - it is under `REUSE_MS` old, which bounds reuse over a Prometheus source, whose data the
 //!   scrape store does not hold.

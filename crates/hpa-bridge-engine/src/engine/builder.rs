@@ -9,10 +9,12 @@ use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::engine::{static_store, Adapter, StatusSection};
 use crate::source::prometheus::{PrometheusSetupError, PrometheusSource};
-use crate::source::scrape::Scraper;
+use crate::source::scrape::{ScrapeSettings, Scraper};
 use crate::source::EvidenceSource;
 use crate::store::Store;
 use crate::telemetry::SelfMetrics;
+
+use super::adapter::static_credentials;
 
 /// The default number of targets scraped at once by `serve`.
 pub const DEFAULT_SCRAPE_CONCURRENCY: usize = 512;
@@ -29,7 +31,7 @@ pub struct EngineBuilder {
 }
 
 /// An assembled engine and the parts that feed it.
-pub struct Engine {
+pub struct Assembly {
     adapter: Arc<Adapter>,
     /// The embedded scraper over the target set; `None` when a Prometheus-compatible server
     /// holds the samples (or another source was given), since then nothing here scrapes.
@@ -91,7 +93,7 @@ impl EngineBuilder {
         self
     }
 
-    pub fn build(self) -> Result<Engine, PrometheusSetupError> {
+    pub fn build(self) -> Result<Assembly, PrometheusSetupError> {
         let prometheus = match self
             .config
             .source
@@ -114,31 +116,39 @@ impl EngineBuilder {
             (true, Some(t)) => t.clone(),
             _ => static_store(&self.config),
         };
-        let mut adapter = Adapter::new(self.config, store, self.clock, self.metrics);
+        let scraper = scrapes.then(|| {
+            scraper_for(
+                &self.config,
+                store.clone(),
+                self.clock.clone(),
+                self.metrics.clone(),
+                self.scrape_concurrency,
+            )
+        });
+        // Answers read the scrape store unless another source holds the samples.
+        let source: Arc<dyn EvidenceSource> = match (self.source, &prometheus) {
+            (Some(s), _) => s,
+            (None, Some(p)) => p.clone(),
+            (None, None) => store.clone(),
+        };
+        let mut adapter = Adapter::new(self.config, source, self.clock, self.metrics);
         if let Some(c) = &self.cluster {
             adapter = adapter.with_cluster(c.clone());
             if let Some(p) = &prometheus {
                 p.set_pod_set(c.clone(), "pod");
             }
         }
-        if let Some(p) = &prometheus {
-            adapter = adapter.with_source(p.clone());
-        }
         for section in self.sections {
             adapter = adapter.with_status_section(section);
-        }
-        if let Some(s) = self.source {
-            adapter = adapter.with_source(s);
         }
         // With another source nothing here scrapes: discovered targets go to a store nobody
         // reads or shows, so only the pod set and the workloads' state are used.
         let targets = match (scrapes, self.targets) {
-            (true, _) => adapter.scrape_store(),
+            (true, _) => store,
             (false, Some(t)) => t,
             (false, None) => Arc::new(Store::new()),
         };
-        let scraper = scrapes.then(|| adapter.scraper(self.scrape_concurrency));
-        Ok(Engine {
+        Ok(Assembly {
             adapter: Arc::new(adapter),
             scraper,
             prometheus,
@@ -147,7 +157,7 @@ impl EngineBuilder {
     }
 }
 
-impl Engine {
+impl Assembly {
     /// The provider the API serves from.
     pub fn adapter(&self) -> &Arc<Adapter> {
         &self.adapter
@@ -163,10 +173,37 @@ impl Engine {
         self.prometheus.as_ref()
     }
 
-    /// Where the target set is kept: discovery writes it and the scraper reads it.
+    /// Where the target set is kept: discovery writes it and the scraper reads it (and, when
+    /// this engine scrapes, fills it with samples).
     pub fn targets(&self) -> Arc<Store> {
         self.targets.clone()
     }
+}
+
+/// The embedded scraper over `store`'s targets under the config's `scrape` settings,
+/// filling `store`.
+fn scraper_for(
+    config: &Config,
+    store: Arc<Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<SelfMetrics>,
+    concurrency: usize,
+) -> Scraper {
+    let scrape = &config.scrape;
+    Scraper::new(
+        store,
+        ScrapeSettings {
+            timeout: scrape.timeout(),
+            max_body_bytes: scrape.max_body_bytes,
+            limits: scrape.limits(),
+            wanted: Arc::new(config.wanted_series()),
+            concurrency,
+            timestamp_series: Arc::new(config.timestamp_rules().into_iter().collect()),
+            credentials: Arc::new(static_credentials(config)),
+        },
+        clock,
+        metrics,
+    )
 }
 
 #[cfg(test)]
@@ -174,7 +211,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
-    fn build(yaml: &str) -> Engine {
+    fn build(yaml: &str) -> Assembly {
         EngineBuilder::new(
             Config::from_yaml(yaml).unwrap(),
             Arc::new(ManualClock::new(0)),
@@ -196,10 +233,12 @@ mod tests {
         let engine = build("source:\n  prometheus:\n    url: http://127.0.0.1:9\n");
         assert!(engine.scraper.is_none());
         assert!(engine.prometheus.is_some());
-        // Discovery's targets go to a store the answers never read.
-        assert!(!Arc::ptr_eq(
-            &engine.targets(),
-            &engine.adapter.scrape_store()
+        // Discovery's targets go to a store the answers never read (nor /status shows).
+        engine.targets().set_targets(crate::engine::static_targets(
+            &Config::from_yaml("scrape:\n  static:\n    - url: http://127.0.0.1:9/metrics\n")
+                .unwrap(),
         ));
+        assert_eq!(engine.targets().targets().len(), 1);
+        assert!(engine.adapter.target_health().is_empty());
     }
 }

@@ -1,25 +1,26 @@
 //! How one request is evaluated: the rules of the metric asked (and of its inputs, gate,
 //! floor and current count) run over evidence read once per request, in one reading of the
 //! clocks. Serving and explaining (`/status`) evaluate alike; only how many inputs are noted
-//! differs.
+//! differs. Reads go through the engine's `EvidenceSource` alone (`Read`), so the rules are
+//! the same whichever source holds the samples.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{FreshWindow, Millis, Now};
-use crate::cluster::{PodSet, WorkloadKind};
-use crate::config::{MetricKind, MetricSpec, WorkloadLabels};
-use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
+use crate::cluster::{Cluster, PodSet, WorkloadKind};
+use crate::config::{Config, MetricKind, MetricSpec, WorkloadLabels};
+use crate::evidence::{Evidence, Read, Scope, ScopeKey, Summarize};
 use crate::policy::combine;
-use crate::policy::threshold::{self, LoadState, SustainRule, ThresholdRule};
+use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
 use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, QueryContext, RefusalKind, ScopeText};
+use crate::policy::{self, Answer, QueryContext, ScopeText};
 use crate::selector::LabelSelector;
-use crate::source::{ReadMode, SourceError};
-use crate::store::{ScopeRead, WorkloadRef};
+use crate::source::{EvidenceSource, SourceError};
+use crate::store::WorkloadRef;
 
-use super::adapter::{Adapter, MAX_SEEN_QUERIES};
-use super::answer_reuse::Version;
 use super::object_scope::{self, ObjectRef};
+use super::object_selectors::ObjectSelectorCache;
 use super::object_selectors::ObjectSelectors;
 use super::query_key::QueryKey;
 
@@ -30,6 +31,12 @@ use super::query_key::QueryKey;
 /// (series set, scope) is fetched once and reused, which also gives every rule of the request
 /// the same snapshot.
 pub(super) struct Evaluation<'a> {
+    config: &'a Config,
+    /// Where every read goes: the rules never name a store.
+    source: &'a dyn EvidenceSource,
+    /// The cluster's facts; `None` without Kubernetes.
+    cluster: Option<&'a Arc<dyn Cluster>>,
+    memory: &'a RuleMemory,
     pub(super) namespace: &'a str,
     pub(super) selector: &'a LabelSelector,
     pub(super) now: Now,
@@ -37,42 +44,64 @@ pub(super) struct Evaluation<'a> {
     pub(super) object: Option<&'a ObjectRef>,
     /// Explaining (`/status`), not serving: every input is noted, not only the first few.
     pub(super) explain: bool,
-    /// By scope, and how it was read (`Read`): listed, or summarized past its first `after`
-    /// present inputs (`Store::evidence_summarized`). A listed read also serves a later
-    /// summarized one, and any read serves a workload-only one, so the same snapshot is read;
-    /// a scope read summarized first and then listed (a recommender's series that another rule
-    /// of the same answer sums), or summarized after two different note counts, is read twice.
-    pub(super) evidence: Mutex<Vec<((ScopeKey, Read), FetchResult)>>,
+    /// By scope, and how it was read: every input listed (`None`), or clean inputs past the
+    /// first `after` present ones counted, not listed (`Some(after)`, `Read::Summarized`). A
+    /// listed read also serves a later summarized one, and any read serves a workload-only
+    /// one, so the same snapshot is read; a scope read summarized first and then listed (a
+    /// recommender's series that another rule of the same answer sums), or summarized after
+    /// two different note counts, is read twice.
+    pub(super) fetched: Mutex<Vec<Fetched>>,
+}
+
+/// One read of this request: its scope, every input listed (`None`) or summarized past
+/// `Some(after)`, and what it gave.
+pub(super) struct Fetched {
+    scope: ScopeKey,
+    after: Option<usize>,
+    pub(super) result: FetchResult,
+}
+
+/// What the rules keep between requests.
+#[derive(Default)]
+pub(super) struct RuleMemory {
+    /// Threshold evaluations per query, for `sustain`; bounded (`MAX_SUSTAIN_LOGS`).
+    sustain: Mutex<BTreeMap<QueryKey, EvaluationLog>>,
+    /// Deployments whose floor warning was already logged: log once, show always.
+    warned: Mutex<BTreeSet<(String, String)>>,
+    /// Object queries' label selectors, per workload (object_selectors.rs).
+    object_selectors: ObjectSelectorCache,
+}
+
+/// The queries whose threshold evaluations are kept for `sustain`; bounded so that a scanner
+/// cannot grow them without limit (the least recently evaluated out first).
+const MAX_SUSTAIN_LOGS: usize = 4096;
+
+impl RuleMemory {
+    /// Log `warning` about `w` the first time only.
+    fn warn_once(&self, w: &WorkloadRef, warning: &str) {
+        let key = (w.namespace.clone(), w.name.clone());
+        if self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            tracing::warn!(kind = %w.kind, namespace = %w.namespace, name = %w.name, "{warning}");
+        }
+    }
 }
 
 /// Shared, not copied: a target answer reads the same evidence up to three times.
 pub(super) type FetchResult = Result<Arc<Evidence>, SourceError>;
 
-/// How a scope's evidence was read, or is wanted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Read {
-    /// Every input listed.
-    Listed,
-    /// Clean inputs past the first `after` present ones counted, not listed (`Summarize`).
-    Summary { after: usize },
-    /// Only the workloads behind the inputs are wanted: any read serves.
-    Workloads,
-}
-
-impl Read {
-    /// Whether evidence read as `self` answers a rule that wants `want`: a listed read answers
-    /// every rule, a summary the rules that note as many inputs, and workloads any read.
-    pub(super) fn serves(self, want: Read) -> bool {
-        match (self, want) {
-            (Read::Listed, _) | (_, Read::Workloads) => true,
-            (Read::Summary { after: a }, Read::Summary { after: b }) => a == b,
-            _ => false,
-        }
-    }
-}
-
 impl<'a> Evaluation<'a> {
     pub(super) fn new(
+        (config, source, cluster): (
+            &'a Config,
+            &'a dyn EvidenceSource,
+            Option<&'a Arc<dyn Cluster>>,
+        ),
+        memory: &'a RuleMemory,
         namespace: &'a str,
         selector: &'a LabelSelector,
         now: Now,
@@ -80,12 +109,16 @@ impl<'a> Evaluation<'a> {
         explain: bool,
     ) -> Evaluation<'a> {
         Evaluation {
+            config,
+            source,
+            cluster,
+            memory,
             namespace,
             selector,
             now,
             object,
             explain,
-            evidence: Mutex::default(),
+            fetched: Mutex::default(),
         }
     }
 
@@ -104,20 +137,27 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    pub(super) fn get(&self, scope: &ScopeKey, want: Read) -> Option<FetchResult> {
-        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+    /// This request's read of `scope` that lists every input (`after` is `None`), or counts
+    /// past the first `after`; with `any`, whichever read of `scope` there was.
+    pub(super) fn get(
+        &self,
+        scope: &ScopeKey,
+        after: Option<usize>,
+        any: bool,
+    ) -> Option<FetchResult> {
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
         fetched
             .iter()
-            .find(|((k, read), _)| k == scope && read.serves(want))
-            .map(|(_, r)| r.clone())
+            .find(|f| &f.scope == scope && (any || f.after.is_none() || f.after == after))
+            .map(|f| f.result.clone())
     }
 
     /// The clock readings over which every input read keeps the freshness it has now: an
     /// answer computed now reads the same within it.
     pub(super) fn fresh_window(&self, stale_after_ms: Millis) -> FreshWindow {
-        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
         let mut window = FreshWindow::default();
-        for ev in fetched.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        for ev in fetched.iter().filter_map(|f| f.result.as_ref().ok()) {
             for o in &ev.observations {
                 window.narrow(
                     self.now,
@@ -144,92 +184,26 @@ impl<'a> Evaluation<'a> {
 
     /// The workload behind all the evidence read so far, when it is one.
     pub(super) fn one_workload(&self) -> Option<WorkloadRef> {
-        let fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = fetched
             .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
+            .filter_map(|f| f.result.as_ref().ok())
             .flat_map(|ev| ev.workloads.iter());
         let first = all.next()?;
         all.all(|w| w == first).then(|| first.clone())
     }
 
-    pub(super) fn put(&self, key: (ScopeKey, Read), result: FetchResult) {
-        let mut fetched = self.evidence.lock().unwrap_or_else(|e| e.into_inner());
-        fetched.push((key, result));
-    }
-}
-
-/// An answer, and the clock readings within which it reads the same while no input changes.
-pub(super) struct Reusable {
-    pub(super) answer: Answer,
-    pub(super) fresh: FreshWindow,
-    /// What the history kept as the workload's `spec.replicas`.
-    pub(super) applied: Option<u64>,
-}
-
-impl Adapter {
-    /// One answer served to an HPA, whichever front door asked: evaluated, counted in the
-    /// self-metrics and kept in the history under `scope`.
-    pub(super) async fn serve_answer(
-        &self,
-        spec: &MetricSpec,
-        namespace: &str,
-        selector: &LabelSelector,
-        object: Option<&ObjectRef>,
-        scope: &str,
-    ) -> Reusable {
-        let ev = Evaluation::new(namespace, selector, self.clock.now(), object, false);
-        let answer = self.answer_spec(spec, &ev).await;
-        // Taken before the history's lookup below, which may read evidence the answer did
-        // not: only what the answer read bounds its reuse.
-        let fresh = ev.fresh_window(self.stale_after_ms());
-        let applied = self.applied_replicas(spec, &ev).await;
-        self.metrics.answer(
-            spec.name(),
-            answer.refusal().map_or("value", RefusalKind::label),
-        );
-        self.record_answer(
-            (spec.name(), namespace, scope),
-            &answer,
-            applied,
-            ev.now.wall,
-        );
-        Reusable {
-            answer,
-            fresh,
-            applied,
-        }
+    pub(super) fn put(&self, scope: ScopeKey, after: Option<usize>, result: FetchResult) {
+        let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        fetched.push(Fetched {
+            scope,
+            after,
+            result,
+        });
     }
 
-    /// Moves whenever anything an answer in `namespace` for `selector` could read changes,
-    /// apart from the passing of time (`Evaluation::fresh_window` covers that): the series
-    /// any rule of any configured metric reads in that scope (its own, its `validWhen` gate,
-    /// its `currentSeries`), the never-scraped targets, and the cluster's facts. It is scoped
-    /// because the store is written with every scrape of any target, and a workload's own
-    /// series change far less often. `None` when no answer of `metric` may be reused: a
-    /// threshold metric (or a target over one) records a `sustain` evaluation per new sample
-    /// and its windows pass with time alone. With a Prometheus source every store write
-    /// counts (that source has its own cache, and answer_reuse.rs bounds reuse in time).
-    pub(super) fn answer_version(
-        &self,
-        metric: &str,
-        namespace: &str,
-        selector: &LabelSelector,
-    ) -> Option<Version> {
-        if self.evaluates_every_scrape(metric) {
-            return None;
-        }
-        let cluster = self.cluster_version()?;
-        let store = if self.has_prometheus_source() {
-            self.store.generation()
-        } else {
-            self.store
-                .scope_version(self.config.metrics.iter().flat_map(|spec| {
-                    spec.read_series()
-                        .map(move |series| metric_scope(spec, series, namespace, selector))
-                }))
-        };
-        Some(Version { store, cluster })
+    fn stale_after_ms(&self) -> Millis {
+        self.config.scrape.stale_after().as_millis() as Millis
     }
 
     /// `spec.replicas` of the one workload an answer is about, for the history: what the HPA
@@ -237,27 +211,23 @@ impl Adapter {
     /// floor, the floor's workload (a recommender's pods belong to another); else the single
     /// workload behind everything the answer read. From the watch cache only, and `None`
     /// when that is not one workload or the watch does not know it.
-    pub(super) async fn applied_replicas(
-        &self,
-        spec: &MetricSpec,
-        ev: &Evaluation<'_>,
-    ) -> Option<u64> {
-        let state = self.workload_state()?;
-        if let Some(object) = ev.object {
+    pub(super) async fn applied_replicas(&self, spec: &MetricSpec) -> Option<u64> {
+        let state = self.cluster.cloned()?;
+        if let Some(object) = self.object {
             return state.current_replicas(&object.workload());
         }
         if spec.floor().is_some() {
-            return self.current_replicas_for(spec, ev).await.ok();
+            return self.current_replicas_for(spec).await.ok();
         }
-        state.current_replicas(&ev.one_workload()?)
+        state.current_replicas(&self.one_workload()?)
     }
 
-    pub(super) async fn answer_spec(&self, spec: &MetricSpec, ev: &Evaluation<'_>) -> Answer {
+    pub(super) async fn answer(&self, spec: &MetricSpec) -> Answer {
         match spec.kind() {
-            MetricKind::Target => self.target_answer(spec, ev).await,
+            MetricKind::Target => self.target_answer(spec).await,
             _ => {
-                let notes = ev.notes_kept();
-                self.input_answer(spec, ev, notes).await
+                let notes = self.notes_kept();
+                self.input_answer(spec, notes).await
             }
         }
     }
@@ -265,40 +235,34 @@ impl Adapter {
     /// A metric that is not a target, on its own or as a target's input. Config validation
     /// keeps targets out of a target's inputs (config/metric.rs), which is what lets a target
     /// answer without boxing a future per input; a target here is still answered, boxed.
-    pub(super) async fn input_answer(
-        &self,
-        spec: &MetricSpec,
-        ev: &Evaluation<'_>,
-        notes_kept: usize,
-    ) -> Answer {
-        let q = self.query_context(spec, spec.series(), ev, notes_kept);
-        let scope = ev.scope(spec, spec.series());
+    pub(super) async fn input_answer(&self, spec: &MetricSpec, notes_kept: usize) -> Answer {
+        let q = self.query_context(spec, spec.series(), notes_kept);
+        let scope = self.scope(spec, spec.series());
         match spec.kind() {
-            MetricKind::Target => Box::pin(self.target_answer(spec, ev)).await,
+            MetricKind::Target => Box::pin(self.target_answer(spec)).await,
             MetricKind::Recommendation => {
                 // A summary drops the labels that carry the epochs fencing reads.
                 let read = match spec.epoch_label() {
-                    Some(_) => self.evidence(ev, &scope).await,
-                    None => self.summarized_evidence(ev, &scope, q.notes_kept).await,
+                    Some(_) => self.evidence(&scope).await,
+                    None => self.summarized_evidence(&scope, q.notes_kept).await,
                 };
                 match read {
                     Ok(evidence) => {
                         let answer = policy::fenced_recommendation(&q, &evidence, spec.fence());
-                        self.gated(spec, answer, ev, &evidence.workloads, None)
-                            .await
+                        self.gated(spec, answer, &evidence.workloads, None).await
                     }
                     Err(e) => policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
                 }
             }
-            MetricKind::Threshold => self.threshold_answer(spec, &q, &scope, ev).await,
+            MetricKind::Threshold => self.threshold_answer(spec, &q, &scope).await,
             MetricKind::StatefulFloor => {
-                let evidence = match self.summarized_evidence(ev, &scope, q.notes_kept).await {
+                let evidence = match self.summarized_evidence(&scope, q.notes_kept).await {
                     Ok(evidence) => evidence,
                     Err(e) => {
                         return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string())
                     }
                 };
-                let state = self.workload_state();
+                let state = self.cluster.cloned();
                 if let Some(state) = &state {
                     let ws = &*evidence.workloads;
                     if let Some(rs) = ws.iter().find(|w| state.owner_unresolved(w)) {
@@ -314,7 +278,7 @@ impl Adapter {
                 if let (Some(state), [w]) = (&state, &*evidence.workloads) {
                     if state.deletion_cost_opt_in(w) {
                         // Each pod is weighed on its own: a summary would count them.
-                        let listed = match self.evidence(ev, &scope).await {
+                        let listed = match self.evidence(&scope).await {
                             Ok(listed) => listed,
                             Err(e) => {
                                 return policy::source_unavailable(
@@ -344,7 +308,7 @@ impl Adapter {
                 };
                 let mut answer = policy::stateful_floor(&q, &evidence, ordinals_start);
                 if let ([w], Some(first)) = (&*evidence.workloads, warnings.first()) {
-                    self.warn_once(w, first);
+                    self.memory.warn_once(w, first);
                 }
                 answer.warnings = warnings;
                 answer
@@ -353,8 +317,8 @@ impl Adapter {
     }
 
     /// A target: the max of its recommendation (and combined inputs), and its floor.
-    pub(super) async fn target_answer(&self, spec: &MetricSpec, ev: &Evaluation<'_>) -> Answer {
-        let q = self.query_context(spec, spec.series(), ev, ev.notes_kept());
+    pub(super) async fn target_answer(&self, spec: &MetricSpec) -> Answer {
+        let q = self.query_context(spec, spec.series(), self.notes_kept());
         let no_recommendation = |why: &str| {
             policy::target(
                 spec.name(),
@@ -381,18 +345,18 @@ impl Adapter {
             return no_recommendation("no recommendation configured");
         };
         let rec = if inputs.len() == 1 {
-            self.input_answer(rec_spec, ev, q.notes_kept).await
+            self.input_answer(rec_spec, q.notes_kept).await
         } else {
             let mut parts = Vec::with_capacity(inputs.len());
             for input in &inputs {
-                parts.push(self.input_answer(input, ev, q.notes_kept).await);
+                parts.push(self.input_answer(input, q.notes_kept).await);
             }
             let names: Vec<&str> = inputs.iter().map(|i| i.name()).collect();
             let current = if parts.iter().all(|p| p.value().is_some()) {
                 // Not needed: nothing blocks a decrease.
                 Err("not needed".to_string())
             } else {
-                self.current_for_target(spec, &inputs, ev).await
+                self.current_for_target(spec, &inputs).await
             };
             combine::combine(
                 &combine::combined_name(&names),
@@ -409,11 +373,11 @@ impl Adapter {
                 // counts do not depend on how many it notes (store/tests/clean_tail.rs), and
                 // past the noted ones the store may count its pods instead of listing them.
                 let notes = q.notes_kept.saturating_sub(policy::notes_in(&rec));
-                Some(self.input_answer(f, ev, notes).await)
+                Some(self.input_answer(f, notes).await)
             }
             None => None,
         };
-        let current = self.current_replicas_for(spec, ev).await;
+        let current = self.current_replicas_for(spec).await;
         policy::target(
             spec.name(),
             rec,
@@ -429,16 +393,14 @@ impl Adapter {
         spec: &MetricSpec,
         q: &QueryContext<'_>,
         scope: &Scope<'_>,
-        ev: &Evaluation<'_>,
     ) -> Answer {
-        let evidence = match self.evidence(ev, scope).await {
+        let evidence = match self.evidence(scope).await {
             Ok(evidence) => evidence,
             Err(e) => return policy::source_unavailable(spec.name(), spec.kind(), &e.to_string()),
         };
         let rule = threshold_rule(spec);
         let load = threshold::load_total(q, &evidence);
-        let (mut current, current_inputs) =
-            self.current_replicas(spec, ev, &evidence.workloads).await;
+        let (mut current, current_inputs) = self.current_replicas(spec, &evidence.workloads).await;
         // Counting live targets stands in for the replica count only when every target's load
         // is known: with partial data the count leaves out exactly the unknown pods, and holding
         // at it would shrink the workload on unknown input.
@@ -451,13 +413,17 @@ impl Adapter {
         let answer = if rule.sustained() {
             let key = QueryKey {
                 metric: spec.name().to_string(),
-                namespace: ev.namespace.into(),
-                selector: ev.selector.to_string(),
+                namespace: self.namespace.into(),
+                selector: self.selector.to_string(),
                 // An Object query's history is its workload's, apart from any External query's.
-                object: ev.object.cloned(),
+                object: self.object.cloned(),
             };
-            let mut logs = self.evaluations.lock().unwrap_or_else(|e| e.into_inner());
-            if logs.len() >= MAX_SEEN_QUERIES && !logs.contains_key(&key) {
+            let mut logs = self
+                .memory
+                .sustain
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if logs.len() >= MAX_SUSTAIN_LOGS && !logs.contains_key(&key) {
                 if let Some(oldest) = logs
                     .iter()
                     .min_by_key(|(_, l)| l.last_at())
@@ -471,9 +437,9 @@ impl Adapter {
             // durations, timed on the monotonic clock: a step of the wall clock neither fills
             // nor empties them.
             if let LoadState::Known(v) = load.state {
-                log.record(ev.now.mono, load.newest_ms, v, rule.retain_ms());
+                log.record(self.now.mono, load.newest_ms, v, rule.retain_ms());
             }
-            let history = log.history(ev.now.mono);
+            let history = log.history(self.now.mono);
             threshold::threshold(
                 q,
                 &rule,
@@ -485,7 +451,7 @@ impl Adapter {
         } else {
             threshold::threshold(q, &rule, load, current.clone(), current_inputs, None)
         };
-        self.gated(spec, answer, ev, &evidence.workloads, Some(current))
+        self.gated(spec, answer, &evidence.workloads, Some(current))
             .await
     }
 
@@ -494,7 +460,6 @@ impl Adapter {
         &self,
         spec: &MetricSpec,
         answer: Answer,
-        ev: &Evaluation<'_>,
         workloads: &[WorkloadRef],
         current: Option<Result<CurrentReplicas, String>>,
     ) -> Answer {
@@ -502,11 +467,11 @@ impl Adapter {
             return answer;
         };
         let series = vec![valid_when.series.clone()];
-        let q = self.query_context(spec, &series, ev, ev.notes_kept());
-        let scope = ev.scope(spec, &series);
-        let check = match self.evidence(ev, &scope).await {
+        let q = self.query_context(spec, &series, self.notes_kept());
+        let scope = self.scope(spec, &series);
+        let check = match self.evidence(&scope).await {
             Ok(evidence) => {
-                let evidence = self.of_deciding_producers(spec, ev, evidence).await;
+                let evidence = self.of_deciding_producers(spec, evidence).await;
                 gate::check_gate(valid_when, &q, &evidence)
             }
             Err(e) => gate::GateCheck {
@@ -521,7 +486,7 @@ impl Adapter {
         }
         let current = match current {
             Some(c) => c,
-            None => self.current_replicas(spec, ev, workloads).await.0,
+            None => self.current_replicas(spec, workloads).await.0,
         };
         gate::apply_gate(
             answer,
@@ -536,10 +501,9 @@ impl Adapter {
     pub(super) async fn current_replicas(
         &self,
         spec: &MetricSpec,
-        ev: &Evaluation<'_>,
         workloads: &[WorkloadRef],
     ) -> (Result<CurrentReplicas, String>, policy::InputNotes) {
-        if let (Some(state), [w]) = (self.workload_state(), workloads) {
+        if let (Some(state), [w]) = (self.cluster.cloned(), workloads) {
             if let Some(v) = state.current_replicas(w) {
                 return (
                     Ok(CurrentReplicas {
@@ -565,11 +529,11 @@ impl Adapter {
             );
         };
         let series = vec![current_series.to_string()];
-        let q = self.query_context(spec, &series, ev, ev.notes_kept());
-        let scope = ev.scope(spec, &series);
-        match self.evidence(ev, &scope).await {
+        let q = self.query_context(spec, &series, self.notes_kept());
+        let scope = self.scope(spec, &series);
+        match self.evidence(&scope).await {
             Ok(evidence) => {
-                let evidence = self.of_deciding_producers(spec, ev, evidence).await;
+                let evidence = self.of_deciding_producers(spec, evidence).await;
                 gate::current_from_series(&q, &evidence)
             }
             Err(e) => (Err(e.to_string()), policy::InputNotes::default()),
@@ -582,14 +546,13 @@ impl Adapter {
     async fn of_deciding_producers(
         &self,
         spec: &MetricSpec,
-        ev: &Evaluation<'_>,
         evidence: Arc<Evidence>,
     ) -> Arc<Evidence> {
         let Some((label, step)) = spec.fence() else {
             return evidence;
         };
-        let q = self.query_context(spec, spec.series(), ev, ev.notes_kept());
-        let deciding = match self.evidence(ev, &ev.scope(spec, spec.series())).await {
+        let q = self.query_context(spec, spec.series(), self.notes_kept());
+        let deciding = match self.evidence(&self.scope(spec, spec.series())).await {
             Ok(own) => policy::deciding_producers(&q, &own, label, step),
             Err(_) => Vec::new(),
         };
@@ -605,9 +568,8 @@ impl Adapter {
         &self,
         spec: &MetricSpec,
         inputs: &[&MetricSpec],
-        ev: &Evaluation<'_>,
     ) -> Result<CurrentReplicas, String> {
-        if let Ok(v) = self.current_replicas_for(spec, ev).await {
+        if let Ok(v) = self.current_replicas_for(spec).await {
             return Ok(CurrentReplicas {
                 value: v,
                 source: "spec.replicas of the floor's workload".into(),
@@ -615,12 +577,12 @@ impl Adapter {
         }
         let mut why = Vec::new();
         for input in inputs {
-            let scope = ev.scope(input, input.series());
-            let workloads = match self.workload_evidence(ev, &scope).await {
-                Ok(ev) => ev.workloads.clone(),
+            let scope = self.scope(input, input.series());
+            let workloads = match self.workload_evidence(&scope).await {
+                Ok(read) => read.workloads.clone(),
                 Err(_) => Arc::from([]),
             };
-            match self.current_replicas(input, ev, &workloads).await.0 {
+            match self.current_replicas(input, &workloads).await.0 {
                 Ok(c) => return Ok(c),
                 Err(e) => why.push(e),
             }
@@ -630,22 +592,19 @@ impl Adapter {
 
     /// `spec.replicas` of the single workload behind the floor's pods, if discovery knows it;
     /// otherwise why not, for the refusal.
-    pub(super) async fn current_replicas_for(
-        &self,
-        spec: &MetricSpec,
-        ev: &Evaluation<'_>,
-    ) -> Result<u64, String> {
+    pub(super) async fn current_replicas_for(&self, spec: &MetricSpec) -> Result<u64, String> {
         let state = self
-            .workload_state()
+            .cluster
+            .cloned()
             .ok_or("no Kubernetes workload state (discovery is off)")?;
         let floor = spec
             .floor()
             .and_then(|f| self.config.metric(f))
             .ok_or("no floor configured")?;
-        let scope = ev.scope(floor, floor.series());
+        let scope = self.scope(floor, floor.series());
         // Only the workloads are read: the floor rule's own read serves.
         let evidence = self
-            .workload_evidence(ev, &scope)
+            .workload_evidence(&scope)
             .await
             .map_err(|e| e.to_string())?;
         match &*evidence.workloads {
@@ -662,26 +621,29 @@ impl Adapter {
 
     /// What a rule of `spec` is asked, over `series`, for its messages and its reading of
     /// time.
-    pub(super) fn query_context<'a>(
-        &self,
-        spec: &'a MetricSpec,
-        series: &'a [String],
-        ev: &Evaluation<'a>,
+    pub(super) fn query_context<'s>(
+        &'s self,
+        spec: &'s MetricSpec,
+        series: &'s [String],
         notes_kept: usize,
-    ) -> QueryContext<'a> {
+    ) -> QueryContext<'s> {
         QueryContext {
             metric: spec.name(),
             series,
-            scope: ScopeText::Parts(spec.namespace_label(), ev.namespace, ev.selector.as_str()),
-            now: ev.now,
+            scope: ScopeText::Parts(
+                spec.namespace_label(),
+                self.namespace,
+                self.selector.as_str(),
+            ),
+            now: self.now,
             stale_after_ms: self.stale_after_ms(),
             notes_kept,
         }
     }
 
     /// Evidence for `scope`, read from the source once per request (`Evaluation`).
-    pub(super) async fn evidence(&self, ev: &Evaluation<'_>, scope: &Scope<'_>) -> FetchResult {
-        self.evidence_read(ev, scope, Read::Listed).await
+    pub(super) async fn evidence(&self, scope: &Scope<'_>) -> FetchResult {
+        self.evidence_read(scope, None, false).await
     }
 
     /// As `evidence`, for the rules that treat every fresh, valid input alike past the
@@ -689,96 +651,72 @@ impl Adapter {
     /// store may count such inputs instead of listing them (store/family_digest.rs).
     pub(super) async fn summarized_evidence(
         &self,
-        ev: &Evaluation<'_>,
         scope: &Scope<'_>,
         notes_kept: usize,
     ) -> FetchResult {
-        let want = match ev.explain {
-            true => Read::Listed,
-            false => Read::Summary { after: notes_kept },
-        };
-        self.evidence_read(ev, scope, want).await
+        let after = (!self.explain).then_some(notes_kept);
+        self.evidence_read(scope, after, false).await
     }
 
     /// Evidence for the workloads behind `scope` only: whatever read of it the request made
     /// serves (a summary lists every target's workload).
-    pub(super) async fn workload_evidence(
-        &self,
-        ev: &Evaluation<'_>,
-        scope: &Scope<'_>,
-    ) -> FetchResult {
-        self.evidence_read(ev, scope, Read::Workloads).await
+    pub(super) async fn workload_evidence(&self, scope: &Scope<'_>) -> FetchResult {
+        let after = (!self.explain).then(|| self.notes_kept());
+        self.evidence_read(scope, after, true).await
     }
 
-    pub(super) async fn evidence_read(
+    /// This request's read of `scope` (listed, or summarized past `after`; with `any`, any
+    /// read of it), made now if the request has none.
+    async fn evidence_read(
         &self,
-        ev: &Evaluation<'_>,
         scope: &Scope<'_>,
-        want: Read,
+        after: Option<usize>,
+        any: bool,
     ) -> FetchResult {
         let key = scope.key();
-        if let Some(hit) = ev.get(&key, want) {
+        if let Some(hit) = self.get(&key, after, any) {
             return hit;
         }
-        let read = match want {
-            Read::Workloads if ev.explain => Read::Listed,
-            Read::Workloads => Read::Summary {
-                after: ev.notes_kept(),
-            },
-            read => read,
-        };
-        let result = self.read(ev, scope, &key, read).await.map(Arc::new);
-        ev.put((key, read), result.clone());
+        let result = self.read(scope, after).await.map(Arc::new);
+        self.put(key, after, result.clone());
         result
     }
 
-    /// Evidence for `scope` from the source, scoped to the workload for an Object query.
-    pub(super) async fn read(
-        &self,
-        ev: &Evaluation<'_>,
-        scope: &Scope<'_>,
-        key: &ScopeKey,
-        read: Read,
-    ) -> Result<Evidence, SourceError> {
-        let now = ev.now;
-        match (ev.object, read) {
-            (None, Read::Summary { after }) => {
-                let s = self.summarize(after, now);
-                self.source
-                    .evidence(scope, ReadMode::Summarized { key, summarize: s }, now.wall)
-                    .await
-            }
-            (None, _) => {
-                self.source
-                    .evidence(scope, ReadMode::Listed, now.wall)
-                    .await
-            }
-            (Some(object), read) => {
-                // Read once: it decides how the scope is read and is the pod set read with.
-                // Only the object's own pods matter to its scope (object_scope.rs).
-                let pods = self
-                    .workload_state()
-                    .and_then(|c| c.workload_pods(&object.workload()));
-                if let Read::Summary { after } = read {
-                    let summary = match &pods {
-                        None => self.object_summary(object, scope, now, after),
-                        Some(pods) => self.object_split_summary(object, scope, pods, now, after),
-                    };
-                    if let Some(ev) = summary {
-                        return Ok(ev);
-                    }
-                }
-                object_scope::evidence(
-                    &*self.source,
-                    pods.as_deref(),
-                    &self.config.object_metrics.workload_labels,
-                    object,
-                    scope,
-                    now.wall,
-                )
-                .await
+    /// Evidence for `scope` from the source, every input listed or summarized past `after`,
+    /// scoped to the workload for an Object query.
+    async fn read(&self, scope: &Scope<'_>, after: Option<usize>) -> Result<Evidence, SourceError> {
+        let now = self.now;
+        let Some(object) = self.object else {
+            let read = match after {
+                Some(after) => Read::Summarized(self.summarize(after, now)),
+                None => Read::Listed,
+            };
+            return self.source.read(scope, read, now.wall).await;
+        };
+        // Read once: it decides how the scope is read and is the pod set read with. Only the
+        // object's own pods matter to its scope (object_scope.rs).
+        let pods = self
+            .cluster
+            .cloned()
+            .and_then(|c| c.workload_pods(&object.workload()));
+        if let Some(after) = after {
+            let summary = match &pods {
+                None => self.object_summary(object, scope, now, after),
+                Some(pods) => self.object_split_summary(object, scope, pods, now, after),
+            };
+            if let Some(summary) = summary {
+                return Ok(summary);
             }
         }
+        object_scope::evidence(
+            self.source,
+            pods.as_deref(),
+            &self.config.object_metrics.workload_labels,
+            object,
+            scope,
+            now.wall,
+        )
+        .await
     }
 
     /// How a summarized read counts clean inputs past the first `after` at `now`.
@@ -790,24 +728,22 @@ impl Adapter {
         }
     }
 
-    /// The Object query's kept selectors, when the scrape store is the source (only its reads
-    /// can be summarized and checked in one snapshot).
-    fn store_object_selectors(
+    /// The Object query's kept selectors.
+    fn kept_object_selectors(
         &self,
         object: &ObjectRef,
         scope: &Scope<'_>,
-    ) -> Option<(&WorkloadLabels, Arc<ObjectSelectors>)> {
-        let source: *const u8 = Arc::as_ptr(&self.source).cast();
-        if !std::ptr::eq(source, Arc::as_ptr(&self.store).cast()) {
-            return None;
-        }
+    ) -> (&WorkloadLabels, Arc<ObjectSelectors>) {
         let wl = &self.config.object_metrics.workload_labels;
-        Some((wl, self.object_selectors.get(scope.selector, object, wl)))
+        (
+            wl,
+            self.memory.object_selectors.get(scope.selector, object, wl),
+        )
     }
 
     /// An Object query's evidence read as a summary, as External reads are, when discovery
     /// lists no pods for it (so its scope is the series its workload labels name) and the
-    /// scrape store answers. Exact only while the named scope holds no series of another API
+    /// source reads in one snapshot (`EvidenceSource::read_together`: the scrape store). Exact only while the named scope holds no series of another API
     /// group, which the Object scope drops and a summary's counted tail could not: checked in
     /// the same snapshot (no store write between the two reads), else `None` and the caller
     /// lists every input.
@@ -818,7 +754,7 @@ impl Adapter {
         now: Now,
         after: usize,
     ) -> Option<Evidence> {
-        let (wl, selectors) = self.store_object_selectors(object, scope)?;
+        let (wl, selectors) = self.kept_object_selectors(object, scope);
         let (named, foreign) = selectors.scopes.as_ref()?;
         let within = |selector| Scope {
             selector,
@@ -826,18 +762,20 @@ impl Adapter {
         };
         let s = self.summarize(after, now);
         // One snapshot: the check holds for the read it vouches for.
-        let [foreign, named] = self.store.evidence_together([
-            (&within(foreign), ScopeRead::Series(None)),
-            (&within(named), ScopeRead::All(Some(s))),
-        ]);
+        let [foreign, named]: [Evidence; 2] = (self.source.read_together(&[
+            (&within(foreign), Read::Series(None)),
+            (&within(named), Read::Summarized(s)),
+        ])?)
+        .try_into()
+        .ok()?;
         foreign
             .observations
             .is_empty()
             .then(|| object_scope::from_labels(object, wl, named))
     }
 
-    /// An Object query's evidence with a pod set read as summaries, when the scrape store
-    /// answers: the own pods' series and the other named series are disjoint scopes
+    /// An Object query's evidence with a pod set read as summaries, when the source reads in
+    /// one snapshot (the scrape store): the own pods' series and the other named series are disjoint scopes
     /// (`object_scope::split_scopes`), each summarized as an External read is, and the
     /// never-scraped targets and silent pods come from the named and whole scopes' scope-wide
     /// part, as the listed reads give them. Exact only while the other named series name no
@@ -852,7 +790,7 @@ impl Adapter {
         now: Now,
         after: usize,
     ) -> Option<Evidence> {
-        let (wl, selectors) = self.store_object_selectors(object, scope)?;
+        let (wl, selectors) = self.kept_object_selectors(object, scope);
         let (named, _) = selectors.scopes.as_ref()?;
         let split = selectors.split(scope.selector, object, wl, pods)?;
         let within = |selector| Scope {
@@ -862,19 +800,22 @@ impl Adapter {
         let s = self.summarize(after, now);
         let me = object.workload();
         // One snapshot: the check holds for the reads it vouches for.
-        let [foreign, others, named_wide, scope_wide, own] = self.store.evidence_together([
-            (&within(&split.others_foreign), ScopeRead::Series(None)),
-            (&within(&split.others), ScopeRead::Series(Some(s))),
-            (&within(named), ScopeRead::Whole { silent_of: None }),
-            // The merge keeps the object's own silent pods only.
-            (
-                scope,
-                ScopeRead::Whole {
-                    silent_of: Some(&me),
-                },
-            ),
-            (&within(&split.own), ScopeRead::Series(Some(s))),
-        ]);
+        let [foreign, others, named_wide, scope_wide, own]: [Evidence; 5] =
+            (self.source.read_together(&[
+                (&within(&split.others_foreign), Read::Series(None)),
+                (&within(&split.others), Read::Series(Some(s))),
+                (&within(named), Read::Whole { silent_of: None }),
+                // The merge keeps the object's own silent pods only.
+                (
+                    scope,
+                    Read::Whole {
+                        silent_of: Some(&me),
+                    },
+                ),
+                (&within(&split.own), Read::Series(Some(s))),
+            ])?)
+            .try_into()
+            .ok()?;
         if !foreign.observations.is_empty() {
             return None;
         }

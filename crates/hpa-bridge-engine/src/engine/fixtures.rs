@@ -8,20 +8,16 @@ use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::evidence::TargetId;
 use crate::exposition::ExposedSample;
+use crate::source::EvidenceSource;
 use crate::store::{ScrapeTarget, Store, WorkloadRef};
 use crate::telemetry::SelfMetrics;
 
-/// An adapter over the default config, its own empty store, at a fixed time (1,000 s).
-pub fn default_adapter() -> Adapter {
-    adapter_on(Arc::new(Store::new()))
-}
-
-/// An adapter over the default config answering from `store`, at a fixed time (1,000 s).
-pub fn adapter_on(store: Arc<Store>) -> Adapter {
+/// An adapter over the default config answering from `source`, at a fixed time (1,000 s).
+pub fn adapter_on(source: Arc<dyn EvidenceSource>) -> Adapter {
     let config = Config::from_yaml("").unwrap();
     Adapter::new(
         config,
-        store,
+        source,
         Arc::new(ManualClock::new(1_000_000)),
         Arc::new(SelfMetrics::new()),
     )

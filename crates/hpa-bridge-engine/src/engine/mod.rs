@@ -12,18 +12,18 @@ pub mod history;
 mod metric_query;
 mod object_scope;
 mod object_selectors;
+mod provider;
 mod query_key;
 mod status;
 mod status_document;
 #[cfg(test)]
 mod tests;
 
-pub use adapter::{
-    static_store, static_target_id, static_targets, Adapter, MetricLabel, QueryError,
-};
+pub use adapter::{static_store, static_target_id, static_targets, Adapter, MetricLabel};
 pub use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
-pub use builder::{Engine, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
+pub use builder::{Assembly, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};
+pub use provider::{Engine, QueryError};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};
 pub use status_document::{HistoryView, StatusSection};

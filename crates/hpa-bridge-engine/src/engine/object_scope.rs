@@ -25,9 +25,9 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::cluster::{PodFacts, WorkloadKind, WorkloadRef};
 use crate::config::WorkloadLabels;
-use crate::evidence::{Evidence, Observation, Scope, TargetId};
+use crate::evidence::{Evidence, Observation, Read, Scope, TargetId};
 use crate::selector::{LabelSelector, Operator, Requirement};
-use crate::source::{EvidenceSource, ReadMode, SourceError};
+use crate::source::{EvidenceSource, SourceError};
 
 /// The label every pod-attributed series carries: set by discovery on scrape targets, and the
 /// label the Prometheus source's pod set uses.
@@ -305,7 +305,7 @@ pub(crate) fn from_split(
 
 /// The reads `from_split` combines.
 pub(crate) struct SplitReads {
-    /// The named scope's whole-scope part (`ScopeRead::Whole`).
+    /// The named scope's whole-scope part (`Read::Whole`).
     pub(crate) named_wide: Evidence,
     /// The query's whole scope's whole-scope part.
     pub(crate) scope_wide: Evidence,
@@ -379,12 +379,12 @@ pub(crate) async fn evidence(
 ) -> Result<Evidence, SourceError> {
     let labelled = with_workload_labels(scope.selector, object, wl);
     let by_labels = source
-        .evidence(
+        .read(
             &Scope {
                 selector: labelled.as_ref().unwrap_or(scope.selector),
                 ..scope.clone()
             },
-            ReadMode::Listed,
+            Read::Listed,
             now,
         )
         .await?;
@@ -393,11 +393,11 @@ pub(crate) async fn evidence(
             // `combine` keeps the broad read's series of the object's own pods only, so the
             // source need list no others: a read the size of the workload, not the namespace.
             let own = own_pods(pods, object);
-            let read = ReadMode::Labelled {
+            let read = Read::Labelled {
                 label: POD_LABEL,
                 values: &own,
             };
-            Some(source.evidence(scope, read, now).await?)
+            Some(source.read(scope, read, now).await?)
         }
         None => None,
     };

@@ -10,15 +10,17 @@ use serde_json::json;
 
 use crate::clock::{rfc3339, Millis};
 use crate::config::MetricKind;
+use crate::evidence::Read;
 use crate::policy::Answer;
 use crate::selector::LabelSelector;
 
-use super::adapter::{Adapter, QueryError};
-use super::evaluation::{metric_scope, Evaluation};
+use super::adapter::Adapter;
+use super::evaluation::metric_scope;
 use super::history::{self, Filter};
 use super::metric_query::history_scope;
 use super::metric_query::MetricQuery;
 use super::object_scope::ObjectRef;
+use super::provider::QueryError;
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
 /// A part of `/status` that something outside the engine keeps (the deletion-cost lease as
@@ -31,7 +33,7 @@ pub type StatusSection = (
 impl Adapter {
     /// The answer history of the scopes `filter` selects, oldest entry first.
     pub fn history(&self, filter: &Filter) -> HistoryView {
-        let now = self.clock.now_ms();
+        let now = self.engine.clock.now_ms();
         let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
         let limits = h.limits();
         HistoryView {
@@ -50,15 +52,11 @@ impl Adapter {
     /// read what an HPA is about to be given (and, in shadow mode, what it would be given)
     /// without standing in for the HPA's own requests.
     pub async fn preview(&self, query: &MetricQuery) -> Result<Answer, QueryError> {
-        let spec = self.spec(&query.metric)?;
-        let ev = Evaluation::new(
-            &query.namespace,
-            &query.selector,
-            self.clock.now(),
-            query.object.as_ref(),
-            true,
-        );
-        Ok(self.answer_spec(spec, &ev).await)
+        let spec = self.engine.spec(&query.metric)?;
+        let (namespace, object) = (&query.namespace, query.object.as_ref());
+        Ok((self.engine)
+            .explain(spec, namespace, &query.selector, object)
+            .await)
     }
 
     /// The `/status` document: the workloads seen in requests or found in the data, each with
@@ -66,10 +64,10 @@ impl Adapter {
     /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
     /// only the rows on the page are evaluated.
     pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
-        let now = self.clock.now();
+        let now = self.engine.clock.now();
         let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
-        for (namespace, selector) in self.discovered_label_sets() {
-            for spec in &self.config.metrics {
+        for (namespace, selector) in self.discovered_label_sets(now).await {
+            for spec in &self.engine.config.metrics {
                 rows.insert(
                     StatusKey {
                         namespace: namespace.clone(),
@@ -96,15 +94,16 @@ impl Adapter {
         let mut workloads = Vec::with_capacity(page.len());
         for (key, origin) in page {
             let (Some(spec), Ok(selector)) = (
-                self.config.metric(&key.metric),
+                self.engine.config.metric(&key.metric),
                 LabelSelector::parse(&key.selector),
             ) else {
                 continue;
             };
             // Not `answer()`: looking at /status must not count as serving an answer. An Object
             // row is evaluated through the Object front door's scope, the workload it names.
-            let ev = Evaluation::new(&key.namespace, &selector, now, key.object.as_ref(), true);
-            let answer = self.answer_spec(spec, &ev).await;
+            let answer = (self.engine)
+                .explain(spec, &key.namespace, &selector, key.object.as_ref())
+                .await;
             let (source, last_requested) = match origin {
                 RowOrigin::Request { at_ms } => ("request", Some(rfc3339(*at_ms))),
                 RowOrigin::Discovered => ("discovered", None),
@@ -120,8 +119,7 @@ impl Adapter {
                 answer,
             });
         }
-        let targets: Vec<serde_json::Value> = self
-            .source
+        let targets: Vec<serde_json::Value> = self.engine.source
             .targets()
             .into_iter()
             .filter(|(t, _)| {
@@ -157,13 +155,13 @@ impl Adapter {
             "now": rfc3339(now.wall),
             "ready": self.is_ready(),
             "scrape": {
-                "interval": self.config.scrape.interval.to_string(),
-                "timeout": crate::config::HumanDuration(self.config.scrape.timeout()).to_string(),
+                "interval": self.engine.config.scrape.interval.to_string(),
+                "timeout": crate::config::HumanDuration(self.engine.config.scrape.timeout()).to_string(),
                 "staleAfterSeconds": self.stale_after_ms() as f64 / 1000.0,
             },
             "workloads": workloads,
             "targets": targets,
-            "source": self.source.status(),
+            "source": self.engine.source.status(),
         });
         for (field, section) in &self.sections {
             document[*field] = section();
@@ -173,22 +171,31 @@ impl Adapter {
 
     /// (namespace, selector) pairs found in the recommendation series, using the label that
     /// names the workload (docs/hpa-behaviour.md §4.1: `hpa_target_name`).
-    fn discovered_label_sets(&self) -> BTreeSet<(String, String)> {
+    async fn discovered_label_sets(&self, now: crate::clock::Now) -> BTreeSet<(String, String)> {
         let mut sets = BTreeSet::new();
         let everything = LabelSelector::everything();
         for spec in self
+            .engine
             .config
             .metrics
             .iter()
             .filter(|m| m.kind() == MetricKind::Recommendation)
         {
             let namespaces = self
-                .store
+                .engine
+                .source
                 .label_values(spec.series(), spec.namespace_label());
             for ns in namespaces {
-                let ev =
-                    self.store
-                        .evidence_once(&metric_scope(spec, spec.series(), &ns, &everything));
+                let scope = metric_scope(spec, spec.series(), &ns, &everything);
+                // A source that cannot say (Prometheus lists no label values) finds no rows.
+                let Ok(ev) = self
+                    .engine
+                    .source
+                    .read(&scope, Read::Glance, now.wall)
+                    .await
+                else {
+                    continue;
+                };
                 for o in ev.observations.iter().filter(|o| o.present) {
                     if let Some(name) = o.id.labels.get("hpa_target_name") {
                         sets.insert((ns.clone(), format!("hpa_target_name={name}")));

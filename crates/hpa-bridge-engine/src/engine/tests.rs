@@ -20,25 +20,29 @@ const PODS: usize = 12;
 struct Fixture {
     clock: Arc<ManualClock>,
     adapter: Adapter,
+    store: Arc<Store>,
 }
 
 impl Fixture {
     fn new() -> Fixture {
         let clock = Arc::new(ManualClock::new(1_000_000));
+        let store = Arc::new(Store::new());
         let adapter = Adapter::new(
             Config::from_yaml("").unwrap(),
-            Arc::new(Store::new()),
+            store.clone(),
             clock.clone(),
             Arc::new(SelfMetrics::new()),
         );
-        adapter
-            .scrape_store()
-            .set_targets(super::fixtures::lobby_pods(PODS));
-        Fixture { clock, adapter }
+        store.set_targets(super::fixtures::lobby_pods(PODS));
+        Fixture {
+            clock,
+            adapter,
+            store,
+        }
     }
 
     fn store(&self) -> Arc<Store> {
-        self.adapter.scrape_store()
+        self.store.clone()
     }
 
     /// Every pod scraped now, recommending 2; `stamped` pages carry the time they were

@@ -4,6 +4,7 @@
 //! active, and neither side depends on the other.
 
 mod clean_tail;
+mod read;
 mod scope;
 mod series_id;
 mod series_labels;
@@ -17,6 +18,7 @@ use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
 pub use crate::exposition::Unusable;
 pub use clean_tail::{CleanTail, Summarize};
+pub use read::Read;
 pub use scope::{Scope, ScopeKey};
 pub use series_id::{SeriesId, SeriesRef};
 pub use series_labels::{ByLabels, SeriesLabels};

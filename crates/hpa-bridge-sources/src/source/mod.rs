@@ -7,13 +7,15 @@ pub mod prometheus;
 pub mod scrape;
 pub mod scrape_schedule;
 
+use std::collections::BTreeSet;
+
 use futures::future::BoxFuture;
 use serde::Serialize;
 
 use crate::clock::{Millis, Now};
 use std::sync::Arc;
 
-use crate::evidence::{Evidence, Scope, ScopeKey, Summarize};
+use crate::evidence::{Evidence, Read, Scope};
 use crate::store::{ScrapeTarget, Store, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
@@ -34,35 +36,6 @@ pub struct SourceError {
     pub message: String,
 }
 
-/// How a source is asked to read a scope's evidence.
-#[derive(Clone, Copy, Debug)]
-pub enum ReadMode<'a> {
-    /// Every in-scope series listed.
-    Listed,
-    /// The source may count series that read as fresh and valid under `summarize` in
-    /// `Evidence::clean_tail` instead of listing them (store/family_digest.rs). Only the rules
-    /// that treat every such input alike ask for this: the recommendation and the floor. A
-    /// source that keeps no digests lists everything. `key` is `scope.key()`, which the caller
-    /// already holds, for a source that caches by scope.
-    Summarized {
-        key: &'a ScopeKey,
-        summarize: Summarize,
-    },
-    /// The in-scope series whose `label` is one of `values` listed, the source free to leave
-    /// out the others and the producer reasons of targets it lists nothing of; the unknown
-    /// targets, the workloads and their silent pods are the whole scope's, as `Listed` gives
-    /// them. For a caller that keeps only those series (an Object query keeps its workload's
-    /// own pods' series out of the namespace's): a source that keeps no index of the label
-    /// lists everything, and the caller's filter gives the same. A reason left out is one the
-    /// caller drops with its target's series, or holds from another read of the same target
-    /// (two reads are two moments, as two listed reads would be).
-    /// `values` are distinct.
-    Labelled {
-        label: &'a str,
-        values: &'a [&'a str],
-    },
-}
-
 /// A source's own health for `/status`, tagged by the kind of source.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -72,14 +45,41 @@ pub enum SourceStatus {
 
 /// Evidence for one query, from wherever the samples live.
 pub trait EvidenceSource: Send + Sync + 'static {
-    fn evidence<'a>(
+    /// What `read` asks of `scope`, as the source holds it at `now`.
+    fn read<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        read: ReadMode<'a>,
+        read: Read<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>>;
 
-    /// Whether a `ReadMode::Labelled` read lists only the series of the values asked (so the
+    /// Several reads in one snapshot, so that a check made by one holds for the others (an
+    /// Object query's summary is exact only while another scope is empty); `None` from a
+    /// source that cannot promise one snapshot, and the caller reads otherwise.
+    fn read_together(&self, _reads: &[(&Scope<'_>, Read<'_>)]) -> Option<Vec<Evidence>> {
+        None
+    }
+
+    /// Moves whenever anything a read of these scopes gives changes, other than the passing
+    /// of time; reused answers are checked against it (engine/answer_reuse.rs). A source that
+    /// cannot tell says 0 always, and reuse is bounded by time alone.
+    fn version(&self, _scopes: &mut dyn Iterator<Item = Scope<'_>>) -> u64 {
+        0
+    }
+
+    /// Moves with every write the source takes (a cheap check before `version`: while it
+    /// stands, no version moved); 0 always from a source that cannot tell.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// The values of `label` on the series named `series`, for the status page's rows found
+    /// in the data; none by default.
+    fn label_values(&self, _series: &[String], _label: &str) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
+    /// Whether a `Read::Labelled` read lists only the series of the values asked (so the
     /// caller's filter would keep all of them). The scrape store's does; by default a source
     /// may list everything.
     fn narrows_by_label(&self) -> bool {
@@ -106,20 +106,29 @@ pub trait EvidenceSource: Send + Sync + 'static {
 }
 
 impl EvidenceSource for Store {
-    fn evidence<'a>(
+    fn read<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        read: ReadMode<'a>,
+        read: Read<'a>,
         _now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
-        let evidence = match read {
-            ReadMode::Listed => Store::evidence(self, scope),
-            ReadMode::Summarized { key, summarize } => {
-                self.evidence_kept(scope, key, true, Some(summarize))
-            }
-            ReadMode::Labelled { label, values } => self.evidence_labelled(scope, label, values),
-        };
-        Box::pin(std::future::ready(Ok(evidence)))
+        Box::pin(std::future::ready(Ok(Store::read(self, scope, read))))
+    }
+
+    fn read_together(&self, reads: &[(&Scope<'_>, Read<'_>)]) -> Option<Vec<Evidence>> {
+        Some(Store::read_together(self, reads))
+    }
+
+    fn version(&self, scopes: &mut dyn Iterator<Item = Scope<'_>>) -> u64 {
+        self.scope_version(scopes)
+    }
+
+    fn generation(&self) -> u64 {
+        Store::generation(self)
+    }
+
+    fn label_values(&self, series: &[String], label: &str) -> BTreeSet<String> {
+        Store::label_values(self, series, label)
     }
 
     fn narrows_by_label(&self) -> bool {

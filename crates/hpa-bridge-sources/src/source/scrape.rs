@@ -543,12 +543,15 @@ pub(crate) mod tests {
     fn idx_evidence(store: &Store) -> crate::evidence::Evidence {
         let series = vec!["idx".to_owned()];
         let selector = crate::selector::LabelSelector::everything();
-        store.evidence(&crate::evidence::Scope {
-            series: &series,
-            namespace_label: "namespace",
-            namespace: "default",
-            selector: &selector,
-        })
+        store.read(
+            &crate::evidence::Scope {
+                series: &series,
+                namespace_label: "namespace",
+                namespace: "default",
+                selector: &selector,
+            },
+            crate::evidence::Read::Listed,
+        )
     }
 
     pub(crate) fn static_target(url: String) -> ScrapeTarget {

@@ -194,7 +194,7 @@ impl Store {
         // this lock the difference found under the read lock stays the difference.
         let _replacing = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
         let (gone, differ) = {
-            let inner = self.read();
+            let inner = self.locked();
             let keep: HashSet<&TargetId> = targets.iter().map(|t| &t.id).collect();
             let gone: Vec<TargetId> = inner
                 .targets

@@ -116,7 +116,7 @@ impl Store {
     /// What this store would have a successor remember: every target that has had a page
     /// (or was itself read from memory), with each series that has a valid value.
     pub fn memory(&self, written_at: Millis) -> Memory {
-        let inner = self.read();
+        let inner = self.locked();
         let targets = inner
             .targets
             .values()
@@ -260,9 +260,9 @@ mod tests {
     }
 
     /// Target, last valid value and time, failing.
-    type Read = (String, Option<(u64, Millis)>, bool);
+    type Seen = (String, Option<(u64, Millis)>, bool);
 
-    fn idx(store: &Store) -> Vec<Read> {
+    fn idx(store: &Store) -> Vec<Seen> {
         let series = ["idx".to_string()];
         let sel = LabelSelector::everything();
         let scope = Scope {
@@ -271,7 +271,7 @@ mod tests {
             namespace: "default",
             selector: &sel,
         };
-        let ev = store.evidence(&scope);
+        let ev = store.read(&scope, crate::evidence::Read::Listed);
         ev.observations
             .iter()
             .map(|o| (o.id.target.0.to_string(), o.last_valid, o.target_failing))

@@ -23,14 +23,13 @@ pub use crate::cluster::WorkloadRef;
 /// A scrape target's identity is the one its evidence names.
 pub use crate::evidence::TargetId;
 use crate::evidence::{ByLabels, SeriesId, SeriesLabels, Unusable};
-pub use crate::evidence::{Scope, ScopeKey, Summarize};
+pub use crate::evidence::{Read, Scope, ScopeKey, Summarize};
 use crate::exposition::json_page::JsonExtraction;
 use family_digest::TargetCell;
 use ingest::ClockSkew;
 pub use ingest::{merge_labels, Page, PageOutcome, TargetSetChange, MAX_RETAINED_ABSENT_SERIES};
 pub use memory::{fingerprint, Memory, RememberedSeries, RememberedTarget};
 use postings::Postings;
-pub use read::ScopeRead;
 use resolved_scope::ResolvedScopes;
 use series_slots::{SeriesSlots, SlotId};
 
@@ -248,7 +247,7 @@ impl Store {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+    fn locked(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -276,7 +275,7 @@ impl Store {
     }
 
     pub fn targets(&self) -> Vec<Arc<ScrapeTarget>> {
-        self.read()
+        self.locked()
             .targets
             .values()
             .map(|r| r.target.clone())
@@ -285,11 +284,11 @@ impl Store {
 
     /// Whether `id` is in the target set.
     pub fn has_target(&self, id: &TargetId) -> bool {
-        self.read().targets.contains_key(id)
+        self.locked().targets.contains_key(id)
     }
 
     pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
-        self.read()
+        self.locked()
             .targets
             .values()
             .map(|r| (r.target.clone(), r.health.clone()))

@@ -11,8 +11,8 @@ use super::series_slots::SlotId;
 use super::{Inner, SeriesState, Store, WorkloadRef};
 use crate::clock::{Millis, Now};
 use crate::evidence::{
-    CleanTail, Evidence, Observation, ProducerReason, Scope, ScopeKey, SeriesId, SeriesLabels,
-    SeriesRef, SilentPods, Summarize, TargetId, UnknownTarget,
+    CleanTail, Evidence, Observation, ProducerReason, Read, Scope, ScopeKey, SeriesId,
+    SeriesLabels, SeriesRef, SilentPods, Summarize, TargetId, UnknownTarget,
 };
 use crate::selector::Operator;
 
@@ -108,7 +108,7 @@ impl Store {
     /// leaves it unchanged). Cheap: a few index lookups per scope, whatever its size, under
     /// one read lock.
     pub fn scope_version<'a>(&self, scopes: impl IntoIterator<Item = Scope<'a>>) -> u64 {
-        let inner = self.read();
+        let inner = self.locked();
         scopes
             .into_iter()
             .map(|scope| {
@@ -126,7 +126,7 @@ impl Store {
     /// Counts for self-metrics: (tracked series, stale series).
     pub fn series_counts(&self, now: impl Into<Now>, stale_after_ms: Millis) -> (usize, usize) {
         let now = now.into();
-        let inner = self.read();
+        let inner = self.locked();
         let mut total = 0;
         let mut stale = 0;
         for rec in inner.targets.values() {
@@ -148,7 +148,7 @@ impl Store {
 
     /// Distinct values of `label` over the series named in `series` (present or retained).
     pub fn label_values(&self, series: &[String], label: &str) -> BTreeSet<String> {
-        self.read().postings.label_values(series, label)
+        self.locked().postings.label_values(series, label)
     }
 
     /// The series `scope` holds, from the cache while its membership stands, else worked out
@@ -250,123 +250,90 @@ impl Store {
         resolved
     }
 
-    /// The evidence in scope for a query. Reads only the series the index names for the
-    /// scope, plus the never-scraped targets.
-    pub fn evidence(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, &scope.key(), true, None)
-    }
-
-    /// As `evidence`, for a one-off look (the status page's namespace-wide scan): the scope's
-    /// resolution is not kept, so it cannot push the HPAs' scopes out of the cache.
-    pub fn evidence_once(&self, scope: &Scope<'_>) -> Evidence {
-        self.evidence_kept(scope, &scope.key(), false, None)
-    }
-
-    /// As `evidence`, but a target whose in-scope series are whole families that all read as
-    /// fresh, valid inputs under `s` is counted in `Evidence::clean_tail` instead of listed,
-    /// once `s.after` present series are listed (family_digest.rs).
-    pub fn evidence_summarized(&self, scope: &Scope<'_>, s: Summarize) -> Evidence {
-        self.evidence_kept(scope, &scope.key(), true, Some(s))
-    }
-
-    /// The evidence of `scope`, whose key is `key` (`Scope::key`, which the adapter already
-    /// built for its own cache); its resolution is cached when `keep`, and summarized under
-    /// `summarize` as in `evidence_summarized`.
-    pub fn evidence_kept(
-        &self,
-        scope: &Scope<'_>,
-        key: &ScopeKey,
-        keep: bool,
-        summarize: Option<Summarize>,
-    ) -> Evidence {
-        let inner = self.read();
-        let resolved = self.resolve(&inner, scope, key, keep);
-        let mut ev = series_evidence(&inner, &resolved, summarize);
-        scope_wide(&inner, &resolved, scope, None, &mut ev);
-        ev
+    /// The evidence `read` asks of `scope`. Reads only the series the index names for the
+    /// scope, plus the never-scraped targets. A `Labelled` read, once the scope's resolution
+    /// and its index of the label are built (after the scope's series change, the first read
+    /// builds them), reads as many series as it lists, whatever the scope holds
+    /// (label_index.rs).
+    pub fn read(&self, scope: &Scope<'_>, read: Read<'_>) -> Evidence {
+        let inner = self.locked();
+        read_one(self, &inner, scope, read)
     }
 
     /// Several reads under one read lock, so in one snapshot: no scrape is recorded between
-    /// them, and a check made by one holds for the others. Each scope's resolution is kept.
-    pub fn evidence_together<const N: usize>(
-        &self,
-        reads: [(&Scope<'_>, ScopeRead<'_>); N],
-    ) -> [Evidence; N] {
-        let inner = self.read();
-        reads.map(|(scope, read)| {
-            let resolved = self.resolve(&inner, scope, &scope.key(), true);
-            match read {
-                ScopeRead::Series(summarize) => series_evidence(&inner, &resolved, summarize),
-                ScopeRead::Whole { silent_of } => {
-                    let mut ev = Evidence::default();
-                    scope_wide(&inner, &resolved, scope, silent_of, &mut ev);
-                    ev
-                }
-                ScopeRead::All(summarize) => {
-                    let mut ev = series_evidence(&inner, &resolved, summarize);
-                    scope_wide(&inner, &resolved, scope, None, &mut ev);
-                    ev
-                }
-            }
-        })
+    /// them, and a check made by one holds for the others.
+    pub fn read_together(&self, reads: &[(&Scope<'_>, Read<'_>)]) -> Vec<Evidence> {
+        let inner = self.locked();
+        (reads.iter())
+            .map(|(scope, read)| read_one(self, &inner, scope, *read))
+            .collect()
     }
+}
 
-    /// As `evidence`, but of the in-scope series only those whose `label` is one of `values`
-    /// are listed, with only their targets' producer reasons; the never-scraped targets, the
-    /// workloads and their silent pods are the whole scope's, as `evidence` gives them. Once
-    /// the scope's resolution and its index of `label` are built (after the scope's series
-    /// change, the first read builds them), reads as many series as it lists, whatever the
-    /// scope holds (label_index.rs).
-    pub fn evidence_labelled(&self, scope: &Scope<'_>, label: &str, values: &[&str]) -> Evidence {
-        let inner = self.read();
-        let resolved = self.resolve(&inner, scope, &scope.key(), true);
-        let positions = resolved
-            .label_index(label)
-            .positions(values.iter().copied());
-        let mut ev = Evidence {
-            observations: Vec::with_capacity(positions.len()),
-            ..Evidence::default()
-        };
-        let (mut last_target, mut failing) = (None, false);
-        for p in positions {
-            let Some(t) = resolved.targets.get(p.target as usize) else {
-                continue;
-            };
-            let i = p.series as usize;
-            if last_target != Some(p.target) {
-                last_target = Some(p.target);
-                failing = t.cell.failing();
-                if let (Some(reason), Some(id)) = (t.cell.reason(), resolved.ids.get(i)) {
-                    ev.producer_reasons.push(ProducerReason {
-                        target: id.target.clone(),
-                        reason,
-                    });
-                }
-            }
-            ev.observations
-                .extend(observation(&inner, &resolved.ids, p.slot, i, failing));
+/// One read under the lock its caller holds. Each scope's resolution is kept for the next
+/// read, but a glance's.
+fn read_one(store: &Store, inner: &Inner, scope: &Scope<'_>, read: Read<'_>) -> Evidence {
+    let keep = !matches!(read, Read::Glance);
+    let resolved = store.resolve(inner, scope, &scope.key(), keep);
+    let (series, whole) = match read {
+        Read::Listed | Read::Glance => (Some(None), Some(None)),
+        Read::Summarized(s) => (Some(Some(s)), Some(None)),
+        Read::Series(s) => (Some(s), None),
+        Read::Whole { silent_of } => (None, Some(silent_of)),
+        Read::Labelled { label, values } => {
+            let mut ev = labelled_evidence(inner, &resolved, label, values);
+            scope_wide(inner, &resolved, scope, None, &mut ev);
+            return ev;
         }
-        scope_wide(&inner, &resolved, scope, None, &mut ev);
-        ev
+    };
+    let mut ev = match series {
+        Some(summarize) => series_evidence(inner, &resolved, summarize),
+        None => Evidence::default(),
+    };
+    if let Some(silent_of) = whole {
+        scope_wide(inner, &resolved, scope, silent_of, &mut ev);
     }
+    ev
 }
 
-/// How `Store::evidence_together` reads one scope.
-#[derive(Clone, Copy, Debug)]
-pub enum ScopeRead<'a> {
-    /// Its series, as `evidence` lists them (summarized as in `evidence_summarized` under
-    /// `Some`), without the scope-wide part.
-    Series(Option<Summarize>),
-    /// What `evidence` gives of the scope as a whole, listing none of its series: its
-    /// never-scraped targets, workloads and the silent pods of those workloads, or of
-    /// `silent_of` alone (a scope may span every workload of a namespace, and its caller may
-    /// keep one).
-    Whole { silent_of: Option<&'a WorkloadRef> },
-    /// Both, as `evidence` (or `evidence_summarized` under `Some`) gives them.
-    All(Option<Summarize>),
+/// Of the in-scope series only those whose `label` is one of `values`, with only their
+/// targets' producer reasons; no scope-wide part.
+fn labelled_evidence(
+    inner: &Inner,
+    resolved: &ResolvedScope,
+    label: &str,
+    values: &[&str],
+) -> Evidence {
+    let positions = resolved
+        .label_index(label)
+        .positions(values.iter().copied());
+    let mut ev = Evidence {
+        observations: Vec::with_capacity(positions.len()),
+        ..Evidence::default()
+    };
+    let (mut last_target, mut failing) = (None, false);
+    for p in positions {
+        let Some(t) = resolved.targets.get(p.target as usize) else {
+            continue;
+        };
+        let i = p.series as usize;
+        if last_target != Some(p.target) {
+            last_target = Some(p.target);
+            failing = t.cell.failing();
+            if let (Some(reason), Some(id)) = (t.cell.reason(), resolved.ids.get(i)) {
+                ev.producer_reasons.push(ProducerReason {
+                    target: id.target.clone(),
+                    reason,
+                });
+            }
+        }
+        ev.observations
+            .extend(observation(inner, &resolved.ids, p.slot, i, failing));
+    }
+    ev
 }
 
-/// The series of `resolved` as `Store::evidence_kept` lists them (and the producer reasons of
+/// The series of `resolved` as a listed read lists them (and the producer reasons of
 /// their targets), summarized under `summarize`; no scope-wide part.
 fn series_evidence(
     inner: &Inner,

@@ -15,7 +15,7 @@ use hpa_bridge::api::transport::Gatekeeper;
 use hpa_bridge::api::{metrics_port, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
-use hpa_bridge::engine::{self, Adapter, Engine, EngineBuilder};
+use hpa_bridge::engine::{self, Adapter, Assembly, EngineBuilder};
 use hpa_bridge::prediction::{self, HpaWatch, Predictions};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{SelfMetrics, HPA_PREDICTION_FAMILIES};
@@ -198,7 +198,7 @@ async fn tls_and_auth(
 /// the floor and new ones would not make it incomplete (docs/hpa-behaviour.md §1.6: never
 /// serve a guess).
 fn start_sources(
-    engine: &Engine,
+    engine: &Assembly,
     discovery: Option<Arc<Discovery>>,
     adapter: &Arc<Adapter>,
     interval: std::time::Duration,

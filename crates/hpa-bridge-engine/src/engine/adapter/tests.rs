@@ -1,18 +1,19 @@
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 
 use futures::future::BoxFuture;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::cluster::WorkloadKind;
+use crate::cluster::{WorkloadKind, WorkloadRef};
 use crate::engine::evaluation::Evaluation;
 use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
 use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
-use crate::evidence::{Evidence, Scope};
+use crate::evidence::{Evidence, Read, Scope};
 use crate::selector::LabelSelector;
-use crate::source::{ReadMode, SourceError};
+use crate::source::SourceError;
 
 /// The scrape store, counting every evidence read.
 struct Counting {
@@ -21,15 +22,15 @@ struct Counting {
 }
 
 impl EvidenceSource for Counting {
-    fn evidence<'a>(
+    fn read<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        _read: ReadMode<'a>,
+        _read: Read<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         // Every read listed, as a source without digests reads.
-        EvidenceSource::evidence(&*self.store, scope, ReadMode::Listed, now)
+        EvidenceSource::read(&*self.store, scope, Read::Listed, now)
     }
 }
 
@@ -138,9 +139,9 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
     // Each case: how many of 20 pods export a recommendation, and how many inputs the
     // served floor notes (the history keeps 8 in all, the recommendation's first).
     for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
-        let adapter =
-            crate::engine::fixtures::default_adapter().with_cluster(Arc::new(OneStatefulSet));
-        let store = adapter.scrape_store();
+        let store = Arc::new(crate::store::Store::new());
+        let adapter = crate::engine::fixtures::adapter_on(store.clone())
+            .with_cluster(Arc::new(OneStatefulSet));
         let targets = crate::engine::fixtures::lobby_pods(20);
         store.set_targets(targets.clone());
         crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
@@ -159,9 +160,11 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
             ))
             .await
             .unwrap();
-        let spec = adapter.config.metric("hpa_target_replicas").unwrap();
-        let ev = Evaluation::new("games", &selector, 1_000_000.into(), None, true);
-        let explained = adapter.answer_spec(spec, &ev).await;
+        let spec = adapter.engine.config.metric("hpa_target_replicas").unwrap();
+        let ev = adapter
+            .engine
+            .evaluation("games", &selector, None, 1_000_000.into(), true);
+        let explained = ev.answer(spec).await;
         assert_eq!(served.value(), explained.value());
         assert_eq!(served.reason, explained.reason);
         // The floor counted every pod, and noted only what the history keeps.
@@ -212,8 +215,8 @@ impl Cluster for LobbyAtThree {
 /// does not know.
 #[tokio::test]
 async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
-    let bare = crate::engine::fixtures::default_adapter();
-    let store = bare.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let bare = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(3);
     store.set_targets(targets.clone());
     crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| i as f64 + 1.0);
@@ -291,8 +294,9 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
 async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
     use crate::policy::InputCounts;
 
-    let adapter = crate::engine::fixtures::default_adapter().with_cluster(Arc::new(OneStatefulSet));
-    let store = adapter.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let adapter =
+        crate::engine::fixtures::adapter_on(store.clone()).with_cluster(Arc::new(OneStatefulSet));
     let targets = crate::engine::fixtures::lobby_pods(20);
     let page = |i: usize, expect: f64| {
         let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
@@ -302,7 +306,7 @@ async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
     for (i, t) in targets.iter().enumerate() {
         store.record_success(t, 990_000, 1, page(i, if i == 12 { 7.0 } else { 2.0 }));
     }
-    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let spec = adapter.engine.config.metric("hpa_target_replicas").unwrap();
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     let compare = |served: &Answer, explained: &Answer| {
         assert_eq!(served.value(), explained.value());
@@ -314,8 +318,10 @@ async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
         );
     };
     let answer = |now: Millis, explain: bool| {
-        let ev = Evaluation::new("games", &selector, now.into(), None, explain);
-        answer_and_summarized(&adapter, spec, ev)
+        let ev = adapter
+            .engine
+            .evaluation("games", &selector, None, now.into(), explain);
+        answer_and_summarized(spec, ev)
     };
     let (served, summarized) = answer(1_000_000, false).await;
     let (explained, none) = answer(1_000_000, true).await;
@@ -342,8 +348,7 @@ async fn a_target_request_reads_each_series_set_once() {
         store: Arc::new(Store::new()),
         reads: AtomicUsize::new(0),
     });
-    let adapter = crate::engine::fixtures::default_adapter()
-        .with_source(counting.clone())
+    let adapter = crate::engine::fixtures::adapter_on(counting.clone())
         .with_cluster(Arc::new(OneStatefulSet));
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     adapter
@@ -364,8 +369,8 @@ async fn a_target_request_reads_each_series_set_once() {
 /// Object scope drops and a summary could only count, makes it list every input instead.
 #[tokio::test]
 async fn an_object_answer_is_summarized_unless_another_group_names_the_workload() {
-    let adapter = crate::engine::fixtures::default_adapter();
-    let store = adapter.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(21);
     store.set_targets(targets[..20].to_vec());
     crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
@@ -454,10 +459,11 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
             (t.labels["pod"].clone(), facts)
         })
         .collect();
-    let adapter = crate::engine::fixtures::default_adapter().with_cluster(Arc::new(LobbyPods {
-        pods: Arc::new(pods),
-    }));
-    let store = adapter.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let adapter =
+        crate::engine::fixtures::adapter_on(store.clone()).with_cluster(Arc::new(LobbyPods {
+            pods: Arc::new(pods),
+        }));
     // Its id sorts before the pods', so its series come first among the noted inputs.
     let elsewhere = ScrapeTarget {
         format: Default::default(),
@@ -553,7 +559,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
 /// counted in a summary's tail) and explained (every input listed).
 async fn lobby_object_answers(adapter: &Adapter) -> (Answer, usize, Answer) {
     use crate::engine::ObjectKind;
-    let spec = adapter.config.metric("hpa_target_replicas").unwrap();
+    let spec = adapter.engine.config.metric("hpa_target_replicas").unwrap();
     let everything = LabelSelector::everything();
     let lobby = ObjectRef {
         kind: ObjectKind::StatefulSet,
@@ -561,14 +567,14 @@ async fn lobby_object_answers(adapter: &Adapter) -> (Answer, usize, Answer) {
         name: "lobby".into(),
     };
     let answer = |explain: bool| {
-        let ev = Evaluation::new(
+        let ev = adapter.engine.evaluation(
             "games",
             &everything,
-            1_000_000.into(),
             Some(&lobby),
+            1_000_000.into(),
             explain,
         );
-        answer_and_summarized(adapter, spec, ev)
+        answer_and_summarized(spec, ev)
     };
     let (served, summarized) = answer(false).await;
     let (explained, _) = answer(true).await;
@@ -587,16 +593,12 @@ fn assert_same_answer(served: &Answer, explained: &Answer) {
 }
 
 /// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
-async fn answer_and_summarized(
-    adapter: &Adapter,
-    spec: &MetricSpec,
-    ev: Evaluation<'_>,
-) -> (Answer, usize) {
-    let a = adapter.answer_spec(spec, &ev).await;
-    let fetched = ev.evidence.lock().unwrap();
+async fn answer_and_summarized(spec: &MetricSpec, ev: Evaluation<'_>) -> (Answer, usize) {
+    let a = ev.answer(spec).await;
+    let fetched = ev.fetched.lock().unwrap();
     let summarized = fetched
         .iter()
-        .filter_map(|(_, r)| r.as_ref().ok()?.clean_tail)
+        .filter_map(|f| f.result.as_ref().ok()?.clean_tail)
         .map(|t| t.series)
         .sum::<usize>();
     (a, summarized)
@@ -604,17 +606,23 @@ async fn answer_and_summarized(
 
 /// The default adapter scraping one pod of `lobby`, and an External query for its
 /// recommendation.
-fn one_lobby_pod() -> (Adapter, Vec<crate::store::ScrapeTarget>, MetricQuery) {
-    use crate::engine::fixtures::{default_adapter, lobby_pods};
-    let adapter = default_adapter();
+fn one_lobby_pod() -> (
+    Adapter,
+    Arc<crate::store::Store>,
+    Vec<crate::store::ScrapeTarget>,
+    MetricQuery,
+) {
+    use crate::engine::fixtures::{adapter_on, lobby_pods};
+    let store = Arc::new(crate::store::Store::new());
+    let adapter = adapter_on(store.clone());
     let targets = lobby_pods(1);
-    adapter.scrape_store().set_targets(targets.clone());
+    store.set_targets(targets.clone());
     let query = MetricQuery::external(
         "hpa_expect_replicas",
         "games",
         LabelSelector::parse("hpa_target_name=lobby").unwrap(),
     );
-    (adapter, targets, query)
+    (adapter, store, targets, query)
 }
 
 /// A producer that changes only its reason changes what its answers show: a reused answer
@@ -624,8 +632,7 @@ async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
     use crate::engine::fixtures::workload_page;
     use crate::store::Page;
 
-    let (adapter, targets, query) = one_lobby_pod();
-    let store = adapter.scrape_store();
+    let (adapter, store, targets, query) = one_lobby_pod();
     let page = |reason: &str| Page {
         samples: workload_page("StatefulSet", "lobby", 2.0, 1.0),
         valid_until_ms: None,
@@ -659,8 +666,7 @@ async fn a_reused_answer_is_kept_in_the_history() {
     use crate::engine::fixtures::workload_page;
     use crate::store::Page;
 
-    let (adapter, targets, query) = one_lobby_pod();
-    let store = adapter.scrape_store();
+    let (adapter, store, targets, query) = one_lobby_pod();
     let page = Page {
         samples: workload_page("StatefulSet", "lobby", 2.0, 1.0),
         valid_until_ms: None,

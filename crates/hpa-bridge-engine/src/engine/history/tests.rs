@@ -306,8 +306,8 @@ fn the_workload_comes_from_the_selector_or_the_object() {
 async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
     use crate::selector::LabelSelector;
 
-    let adapter = crate::engine::fixtures::default_adapter();
-    let store = adapter.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(12);
     store.set_targets(targets.clone());
     // Three recommenders, so both parts note inputs the ring keeps.

@@ -226,17 +226,17 @@ fn resources() {
 struct ListedOnly(std::sync::Arc<crate::store::Store>);
 
 impl EvidenceSource for ListedOnly {
-    fn evidence<'a>(
+    fn read<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        _read: ReadMode<'a>,
+        _read: Read<'a>,
         now: Millis,
     ) -> futures::future::BoxFuture<'a, Result<Evidence, SourceError>> {
-        EvidenceSource::evidence(&*self.0, scope, ReadMode::Listed, now)
+        EvidenceSource::read(&*self.0, scope, Read::Listed, now)
     }
 }
 
-/// The pods' read narrowed to the object's own pods (`ReadMode::Labelled`) merges into the
+/// The pods' read narrowed to the object's own pods (`Read::Labelled`) merges into the
 /// same evidence as the namespace's listed read, with the namespace's pod set or only the
 /// workload's, and alone (an empty named read, so everything comes from the pods' read):
 /// series found both ways, a static target's series naming an own pod, reasons of own
@@ -414,7 +414,7 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
     // The pods' read alone, merged into an empty named read: the narrowed read must bring
     // every own series, reason and unknown pod the listed one brings, and nothing else.
     let own: Vec<&str> = own_pods.keys().map(String::as_str).collect();
-    let labelled = ReadMode::Labelled {
+    let labelled = Read::Labelled {
         label: POD_LABEL,
         values: &own,
     };
@@ -427,9 +427,9 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
             Some(&namespace_pods),
         ))
     };
-    let listed_read = EvidenceSource::evidence(&*store, &scope, ReadMode::Listed, 2_000);
+    let listed_read = EvidenceSource::read(&*store, &scope, Read::Listed, 2_000);
     let from_listed = alone(listed_read.await.unwrap());
-    let labelled_read = EvidenceSource::evidence(&*store, &scope, labelled, 2_000);
+    let labelled_read = EvidenceSource::read(&*store, &scope, labelled, 2_000);
     assert_eq!(alone(labelled_read.await.unwrap()), from_listed);
     let text = from_listed.to_string();
     for wanted in ["busy", "leader", "games/lobby-2", "\"x\":\"y\""] {
@@ -444,8 +444,8 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
 async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
     use crate::store::ScrapeTarget;
 
-    let adapter = crate::engine::fixtures::default_adapter();
-    let store = adapter.scrape_store();
+    let store = Arc::new(crate::store::Store::new());
+    let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let target = |id: &str| ScrapeTarget {
         format: Default::default(),
         id: TargetId(id.into()),

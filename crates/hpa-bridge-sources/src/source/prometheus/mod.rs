@@ -66,10 +66,12 @@ use crate::clock::{rfc3339, Clock, Millis};
 use crate::cluster::Cluster;
 pub use crate::cluster::PodFacts;
 use crate::config::PrometheusSourceConfig;
-use crate::evidence::{invalid_reason, Evidence, Observation, Scope, TargetId, UnknownTarget};
+use crate::evidence::{
+    invalid_reason, Evidence, Observation, Read, Scope, TargetId, UnknownTarget,
+};
 use crate::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
 use crate::source::scrape::error_chain;
-use crate::source::{EvidenceSource, ReadMode, SourceError, SourceStatus};
+use crate::source::{EvidenceSource, SourceError, SourceStatus};
 use crate::telemetry::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
@@ -433,11 +435,12 @@ impl Inner {
 
 impl EvidenceSource for PrometheusSource {
     /// Prometheus keeps no digests and no index of a label here: every read lists every
-    /// series in scope.
-    fn evidence<'a>(
+    /// series in scope, with the scope-wide part (it reads no parts: `read_together`, which
+    /// asks for them, is not offered).
+    fn read<'a>(
         &'a self,
         scope: &'a Scope<'a>,
-        _read: ReadMode<'a>,
+        _read: Read<'a>,
         now: Millis,
     ) -> BoxFuture<'a, Result<Evidence, SourceError>> {
         Box::pin(async move {

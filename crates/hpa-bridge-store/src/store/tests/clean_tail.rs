@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 
 use crate::clock::Millis;
-use crate::evidence::{Evidence, Scope, Summarize, TargetId};
+use crate::evidence::{Evidence, Read, Scope, Summarize, TargetId};
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
 use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
@@ -108,14 +108,14 @@ fn check_all(store: &Store, now: Millis) -> Result<usize, TestCaseError> {
                             stale_after_ms: STALE_AFTER,
                             notes_kept,
                         };
-                        let listed = store.evidence(&scope);
+                        let listed = store.read(&scope, Read::Listed);
                         prop_assert!(listed.clean_tail.is_none());
                         let s = Summarize {
                             after: notes_kept,
                             now: at.into(),
                             stale_after_ms: STALE_AFTER,
                         };
-                        let short = store.evidence_summarized(&scope, s);
+                        let short = store.read(&scope, Read::Summarized(s));
                         summarized += short.clean_tail.map_or(0, |t| t.series);
                         prop_assert_eq!(
                             short.observations.len() + short.clean_tail.map_or(0, |t| t.series),
@@ -199,7 +199,7 @@ fn clean_fresh_targets_are_summarized_and_others_listed() {
         now: Millis::into(now),
         stale_after_ms: STALE_AFTER,
     };
-    let ev = store.evidence_summarized(&scope, s(101_000));
+    let ev = store.read(&scope, Read::Summarized(s(101_000)));
     // Targets 0 and 1 are listed (4 present inputs, past the 3 noted); 2 and 3 are
     // summarized; 4 (a fractional value) and 5 (failing) are listed.
     assert_eq!(ev.observations.len(), 8, "{ev:?}");
@@ -209,7 +209,7 @@ fn clean_fresh_targets_are_summarized_and_others_listed() {
         (4, 3, 100_000)
     );
     // Past staleAfter nothing reads as fresh, so nothing is summarized.
-    let later = store.evidence_summarized(&scope, s(100_000 + STALE_AFTER + 1));
+    let later = store.read(&scope, Read::Summarized(s(100_000 + STALE_AFTER + 1)));
     assert!(later.clean_tail.is_none());
     assert_eq!(later.observations.len(), 12);
     assert!(check_all(&store, 101_000).unwrap() > 0);
@@ -223,7 +223,7 @@ fn clean_fresh_targets_are_summarized_and_others_listed() {
         (3, 1, 1, 0),
     ];
     store.record_success(&targets[3], 100_500, 1, page(&four, 100_500));
-    let ev = store.evidence_summarized(&scope, s(101_000));
+    let ev = store.read(&scope, Read::Summarized(s(101_000)));
     let tail = ev.clean_tail.expect("target 2 summarized");
     assert_eq!((tail.series, ev.observations.len()), (2, 10), "{ev:?}");
     assert!(check_all(&store, 101_000).unwrap() > 0);

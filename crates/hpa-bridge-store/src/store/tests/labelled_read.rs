@@ -1,4 +1,4 @@
-//! A read narrowed to some values of a label (`Store::evidence_labelled`, label_index.rs) is
+//! A read narrowed to some values of a label (`Read::Labelled`, label_index.rs) is
 //! the listed read with the other series left out: the same observations of those values in
 //! the same order, the reasons of the targets it lists, and the whole scope's never-scraped
 //! targets, workloads and silent pods. Random pages whose series may name pods of their own
@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use crate::evidence::{Evidence, Scope, TargetId};
+use crate::evidence::{Evidence, Read, Scope, TargetId};
 use crate::exposition::ExposedSample;
 use crate::selector::LabelSelector;
 use crate::store::{churn, Page, ScrapeTarget, Store, WorkloadRef};
@@ -126,8 +126,8 @@ proptest! {
                     for series in &scopes {
                         let scope = Scope { series, namespace_label: "namespace", namespace: ns, selector: sel };
                         let distinct: Vec<&str> = values.iter().map(String::as_str).collect();
-                        let labelled = store.evidence_labelled(&scope, label, &distinct);
-                        let listed = store.evidence(&scope);
+                        let labelled = store.read(&scope, Read::Labelled { label, values: &distinct });
+                        let listed = store.read(&scope, Read::Listed);
                         // Every read lists its series in series order, each once: an Object
                         // query's merge relies on it (engine/object_scope.rs).
                         for read in [&labelled, &listed] {

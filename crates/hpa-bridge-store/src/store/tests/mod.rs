@@ -50,7 +50,7 @@ fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
     assert_eq!(store.record_success(&t, 2000, 1, page).duplicates, 1);
     let s = vec!["idx".to_string()];
     let sel = LabelSelector::everything();
-    let ev = store.evidence(&default_scope(&s, &sel));
+    let ev = store.read(&default_scope(&s, &sel), Read::Listed);
     assert_eq!(ev.observations.len(), 1);
     let o = &ev.observations[0];
     assert!(
@@ -65,7 +65,10 @@ fn a_series_twice_in_one_page_is_ambiguous_and_keeps_the_last_clean_value() {
             .duplicates,
         0
     );
-    let o = store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    let o = store
+        .read(&default_scope(&s, &sel), Read::Listed)
+        .observations[0]
+        .clone();
     assert!(o.unusable.is_none() && o.value == 4.0);
 }
 
@@ -84,11 +87,11 @@ fn a_target_churning_label_sets_keeps_at_most_the_retained_limit() {
             .forgotten;
     }
     // One present series and the newest absent ones.
-    assert_eq!(store.read().slots.len(), MAX_RETAINED_ABSENT_SERIES + 1);
+    assert_eq!(store.locked().slots.len(), MAX_RETAINED_ABSENT_SERIES + 1);
     assert_eq!(forgotten as usize, pages - 1 - MAX_RETAINED_ABSENT_SERIES);
     let s = vec!["idx".to_string()];
     let sel = LabelSelector::everything();
-    let ev = store.evidence(&default_scope(&s, &sel));
+    let ev = store.read(&default_scope(&s, &sel), Read::Listed);
     assert_eq!(ev.observations.len(), MAX_RETAINED_ABSENT_SERIES + 1);
     let newest = format!("{}", pages - 1);
     assert!(ev
@@ -107,7 +110,7 @@ fn a_target_churning_label_sets_keeps_at_most_the_retained_limit() {
         .any(|o| o.id.labels.get("churn").map(String::as_str) == Some("0")));
     // The index forgot them too: each series is listed under its name and its two labels.
     assert_eq!(
-        store.read().postings.entries(),
+        store.locked().postings.entries(),
         3 * (MAX_RETAINED_ABSENT_SERIES + 1)
     );
 }
@@ -186,11 +189,11 @@ fn removed_targets_leave_nothing_in_the_index() {
     for t in &ts {
         store.record_success(t, 1000, 1, vec![sample("idx", &[("a", "b")], 1.0)]);
     }
-    assert!(store.read().postings.entries() > 0);
+    assert!(store.locked().postings.entries() > 0);
     store.set_targets(Vec::new());
-    assert_eq!(store.read().postings.entries(), 0);
-    assert_eq!(store.read().slots.len(), 0);
-    assert!(store.read().unscraped.is_empty());
+    assert_eq!(store.locked().postings.entries(), 0);
+    assert_eq!(store.locked().slots.len(), 0);
+    assert!(store.locked().unscraped.is_empty());
 }
 
 #[test]
@@ -217,7 +220,7 @@ fn an_answer_reads_only_the_targets_its_scope_names() {
     }
     let series = vec!["idx".to_string()];
     let sel = LabelSelector::parse("hpa_target_name=w7").unwrap();
-    let inner = store.read();
+    let inner = store.locked();
     // 10 targets in ns7, 5 of them name w7: the smaller posting list is read.
     let read = inner
         .postings
@@ -237,7 +240,7 @@ fn one_target_exporting_many_workloads_is_read_only_for_the_scope() {
     store.record_success(&t, 1000, 1, page);
     let series = vec!["rec".to_string()];
     let sel = LabelSelector::parse("hpa_target_name=w17").unwrap();
-    let inner = store.read();
+    let inner = store.locked();
     let read = inner
         .postings
         .candidates(&series, "namespace", "default", sel.requirements());
@@ -246,7 +249,7 @@ fn one_target_exporting_many_workloads_is_read_only_for_the_scope() {
 
 /// The evidence a full scan of every target finds: what the index must reproduce.
 fn evidence_by_scan(store: &Store, scope: &Scope<'_>) -> Vec<(TargetId, Arc<str>, SeriesLabels)> {
-    let inner = store.read();
+    let inner = store.locked();
     let mut found: Vec<_> = inner
         .targets
         .values()
@@ -311,7 +314,7 @@ proptest::proptest! {
         let namespace = format!("n{ns}");
         let scope = Scope { series: &series, namespace_label: "namespace", namespace: &namespace, selector: &sel };
         let indexed: Vec<_> = store
-            .evidence(&scope)
+            .read(&scope, Read::Listed)
             .observations
             .into_iter()
             .map(|o| (o.id.target.clone(), o.id.series.clone(), o.id.labels.clone()))
@@ -344,7 +347,7 @@ proptest::proptest! {
             .map(|(ns, sel)| Scope { series: &series, namespace_label: "namespace", namespace: ns, selector: sel })
             .collect();
         let reading = |scope: &Scope<'_>| {
-            let ev = store.evidence(scope);
+            let ev = store.read(scope, Read::Listed);
             let obs: Vec<_> = ev
                 .observations
                 .iter()
@@ -401,7 +404,7 @@ fn a_scope_is_resolved_again_only_when_its_series_change() {
         LabelSelector::parse("app=x").unwrap(),
     );
     let scope = default_scope(&series, &sel);
-    let resolution = || store.resolve(&store.read(), &scope, &scope.key(), true);
+    let resolution = || store.resolve(&store.locked(), &scope, &scope.key(), true);
     let first = resolution();
     assert_eq!(first.targets.len(), 1);
     // New values, and a new series outside the scope: the same resolution serves.
@@ -416,14 +419,14 @@ fn a_scope_is_resolved_again_only_when_its_series_change() {
         ],
     );
     assert!(Arc::ptr_eq(&first, &resolution()));
-    assert_eq!(store.evidence(&scope).observations[0].value, 5.0);
+    assert_eq!(store.read(&scope, Read::Listed).observations[0].value, 5.0);
     // A series joins the scope: worked out again, and the new series is read.
     store.record_success(&b, 3000, 1, vec![sample("idx", &[("app", "x")], 7.0)]);
     let second = resolution();
     assert!(!Arc::ptr_eq(&first, &second));
     assert_eq!(second.targets.len(), 2);
     let values: Vec<f64> = store
-        .evidence(&scope)
+        .read(&scope, Read::Listed)
         .observations
         .iter()
         .map(|o| o.value)
@@ -432,7 +435,7 @@ fn a_scope_is_resolved_again_only_when_its_series_change() {
     assert_eq!(store.resolved.len(), 1);
     // A one-off look reads the same and keeps nothing.
     let other = LabelSelector::parse("app=y").unwrap();
-    let once = store.evidence_once(&default_scope(&series, &other));
+    let once = store.read(&default_scope(&series, &other), Read::Glance);
     assert_eq!(once.observations.len(), 1);
     assert_eq!(store.resolved.len(), 1);
 }
@@ -462,12 +465,12 @@ fn failures_keep_the_last_valid_value_and_removal_forgets_it() {
     store.record_failure(&t, 2000, 1, "refused".into());
     let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
     let scope = default_scope(&series, &sel);
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     assert_eq!(ev.observations.len(), 1);
     assert_eq!(ev.observations[0].last_valid, Some((3, 1000)));
     assert!(ev.observations[0].target_failing);
     store.set_targets(vec![]);
-    assert!(store.evidence(&scope).observations.is_empty());
+    assert!(store.read(&scope, Read::Listed).observations.is_empty());
 }
 
 #[test]
@@ -497,7 +500,7 @@ fn invalid_values_do_not_replace_the_last_valid_one() {
     store.record_success(&t, 2000, 1, vec![sample("idx", &[], f64::NAN)]);
     let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
     let scope = default_scope(&series, &sel);
-    let ob = &store.evidence(&scope).observations[0];
+    let ob = &store.read(&scope, Read::Listed).observations[0];
     assert!(ob.value.is_nan());
     assert_eq!(ob.last_valid, Some((2, 1000)));
 }
@@ -511,7 +514,7 @@ fn never_scraped_targets_in_another_namespace_are_not_unknown() {
     ]);
     let (series, sel) = (vec!["idx".to_string()], LabelSelector::everything());
     let scope = default_scope(&series, &sel);
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     assert_eq!(ev.unknown_targets.len(), 1);
     assert_eq!(&*ev.unknown_targets[0].target.0, "http://a/m");
 }
@@ -542,13 +545,13 @@ fn never_scraped_pods_of_other_workloads_do_not_make_the_scope_unknown() {
     let series = vec!["idx".to_string()];
     let sel = LabelSelector::parse("app=lobby").unwrap();
     let scope = default_scope(&series, &sel);
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     let unknown: Vec<&str> = ev.unknown_targets.iter().map(|u| &*u.target.0).collect();
     assert_eq!(unknown, ["lobby-1"]);
     assert_eq!(ev.workloads.len(), 1);
     // Nothing observed yet: every never-scraped candidate counts, and so do their workloads.
     store.set_targets(vec![pod("lobby-1", "lobby"), pod("chat-0", "chat")]);
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     assert_eq!(ev.unknown_targets.len(), 2);
     assert_eq!(ev.workloads.len(), 2);
 }
@@ -567,7 +570,7 @@ fn a_changed_target_starts_over_as_never_scraped() {
     let series = vec!["idx".to_string()];
     let sel = LabelSelector::everything();
     let scope = default_scope(&series, &sel);
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     assert!(ev.observations.is_empty());
     assert_eq!(ev.unknown_targets.len(), 1);
 }
@@ -597,7 +600,12 @@ fn samples_from_the_future_are_unusable_and_valid_until_reaches_each_series() {
     };
     let s = vec!["idx".to_string()];
     let sel = LabelSelector::everything();
-    let read = || store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    let read = || {
+        store
+            .read(&default_scope(&s, &sel), Read::Listed)
+            .observations[0]
+            .clone()
+    };
     store.record_success(&t, 100_000, 1, vec![at(110_000)]);
     let o = read();
     assert_eq!(
@@ -645,7 +653,12 @@ fn a_sample_older_than_the_one_held_is_out_of_order() {
     };
     let s = vec!["idx".to_string()];
     let sel = LabelSelector::everything();
-    let read = || store.evidence(&default_scope(&s, &sel)).observations[0].clone();
+    let read = || {
+        store
+            .read(&default_scope(&s, &sel), Read::Listed)
+            .observations[0]
+            .clone()
+    };
     store.record_success(&t, 100_000, 1, vec![at(100_000, 9.0)]);
     store.record_success(&t, 101_000, 1, vec![at(80_000, 2.0)]);
     let o = read();
@@ -772,7 +785,7 @@ fn a_target_listed_twice_is_applied_in_order() {
     let selector = LabelSelector::everything();
     assert_eq!(
         store
-            .evidence(&default_scope(&series, &selector))
+            .read(&default_scope(&series, &selector), Read::Listed)
             .observations
             .len(),
         1
@@ -793,7 +806,7 @@ fn a_target_listed_twice_is_applied_in_order() {
             .collect::<Vec<_>>(),
         vec![a]
     );
-    let ev = store.evidence(&default_scope(&series, &selector));
+    let ev = store.read(&default_scope(&series, &selector), Read::Listed);
     assert!(ev.observations.is_empty());
     assert_eq!(ev.unknown_targets.len(), 1);
 }
@@ -817,7 +830,7 @@ fn an_empty_selector_value_matches_series_without_the_label() {
         ("shard in (a)", vec!["http://b/m"]),
     ] {
         let sel = LabelSelector::parse(text).unwrap();
-        let ev = store.evidence(&default_scope(&series, &sel));
+        let ev = store.read(&default_scope(&series, &sel), Read::Listed);
         let got: Vec<&str> = ev.observations.iter().map(|o| &*o.id.target.0).collect();
         assert_eq!(got, want, "{text}");
     }
@@ -841,7 +854,11 @@ fn a_static_target_in_scope_without_its_series_is_silent() {
     store.record_success(&pod, 1000, 1, vec![sample("idx", &[], 1.0)]);
     let series = vec!["idx".to_string()];
     let sel = LabelSelector::parse("app=lobby").unwrap();
-    let silent = || store.evidence(&default_scope(&series, &sel)).silent_targets;
+    let silent = || {
+        store
+            .read(&default_scope(&series, &sel), Read::Listed)
+            .silent_targets
+    };
     assert!(silent().is_empty(), "never scraped: unknown, not silent");
     store.record_success(&lobby, 1000, 1, vec![sample("rec", &[], 1.0)]);
     store.record_success(&loose, 1000, 1, vec![sample("rec", &[], 1.0)]);

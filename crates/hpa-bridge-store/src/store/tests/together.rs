@@ -1,4 +1,4 @@
-//! `Store::evidence_together` reads each scope as the single reads do: its series part and its
+//! `Store::read_together` reads each scope as the single reads do: its series part and its
 //! scope-wide part add up to `evidence`, and a kept workload's silent pods are that workload's
 //! entry of the whole scope's.
 
@@ -85,12 +85,16 @@ fn reads_together_add_up_to_the_single_reads() {
             selector: &sel,
         };
         for s in [None, Some(summarize)] {
-            let single = store.evidence_kept(&scope, &scope.key(), true, s);
-            let [part, whole, all] = store.evidence_together([
-                (&scope, ScopeRead::Series(s)),
-                (&scope, ScopeRead::Whole { silent_of: None }),
-                (&scope, ScopeRead::All(s)),
-            ]);
+            let both = s.map_or(Read::Listed, Read::Summarized);
+            let single = store.read(&scope, both);
+            let [part, whole, all]: [Evidence; 3] = store
+                .read_together(&[
+                    (&scope, Read::Series(s)),
+                    (&scope, Read::Whole { silent_of: None }),
+                    (&scope, both),
+                ])
+                .try_into()
+                .unwrap();
             let added = Evidence {
                 observations: part.observations,
                 clean_tail: part.clean_tail,
@@ -102,8 +106,10 @@ fn reads_together_add_up_to_the_single_reads() {
             assert!(part.workloads.is_empty() && part.silent_pods.is_empty());
             assert!(part.unknown_targets.is_empty());
             for w in &workloads {
-                let [kept] =
-                    store.evidence_together([(&scope, ScopeRead::Whole { silent_of: Some(w) })]);
+                let [kept]: [Evidence; 1] = store
+                    .read_together(&[(&scope, Read::Whole { silent_of: Some(w) })])
+                    .try_into()
+                    .unwrap();
                 let expected: Vec<_> = (whole.silent_pods.iter())
                     .filter(|p| &p.workload == w)
                     .collect();
@@ -127,7 +133,7 @@ fn reads_together_add_up_to_the_single_reads() {
         namespace: "default",
         selector: &sel,
     };
-    let ev = store.evidence(&scope);
+    let ev = store.read(&scope, Read::Listed);
     // lobby-2 and chat-2 are silent; games-2 was never scraped; lobby-1 is failing.
     assert_eq!(ev.silent_pods.len(), 2);
     assert_eq!(ev.unknown_targets.len(), 1);
