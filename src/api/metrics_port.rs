@@ -106,7 +106,7 @@ fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
             .flatten()
             .filter(|v| !v.is_empty()),
     };
-    let view = adapter.history(&filter);
+    let view = adapter.explainer().history(&filter);
     let mut doc = serde_json::to_value(&view).unwrap_or_default();
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("now".into(), crate::clock::rfc3339(view.now_ms).into());
@@ -122,25 +122,27 @@ fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
 /// health.
 pub fn status_page_html(adapter: &Adapter, hpa_panel: Option<&PagePanel>) -> String {
     use super::status_page::{render, Page, TargetRow};
-    let view = adapter.history(&Default::default());
+    let view = adapter.explainer().history(&Default::default());
     let now = view.now_ms;
-    let targets: Option<Vec<TargetRow>> = (!adapter.has_prometheus_source()).then(|| {
-        adapter
-            .target_health()
-            .into_iter()
-            .map(|(t, h)| TargetRow {
-                id: t.id.to_string(),
-                healthy: h.last_error.is_none() && h.ever_succeeded(),
-                last_error: h.last_error.clone(),
-                last_success_age_seconds: h.last_success_ms.map(|s| (now - s) as f64 / 1000.0),
-                consecutive_failures: h.consecutive_failures,
-            })
-            .collect()
-    });
+    let targets: Option<Vec<TargetRow>> =
+        (!adapter.explainer().has_prometheus_source()).then(|| {
+            adapter
+                .explainer()
+                .target_health()
+                .into_iter()
+                .map(|(t, h)| TargetRow {
+                    id: t.id.to_string(),
+                    healthy: h.last_error.is_none() && h.ever_succeeded(),
+                    last_error: h.last_error.clone(),
+                    last_success_age_seconds: h.last_success_ms.map(|s| (now - s) as f64 / 1000.0),
+                    consecutive_failures: h.consecutive_failures,
+                })
+                .collect()
+        });
     render(&Page {
         now_ms: now,
         retention_ms: view.retention_ms,
-        ready: adapter.is_ready(),
+        ready: adapter.explainer().is_ready(),
         scopes: &view.scopes,
         tracked: view.tracked,
         max_scopes: view.max_scopes,
@@ -181,12 +183,12 @@ async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> Ap
             let (content_type, page) = if openmetrics {
                 (
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    adapter.render_self_metrics(),
+                    adapter.explainer().render_self_metrics(),
                 )
             } else {
                 (
                     "text/plain; version=0.0.4; charset=utf-8",
-                    adapter.render_self_metrics_text_format(),
+                    adapter.explainer().render_self_metrics_text_format(),
                 )
             };
             http::Response::builder()
@@ -240,7 +242,7 @@ async fn status_document(
     let adapter = adapter.clone();
     let runtime = tokio::runtime::Handle::current();
     let built = tokio::task::spawn_blocking(move || {
-        let doc = runtime.block_on(adapter.status(&query));
+        let doc = runtime.block_on(adapter.explainer().status(&query));
         serde_json::to_vec(&doc)
     })
     .await;

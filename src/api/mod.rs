@@ -370,7 +370,7 @@ impl ApiHandler {
     }
 
     pub fn health(&self, which: &str) -> ApiResponse {
-        if which == "readyz" && !self.adapter.is_ready() {
+        if which == "readyz" && !self.adapter.explainer().is_ready() {
             return plain(503, "not ready: the first scrape round has not completed\n");
         }
         plain(200, "ok\n")

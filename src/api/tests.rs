@@ -103,6 +103,7 @@ fn selector_param_is_decoded_as_go_does() {
 
 fn answers_computed(adapter: &Adapter) -> usize {
     adapter
+        .explainer()
         .render_self_metrics()
         .lines()
         .filter(|l| l.starts_with("hpa_bridge_answers_total{"))
@@ -470,6 +471,7 @@ pub(super) async fn ask_api(
 pub(super) fn requests_counted(adapter: &Adapter, code: u16, metric: &str) -> f64 {
     let labels = [format!("code=\"{code}\""), format!("metric=\"{metric}\"")];
     adapter
+        .explainer()
         .render_self_metrics()
         .lines()
         .filter(|l| l.starts_with("hpa_bridge_requests_total{"))

@@ -225,7 +225,8 @@ impl HpaWatch {
                 namespace: Some(ns.clone()),
                 metric: None,
             };
-            let doc = serde_json::to_value(self.adapter.history(&filter)).unwrap_or_default();
+            let doc =
+                serde_json::to_value(self.adapter.explainer().history(&filter)).unwrap_or_default();
             let h = AnswerHistory::from_history_document(&doc);
             pass.histories.insert(ns.clone(), h);
         }
@@ -331,7 +332,7 @@ impl HpaWatch {
         } else {
             MetricQuery::external(name, namespace, LabelSelector::parse(&scope).ok()?)
         };
-        let answer = self.adapter.preview(&query).await.ok()?;
+        let answer = self.adapter.explainer().preview(&query).await.ok()?;
         Some(if object {
             ServedAnswer::from_answer(namespace, "", Some(scope), &answer)
         } else {
@@ -371,6 +372,7 @@ impl HpaWatch {
         );
         let answer = self
             .adapter
+            .explainer()
             .preview(&query)
             .await
             .map_err(|e| e.to_string())?;

@@ -131,13 +131,10 @@ impl EngineBuilder {
             (None, Some(p)) => p.clone(),
             (None, None) => store.clone(),
         };
-        let mut adapter = Adapter::new(self.config, source, self.clock, self.metrics);
-        if let Some(c) = &self.cluster {
-            adapter = adapter.with_cluster(c.clone());
-            if let Some(p) = &prometheus {
-                p.set_pod_set(c.clone(), "pod");
-            }
+        if let (Some(c), Some(p)) = (&self.cluster, &prometheus) {
+            p.set_pod_set(c.clone(), "pod");
         }
+        let mut adapter = Adapter::new(self.config, source, self.cluster, self.clock, self.metrics);
         for section in self.sections {
             adapter = adapter.with_status_section(section);
         }
@@ -239,6 +236,6 @@ mod tests {
                 .unwrap(),
         ));
         assert_eq!(engine.targets().targets().len(), 1);
-        assert!(engine.adapter.target_health().is_empty());
+        assert!(engine.adapter.explainer().target_health().is_empty());
     }
 }

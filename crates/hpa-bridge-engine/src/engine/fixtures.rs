@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Adapter;
 use crate::clock::ManualClock;
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::evidence::TargetId;
 use crate::exposition::ExposedSample;
@@ -14,10 +15,20 @@ use crate::telemetry::SelfMetrics;
 
 /// An adapter over the default config answering from `source`, at a fixed time (1,000 s).
 pub fn adapter_on(source: Arc<dyn EvidenceSource>) -> Adapter {
+    adapter_knowing(source, None)
+}
+
+/// As `adapter_on`, knowing the cluster's facts from `cluster`.
+pub fn adapter_with(source: Arc<dyn EvidenceSource>, cluster: Arc<dyn Cluster>) -> Adapter {
+    adapter_knowing(source, Some(cluster))
+}
+
+fn adapter_knowing(source: Arc<dyn EvidenceSource>, cluster: Option<Arc<dyn Cluster>>) -> Adapter {
     let config = Config::from_yaml("").unwrap();
     Adapter::new(
         config,
         source,
+        cluster,
         Arc::new(ManualClock::new(1_000_000)),
         Arc::new(SelfMetrics::new()),
     )

@@ -3,9 +3,9 @@
 //! `EngineBuilder`; only the clock and what drives the scrape rounds differ.
 
 mod adapter;
-mod answer_reuse;
 mod builder;
 mod evaluation;
+mod explainer;
 #[cfg(test)]
 mod fixtures;
 pub mod history;
@@ -14,16 +14,16 @@ mod object_scope;
 mod object_selectors;
 mod provider;
 mod query_key;
+mod reusing;
 mod status;
-mod status_document;
 #[cfg(test)]
 mod tests;
 
 pub use adapter::{static_store, static_target_id, static_targets, Adapter, MetricLabel};
-pub use answer_reuse::REUSE_MS as ANSWER_REUSE_MS;
 pub use builder::{Assembly, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
+pub use explainer::{Explainer, HistoryView, StatusSection};
 pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};
-pub use provider::{Engine, QueryError};
+pub use provider::{Answered, Engine, MetricsProvider, QueryError, Version};
+pub use reusing::{Reusing, REUSE_MS as ANSWER_REUSE_MS};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};
-pub use status_document::{HistoryView, StatusSection};

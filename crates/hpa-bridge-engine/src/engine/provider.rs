@@ -1,25 +1,91 @@
-//! `Engine`: the configuration, an evidence source and the cluster's facts, turned into
-//! answers by the rules. One query in, one evaluated answer out (evaluation.rs runs the
-//! rules); reuse, the history and the self-metrics are the adapter's, around it.
+//! The provider: what the API asks of the engine (`MetricsProvider`, shaped like
+//! custom-metrics-apiserver's provider interface), and `Engine`, its plain implementation:
+//! the configuration, an evidence source and the cluster's facts, turned into answers by the
+//! rules. Query in, evidence read, rules run (evaluation.rs), answer out. Reuse is a layer
+//! around it (reusing.rs); the history is the adapter's, around that.
 
-use std::sync::Arc;
+use std::future::Future;
+
+use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, FreshWindow, Millis, Now};
 use crate::cluster::Cluster;
 use crate::config::{Config, MetricKind, MetricSpec};
-use crate::policy::Answer;
+use crate::policy::{Answer, RefusalKind};
 use crate::selector::LabelSelector;
 use crate::source::EvidenceSource;
+use crate::telemetry::SelfMetrics;
 
-use super::answer_reuse::Version;
 use super::evaluation::{metric_scope, Evaluation, RuleMemory};
 use super::metric_query::MetricQuery;
+use super::metric_query::Served;
 use super::object_scope::ObjectRef;
+use super::query_key::QueryKey;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     #[error("metric {metric:?} is not served by this adapter (served: {served})")]
     UnknownMetric { metric: String, served: String },
+}
+
+/// What the API asks of the engine.
+pub trait MetricsProvider: Send + Sync {
+    /// `query`'s answer as served to an HPA (docs/hpa-behaviour.md §1.2, §6.5), with the
+    /// clock readings within which it reads the same while its version stands.
+    fn answer(
+        &self,
+        query: &MetricQuery,
+    ) -> impl Future<Output = Result<Answered, QueryError>> + Send;
+
+    /// Moves whenever anything `query`'s answer could read changes, apart from the passing of
+    /// time (`Answered::fresh` covers that); `None` when no answer of it may be reused.
+    fn version(&self, query: &MetricQuery) -> Option<Version>;
+
+    /// Moves with every write to the evidence and every change of the cluster's facts: while
+    /// it stands, no version moved. `None` when the facts cannot tell their changes.
+    fn generation(&self) -> Option<Version>;
+
+    /// The metrics served, as configured.
+    fn metrics(&self) -> Vec<String>;
+}
+
+/// What an answer depends on besides the passing of time: the series it reads (or every write
+/// to the store, `generation`'s shortcut: while none happened, nothing changed) and the
+/// cluster's facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub(super) store: u64,
+    pub(super) cluster: u64,
+}
+
+/// An answer as served, shared by every request that reuses it.
+pub struct Answered {
+    pub served: Arc<Served>,
+    /// The clock readings over which every input it read keeps its freshness.
+    pub fresh: FreshWindow,
+    /// When it was evaluated, or served again.
+    pub at: Now,
+}
+
+impl<P: MetricsProvider> MetricsProvider for Arc<P> {
+    fn answer(
+        &self,
+        query: &MetricQuery,
+    ) -> impl Future<Output = Result<Answered, QueryError>> + Send {
+        (**self).answer(query)
+    }
+
+    fn version(&self, query: &MetricQuery) -> Option<Version> {
+        (**self).version(query)
+    }
+
+    fn generation(&self) -> Option<Version> {
+        (**self).generation()
+    }
+
+    fn metrics(&self) -> Vec<String> {
+        (**self).metrics()
+    }
 }
 
 pub struct Engine {
@@ -32,38 +98,81 @@ pub struct Engine {
     pub(super) cluster: Option<Arc<dyn Cluster>>,
     /// What the rules keep between requests (`sustain` logs, warnings given, selectors).
     memory: RuleMemory,
+    /// Counts the answers computed (`hpa_bridge_answers_total`).
+    metrics: Arc<SelfMetrics>,
+    /// When each query was last answered for an HPA, so `/status` can list every served
+    /// workload. Authorised requests only, bounded (`MAX_SEEN_QUERIES`, the least recently
+    /// asked out first): a seeded fast hash will do.
+    pub(super) seen: Mutex<lru::LruCache<QueryKey, Millis, foldhash::fast::RandomState>>,
 }
 
-/// An answer as served, and the clock readings within which it reads the same while no
-/// input changes.
-pub(super) struct Evaluated {
-    pub(super) answer: Answer,
-    pub(super) fresh: FreshWindow,
-    /// `spec.replicas` of the answer's workload, as the watch knows it now.
-    pub(super) applied: Option<u64>,
-    /// When it was evaluated: the one reading of the clocks every rule used.
-    pub(super) at: Now,
+/// The queries `/status` lists from requests; bounded so a scanner cannot grow them without
+/// limit.
+pub(super) const MAX_SEEN_QUERIES: usize = 4096;
+const SEEN_CAPACITY: std::num::NonZeroUsize =
+    std::num::NonZeroUsize::new(MAX_SEEN_QUERIES).unwrap();
+
+impl MetricsProvider for Engine {
+    /// Evaluated afresh, counted and listed on `/status`.
+    async fn answer(&self, query: &MetricQuery) -> Result<Answered, QueryError> {
+        let spec = self.spec(&query.metric)?;
+        let (namespace, selector) = (&query.namespace, &query.selector);
+        let now = self.clock.now();
+        let ev = self.evaluation(namespace, selector, query.object.as_ref(), now, false);
+        let answer = ev.answer(spec).await;
+        // Taken before the workload's count below, which may read evidence the answer did
+        // not: only what the answer read bounds its reuse.
+        let fresh = ev.fresh_window(self.stale_after_ms());
+        let applied = ev.applied_replicas(spec).await;
+        let outcome = answer.refusal().map_or("value", RefusalKind::label);
+        self.metrics.answer(spec.name(), outcome);
+        self.remember_query(query.key(), now.wall);
+        let served = Served::new(answer, self.window_secs(), applied);
+        Ok(Answered {
+            served: Arc::new(served),
+            fresh,
+            at: now,
+        })
+    }
+
+    fn version(&self, query: &MetricQuery) -> Option<Version> {
+        let spec = self.spec(&query.metric).ok()?;
+        self.scope_version(spec.name(), &query.namespace, &query.selector)
+    }
+
+    fn generation(&self) -> Option<Version> {
+        Some(Version {
+            store: self.source.generation(),
+            cluster: self.cluster_version()?,
+        })
+    }
+
+    fn metrics(&self) -> Vec<String> {
+        self.config
+            .metrics
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect()
+    }
 }
 
 impl Engine {
     pub(super) fn new(
         config: Config,
         source: Arc<dyn EvidenceSource>,
+        cluster: Option<Arc<dyn Cluster>>,
         clock: Arc<dyn Clock>,
+        metrics: Arc<SelfMetrics>,
     ) -> Self {
         Engine {
             config: Arc::new(config),
             clock,
             source,
-            cluster: None,
+            cluster,
             memory: RuleMemory::default(),
+            metrics,
+            seen: Mutex::new(crate::bounded_lru::bounded_lru(SEEN_CAPACITY)),
         }
-    }
-
-    /// Know the cluster's facts: workloads, their pods and `spec.replicas`.
-    pub(super) fn with_cluster(mut self, cluster: Arc<dyn Cluster>) -> Self {
-        self.cluster = Some(cluster);
-        self
     }
 
     /// The configured metric `metric` names, without regard to case.
@@ -72,36 +181,8 @@ impl Engine {
             .metric(metric)
             .ok_or_else(|| QueryError::UnknownMetric {
                 metric: metric.into(),
-                served: self.metrics().join(", "),
+                served: MetricsProvider::metrics(self).join(", "),
             })
-    }
-
-    /// The metrics served, as configured.
-    pub fn metrics(&self) -> Vec<String> {
-        self.config
-            .metrics
-            .iter()
-            .map(|m| m.name().to_string())
-            .collect()
-    }
-
-    /// `query`'s answer as served to an HPA (docs/hpa-behaviour.md §1.2, §6.5): its first
-    /// inputs noted, the rest counted.
-    pub(super) async fn serve(&self, spec: &MetricSpec, query: &MetricQuery) -> Evaluated {
-        let (namespace, selector, object) =
-            (&query.namespace, &query.selector, query.object.as_ref());
-        let ev = self.evaluation(namespace, selector, object, self.clock.now(), false);
-        let answer = ev.answer(spec).await;
-        // Taken before the workload's count below, which may read evidence the answer did
-        // not: only what the answer read bounds its reuse.
-        let fresh = ev.fresh_window(self.stale_after_ms());
-        let applied = ev.applied_replicas(spec).await;
-        Evaluated {
-            answer,
-            fresh,
-            applied,
-            at: ev.now,
-        }
     }
 
     /// The answer in `namespace` under `selector` (for the workload `object` of an Object
@@ -127,8 +208,8 @@ impl Engine {
     /// threshold metric (or a target over one) records a `sustain` evaluation per new sample
     /// and its windows pass with time alone. A source that
     /// cannot tell its changes (a Prometheus source, which has its own cache) says 0 always, and
-    /// answer_reuse.rs bounds reuse in time.
-    pub(super) fn version(
+    /// reusing.rs bounds reuse in time.
+    fn scope_version(
         &self,
         metric: &str,
         namespace: &str,
@@ -144,15 +225,6 @@ impl Engine {
         });
         let store = self.source.version(&mut scopes);
         Some(Version { store, cluster })
-    }
-
-    /// Moves with every write to the source and every change of the cluster's facts; `None`
-    /// when the cluster's facts cannot tell their changes, and then nothing is reused.
-    pub(super) fn generation(&self) -> Option<Version> {
-        Some(Version {
-            store: self.source.generation(),
-            cluster: self.cluster_version()?,
-        })
     }
 
     fn cluster_version(&self) -> Option<u64> {
@@ -178,6 +250,21 @@ impl Engine {
             Some(m) => m.kind() == MetricKind::Threshold,
             None => false,
         }
+    }
+
+    /// The `window` of a served value: one scrape interval, in whole seconds.
+    pub(super) fn window_secs(&self) -> u64 {
+        self.config.scrape.interval.0.as_secs().max(1)
+    }
+
+    /// List a query answered for an HPA on `/status`, as asked at `now`.
+    pub(super) fn remember_query(&self, key: QueryKey, now: Millis) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = seen.get_mut(&key) {
+            *at = now;
+            return;
+        }
+        seen.put(key, now);
     }
 
     pub(super) fn stale_after_ms(&self) -> Millis {

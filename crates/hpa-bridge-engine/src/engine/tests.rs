@@ -30,6 +30,7 @@ impl Fixture {
         let adapter = Adapter::new(
             Config::from_yaml("").unwrap(),
             store.clone(),
+            None,
             clock.clone(),
             Arc::new(SelfMetrics::new()),
         );

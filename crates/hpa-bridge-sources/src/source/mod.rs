@@ -61,7 +61,7 @@ pub trait EvidenceSource: Send + Sync + 'static {
     }
 
     /// Moves whenever anything a read of these scopes gives changes, other than the passing
-    /// of time; reused answers are checked against it (engine/answer_reuse.rs). A source that
+    /// of time; reused answers are checked against it (engine/reusing.rs). A source that
     /// cannot tell says 0 always, and reuse is bounded by time alone.
     fn version(&self, _scopes: &mut dyn Iterator<Item = Scope<'_>>) -> u64 {
         0

@@ -9,6 +9,8 @@ use crate::cluster::{WorkloadKind, WorkloadRef};
 use crate::engine::evaluation::Evaluation;
 use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
+use crate::engine::provider::MAX_SEEN_QUERIES;
+use crate::engine::query_key::QueryKey;
 use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
 use crate::evidence::{Evidence, Read, Scope};
@@ -74,6 +76,7 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
     let adapter = Adapter::new(
         config.clone(),
         crate::engine::static_store(&config),
+        None,
         Arc::new(ManualClock::new(1_000_000)),
         metrics.clone(),
     );
@@ -87,14 +90,14 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
         ))
         .await
         .unwrap();
-    adapter.status(&StatusQuery::default()).await;
-    let h = adapter.history(&Filter::default());
+    adapter.explainer().status(&StatusQuery::default()).await;
+    let h = adapter.explainer().history(&Filter::default());
     assert_eq!(h.capacity, 4);
     assert_eq!(h.scopes.len(), 1);
     assert_eq!(h.scopes[0].entries.len(), 1, "/status must not record");
     assert!(h.scopes[0].entries[0].is_refusal());
     // Nothing exported: a refusal, no scrape, so the whole scope is refusing.
-    let out = adapter.render_self_metrics();
+    let out = adapter.explainer().render_self_metrics();
     assert!(out.contains(
             "hpa_bridge_scope_refusing{namespace=\"games\",metric=\"hpa_target_replicas\",workload=\"lobby\"} 1"
         ), "{out}");
@@ -109,10 +112,10 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
         ))
         .await
         .unwrap();
-    let h = adapter.history(&Filter::default());
+    let h = adapter.explainer().history(&Filter::default());
     assert_eq!((h.tracked, h.dropped_scopes), (1, 1));
     assert_eq!(h.scopes[0].key.workload(), "shop");
-    let out = adapter.render_self_metrics();
+    let out = adapter.explainer().render_self_metrics();
     assert!(!out.contains("workload=\"lobby\""), "{out}");
     assert!(
         out.contains("hpa_bridge_history_scopes_dropped_total 1"),
@@ -124,6 +127,7 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
         .await
         .is_err());
     assert!(adapter
+        .explainer()
         .history(&Filter {
             namespace: Some("other".into()),
             metric: None
@@ -140,8 +144,8 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
     // served floor notes (the history keeps 8 in all, the recommendation's first).
     for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
         let store = Arc::new(crate::store::Store::new());
-        let adapter = crate::engine::fixtures::adapter_on(store.clone())
-            .with_cluster(Arc::new(OneStatefulSet));
+        let adapter =
+            crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
         let targets = crate::engine::fixtures::lobby_pods(20);
         store.set_targets(targets.clone());
         crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
@@ -180,7 +184,7 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
             first.extend(part.inputs.iter());
         }
         first.truncate(history::MAX_INPUTS_KEPT);
-        let kept = adapter.history(&Filter::default());
+        let kept = adapter.explainer().history(&Filter::default());
         let kept = &kept.scopes[0];
         assert_eq!(kept.last_inputs_total, InputCounts::of(&explained).total());
         let shown: Vec<(&str, &str)> = kept
@@ -224,6 +228,7 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
     let shop = LabelSelector::parse("hpa_target_name=shop").unwrap();
     fn newest_in(adapter: &Adapter, metric: &str, scope: &str) -> Option<u32> {
         adapter
+            .explainer()
             .history(&Filter::default())
             .scopes
             .iter()
@@ -245,7 +250,7 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
         None
     );
     // The same store, with the watch knowing lobby.
-    let adapter = crate::engine::fixtures::adapter_on(store).with_cluster(Arc::new(LobbyAtThree));
+    let adapter = crate::engine::fixtures::adapter_with(store, Arc::new(LobbyAtThree));
     let newest = |metric: &str, scope: &str| newest_in(&adapter, metric, scope);
     let ask = |metric: &'static str, selector: &LabelSelector| {
         let (adapter, selector) = (&adapter, selector.clone());
@@ -295,8 +300,7 @@ async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
     use crate::policy::InputCounts;
 
     let store = Arc::new(crate::store::Store::new());
-    let adapter =
-        crate::engine::fixtures::adapter_on(store.clone()).with_cluster(Arc::new(OneStatefulSet));
+    let adapter = crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
     let targets = crate::engine::fixtures::lobby_pods(20);
     let page = |i: usize, expect: f64| {
         let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
@@ -348,8 +352,7 @@ async fn a_target_request_reads_each_series_set_once() {
         store: Arc::new(Store::new()),
         reads: AtomicUsize::new(0),
     });
-    let adapter = crate::engine::fixtures::adapter_on(counting.clone())
-        .with_cluster(Arc::new(OneStatefulSet));
+    let adapter = crate::engine::fixtures::adapter_with(counting.clone(), Arc::new(OneStatefulSet));
     let selector = LabelSelector::parse("hpa_target_name=lobby").unwrap();
     adapter
         .answer_computed(&MetricQuery::external(
@@ -460,10 +463,12 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
         })
         .collect();
     let store = Arc::new(crate::store::Store::new());
-    let adapter =
-        crate::engine::fixtures::adapter_on(store.clone()).with_cluster(Arc::new(LobbyPods {
+    let adapter = crate::engine::fixtures::adapter_with(
+        store.clone(),
+        Arc::new(LobbyPods {
             pods: Arc::new(pods),
-        }));
+        }),
+    );
     // Its id sorts before the pods', so its series come first among the noted inputs.
     let elsewhere = ScrapeTarget {
         format: Default::default(),
@@ -593,7 +598,10 @@ fn assert_same_answer(served: &Answer, explained: &Answer) {
 }
 
 /// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
-async fn answer_and_summarized(spec: &MetricSpec, ev: Evaluation<'_>) -> (Answer, usize) {
+async fn answer_and_summarized(
+    spec: &crate::config::MetricSpec,
+    ev: Evaluation<'_>,
+) -> (Answer, usize) {
     let a = ev.answer(spec).await;
     let fetched = ev.fetched.lock().unwrap();
     let summarized = fetched
@@ -676,10 +684,10 @@ async fn a_reused_answer_is_kept_in_the_history() {
     let first = adapter.answer(&query).await.unwrap();
     let again = adapter.answer(&query).await.unwrap();
     assert!(Arc::ptr_eq(&first, &again), "the second is reused");
-    let view = adapter.history(&Filter::default());
+    let view = adapter.explainer().history(&Filter::default());
     let values: Vec<_> = view.scopes[0].entries.iter().map(|e| e.value()).collect();
     assert_eq!(values, [Some(2), Some(2)], "both answers are kept");
-    let exposed = adapter.render_self_metrics();
+    let exposed = adapter.explainer().render_self_metrics();
     assert!(
         exposed.contains(
             "hpa_bridge_answers_total{metric=\"hpa_expect_replicas\",outcome=\"value\"} 1"
@@ -694,6 +702,7 @@ fn a_full_list_of_seen_queries_forgets_the_least_recently_asked() {
     let adapter = Adapter::new(
         Config::from_yaml("").unwrap(),
         Arc::new(crate::store::Store::new()),
+        None,
         clock.clone(),
         Arc::new(SelfMetrics::new()),
     );
@@ -703,14 +712,15 @@ fn a_full_list_of_seen_queries_forgets_the_least_recently_asked() {
         selector: format!("w={n}"),
         object: None,
     };
+    let engine = &adapter.engine;
     for n in 0..MAX_SEEN_QUERIES {
         clock.advance(1);
-        adapter.remember_query(&key(n));
+        engine.remember_query(key(n), clock.now_ms());
     }
     clock.advance(1);
-    adapter.remember_query(&key(0));
-    adapter.remember_query(&key(MAX_SEEN_QUERIES));
-    let seen = adapter.seen.lock().unwrap();
+    engine.remember_query(key(0), clock.now_ms());
+    engine.remember_query(key(MAX_SEEN_QUERIES), clock.now_ms());
+    let seen = engine.seen.lock().unwrap();
     assert_eq!(seen.len(), MAX_SEEN_QUERIES);
     assert_eq!(seen.peek(&key(0)), Some(&clock.now_ms()), "asked again");
     assert!(!seen.contains(&key(1)), "the least recent goes");

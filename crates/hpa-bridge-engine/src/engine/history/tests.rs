@@ -329,7 +329,7 @@ async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
         .collect();
     assert_eq!(lists.len(), 2, "{served:?}");
     drop(served);
-    let json = || serde_json::to_string(&adapter.history(&Filter::default())).unwrap();
+    let json = || serde_json::to_string(&adapter.explainer().history(&Filter::default())).unwrap();
     let before = json();
     assert_eq!(before, HISTORY_JSON);
     // The pods go, and answers over the same store scopes (under other metrics, so the

@@ -1,9 +1,13 @@
-//! The `/status` document and the answer history as `/status/history` shows them: every
-//! workload listed (asked about, or found in the data), each evaluated afresh and explained,
-//! and every scrape target with its health. Explaining is not serving: nothing here is
-//! counted or kept in the history.
+//! `Explainer`: what explains the answers served, from the same engine and history the
+//! adapter serves with. The `/status` document: every workload listed (asked about, or found
+//! in the data), each evaluated afresh and explained, and every scrape target with its
+//! health; the answer history as `/status/history` shows it; the self-metrics and their
+//! gauges. Explaining is not serving: nothing here is counted or kept in the history.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::json;
@@ -13,24 +17,105 @@ use crate::config::MetricKind;
 use crate::evidence::Read;
 use crate::policy::Answer;
 use crate::selector::LabelSelector;
+use crate::store::{ScrapeTarget, TargetHealth};
+use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
-use super::adapter::Adapter;
 use super::evaluation::metric_scope;
-use super::history::{self, Filter};
+use super::history::{self, Filter, History};
 use super::metric_query::history_scope;
 use super::metric_query::MetricQuery;
 use super::object_scope::ObjectRef;
-use super::provider::QueryError;
+use super::provider::{Engine, QueryError};
 use super::status::{RowOrigin, StatusKey, StatusQuery};
 
 /// A part of `/status` that something outside the engine keeps (the deletion-cost lease as
 /// this replica sees it): its field name and what it shows now.
 pub type StatusSection = (
     &'static str,
-    std::sync::Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
+    Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
 );
 
-impl Adapter {
+pub struct Explainer {
+    pub(super) engine: Arc<Engine>,
+    /// The answers served, as the adapter keeps them.
+    pub(super) history: Arc<Mutex<History>>,
+    pub(super) metrics: Arc<SelfMetrics>,
+    /// Whether the first scrape round has completed, as the adapter was told.
+    pub(super) ready: Arc<AtomicBool>,
+    /// Parts of `/status` kept outside the engine.
+    pub(super) sections: Vec<StatusSection>,
+}
+
+impl Explainer {
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    fn stale_after_ms(&self) -> Millis {
+        self.engine.stale_after_ms()
+    }
+
+    /// The self-metrics in the Prometheus text format, gauges refreshed from the source.
+    pub fn render_self_metrics(&self) -> String {
+        self.refresh_gauges();
+        self.metrics.render()
+    }
+
+    /// The same in the Prometheus text format 0.0.4.
+    pub fn render_self_metrics_text_format(&self) -> String {
+        self.refresh_gauges();
+        self.metrics.render_text_format()
+    }
+
+    /// Every scrape target of the active source and its health (none for the Prometheus
+    /// source).
+    pub fn target_health(&self) -> Vec<(Arc<ScrapeTarget>, TargetHealth)> {
+        self.engine.source.targets()
+    }
+
+    /// Whether evidence comes from a Prometheus source rather than the embedded scraper.
+    pub fn has_prometheus_source(&self) -> bool {
+        self.engine
+            .config
+            .source
+            .as_ref()
+            .is_some_and(|s| s.prometheus.is_some())
+    }
+
+    /// Refresh gauges that are derived from the store.
+    pub fn refresh_gauges(&self) {
+        let held = self
+            .engine
+            .source
+            .inventory(self.engine.clock.now(), self.stale_after_ms());
+        let m = &self.metrics;
+        m.set_gauge("series", &m.series, held.series);
+        m.set_gauge("stale_series", &m.stale_series, held.stale_series);
+        m.set_gauge("targets", &m.targets, held.targets);
+        m.ready.set(i64::from(self.is_ready()));
+        // Without a Prometheus source its families would only ever say 0.
+        m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
+        let (states, tracked, dropped) = {
+            let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                h.states(self.engine.clock.now_ms()),
+                h.len(),
+                h.dropped_scopes(),
+            )
+        };
+        let scopes: Vec<ScopeGauges> = states
+            .into_iter()
+            .map(|s| ScopeGauges {
+                workload: s.key.workload().to_string(),
+                namespace: s.key.namespace,
+                metric: s.key.metric,
+                refusing: s.refusing,
+                refusing_since_seconds: s.refusing_since_ms.map(|ms| ms as f64 / 1000.0),
+                floor_holds: s.floor_holds,
+            })
+            .collect();
+        m.set_scopes(&scopes, tracked, dropped);
+    }
     /// The answer history of the scopes `filter` selects, oldest entry first.
     pub fn history(&self, filter: &Filter) -> HistoryView {
         let now = self.engine.clock.now_ms();
@@ -79,7 +164,13 @@ impl Adapter {
                 );
             }
         }
-        for (key, at) in self.seen.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (key, at) in self
+            .engine
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             rows.insert(
                 StatusKey {
                     namespace: key.namespace.clone(),
