@@ -1,7 +1,7 @@
 //! `Adapter`: what the API serves from. It answers a `MetricQuery` from either API through
 //! the `Engine` (provider.rs; the rules in evaluation.rs) with the reuse layer around it
 //! (reusing.rs), and keeps every answer served in the history; `/status` explains from the
-//! same engine (status_document.rs). Nothing reaches around it to the store or the source.
+//! same engine (explainer.rs). Nothing reaches around it to the store or the source.
 //! It is assembled by `EngineBuilder` (builder.rs).
 
 use std::sync::atomic::{AtomicBool, Ordering};
