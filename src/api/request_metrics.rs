@@ -13,24 +13,57 @@ use http::Method;
 use tower::{Layer, Service};
 
 use super::{ApiResponse, Route, Routed};
-use crate::engine::{Adapter, MetricLabel};
+use crate::engine::Adapter;
+use crate::telemetry::SelfMetrics;
+
+/// A request's label in the self-metrics: which configured metric it asked for, or none
+/// (`-`). Held as a position among the served metrics rather than a borrowed name, so the
+/// request chain can keep it across the answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricLabel(Option<usize>);
+
+impl MetricLabel {
+    /// `-`: no configured metric.
+    pub const NONE: MetricLabel = MetricLabel(None);
+}
 
 /// The request counters of the API port.
 #[derive(Clone)]
 pub struct RequestMetrics {
-    adapter: Arc<Adapter>,
+    metrics: Arc<SelfMetrics>,
+    /// The served metrics, as configured: the only label values besides `-`.
+    served: Arc<[String]>,
 }
 
 impl RequestMetrics {
     pub fn new(adapter: Arc<Adapter>) -> Self {
-        RequestMetrics { adapter }
+        RequestMetrics {
+            metrics: adapter.self_metrics(),
+            served: adapter.served_metric_names().into(),
+        }
     }
 
     /// Count a request the gate refused with `code`, with a zero duration; it is labelled by
     /// the metric its path names, External or Object, whatever its method.
     pub fn refused(&self, route: &Route, code: u16) {
-        self.adapter
-            .record_request(code, self.named_metric(route), 0.0);
+        self.record(code, self.named_metric(route), 0.0);
+    }
+
+    fn record(&self, code: u16, metric: MetricLabel, seconds: f64) {
+        let name = metric.0.and_then(|i| self.served.get(i));
+        let name = name.map_or("-", String::as_str);
+        self.metrics.request(code, name, seconds);
+    }
+
+    /// The label for `requested`: a served metric (names match without regard to case), or
+    /// `-` for anything else, so unauthenticated or mistaken requests cannot grow the label
+    /// set without bound.
+    fn label(&self, requested: &str) -> MetricLabel {
+        let position = self
+            .served
+            .iter()
+            .position(|m| m.eq_ignore_ascii_case(requested));
+        MetricLabel(position)
     }
 
     /// The metric an answered request counts under: the configured metric its path names, for
@@ -47,10 +80,10 @@ impl RequestMetrics {
     /// (`namespaces/{ns}/{resource}/{name}/{metric}`); `-` for anything else.
     fn named_metric(&self, route: &Route) -> MetricLabel {
         match route {
-            Route::ExternalMetric(_, metric) => self.adapter.metric_label(metric),
+            Route::ExternalMetric(_, metric) => self.label(metric),
             Route::CustomMetrics(path) => path
                 .object_metric()
-                .map_or(MetricLabel::NONE, |p| self.adapter.metric_label(p.metric)),
+                .map_or(MetricLabel::NONE, |p| self.label(p.metric)),
             _ => MetricLabel::NONE,
         }
     }
@@ -129,7 +162,7 @@ where
         let this = self.project();
         let answer = ready!(this.answer.poll(cx));
         if let Ok(resp) = &answer {
-            this.metrics.adapter.record_request(
+            this.metrics.record(
                 resp.status().as_u16(),
                 *this.metric,
                 this.started.elapsed().as_secs_f64(),

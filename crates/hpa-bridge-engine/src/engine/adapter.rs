@@ -22,17 +22,6 @@ use super::metric_query::{MetricQuery, Served};
 use super::provider::{Answered, Engine, MetricsProvider, QueryError};
 use super::reusing::Reusing;
 
-/// A request's label in the self-metrics (`Adapter::metric_label`): which configured metric it
-/// asked for, or none (`-`). Held as a position in the configuration rather than a borrowed
-/// name, so the request chain can keep it across the answer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MetricLabel(Option<usize>);
-
-impl MetricLabel {
-    /// `-`: no configured metric.
-    pub const NONE: MetricLabel = MetricLabel(None);
-}
-
 pub struct Adapter {
     /// The rules over the configuration, the evidence source and the cluster's facts.
     pub(super) engine: Arc<Engine>,
@@ -111,15 +100,6 @@ impl Adapter {
         self.metrics.clone()
     }
 
-    /// Count one API request in the self-metrics.
-    pub fn record_request(&self, code: u16, metric: MetricLabel, seconds: f64) {
-        let name = metric
-            .0
-            .and_then(|i| self.engine.config.metrics.get(i))
-            .map_or("-", |m| m.name());
-        self.metrics.request(code, name, seconds);
-    }
-
     /// Ready means the first scrape round has completed.
     pub fn mark_ready(&self) {
         if !self.ready.swap(true, Ordering::SeqCst) {
@@ -133,12 +113,6 @@ impl Adapter {
 
     pub fn served_metric_names(&self) -> Vec<String> {
         self.engine.metrics()
-    }
-
-    /// The label for self-metrics: a configured metric name, or `-` for anything else, so
-    /// unauthenticated or mistaken requests cannot grow the label set without bound.
-    pub fn metric_label(&self, requested: &str) -> MetricLabel {
-        MetricLabel(self.engine.config.metric_index(requested))
     }
 
     /// The answer to one query, as the HPA asks it through either API

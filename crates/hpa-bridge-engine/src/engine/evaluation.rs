@@ -20,8 +20,7 @@ use crate::source::{EvidenceSource, SourceError};
 use crate::store::WorkloadRef;
 
 use super::object_scope::{self, ObjectRef};
-use super::object_selectors::ObjectSelectorCache;
-use super::object_selectors::ObjectSelectors;
+use super::object_selectors::{ObjectSelectorCache, ObjectSelectors};
 use super::query_key::QueryKey;
 
 /// One request's evaluation: what it asks (namespace, selector, the workload of an Object

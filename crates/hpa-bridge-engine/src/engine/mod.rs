@@ -19,7 +19,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use adapter::{static_store, static_target_id, static_targets, Adapter, MetricLabel};
+pub use adapter::{static_store, static_target_id, static_targets, Adapter};
 pub use builder::{Assembly, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use explainer::{Explainer, HistoryView, StatusSection};
 pub use metric_query::{MetricQuery, Served};

@@ -5,7 +5,6 @@
 //! around it (reusing.rs); the history is the adapter's, around that.
 
 use std::future::Future;
-
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, FreshWindow, Millis, Now};
@@ -17,8 +16,7 @@ use crate::source::EvidenceSource;
 use crate::telemetry::SelfMetrics;
 
 use super::evaluation::{metric_scope, Evaluation, RuleMemory};
-use super::metric_query::MetricQuery;
-use super::metric_query::Served;
+use super::metric_query::{MetricQuery, Served};
 use super::object_scope::ObjectRef;
 use super::query_key::QueryKey;
 
