@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::BenchError;
+use super::{BenchError, InPart};
 use hpa_bridge::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
 use hpa_bridge::selector::LabelSelector;
 
@@ -24,8 +24,7 @@ impl Front {
     pub(super) fn query(self, w: usize) -> Result<MetricQuery, BenchError> {
         Ok(match self {
             Front::External => {
-                let selector =
-                    LabelSelector::parse(&format!("hpa_target_name=w{w}")).map_err(err)?;
+                let selector = LabelSelector::parse(&format!("hpa_target_name=w{w}")).part(PART)?;
                 MetricQuery::external(METRIC, "default", selector)
             }
             Front::Object => {
@@ -69,9 +68,7 @@ pub struct AnswerCost {
     pub budget_seconds: f64,
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("answer cost", e)
-}
+const PART: &str = "answer cost";
 
 /// One store measured: its adapter, the queries of its workloads (asked round-robin) and its
 /// tally.
@@ -93,12 +90,12 @@ impl<'a> Side<'a> {
         let mut queries = Vec::with_capacity(workloads);
         for w in 0..workloads.max(1) {
             let query = front.query(w)?;
-            let answer = adapter.answer_computed(&query).await.map_err(err)?;
+            let answer = adapter.answer_computed(&query).await.part(PART)?;
             if answer.value().is_none() {
-                return Err(err(format!(
-                    "w{w} was refused: {}",
-                    hpa_bridge::policy::summary(&answer)
-                )));
+                return Err(BenchError::part(
+                    PART,
+                    format!("w{w} was refused: {}", hpa_bridge::policy::summary(&answer)),
+                ));
             }
             queries.push(query);
         }
@@ -114,7 +111,7 @@ impl<'a> Side<'a> {
         let started = Instant::now();
         while started.elapsed() < SLICE {
             let query = &self.queries[self.answers as usize % self.queries.len()];
-            let answer = self.adapter.answer_computed(query).await.map_err(err)?;
+            let answer = self.adapter.answer_computed(query).await.part(PART)?;
             std::hint::black_box(answer);
             self.answers += 1;
         }

@@ -27,7 +27,7 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 
 use super::figure::{Figure, Goal};
-use super::{hostile, pages, threads_cpu_time, BenchError};
+use super::{hostile, pages, threads_cpu_time, BenchError, InPart};
 
 const PART: &str = "big-pages";
 const MIB: f64 = 1024.0 * 1024.0;
@@ -35,10 +35,6 @@ const MIB: f64 = 1024.0 * 1024.0;
 const PAGE_BYTES: usize = 16 * 1024 * 1024 - 4096;
 /// The bound on memory: three 16 MiB hostile JSON pages at once stay within this of idle.
 const GOAL_ABOVE_IDLE_MIB: f64 = 128.0;
-
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -167,8 +163,8 @@ type Pages = Arc<RwLock<HashMap<String, Bytes>>>;
 async fn exporter(pages: Pages) -> Result<u16, BenchError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(err)?;
-    let port = listener.local_addr().map_err(err)?.port();
+        .part(PART)?;
+    let port = listener.local_addr().part(PART)?.port();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let pages = pages.clone();
@@ -294,7 +290,10 @@ async fn measure(
             }
         }
         if Instant::now() > deadline {
-            return Err(err(format!("{}: lobby was never answered", plan.label)));
+            return Err(BenchError::part(
+                PART,
+                format!("{}: lobby was never answered", plan.label),
+            ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -342,7 +341,7 @@ pub fn run(quick: bool, bench_exe: &std::path::Path) -> Result<BigPagesResult, B
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let mut runs = Vec::new();
     // The quick run measures the goal's pair only: three exposition pages and three JSON ones.
     let plans = PLANS

@@ -30,7 +30,7 @@ use super::fleet::{self, ExporterProcess};
 use super::kit::kube_api::{KubeApi, Patched};
 use super::kube_objects::{meta, typed_json};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
-use super::{quantile, BenchError, Plan};
+use super::{quantile, BenchError, InPart, Plan};
 use hpa_bridge::api::ApiHandler;
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::cluster::{DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST};
@@ -50,10 +50,6 @@ const REPLICA_SET: &str = "w0-5d4f8";
 /// Coprime with every pod count used, so `i * STEP mod pods` visits each pod once per cycle,
 /// scattered over the ordinals.
 const STEP: usize = 7919;
-
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
 
 #[derive(Clone, Debug)]
 pub struct DeletionCostPlan {
@@ -244,7 +240,7 @@ fn objects(spec: &ExporterSpec, port: u16) -> Result<Vec<(&'static str, Value)>,
     out.into_iter()
         .map(|(r, v)| {
             v.map(|v| (r, v))
-                .ok_or_else(|| err("serializing an object"))
+                .ok_or_else(|| BenchError::part(PART, "serializing an object"))
         })
         .collect()
 }
@@ -292,7 +288,10 @@ async fn churn(
             let patch =
                 json!({"metadata": {"annotations": {POD_DELETION_COST: index.to_string()}}});
             if !api.merge_pod("default", &pod, &patch) {
-                return Err(err(format!("no pod {pod} to set the cost of")));
+                return Err(BenchError::part(
+                    PART,
+                    format!("no pod {pod} to set the cost of"),
+                ));
             }
         }
         changes.push(Change { at, pod, index });
@@ -339,7 +338,7 @@ struct Bench {
 }
 
 fn query() -> Result<MetricQuery, BenchError> {
-    let selector = LabelSelector::parse(&format!("hpa_target_name={DEPLOYMENT}")).map_err(err)?;
+    let selector = LabelSelector::parse(&format!("hpa_target_name={DEPLOYMENT}")).part(PART)?;
     Ok(MetricQuery::external(METRIC, "default", selector))
 }
 
@@ -364,7 +363,7 @@ impl Bench {
             .thread_name("bench-cluster")
             .enable_all()
             .build()
-            .map_err(err)?;
+            .part(PART)?;
         let url = format!("http://{}", api_server.addr);
         let built = runtime.block_on(async {
             // The writer goes on the same client and target store, as `serve` wires it.
@@ -378,7 +377,7 @@ impl Bench {
                 engine
                     .scraper()
                     .cloned()
-                    .ok_or_else(|| err("the engine built no scraper"))?,
+                    .ok_or_else(|| BenchError::part(PART, "the engine built no scraper"))?,
             );
             scraper.scrape_round().await;
             let adapter = engine.adapter().clone();
@@ -393,11 +392,14 @@ impl Bench {
         let (client, discovery, targets, adapter) = built;
         let failed = fleet::failed_targets(&targets);
         if targets.targets().len() != plan.pods || failed > 0 {
-            return Err(err(format!(
-                "discovery found {} of {} pods, {failed} failed their scrape",
-                targets.targets().len(),
-                plan.pods
-            )));
+            return Err(BenchError::part(
+                PART,
+                format!(
+                    "discovery found {} of {} pods, {failed} failed their scrape",
+                    targets.targets().len(),
+                    plan.pods
+                ),
+            ));
         }
         // Every request computes its answer from the store and the watch cache of that moment.
         let handler = Arc::new(ApiHandler::new(adapter.clone()).without_answer_reuse());
@@ -433,7 +435,7 @@ impl Bench {
                     .adapter
                     .answer_computed(&query)
                     .await
-                    .map_err(err)?
+                    .part(PART)?
                     .value();
                 if value.is_some() || Instant::now() > deadline {
                     return Ok(value);
@@ -479,10 +481,10 @@ impl Bench {
             1,
         )?
         .pop()
-        .ok_or_else(|| err("no load measured"))?;
-        let changes = self.runtime.block_on(churner).map_err(err)??;
+        .ok_or_else(|| BenchError::part(PART, "no load measured"))?;
+        let changes = self.runtime.block_on(churner).part(PART)??;
         stop.store(true, Ordering::Relaxed);
-        let share = self.runtime.block_on(sampler).map_err(err)?;
+        let share = self.runtime.block_on(sampler).part(PART)?;
         Ok((changes, load, share))
     }
 }
@@ -533,9 +535,10 @@ pub fn run(
     // The steady state: every cost already says its pod's index, so the floor is complete.
     let floor = bench.floor_within(plan.interval * 3)?;
     if floor != Some(holding) {
-        return Err(err(format!(
-            "the floor before the churn is {floor:?}, not {holding}"
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!("the floor before the churn is {floor:?}, not {holding}"),
+        ));
     }
     let sync_seconds = started.elapsed().as_secs_f64();
 

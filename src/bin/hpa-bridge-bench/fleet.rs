@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exporter::{self, ExporterSpec};
-use super::BenchError;
+use super::{BenchError, InPart};
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::{Adapter, Assembly, EngineBuilder};
@@ -22,9 +22,7 @@ use hpa_bridge::source::scrape::Scraper;
 use hpa_bridge::store::{ScrapeTarget, Store};
 use hpa_bridge::telemetry::SelfMetrics;
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("fleet", e)
-}
+const PART: &str = "fleet";
 
 /// The exporter child; killed and reaped when dropped.
 pub struct ExporterProcess {
@@ -56,7 +54,12 @@ impl ExporterProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| err(format!("starting {} bench-exporter: {e}", exe.display())))?;
+            .map_err(|e| {
+                BenchError::part(
+                    PART,
+                    format!("starting {} bench-exporter: {e}", exe.display()),
+                )
+            })?;
         let mut line = String::new();
         if let Some(out) = child.stdout.take() {
             let _ = BufReader::new(out).read_line(&mut line);
@@ -69,11 +72,12 @@ impl ExporterProcess {
         let (Some(port), Some(control)) = (field("port="), field("control=")) else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(err(format!(
-                "the exporter did not report ready (said {line:?})"
-            )));
+            return Err(BenchError::part(
+                PART,
+                format!("the exporter did not report ready (said {line:?})"),
+            ));
         };
-        let port = port.parse().map_err(err)?;
+        let port = port.parse().part(PART)?;
         Ok(ExporterProcess {
             child,
             port,
@@ -124,12 +128,15 @@ pub async fn set_index(control: &str, target: usize, index: usize) -> Result<(),
 async fn set(control: &str, query: &str) -> Result<(), BenchError> {
     let reply = http_get(control, &format!("/set?{query}"))
         .await
-        .map_err(err)?;
+        .part(PART)?;
     if !reply.starts_with(b"HTTP/1.0 200") && !reply.starts_with(b"HTTP/1.1 200") {
-        return Err(err(format!(
-            "exporter control answered {:?}",
-            String::from_utf8_lossy(&reply)
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "exporter control answered {:?}",
+                String::from_utf8_lossy(&reply)
+            ),
+        ));
     }
     Ok(())
 }
@@ -163,9 +170,12 @@ pub fn exporter_spec(
     let needed = (exporter_files * targets) as u64 + 256;
     match open_files_limit() {
         Some(limit) if limit < needed => {
-            return Err(err(format!(
+            return Err(BenchError::part(
+                PART,
+                format!(
             "the open-files limit is {limit}, {needed} are needed: run `ulimit -n {needed}` first"
-        )))
+        ),
+            ))
         }
         _ => {}
     }
@@ -216,7 +226,7 @@ pub fn scrape_target_named(spec: &ExporterSpec, port: u16, i: usize, pod: String
 pub fn engine(interval: Duration, concurrency: usize, yaml: &str) -> Result<Assembly, BenchError> {
     builder(config(interval, yaml)?, concurrency)
         .build()
-        .map_err(err)
+        .part(PART)
 }
 
 /// The bench's config: scraping every `interval`, with `yaml` under `scrape:`.
@@ -226,7 +236,7 @@ pub fn config(interval: Duration, yaml: &str) -> Result<Config, BenchError> {
     Config::from_yaml(&format!(
         "scrape:\n  interval: {interval_ms}ms\n  timeout: {timeout_ms}ms\n{yaml}"
     ))
-    .map_err(err)
+    .part(PART)
 }
 
 /// An engine wired to a cluster as `serve` wires it.
@@ -244,19 +254,24 @@ pub async fn discovered(url: &str, config: Config) -> Result<Discovered, BenchEr
         .scrape
         .kubernetes
         .clone()
-        .ok_or_else(|| err("the config has no kubernetes discovery"))?;
-    let uri: http::Uri = url.parse().map_err(err)?;
-    let client = kube::Client::try_from(kube::Config::new(uri)).map_err(err)?;
+        .ok_or_else(|| BenchError::part(PART, "the config has no kubernetes discovery"))?;
+    let uri: http::Uri = url.parse().part(PART)?;
+    let client = kube::Client::try_from(kube::Config::new(uri)).part(PART)?;
     let targets = Arc::new(Store::new());
     let discovery = Discovery::start(client.clone(), k, targets.clone(), Vec::new());
     let engine = builder(config, SCRAPE_CONCURRENCY)
         .targets(targets)
         .cluster(discovery.clone())
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     tokio::time::timeout(Duration::from_secs(60), discovery.wait_synced())
         .await
-        .map_err(|_| err(format!("discovery against {url} did not sync in 60 s")))?;
+        .map_err(|_| {
+            BenchError::part(
+                PART,
+                format!("discovery against {url} did not sync in 60 s"),
+            )
+        })?;
     Ok(Discovered {
         client,
         discovery,
@@ -299,12 +314,9 @@ impl Scraped {
         Ok(Scraped {
             adapter: engine.adapter().clone(),
             store,
-            scraper: Arc::new(
-                engine
-                    .scraper()
-                    .cloned()
-                    .ok_or_else(|| err("the engine built no scraper (a source is configured)"))?,
-            ),
+            scraper: Arc::new(engine.scraper().cloned().ok_or_else(|| {
+                BenchError::part(PART, "the engine built no scraper (a source is configured)")
+            })?),
         })
     }
 

@@ -28,7 +28,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::figure::{Figure, Goal};
-use super::{quantile, threads_cpu_time, BenchError};
+use super::{quantile, threads_cpu_time, BenchError, InPart};
 
 const PART: &str = "hostile";
 pub(super) const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_expect_replicas?labelSelector=hpa_target_name%3Dlobby";
@@ -208,10 +208,6 @@ pub struct HostileResult {
     pub clients_penalized: f64,
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
-
 pub(super) struct Server {
     pub(super) child: Child,
     dir: std::path::PathBuf,
@@ -227,9 +223,9 @@ impl Drop for Server {
 
 fn free_port() -> Result<u16, BenchError> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(err)?
+        .part(PART)?
         .local_addr()
-        .map_err(err)?
+        .part(PART)?
         .port())
 }
 
@@ -279,19 +275,19 @@ pub(super) fn start_server_with(
 ) -> Result<(Server, u16, u16, CertificateDer<'static>), BenchError> {
     let generated =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .map_err(err)?;
+            .part(PART)?;
     let dir = std::env::temp_dir().join(format!("hpa-bridge-bench-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(err)?;
+    std::fs::create_dir_all(&dir).part(PART)?;
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, generated.cert.pem()).map_err(err)?;
-    std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(err)?;
+    std::fs::write(&cert, generated.cert.pem()).part(PART)?;
+    std::fs::write(&key, generated.signing_key.serialize_pem()).part(PART)?;
     let port = free_port()?;
     let metrics_port = free_port()?;
     let mut command = Command::new(exe);
     command.args(["serve", "--secure-port", &port.to_string()]);
     if let Some(config) = config {
         let path = dir.join("config.yaml");
-        std::fs::write(&path, config).map_err(err)?;
+        std::fs::write(&path, config).part(PART)?;
         command.arg("--config").arg(path);
     }
     let child = command
@@ -307,7 +303,7 @@ pub(super) fn start_server_with(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| err(format!("starting {}: {e}", exe.display())))?;
+        .map_err(|e| BenchError::part(PART, format!("starting {}: {e}", exe.display())))?;
     Ok((
         Server { child, dir },
         port,
@@ -320,11 +316,11 @@ pub(super) fn client_config(
     cert: CertificateDer<'static>,
 ) -> Result<Arc<rustls::ClientConfig>, BenchError> {
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).map_err(err)?;
+    roots.add(cert).part(PART)?;
     Ok(Arc::new(
         rustls::ClientConfig::builder_with_provider(hpa_bridge::tls::crypto_provider())
             .with_safe_default_protocol_versions()
-            .map_err(err)?
+            .part(PART)?
             .with_root_certificates(roots)
             .with_no_client_auth(),
     ))
@@ -512,7 +508,7 @@ pub(super) fn server_exe(bench_exe: &std::path::Path) -> Result<std::path::PathB
         None => bench_exe.with_file_name(format!("hpa-bridge{}", std::env::consts::EXE_SUFFIX)),
     };
     if !exe.is_file() {
-        return Err(err(format!(
+        return Err(BenchError::part(PART, format!(
             "no server binary at {} (build it with `cargo build --release --bin hpa-bridge`, or set HPA_BRIDGE_BENCH_SERVER)",
             exe.display()
         )));
@@ -532,7 +528,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     // The attackers run on their own thread, so the measuring client's tasks never queue
     // behind theirs: what is measured is the server's delay.
     let attackers = tokio::runtime::Builder::new_multi_thread()
@@ -540,7 +536,7 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
         .thread_name(ATTACKER_THREAD)
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let attack = attackers.handle().clone();
     let result = runtime.block_on(async {
         // Up and answering.
@@ -556,7 +552,10 @@ pub fn run(plan: &HostilePlan, bench_exe: &std::path::Path) -> Result<HostileRes
                 break senders;
             }
             if Instant::now() > deadline {
-                return Err(err("the server never accepted connections"));
+                return Err(BenchError::part(
+                    PART,
+                    "the server never accepted connections",
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
 use super::serve::{self, Client, LoadFigures, Pki};
-use super::{BenchError, Plan};
+use super::{BenchError, InPart, Plan};
 use hpa_bridge::api::ApiHandler;
 
 #[derive(Clone, Debug)]
@@ -74,9 +74,7 @@ pub struct LiveResult {
     pub value_changes_per_second: f64,
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("live", e)
-}
+const PART: &str = "live";
 
 pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
     let live = &plan.live;
@@ -95,15 +93,18 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
         .thread_name("bench-scrape")
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let scraped = Scraped::new(&spec, &exporter, live.interval, fleet::SCRAPE_CONCURRENCY)?;
     scrape_runtime.block_on(scraped.scraper.scrape_round());
     if scraped.failed_targets() > 0 {
-        return Err(err(format!(
-            "{} of {} targets failed the first scrape",
-            scraped.failed_targets(),
-            live.targets
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "{} of {} targets failed the first scrape",
+                scraped.failed_targets(),
+                live.targets
+            ),
+        ));
     }
     let scrape_loop = {
         let _entered = scrape_runtime.enter();
@@ -179,10 +180,10 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<LiveResult, BenchError> {
     scrape_runtime.shutdown_background();
     let [baseline, reuse_on, reuse_off]: [LoadFigures; 3] = measured?
         .try_into()
-        .map_err(|_| err("expected three measurements"))?;
+        .map_err(|_| BenchError::part(PART, "expected three measurements"))?;
     let [object_baseline, object_reuse_on, object_reuse_off]: [LoadFigures; 3] = object_measured?
         .try_into()
-        .map_err(|_| err("expected three Object measurements"))?;
+        .map_err(|_| BenchError::part(PART, "expected three Object measurements"))?;
     Ok(LiveResult {
         targets: live.targets,
         workloads: live.workloads,

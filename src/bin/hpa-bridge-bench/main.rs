@@ -289,6 +289,17 @@ impl BenchError {
     }
 }
 
+/// Names the part of the bench a failure happened in: `result.part(PART)?`.
+trait InPart<T> {
+    fn part(self, part: &'static str) -> Result<T, BenchError>;
+}
+
+impl<T, E: std::fmt::Display> InPart<T> for Result<T, E> {
+    fn part(self, part: &'static str) -> Result<T, BenchError> {
+        self.map_err(|e| BenchError::part(part, e))
+    }
+}
+
 /// Which parts to run and how long.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {

@@ -31,7 +31,7 @@ use super::exporter::ExporterSpec;
 use super::figure::Figure;
 use super::fleet::{self, ExporterProcess, Scraped};
 use super::scale::ScalePlan;
-use super::BenchError;
+use super::{BenchError, InPart};
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::engine::history::Limits;
 use hpa_bridge::exposition::ExposedSample;
@@ -49,10 +49,6 @@ const RETRIES: usize = 3;
 
 /// The connection phase's size classes listed in the report.
 const LISTED_CLASSES: usize = 6;
-
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
 
 /// One component: its bytes in all, per target, and its share of the VmRSS growth.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -144,7 +140,7 @@ impl MemoryPlan {
 }
 
 pub fn run(plan: &MemoryPlan, exe: &Path) -> Result<MemoryResult, BenchError> {
-    super::child_figures(exe, "bench-memory", &plan.args()).map_err(err)
+    super::child_figures(exe, "bench-memory", &plan.args()).part(PART)
 }
 
 /// The phases, in this process: called by `hpa-bridge-bench bench-memory` (the child).
@@ -160,7 +156,7 @@ pub fn child(plan: &MemoryPlan, exe: &Path) -> Result<MemoryResult, BenchError> 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     runtime.block_on(phases(plan, &spec, &exporter))
 }
 
@@ -188,10 +184,10 @@ async fn phases(
     let peak = counting_alloc::take_peak();
     let failed = fleet.failed_targets();
     if failed > 0 {
-        return Err(err(format!(
-            "{failed} of {} targets failed their scrape",
-            plan.targets
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!("{failed} of {} targets failed their scrape", plan.targets),
+        ));
     }
     let tracked_series = fleet.tracked_series();
     let rounds = Snapshot::now();
@@ -236,10 +232,7 @@ async fn phases(
     let before_answers = Snapshot::now();
     for w in 0..plan.workloads {
         for front in [Front::External, Front::Object] {
-            adapter
-                .answer_computed(&front.query(w)?)
-                .await
-                .map_err(err)?;
+            adapter.answer_computed(&front.query(w)?).await.part(PART)?;
         }
     }
     let answered = Snapshot::now();

@@ -34,7 +34,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::BenchError;
+use super::{BenchError, InPart};
 use hpa_bridge::clock::{Clock, SystemClock};
 use hpa_bridge::config::Config;
 use hpa_bridge::engine::MetricQuery;
@@ -98,8 +98,8 @@ struct LoopbackPrometheus {
 
 impl LoopbackPrometheus {
     async fn start() -> Result<Self, BenchError> {
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(err)?;
-        let addr = listener.local_addr().map_err(err)?;
+        let listener = TcpListener::bind("127.0.0.1:0").await.part(PART)?;
+        let addr = listener.local_addr().part(PART)?;
         let queries = Arc::new(AtomicU64::new(0));
         let counter = queries.clone();
         tokio::spawn(async move {
@@ -124,9 +124,7 @@ impl LoopbackPrometheus {
     }
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("prometheus", e)
-}
+const PART: &str = "prometheus";
 
 fn api_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     let body = json!({"status": "error", "errorType": "bad_data", "error": message});
@@ -266,14 +264,14 @@ fn adapter(url: &str, cache_ttl: &str) -> Result<(Arc<Adapter>, Arc<SelfMetrics>
     let config = Config::from_yaml(&format!(
         "source:\n  prometheus:\n    url: {url}\n    cacheTtl: {cache_ttl}\n"
     ))
-    .map_err(err)?;
+    .part(PART)?;
     let metrics = Arc::new(SelfMetrics::new());
     let engine = EngineBuilder::new(config, Arc::new(SystemClock))
         .metrics(metrics.clone())
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     if engine.prometheus().is_none() {
-        return Err(err("config has no source.prometheus"));
+        return Err(BenchError::part(PART, "config has no source.prometheus"));
     }
     Ok((engine.adapter().clone(), metrics))
 }
@@ -281,7 +279,7 @@ fn adapter(url: &str, cache_ttl: &str) -> Result<(Arc<Adapter>, Arc<SelfMetrics>
 /// `n` identical `answer` calls, each its own task so they run on every worker at once. Every
 /// answer must be the same value.
 async fn burst(adapter: &Arc<Adapter>, n: u32) -> Result<u64, BenchError> {
-    let selector = LabelSelector::parse(SELECTOR).map_err(err)?;
+    let selector = LabelSelector::parse(SELECTOR).part(PART)?;
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             let adapter = adapter.clone();
@@ -295,21 +293,24 @@ async fn burst(adapter: &Arc<Adapter>, n: u32) -> Result<u64, BenchError> {
         .collect();
     let mut values = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let answer = t.await.map_err(err)?.map_err(err)?;
+        let answer = t.await.part(PART)?.part(PART)?;
         match answer.outcome {
             Outcome::Value { value, .. } => values.push(value),
             Outcome::Refused { kind, .. } => {
-                return Err(err(format!(
-                    "{METRIC} refused ({kind:?}): {}",
-                    answer.reason
-                )))
+                return Err(BenchError::part(
+                    PART,
+                    format!("{METRIC} refused ({kind:?}): {}", answer.reason),
+                ))
             }
         }
     }
     values.dedup();
     match values.as_slice() {
         [v] => Ok(*v),
-        _ => Err(err(format!("identical requests answered {values:?}"))),
+        _ => Err(BenchError::part(
+            PART,
+            format!("identical requests answered {values:?}"),
+        )),
     }
 }
 
@@ -322,7 +323,7 @@ async fn measure() -> Result<PrometheusResult, BenchError> {
     let answer = burst(&a, 1).await?;
     let queries_per_answer = single.queries();
     if queries_per_answer == 0 {
-        return Err(err("a single answer sent no query"));
+        return Err(BenchError::part(PART, "a single answer sent no query"));
     }
 
     // The burst with cacheTtl 0: only queries in flight are shared.
@@ -341,9 +342,12 @@ async fn measure() -> Result<PrometheusResult, BenchError> {
     let queries_with_cache = cached.queries();
 
     if burst_answer != answer || cached_answer != answer {
-        return Err(err(format!(
-            "answers differ: single {answer}, burst {burst_answer}, cached {cached_answer}"
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "answers differ: single {answer}, burst {burst_answer}, cached {cached_answer}"
+            ),
+        ));
     }
     let naive_queries = queries_per_answer * u64::from(n);
     let per = |q: u64| q as f64 / f64::from(n);
@@ -379,7 +383,7 @@ pub fn run() -> Result<PrometheusResult, BenchError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let result = rt.block_on(measure())?;
     eprintln!(
         "bench: prometheus: {} queries per answer alone; {} requests sent {} queries (cacheTtl 0), {} (cacheTtl 10s)",

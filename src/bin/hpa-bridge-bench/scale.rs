@@ -15,7 +15,7 @@ use serde_json::json;
 use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::ServerThread;
-use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError};
+use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError, InPart};
 use hpa_bridge::engine::{Assembly, MetricQuery};
 use hpa_bridge::selector::LabelSelector;
 use hpa_bridge::source::discovery::Discovery;
@@ -167,10 +167,10 @@ async fn after_change(
         let timed = || async {
             tokio::time::sleep(AFTER_CHANGE_PAUSE).await;
             let started = Instant::now();
-            let answer = adapter.answer_computed(&query).await.map_err(err)?;
+            let answer = adapter.answer_computed(&query).await.part(PART)?;
             let spent = started.elapsed();
             if answer.value().is_none() {
-                return Err(err(format!("w{i} was refused")));
+                return Err(BenchError::part(PART, format!("w{i} was refused")));
             }
             Ok::<_, BenchError>(spent.as_secs_f64() * 1e6)
         };
@@ -182,11 +182,14 @@ async fn after_change(
             let annotation =
                 json!({"metadata": {"annotations": {"bench/changed": rv.to_string()}}});
             if !store.api.merge_pod("default", &pod, &annotation) {
-                return Err(err(format!("no pod {pod} to change")));
+                return Err(BenchError::part(PART, format!("no pod {pod} to change")));
             }
             while discovery.version() == version {
                 if Instant::now() > deadline {
-                    return Err(err("a pod event never reached discovery"));
+                    return Err(BenchError::part(
+                        PART,
+                        "a pod event never reached discovery",
+                    ));
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -220,9 +223,7 @@ async fn after_change(
     })
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("scale", e)
-}
+const PART: &str = "scale";
 
 pub fn run(plan: &ScalePlan, exe: &Path) -> Result<ScaleResult, BenchError> {
     let (spec, exporter) = fleet::start_exporter(
@@ -235,7 +236,7 @@ pub fn run(plan: &ScalePlan, exe: &Path) -> Result<ScaleResult, BenchError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let (rss_before, _) = memory().unwrap_or_default();
     let result = runtime.block_on(measure(plan, &spec, &exporter, exe));
     drop(exporter);
@@ -284,10 +285,13 @@ async fn measure(
     let tracked_series = fleet.tracked_series();
     let cold_round = rounds.remove(0);
     if let Some(bad) = rounds.iter().find(|r| r.failed_targets > 0) {
-        return Err(err(format!(
-            "{} of {} targets failed their scrape; see the warnings above",
-            bad.failed_targets, plan.targets
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "{} of {} targets failed their scrape; see the warnings above",
+                bad.failed_targets, plan.targets
+            ),
+        ));
     }
     let cpu_seconds_per_round =
         rounds.iter().map(|r| r.cpu_seconds).sum::<f64>() / rounds.len().max(1) as f64;
@@ -296,7 +300,7 @@ async fn measure(
     // Freshness: the scrape loop runs as in `serve`; the exporter's value changes at offsets
     // spread over the interval and the answer is polled until it carries the new value.
     let scrape_loop = fleet.spawn_loop(plan.interval);
-    let selector = LabelSelector::parse("hpa_target_name=w0").map_err(err)?;
+    let selector = LabelSelector::parse("hpa_target_name=w0").part(PART)?;
     let offsets = [0.13, 0.71, 0.42, 0.93, 0.27, 0.58];
     let mut delays = Vec::new();
     for j in 0..plan.freshness_changes {
@@ -313,17 +317,20 @@ async fn measure(
                     selector.clone(),
                 ))
                 .await
-                .map_err(err)?;
+                .part(PART)?;
             if answer.value() == Some(u64::from(value)) {
                 delays.push(changed.elapsed().as_secs_f64());
                 break;
             }
             if Instant::now() > give_up {
                 scrape_loop.abort();
-                return Err(err(format!(
-                    "the change to {value} never reached the answer (last: {})",
-                    hpa_bridge::policy::summary(&answer)
-                )));
+                return Err(BenchError::part(
+                    PART,
+                    format!(
+                        "the change to {value} never reached the answer (last: {})",
+                        hpa_bridge::policy::summary(&answer)
+                    ),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -474,15 +481,18 @@ async fn discovered_store(
     } = fleet::discovered(&format!("http://{}", server.addr), config).await?;
     engine
         .scraper()
-        .ok_or_else(|| err("the discovered engine built no scraper"))?
+        .ok_or_else(|| BenchError::part(PART, "the discovered engine built no scraper"))?
         .scrape_round()
         .await;
     let failed = fleet::failed_targets(&engine.targets());
     if failed > 0 {
-        return Err(err(format!(
-            "{failed} of {} discovered targets failed their scrape",
-            spec.targets
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "{failed} of {} discovered targets failed their scrape",
+                spec.targets
+            ),
+        ));
     }
     Ok(DiscoveredStore {
         engine,
@@ -504,7 +514,10 @@ async fn small_store(
     let small = Scraped::new(&spec, &exporter, plan.interval, plan.concurrency)?;
     small.scraper.scrape_round().await;
     if small.failed_targets() > 0 {
-        return Err(err("a small store's exporter failed its scrape"));
+        return Err(BenchError::part(
+            PART,
+            "a small store's exporter failed its scrape",
+        ));
     }
     Ok((small, exporter))
 }

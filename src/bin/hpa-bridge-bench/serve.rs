@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::kit::authority::Authority;
-use super::{quantile, task_cpu_ns, BenchError, Plan};
+use super::{quantile, task_cpu_ns, BenchError, InPart, Plan};
 use hpa_bridge::api::server::serve_api;
 use hpa_bridge::api::transport::{Gatekeeper, Peer};
 use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
@@ -82,9 +82,7 @@ pub struct ServeResult {
     pub verify_every_request_p99_ratio: f64,
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("serve", e)
-}
+const PART: &str = "serve";
 
 // ---- certificates -------------------------------------------------------------------------
 
@@ -104,22 +102,22 @@ pub struct Pki {
 
 impl Pki {
     pub fn generate() -> Result<Self, BenchError> {
-        let serving = Authority::new("bench-serving-ca").map_err(err)?;
-        let client = Authority::new("bench-client-ca").map_err(err)?;
-        let front = Authority::new("bench-front-proxy-ca").map_err(err)?;
-        let server = serving.server(&["localhost", "127.0.0.1"]).map_err(err)?;
-        let front_proxy = front.client(FRONT_PROXY_CN, &[]).map_err(err)?;
+        let serving = Authority::new("bench-serving-ca").part(PART)?;
+        let client = Authority::new("bench-client-ca").part(PART)?;
+        let front = Authority::new("bench-front-proxy-ca").part(PART)?;
+        let server = serving.server(&["localhost", "127.0.0.1"]).part(PART)?;
+        let front_proxy = front.client(FRONT_PROXY_CN, &[]).part(PART)?;
         // ServingCert reads files (it re-reads them on rotation); a private directory holds them.
         let dir = std::env::temp_dir().join(format!("hpa-bridge-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(err)?;
+        std::fs::create_dir_all(&dir).part(PART)?;
         let server_cert = dir.join("server.crt");
         let server_key = dir.join("server.key");
-        std::fs::write(&server_cert, &server.cert_pem).map_err(err)?;
-        std::fs::write(&server_key, &server.key_pem).map_err(err)?;
+        std::fs::write(&server_cert, &server.cert_pem).part(PART)?;
+        std::fs::write(&server_key, &server.key_pem).part(PART)?;
         let client_ca_file = dir.join("client-ca.crt");
         let front_proxy_ca_file = dir.join("front-proxy-ca.crt");
-        std::fs::write(&client_ca_file, client.pem()).map_err(err)?;
-        std::fs::write(&front_proxy_ca_file, front.pem()).map_err(err)?;
+        std::fs::write(&client_ca_file, client.pem()).part(PART)?;
+        std::fs::write(&front_proxy_ca_file, front.pem()).part(PART)?;
         Ok(Pki {
             dir,
             client_ca_file,
@@ -138,31 +136,31 @@ impl Pki {
     /// required, as the adapter's own config does) and verified in the handshake.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, BenchError> {
         let mut roots = RootCertStore::empty();
-        roots.add(self.client_ca.clone()).map_err(err)?;
-        roots.add(self.front_proxy_ca.clone()).map_err(err)?;
+        roots.add(self.client_ca.clone()).part(PART)?;
+        roots.add(self.front_proxy_ca.clone()).part(PART)?;
         let verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
                 .allow_unauthenticated()
                 .build()
-                .map_err(err)?;
-        let cert = ServingCert::from_files(&self.server_cert, &self.server_key).map_err(err)?;
+                .part(PART)?;
+        let cert = ServingCert::from_files(&self.server_cert, &self.server_key).part(PART)?;
         Ok(Arc::new(
-            tls::server_config(cert, Some(verifier)).map_err(err)?,
+            tls::server_config(cert, Some(verifier)).part(PART)?,
         ))
     }
 
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, BenchError> {
         let mut roots = RootCertStore::empty();
-        roots.add(self.serving_ca.clone()).map_err(err)?;
+        roots.add(self.serving_ca.clone()).part(PART)?;
         let mut config = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
             .with_safe_default_protocol_versions()
-            .map_err(err)?
+            .part(PART)?
             .with_root_certificates(roots)
             .with_client_auth_cert(
                 self.front_proxy_chain.clone(),
                 self.front_proxy_key.clone_key(),
             )
-            .map_err(err)?;
+            .part(PART)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
@@ -207,11 +205,11 @@ impl StandInGatekeeper {
         chain_check: ChainCheck,
     ) -> Result<Self, BenchError> {
         let mut roots = RootCertStore::empty();
-        roots.add(front_proxy_ca).map_err(err)?;
+        roots.add(front_proxy_ca).part(PART)?;
         let verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
                 .build()
-                .map_err(err)?;
+                .part(PART)?;
         Ok(StandInGatekeeper {
             request_header_ca: verifier,
             allowed_names: vec![FRONT_PROXY_CN.into()],
@@ -332,10 +330,10 @@ impl Gatekeeper for StandInGatekeeper {
 /// indices give a floor of 4, recorded straight into the store as a scrape would.
 fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     // A long staleAfter keeps the recorded samples fresh for the whole run without a scraper.
-    let config = Config::from_yaml("scrape:\n  staleAfter: 24h\n").map_err(err)?;
+    let config = Config::from_yaml("scrape:\n  staleAfter: 24h\n").part(PART)?;
     let engine = EngineBuilder::new(config, Arc::new(SystemClock))
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let adapter = engine.adapter().clone();
     let store = engine.targets();
     let common = "hpa_target_kind=\"StatefulSet\",hpa_target_name=\"lobby\",hpa_target_api_version=\"apps/v1\"";
@@ -372,7 +370,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
     store.set_targets(targets.clone());
     let now = hpa_bridge::clock::Clock::now(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
-        let samples = exposition::parse_all(page.as_bytes()).map_err(err)?;
+        let samples = exposition::parse_all(page.as_bytes()).part(PART)?;
         store.record_success(t, now, 1, samples);
     }
     adapter.mark_ready();
@@ -408,10 +406,10 @@ impl ServerThread {
             })
             .enable_all()
             .build()
-            .map_err(err)?;
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(err)?;
-        std_listener.set_nonblocking(true).map_err(err)?;
-        let addr = std_listener.local_addr().map_err(err)?;
+            .part(PART)?;
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").part(PART)?;
+        std_listener.set_nonblocking(true).part(PART)?;
+        let addr = std_listener.local_addr().part(PART)?;
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             runtime.block_on(async move {
@@ -611,8 +609,8 @@ pub fn run_client<T: Send + 'static>(
             .block_on(f)
     })
     .join()
-    .map_err(|_| err("load generator panicked"))?
-    .map_err(err)
+    .map_err(|_| BenchError::part(PART, "load generator panicked"))?
+    .part(PART)
 }
 
 pub fn figures(loads: &[Load]) -> LoadFigures {
@@ -696,8 +694,8 @@ pub fn adapter_gate(
             Duration::from_secs(10),
         ),
     };
-    let cert = ServingCert::from_files(&pki.server_cert, &pki.server_key).map_err(err)?;
-    let tls = Arc::new(tls::server_config(cert, Some(verifier)).map_err(err)?);
+    let cert = ServingCert::from_files(&pki.server_cert, &pki.server_key).part(PART)?;
+    let tls = Arc::new(tls::server_config(cert, Some(verifier)).part(PART)?);
     Ok((Arc::new(gate) as Arc<dyn Gatekeeper>, tls))
 }
 
@@ -733,11 +731,14 @@ pub fn start_baseline(
         Client::get(&mut sender, adapter, &path).await
     })?;
     if parts.status != http::StatusCode::OK {
-        return Err(err(format!(
-            "the adapter answered {}: {}",
-            parts.status,
-            String::from_utf8_lossy(&body)
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "the adapter answered {}: {}",
+                parts.status,
+                String::from_utf8_lossy(&body)
+            ),
+        ));
     }
     let mut headers = parts.headers.clone();
     headers.remove(http::header::DATE);
@@ -836,7 +837,7 @@ pub fn run(plan: &Plan) -> Result<ServeResult, BenchError> {
     drop(baseline_server);
     let [baseline, adapter, every]: [LoadFigures; 3] = measured
         .try_into()
-        .map_err(|_| err("expected three measurements"))?;
+        .map_err(|_| BenchError::part(PART, "expected three measurements"))?;
     Ok(ServeResult {
         path: PATH.into(),
         connections: plan.serve_connections,

@@ -17,7 +17,7 @@ use super::fleet::{self, ExporterProcess};
 use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
-use super::{BenchError, Plan};
+use super::{BenchError, InPart, Plan};
 use hpa_bridge::api::ApiHandler;
 use hpa_bridge::engine::MetricQuery;
 use hpa_bridge::selector::LabelSelector;
@@ -79,9 +79,7 @@ pub struct SlowApiResult {
     pub delayed_watches_during: u64,
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part("slowapi", e)
-}
+const PART: &str = "slowapi";
 
 /// How long a watch stays open before the server ends it (the real one ends watches after
 /// minutes; ending them quickly makes the reflectors ask again, and wait again, all the time).
@@ -126,7 +124,7 @@ impl Side {
             .thread_name(format!("bench-discovery-{name}"))
             .enable_all()
             .build()
-            .map_err(err)?;
+            .part(PART)?;
         let started = Instant::now();
         let url = format!("http://{}", api_server.addr);
         let (engine, discovery) = runtime.block_on(async {
@@ -135,18 +133,18 @@ impl Side {
             } = fleet::discovered(&url, config).await?;
             let scraper = engine
                 .scraper()
-                .ok_or_else(|| err("the engine built no scraper"))?;
+                .ok_or_else(|| BenchError::part(PART, "the engine built no scraper"))?;
             scraper.scrape_round().await;
             // The point of the part: the answer takes spec.replicas from the watch cache.
-            let selector = LabelSelector::parse("hpa_target_name=w0").map_err(err)?;
+            let selector = LabelSelector::parse("hpa_target_name=w0").part(PART)?;
             let answer = engine
                 .adapter()
                 .answer_computed(&MetricQuery::external(METRIC, "default", selector.clone()))
                 .await
-                .map_err(err)?;
-            let explained = serde_json::to_string(&answer.answer).map_err(err)?;
+                .part(PART)?;
+            let explained = serde_json::to_string(&answer.answer).part(PART)?;
             if answer.value().is_none() || !explained.contains("spec.replicas of") {
-                return Err(err(format!(
+                return Err(BenchError::part(PART, format!(
                     "{name}: the answer for w0 does not use the watch cache's spec.replicas: {explained}"
                 )));
             }
@@ -155,11 +153,14 @@ impl Side {
         let store = engine.targets();
         let failed = fleet::failed_targets(&store);
         if store.targets().len() != spec.targets || failed > 0 {
-            return Err(err(format!(
-                "{name}: discovery found {} of {} targets, {failed} failed their scrape",
-                store.targets().len(),
-                spec.targets
-            )));
+            return Err(BenchError::part(
+                PART,
+                format!(
+                    "{name}: discovery found {} of {} targets, {failed} failed their scrape",
+                    store.targets().len(),
+                    spec.targets
+                ),
+            ));
         }
         engine.adapter().mark_ready();
         let sync_seconds = started.elapsed().as_secs_f64();
@@ -196,7 +197,7 @@ pub fn run(plan: &Plan, exe: &Path) -> Result<SlowApiResult, BenchError> {
         plan.serve_repeats,
     )?
     .try_into()
-    .map_err(|_| err("expected two measurements"))?;
+    .map_err(|_| BenchError::part(PART, "expected two measurements"))?;
     Ok(SlowApiResult {
         targets: slow.targets,
         workloads: slow.workloads,

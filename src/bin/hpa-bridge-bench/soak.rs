@@ -18,14 +18,10 @@ use std::time::Duration;
 use super::exporter::{self, ExporterSpec};
 use super::figure::{Figure, Goal};
 use super::fleet;
-use super::{memory, BenchError};
+use super::{memory, BenchError, InPart};
 use hpa_bridge::clock::{Clock, SystemClock};
 
 const PART: &str = "soak";
-
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
 
 #[derive(Clone, Debug)]
 pub struct SoakPlan {
@@ -118,7 +114,7 @@ pub fn child(plan: &SoakPlan, exe: &Path) -> Result<SoakRounds, BenchError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     runtime.block_on(rounds(plan, &spec, exporter.port()))
 }
 
@@ -128,7 +124,7 @@ async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakR
     let store = engine.targets();
     let scraper = engine
         .scraper()
-        .ok_or_else(|| err("the soak scrapes; no other source"))?;
+        .ok_or_else(|| BenchError::part(PART, "the soak scrapes; no other source"))?;
     let stale_after = engine.adapter().stale_after_ms();
     // A pod's generation is bumped when it is replaced: its name changes, its address is
     // reused (pod IPs are), so the old identity must be forgotten and the new one learned.
@@ -151,10 +147,13 @@ async fn rounds(plan: &SoakPlan, spec: &ExporterSpec, port: u16) -> Result<SoakR
         scraper.scrape_round().await;
         let failed = fleet::failed_targets(&store);
         if failed > 0 {
-            return Err(err(format!(
-                "round {round}: {failed} of {} targets failed their scrape",
-                plan.targets
-            )));
+            return Err(BenchError::part(
+                PART,
+                format!(
+                    "round {round}: {failed} of {} targets failed their scrape",
+                    plan.targets
+                ),
+            ));
         }
         out.rss_bytes.push(memory().unwrap_or_default().0);
         out.tracked_series
@@ -182,13 +181,16 @@ fn slope(ys: &[u64]) -> f64 {
 }
 
 pub fn run(plan: &SoakPlan, exe: &Path) -> Result<SoakResult, BenchError> {
-    let rounds: SoakRounds = super::child_figures(exe, "bench-soak", &plan.args()).map_err(err)?;
+    let rounds: SoakRounds = super::child_figures(exe, "bench-soak", &plan.args()).part(PART)?;
     let n = rounds.rss_bytes.len();
     if n < 3 * plan.settle_rounds.max(1) {
-        return Err(err(format!(
-            "the soak child measured {n} rounds; at least {} are needed",
-            3 * plan.settle_rounds.max(1)
-        )));
+        return Err(BenchError::part(
+            PART,
+            format!(
+                "the soak child measured {n} rounds; at least {} are needed",
+                3 * plan.settle_rounds.max(1)
+            ),
+        ));
     }
     let settle = plan.settle_rounds.max(1);
     let median = |window: &[u64]| {

@@ -15,15 +15,11 @@ use serde::Serialize;
 
 use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
-use super::{cpu_time, BenchError};
+use super::{cpu_time, BenchError, InPart};
 use hpa_bridge::source::scrape::Scraper;
 
 const PART: &str = "spread";
 const BUCKET: Duration = Duration::from_millis(100);
-
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::part(PART, e)
-}
 
 #[derive(Clone, Debug)]
 pub struct SpreadPlan {
@@ -87,7 +83,7 @@ pub fn run(plan: &SpreadPlan, exe: &Path) -> Result<SpreadResult, BenchError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(err)?;
+        .part(PART)?;
     let scraped = Scraped::new(&spec, &exporter, plan.interval, fleet::SCRAPE_CONCURRENCY)?;
     runtime.block_on(measure(plan, scraped.scraper.clone()))
 }
