@@ -5,7 +5,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::store::TargetId;
 
@@ -140,6 +140,170 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.5, 14))
 }
 
+/// Every family of the adapter's own metrics, in the order the exposition lists them, with its
+/// help text.
+const FAMILIES: &[(&str, &str)] = &[
+    (
+        "scrape_duplicate_series",
+        "Series found twice in one scraped page (same name and labels); their values are not used until a page holds them once",
+    ),
+    (
+        "scrape_out_of_order_series",
+        "Series whose sample on a scraped page was timestamped before the sample they held (Prometheus rejects such samples); they read as unknown until a sample in order arrives",
+    ),
+    (
+        "scrape_forgotten_series",
+        "Series no longer exported that were dropped because their target stopped exporting more than the store retains per target (a target churning label sets)",
+    ),
+    (
+        "prometheus_queries",
+        "PromQL queries actually sent to the Prometheus source, by outcome",
+    ),
+    (
+        "prometheus_query_duration_seconds",
+        "Latency of PromQL queries sent to the Prometheus source",
+    ),
+    (
+        "prometheus_up",
+        "1 while the newest query to the Prometheus source succeeded, 0 after a failure",
+    ),
+    (
+        "prometheus_query_cache_hits",
+        "PromQL queries answered from the cache or by joining an identical query in flight",
+    ),
+    (
+        "scrape_duration_seconds",
+        "Duration of single target scrapes",
+    ),
+    (
+        "scrape_round_duration_seconds",
+        "Duration of a scrape round over all targets at once (the first, at startup; afterwards each target is scraped at its own phase of the interval)",
+    ),
+    (
+        "scrape_errors",
+        "Failed scrapes by target and reason",
+    ),
+    (
+        "samples_scraped",
+        "Wanted samples parsed from scrapes",
+    ),
+    ("series", "Tracked input series"),
+    (
+        "stale_series",
+        "Tracked input series older than staleAfter",
+    ),
+    (
+        "targets",
+        "Configured or discovered scrape targets",
+    ),
+    (
+        "requests",
+        "External metrics API requests by HTTP code and metric",
+    ),
+    (
+        "request_duration_seconds",
+        "External metrics API request latency by metric",
+    ),
+    (
+        "answers",
+        "Answers computed by metric and outcome (value or refusal kind)",
+    ),
+    (
+        "connections",
+        "Open client connections by listener (api, metrics)",
+    ),
+    (
+        "connections_refused",
+        "Client connections closed at accept by a connection cap or a client's penalty, by listener and reason",
+    ),
+    (
+        "connections_expired",
+        "Client connections closed by the server for sending no request in time \
+             (tls-handshake-timeout, header-timeout, idle-timeout) or because its address struck out \
+             (penalized), by listener",
+    ),
+    (
+        "clients_penalized",
+        "Times a client address struck out and began a penalty (kept out for a while), by listener and \
+             the last strike (tls-handshake-timeout, header-timeout, head-too-large)",
+    ),
+    (
+        "clients_dropped",
+        "Penalized client addresses whose TCP segments the kernel drops before accept, by listener \
+             (IPv4 addresses, at most 1024; the others are refused at accept)",
+    ),
+    (
+        "ready",
+        "1 once the first scrape round has completed and /readyz answers ok, else 0",
+    ),
+    (
+        "scope_refusing",
+        "1 while the newest answer served for the scope is a refusal (the HPA holds its replicas: scale-in is frozen)",
+    ),
+    (
+        "scope_refusing_since_timestamp_seconds",
+        "When the current run of refusals for the scope began; present only while refusing",
+    ),
+    (
+        "scope_floor_above_recommendation",
+        "1 while the stateful floor, not the recommendation, sets the served target",
+    ),
+    (
+        "history_scopes",
+        "Scopes tracked in the answer history (and in the per-scope gauges)",
+    ),
+    (
+        "history_scopes_dropped",
+        "Scopes dropped from the answer history and the per-scope gauges by history.maxScopes",
+    ),
+    (
+        "deletion_cost_patches",
+        "Patches of controller.kubernetes.io/pod-deletion-cost sent, by result (success, or the failure's kind)",
+    ),
+    (
+        "deletion_cost_leader",
+        "1 while this replica holds the deletion-cost Lease and may write pod-deletion-cost, else 0",
+    ),
+    (
+        "memory_writes",
+        "Writes of the memory ConfigMap (which targets carried which series, for a restart), by result (success, or the failure's kind)",
+    ),
+    (
+        "memory_writer",
+        "1 while this replica holds the memory Lease and writes the memory, else 0",
+    ),
+    (
+        "memory_bytes",
+        "Size of the memory this replica last wrote, in bytes",
+    ),
+    (
+        "memory_read_targets",
+        "Targets this process read from the memory at its start (never scraped since, still the same target)",
+    ),
+    (
+        "hpas_predicted",
+        "HPAs whose next sync the adapter predicts (those reading its metrics, and those in shadow mode)",
+    ),
+    (
+        "hpa_prediction_checks",
+        "Predictions of an HPA's next sync checked against the desiredReplicas it then set, by result (hit or miss)",
+    ),
+    (
+        "hpa_prediction_misses",
+        "Checked syncs in a row in which the HPA did not set the desiredReplicas predicted for it (0 after a hit)",
+    ),
+];
+
+/// `metric`, registered under `name` with its help from `FAMILIES`.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &'static str, metric: M) -> M {
+    let help = FAMILIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, h)| h);
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 pub struct SelfMetrics {
     registry: Registry,
     pub scrape_duration: Histogram,
@@ -217,274 +381,119 @@ impl Default for SelfMetrics {
 impl SelfMetrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("hpa_bridge");
-        let scrape_duration = Histogram::new(exponential_buckets(0.001, 2.0, 14));
-        let scrape_round_duration = Histogram::new(exponential_buckets(0.01, 2.0, 12));
-        let scrape_errors = Family::<ScrapeErrorLabels, Counter>::default();
-        let samples_scraped = Counter::default();
-        let duplicate_series = Counter::default();
-        let out_of_order_series = Counter::default();
-        let forgotten_series = Counter::default();
-        let series = Gauge::default();
-        let stale_series = Gauge::default();
-        let targets = Gauge::default();
-        let requests = Family::<RequestLabels, Counter>::default();
-        let request_duration =
-            Family::<MetricLabel, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_histogram,
-            );
-        let answers = Family::<AnswerLabels, Counter>::default();
-        let prometheus_queries = Family::<OutcomeLabel, Counter>::default();
-        let prometheus_query_duration = latency_histogram();
-        let prometheus_up = Gauge::default();
-        let prometheus_cache_hits = Counter::default();
-        registry.register(
-            "scrape_duplicate_series",
-            "Series found twice in one scraped page (same name and labels); their values are not used until a page holds them once",
-            duplicate_series.clone(),
-        );
-        registry.register(
-            "scrape_out_of_order_series",
-            "Series whose sample on a scraped page was timestamped before the sample they held (Prometheus rejects such samples); they read as unknown until a sample in order arrives",
-            out_of_order_series.clone(),
-        );
-        registry.register(
-            "scrape_forgotten_series",
-            "Series no longer exported that were dropped because their target stopped exporting more than the store retains per target (a target churning label sets)",
-            forgotten_series.clone(),
-        );
-        registry.register(
-            "prometheus_queries",
-            "PromQL queries actually sent to the Prometheus source, by outcome",
-            prometheus_queries.clone(),
-        );
-        registry.register(
-            "prometheus_query_duration_seconds",
-            "Latency of PromQL queries sent to the Prometheus source",
-            prometheus_query_duration.clone(),
-        );
-        registry.register(
-            "prometheus_up",
-            "1 while the newest query to the Prometheus source succeeded, 0 after a failure",
-            prometheus_up.clone(),
-        );
-        registry.register(
-            "prometheus_query_cache_hits",
-            "PromQL queries answered from the cache or by joining an identical query in flight",
-            prometheus_cache_hits.clone(),
-        );
-        registry.register(
-            "scrape_duration_seconds",
-            "Duration of single target scrapes",
-            scrape_duration.clone(),
-        );
-        registry.register(
-            "scrape_round_duration_seconds",
-            "Duration of a scrape round over all targets at once (the first, at startup; afterwards each target is scraped at its own phase of the interval)",
-            scrape_round_duration.clone(),
-        );
-        registry.register(
-            "scrape_errors",
-            "Failed scrapes by target and reason",
-            scrape_errors.clone(),
-        );
-        registry.register(
-            "samples_scraped",
-            "Wanted samples parsed from scrapes",
-            samples_scraped.clone(),
-        );
-        registry.register("series", "Tracked input series", series.clone());
-        registry.register(
-            "stale_series",
-            "Tracked input series older than staleAfter",
-            stale_series.clone(),
-        );
-        registry.register(
-            "targets",
-            "Configured or discovered scrape targets",
-            targets.clone(),
-        );
-        registry.register(
-            "requests",
-            "External metrics API requests by HTTP code and metric",
-            requests.clone(),
-        );
-        registry.register(
-            "request_duration_seconds",
-            "External metrics API request latency by metric",
-            request_duration.clone(),
-        );
-        registry.register(
-            "answers",
-            "Answers computed by metric and outcome (value or refusal kind)",
-            answers.clone(),
-        );
-        let connections = Family::<ListenerLabel, Gauge>::default();
-        let connections_refused = Family::<ConnectionLabels, Counter>::default();
-        let connections_expired = Family::<ConnectionLabels, Counter>::default();
-        let clients_penalized = Family::<ConnectionLabels, Counter>::default();
-        registry.register(
-            "connections",
-            "Open client connections by listener (api, metrics)",
-            connections.clone(),
-        );
-        registry.register(
-            "connections_refused",
-            "Client connections closed at accept by a connection cap or a client's penalty, by listener and reason",
-            connections_refused.clone(),
-        );
-        registry.register(
-            "connections_expired",
-            "Client connections closed by the server for sending no request in time \
-             (tls-handshake-timeout, header-timeout, idle-timeout) or because its address struck out \
-             (penalized), by listener",
-            connections_expired.clone(),
-        );
-        registry.register(
-            "clients_penalized",
-            "Times a client address struck out and began a penalty (kept out for a while), by listener and \
-             the last strike (tls-handshake-timeout, header-timeout, head-too-large)",
-            clients_penalized.clone(),
-        );
-        let clients_dropped = Family::<ListenerLabel, Gauge>::default();
-        registry.register(
-            "clients_dropped",
-            "Penalized client addresses whose TCP segments the kernel drops before accept, by listener \
-             (IPv4 addresses, at most 1024; the others are refused at accept)",
-            clients_dropped.clone(),
-        );
-        let ready = Gauge::default();
-        registry.register(
-            "ready",
-            "1 once the first scrape round has completed and /readyz answers ok, else 0",
-            ready.clone(),
-        );
-        let scope_refusing = Family::<ScopeLabels, Gauge>::default();
-        let scope_refusing_since =
-            Family::<ScopeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        let scope_floor_holds = Family::<ScopeLabels, Gauge>::default();
-        let history_scopes = Gauge::default();
-        let history_scopes_dropped = Counter::default();
-        registry.register(
-            "scope_refusing",
-            "1 while the newest answer served for the scope is a refusal (the HPA holds its replicas: scale-in is frozen)",
-            scope_refusing.clone(),
-        );
-        registry.register(
-            "scope_refusing_since_timestamp_seconds",
-            "When the current run of refusals for the scope began; present only while refusing",
-            scope_refusing_since.clone(),
-        );
-        registry.register(
-            "scope_floor_above_recommendation",
-            "1 while the stateful floor, not the recommendation, sets the served target",
-            scope_floor_holds.clone(),
-        );
-        registry.register(
-            "history_scopes",
-            "Scopes tracked in the answer history (and in the per-scope gauges)",
-            history_scopes.clone(),
-        );
-        registry.register(
-            "history_scopes_dropped",
-            "Scopes dropped from the answer history and the per-scope gauges by history.maxScopes",
-            history_scopes_dropped.clone(),
-        );
-        let deletion_cost_patches = Family::<ResultLabel, Counter>::default();
-        registry.register(
-            "deletion_cost_patches",
-            "Patches of controller.kubernetes.io/pod-deletion-cost sent, by result (success, or the failure's kind)",
-            deletion_cost_patches.clone(),
-        );
-        let deletion_cost_leader = Gauge::default();
-        registry.register(
-            "deletion_cost_leader",
-            "1 while this replica holds the deletion-cost Lease and may write pod-deletion-cost, else 0",
-            deletion_cost_leader.clone(),
-        );
-        let memory_writes = Family::<ResultLabel, Counter>::default();
-        registry.register(
-            "memory_writes",
-            "Writes of the memory ConfigMap (which targets carried which series, for a restart), by result (success, or the failure's kind)",
-            memory_writes.clone(),
-        );
-        let memory_writer = Gauge::default();
-        registry.register(
-            "memory_writer",
-            "1 while this replica holds the memory Lease and writes the memory, else 0",
-            memory_writer.clone(),
-        );
-        let memory_bytes = Gauge::default();
-        registry.register(
-            "memory_bytes",
-            "Size of the memory this replica last wrote, in bytes",
-            memory_bytes.clone(),
-        );
-        let memory_read_targets = Gauge::default();
-        registry.register(
-            "memory_read_targets",
-            "Targets this process read from the memory at its start (never scraped since, still the same target)",
-            memory_read_targets.clone(),
-        );
-        let hpas_predicted = Gauge::default();
-        registry.register(
-            "hpas_predicted",
-            "HPAs whose next sync the adapter predicts (those reading its metrics, and those in shadow mode)",
-            hpas_predicted.clone(),
-        );
-        let hpa_prediction_checks = Family::<ResultLabel, Counter>::default();
-        registry.register(
-            "hpa_prediction_checks",
-            "Predictions of an HPA's next sync checked against the desiredReplicas it then set, by result (hit or miss)",
-            hpa_prediction_checks.clone(),
-        );
-        let hpa_prediction_misses = Family::<HpaLabels, Gauge>::default();
-        registry.register(
-            "hpa_prediction_misses",
-            "Checked syncs in a row in which the HPA did not set the desiredReplicas predicted for it (0 after a hit)",
-            hpa_prediction_misses.clone(),
-        );
+        let r = &mut registry;
         SelfMetrics {
-            registry,
-            hpas_predicted,
-            hpa_prediction_checks,
-            hpa_prediction_misses,
-            deletion_cost_patches,
-            deletion_cost_leader,
-            memory_writes,
-            memory_writer,
-            memory_bytes,
-            memory_read_targets,
-            ready,
-            scope_refusing,
-            scope_refusing_since,
-            scope_floor_holds,
-            history_scopes,
-            history_scopes_dropped,
-            connections,
-            connections_refused,
-            connections_expired,
-            clients_penalized,
-            clients_dropped,
-            scrape_duration,
-            scrape_round_duration,
-            scrape_errors,
+            duplicate_series: registered(r, "scrape_duplicate_series", Counter::default()),
+            out_of_order_series: registered(r, "scrape_out_of_order_series", Counter::default()),
+            forgotten_series: registered(r, "scrape_forgotten_series", Counter::default()),
+            prometheus_queries: registered(
+                r,
+                "prometheus_queries",
+                Family::<OutcomeLabel, Counter>::default(),
+            ),
+            prometheus_query_duration: registered(
+                r,
+                "prometheus_query_duration_seconds",
+                latency_histogram(),
+            ),
+            prometheus_up: registered(r, "prometheus_up", Gauge::default()),
+            prometheus_cache_hits: registered(r, "prometheus_query_cache_hits", Counter::default()),
+            scrape_duration: registered(
+                r,
+                "scrape_duration_seconds",
+                Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            ),
+            scrape_round_duration: registered(
+                r,
+                "scrape_round_duration_seconds",
+                Histogram::new(exponential_buckets(0.01, 2.0, 12)),
+            ),
+            scrape_errors: registered(
+                r,
+                "scrape_errors",
+                Family::<ScrapeErrorLabels, Counter>::default(),
+            ),
+            samples_scraped: registered(r, "samples_scraped", Counter::default()),
+            series: registered(r, "series", Gauge::default()),
+            stale_series: registered(r, "stale_series", Gauge::default()),
+            targets: registered(r, "targets", Gauge::default()),
+            requests: registered(r, "requests", Family::<RequestLabels, Counter>::default()),
+            request_duration: registered(
+                r,
+                "request_duration_seconds",
+                Family::<MetricLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                    latency_histogram,
+                ),
+            ),
+            answers: registered(r, "answers", Family::<AnswerLabels, Counter>::default()),
+            connections: registered(r, "connections", Family::<ListenerLabel, Gauge>::default()),
+            connections_refused: registered(
+                r,
+                "connections_refused",
+                Family::<ConnectionLabels, Counter>::default(),
+            ),
+            connections_expired: registered(
+                r,
+                "connections_expired",
+                Family::<ConnectionLabels, Counter>::default(),
+            ),
+            clients_penalized: registered(
+                r,
+                "clients_penalized",
+                Family::<ConnectionLabels, Counter>::default(),
+            ),
+            clients_dropped: registered(
+                r,
+                "clients_dropped",
+                Family::<ListenerLabel, Gauge>::default(),
+            ),
+            ready: registered(r, "ready", Gauge::default()),
+            scope_refusing: registered(
+                r,
+                "scope_refusing",
+                Family::<ScopeLabels, Gauge>::default(),
+            ),
+            scope_refusing_since: registered(
+                r,
+                "scope_refusing_since_timestamp_seconds",
+                Family::<ScopeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default(),
+            ),
+            scope_floor_holds: registered(
+                r,
+                "scope_floor_above_recommendation",
+                Family::<ScopeLabels, Gauge>::default(),
+            ),
+            history_scopes: registered(r, "history_scopes", Gauge::default()),
+            history_scopes_dropped: registered(r, "history_scopes_dropped", Counter::default()),
+            deletion_cost_patches: registered(
+                r,
+                "deletion_cost_patches",
+                Family::<ResultLabel, Counter>::default(),
+            ),
+            deletion_cost_leader: registered(r, "deletion_cost_leader", Gauge::default()),
+            memory_writes: registered(
+                r,
+                "memory_writes",
+                Family::<ResultLabel, Counter>::default(),
+            ),
+            memory_writer: registered(r, "memory_writer", Gauge::default()),
+            memory_bytes: registered(r, "memory_bytes", Gauge::default()),
+            memory_read_targets: registered(r, "memory_read_targets", Gauge::default()),
+            hpas_predicted: registered(r, "hpas_predicted", Gauge::default()),
+            hpa_prediction_checks: registered(
+                r,
+                "hpa_prediction_checks",
+                Family::<ResultLabel, Counter>::default(),
+            ),
+            hpa_prediction_misses: registered(
+                r,
+                "hpa_prediction_misses",
+                Family::<HpaLabels, Gauge>::default(),
+            ),
             scrape_error_reasons: Default::default(),
-            samples_scraped,
-            duplicate_series,
-            out_of_order_series,
-            forgotten_series,
-            series,
-            stale_series,
-            targets,
-            requests,
-            request_duration,
-            answers,
             served: Default::default(),
-            prometheus_queries,
-            prometheus_query_duration,
-            prometheus_up,
             absent: Default::default(),
-            prometheus_cache_hits,
+            registry,
         }
     }
 
@@ -895,6 +904,20 @@ mod tests {
         assert!(!colour(false, None));
         assert!(!colour(true, Some("1".into())));
         assert!(colour(true, Some("".into())));
+    }
+
+    #[test]
+    fn every_family_is_exposed_once_with_its_help_in_the_tables_order() {
+        let out = SelfMetrics::new().render();
+        let helps: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP hpa_bridge_"))
+            .collect();
+        let want: Vec<String> = FAMILIES
+            .iter()
+            .map(|(name, help)| format!("{name} {help}."))
+            .collect();
+        assert_eq!(helps, want);
     }
 
     #[test]

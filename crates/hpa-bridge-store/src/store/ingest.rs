@@ -124,6 +124,235 @@ pub struct PageOutcome {
     pub forgotten: u64,
 }
 
+/// When a page was scraped, and how far ahead of it a producer's clock may run.
+struct PageTime {
+    now: Now,
+    max_skew: Millis,
+}
+
+/// One sample's times, as the page's time and the producer's timestamp give them.
+struct SampleTime {
+    /// When the value was measured: the producer's time, kept within 1970 and the scrape.
+    at: Millis,
+    /// The scrape's monotonic reading, for a sample without a producer's time.
+    mono: Option<i64>,
+    /// The time the series is ordered by: the producer's, unless it is from the future.
+    order_at: Millis,
+    unusable: Option<Unusable>,
+}
+
+impl PageTime {
+    /// An exporter-supplied timestamp says when the value was measured. One further in the
+    /// future than clocks drift would never age, so the sample is not trusted; a nearer one
+    /// reads as the scrape's time, and absurd past ones (before 1970) are kept from
+    /// overflowing ages.
+    fn of(&self, sample: &ExposedSample) -> SampleTime {
+        let scraped_at = self.now.wall;
+        let from_the_future = sample
+            .timestamp_ms
+            .is_some_and(|t| t > scraped_at.saturating_add(self.max_skew));
+        SampleTime {
+            at: sample
+                .timestamp_ms
+                .map(|t| t.clamp(0, scraped_at))
+                .unwrap_or(scraped_at),
+            mono: sample.timestamp_ms.is_none().then_some(self.now.mono),
+            order_at: sample
+                .timestamp_ms
+                .filter(|_| !from_the_future)
+                .unwrap_or(scraped_at),
+            unusable: sample
+                .unusable
+                .or(from_the_future.then_some(Unusable::FromTheFuture)),
+        }
+    }
+}
+
+/// What one sample of a page did to its series.
+enum SampleFate {
+    Taken,
+    /// The series was on the page before.
+    Duplicate,
+    /// Out of order, or a second value at the same time.
+    Refused,
+}
+
+/// The target's health after a successful scrape. True when every series of the target may
+/// read differently for it: the target recovers, or its producer's reason changed (which
+/// every answer it feeds shows beside itself, so no answer from before may be reused).
+fn mark_success(
+    rec: &mut TargetRecord,
+    scraped_at: Millis,
+    duration_ms: u64,
+    reason: Option<Arc<str>>,
+) -> bool {
+    let was_failing = rec.health.last_error.is_some();
+    rec.health.last_attempt_ms = Some(scraped_at);
+    rec.health.last_success_ms = Some(scraped_at);
+    rec.health.last_error = None;
+    let reason_changed = rec.health.producer_reason != reason;
+    rec.cell.set_reason(reason.clone());
+    rec.health.producer_reason = reason;
+    rec.cell
+        .failing
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    rec.health.last_duration_ms = Some(duration_ms);
+    rec.health.consecutive_failures = 0;
+    was_failing || reason_changed
+}
+
+/// How each series of the target read before the page, to stamp the postings of those it
+/// changes: its reading, and whether it may have read as stale by now (then a page with the
+/// same value still turns it fresh, which no answer from before may hide). Every series is
+/// then marked absent until the page shows it.
+fn readings_before(
+    rec: &TargetRecord,
+    slots: &mut SeriesSlots,
+    page_now: Now,
+    stale_after: Millis,
+) -> Vec<(SlotId, Reading, bool)> {
+    let before = rec
+        .series
+        .values()
+        .flat_map(HashMap::values)
+        .filter_map(|slot| {
+            slots.get(*slot).map(|s| {
+                let age = page_now.age_ms(s.latest_at, s.latest_mono);
+                let expired = s.valid_until.is_some_and(|u| page_now.wall > u);
+                let aged = (age > stale_after || expired) && s.can_go_stale();
+                (*slot, s.reading(), aged)
+            })
+        })
+        .collect();
+    for slot in rec.series.values().flat_map(HashMap::values) {
+        if let Some(s) = slots.get_mut(*slot) {
+            s.present = false;
+            s.unusable = None;
+        }
+    }
+    before
+}
+
+/// The slot of the sample's series, created (and posted) when the target has not held it;
+/// true when created.
+fn slot_for(
+    rec: &mut TargetRecord,
+    postings: &mut Postings,
+    slots: &mut SeriesSlots,
+    stamp: u64,
+    sample: &ExposedSample,
+    time: &SampleTime,
+) -> (SlotId, bool) {
+    let labels = SeriesLabels::new(merge_labels(&sample.labels, &rec.target.labels));
+    let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
+        Some((name, _)) => name.clone(),
+        None => Arc::from(sample.name.as_str()),
+    };
+    let by_labels = rec.series.entry(name.clone()).or_default();
+    match by_labels.entry(labels.clone()) {
+        std::collections::hash_map::Entry::Occupied(e) => (*e.get(), false),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            let slot = slots.insert(SeriesState {
+                name,
+                labels: labels.clone(),
+                latest: f64::NAN,
+                latest_at: time.at,
+                latest_mono: time.mono,
+                last_valid: None,
+                last_valid_before_page: None,
+                present: false,
+                unusable: None,
+                valid_until: None,
+                rank: 0,
+                order_at: time.order_at,
+                held_bits: sample.value.to_bits(),
+            });
+            postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
+            (*e.insert(slot), true)
+        }
+    }
+}
+
+/// The sample read into its series.
+fn apply_sample(
+    state: &mut SeriesState,
+    sample: &ExposedSample,
+    time: &SampleTime,
+    valid_until_ms: Option<Millis>,
+) -> SampleFate {
+    // Every series was marked absent before the page, so one already present was seen earlier
+    // in this page: the same series twice. Prometheus keeps the first and reports the page;
+    // here neither value is trusted, and the retained value stays the last one seen
+    // unambiguously, so the duplicate never lowers an answer.
+    if state.present {
+        // An out-of-order first copy keeps the series out of order: its time is still the held
+        // sample's, and only that reading stays unknown however old the held sample grows.
+        if !state.unusable.is_some_and(Unusable::keeps_held_time) {
+            state.unusable = Some(Unusable::Duplicated);
+        }
+        state.latest = f64::NAN;
+        state.last_valid = state.last_valid_before_page;
+        return SampleFate::Duplicate;
+    }
+    state.last_valid_before_page = state.last_valid;
+    // A producer's time older than the one the series holds is out of order, and the same
+    // time with another value is a duplicate sample: Prometheus rejects both. Neither value is
+    // trusted: the series keeps its time and its retained value (policy/observation.rs reads
+    // it as unknown).
+    let refused = sample.timestamp_ms.and_then(|t| {
+        if t < state.order_at {
+            Some(Unusable::OutOfOrder)
+        } else if t == state.order_at && sample.value.to_bits() != state.held_bits {
+            Some(Unusable::DuplicateTimestamp)
+        } else {
+            None
+        }
+    });
+    if let Some(why) = refused {
+        state.present = true;
+        state.unusable = Some(why);
+        state.latest = f64::NAN;
+        return SampleFate::Refused;
+    }
+    state.held_bits = sample.value.to_bits();
+    state.latest = sample.value;
+    state.latest_at = time.at;
+    state.order_at = time.order_at;
+    state.latest_mono = time.mono;
+    state.present = true;
+    state.unusable = time.unusable;
+    state.valid_until = valid_until_ms;
+    // An unusable sample's value is not retained either: a floor holding it could be lower
+    // than the state the pod holds now.
+    if time.unusable.is_none() && invalid_reason(sample.value).is_none() {
+        state.last_valid = Some((sample.value as u64, time.at));
+    }
+    SampleFate::Taken
+}
+
+/// Stamps the postings of every series the page changed, and returns the absent ones (last
+/// seen, slot). Series added by the page are present, so the absent ones are all in `before`.
+fn touch_changed(
+    postings: &mut Postings,
+    slots: &SeriesSlots,
+    stamp: u64,
+    before: Vec<(SlotId, Reading, bool)>,
+    reads_anew: bool,
+) -> Vec<(Millis, SlotId)> {
+    let mut absent = Vec::new();
+    for (slot, reading, may_have_been_stale) in before {
+        if let Some(s) = slots.get(slot) {
+            if reads_anew || may_have_been_stale || s.reading() != reading {
+                postings.touch(&s.name, &s.labels, stamp);
+            }
+            if !s.present {
+                absent.push((s.latest_at, slot));
+            }
+        }
+    }
+    absent
+}
+
 /// Drop the target's absent series (last seen, slot) beyond `MAX_RETAINED_ABSENT_SERIES`,
 /// longest unseen first.
 fn forget_longest_unseen(
@@ -315,194 +544,49 @@ impl Store {
         duration_ms: u64,
         page: Page,
     ) -> PageOutcome {
-        let Now {
-            wall: scraped_at,
-            mono: scraped_mono,
-        } = page_now;
         let Page {
             samples,
             valid_until_ms,
             reason,
         } = page;
-        let max_skew = self.clock_skew.0;
-        let mut duplicates = 0u64;
-        let mut out_of_order = 0u64;
-        // Series counted as held twice on this page: one out of order keeps that reason, so
-        // its reason cannot tell whether it was counted.
-        let mut counted_twice: HashSet<SlotId> = HashSet::new();
-        let mut forgotten = 0u64;
+        let time = PageTime {
+            now: page_now,
+            max_skew: self.clock_skew.0,
+        };
+        let stale_after = self.stale_after_ms;
+        let mut outcome = PageOutcome::default();
         self.with_scraped_record(inner, target, |rec, postings, slots, stamp| {
-            let was_failing = rec.health.last_error.is_some();
-            rec.health.last_attempt_ms = Some(scraped_at);
-            rec.health.last_success_ms = Some(scraped_at);
-            rec.health.last_error = None;
-            // A new reason changes what every answer this target feeds shows beside itself,
-            // so no answer from before may be reused for them.
-            let reason_changed = rec.health.producer_reason != reason;
-            rec.cell.set_reason(reason.clone());
-            rec.health.producer_reason = reason;
-            rec.cell
-                .failing
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-            rec.health.last_duration_ms = Some(duration_ms);
-            rec.health.consecutive_failures = 0;
-            // How each series read before the page, to stamp the postings of those it changes:
-            // its reading, and whether it may have read as stale by now (then a page with the
-            // same value still turns it fresh, which no answer from before may hide).
-            let stale_after = self.stale_after_ms;
-            let before: Vec<(SlotId, Reading, bool)> = rec
-                .series
-                .values()
-                .flat_map(HashMap::values)
-                .filter_map(|slot| {
-                    slots.get(*slot).map(|s| {
-                        let age = page_now.age_ms(s.latest_at, s.latest_mono);
-                        let expired = s.valid_until.is_some_and(|u| scraped_at > u);
-                        let aged = (age > stale_after || expired) && s.can_go_stale();
-                        (*slot, s.reading(), aged)
-                    })
-                })
-                .collect();
-            for slot in rec.series.values().flat_map(HashMap::values) {
-                if let Some(s) = slots.get_mut(*slot) {
-                    s.present = false;
-                    s.unusable = None;
-                }
-            }
+            let reads_anew = mark_success(rec, page_now.wall, duration_ms, reason);
+            let before = readings_before(rec, slots, page_now, stale_after);
+            // Series counted as held twice on this page: one out of order keeps that reason, so
+            // its reason cannot tell whether it was counted.
+            let mut counted_twice: HashSet<SlotId> = HashSet::new();
             let mut inserted = false;
             for sample in samples {
-                let labels = SeriesLabels::new(merge_labels(&sample.labels, &rec.target.labels));
-                // An exporter-supplied timestamp says when the value was measured. One further in
-                // the future than clocks drift would never age, so the sample is not trusted; a
-                // nearer one reads as the scrape's time, and absurd past ones (before 1970) are
-                // kept from overflowing ages.
-                let from_the_future = sample
-                    .timestamp_ms
-                    .is_some_and(|t| t > scraped_at.saturating_add(max_skew));
-                let unusable = sample
-                    .unusable
-                    .or(from_the_future.then_some(Unusable::FromTheFuture));
-                let at = sample
-                    .timestamp_ms
-                    .map(|t| t.clamp(0, scraped_at))
-                    .unwrap_or(scraped_at);
-                let mono = sample.timestamp_ms.is_none().then_some(scraped_mono);
-                let order_at = sample
-                    .timestamp_ms
-                    .filter(|_| !from_the_future)
-                    .unwrap_or(scraped_at);
-                let name: Arc<str> = match rec.series.get_key_value(sample.name.as_str()) {
-                    Some((name, _)) => name.clone(),
-                    None => Arc::from(sample.name.as_str()),
-                };
-                let by_labels = rec.series.entry(name.clone()).or_default();
-                let slot = match by_labels.entry(labels.clone()) {
-                    std::collections::hash_map::Entry::Occupied(e) => *e.get(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        let slot = slots.insert(SeriesState {
-                            name,
-                            labels: labels.clone(),
-                            latest: f64::NAN,
-                            latest_at: at,
-                            latest_mono: mono,
-                            last_valid: None,
-                            last_valid_before_page: None,
-                            present: false,
-                            unusable: None,
-                            valid_until: None,
-                            rank: 0,
-                            order_at,
-                            held_bits: sample.value.to_bits(),
-                        });
-                        postings.insert(&rec.target.id, &sample.name, &labels, slot, stamp);
-                        inserted = true;
-                        *e.insert(slot)
-                    }
-                };
+                let stamped = time.of(&sample);
+                let (slot, new) = slot_for(rec, postings, slots, stamp, &sample, &stamped);
+                inserted |= new;
                 let Some(state) = slots.get_mut(slot) else {
                     continue;
                 };
-                // Every series was marked absent before the page, so one already present was
-                // seen earlier in this page: the same series twice. Prometheus keeps the first
-                // and reports the page; here neither value is trusted, and the retained value
-                // stays the last one seen unambiguously, so the duplicate never lowers an answer.
-                if state.present {
-                    // An out-of-order first copy keeps the series out of order: its time is
-                    // still the held sample's, and only that reading stays unknown however old
-                    // the held sample grows.
-                    if !state.unusable.is_some_and(Unusable::keeps_held_time) {
-                        state.unusable = Some(Unusable::Duplicated);
+                match apply_sample(state, &sample, &stamped, valid_until_ms) {
+                    SampleFate::Taken => {}
+                    SampleFate::Duplicate => {
+                        if counted_twice.insert(slot) {
+                            outcome.duplicates += 1;
+                        }
                     }
-                    if counted_twice.insert(slot) {
-                        duplicates += 1;
-                    }
-                    state.latest = f64::NAN;
-                    state.last_valid = state.last_valid_before_page;
-                    continue;
-                }
-                state.last_valid_before_page = state.last_valid;
-                // A producer's time older than the one the series holds is out of order, and
-                // the same time with another value is a duplicate sample: Prometheus rejects
-                // both. Neither value is trusted: the series keeps its time and its retained
-                // value (policy/observation.rs reads it as unknown).
-                let refused = sample.timestamp_ms.and_then(|t| {
-                    if t < state.order_at {
-                        Some(Unusable::OutOfOrder)
-                    } else if t == state.order_at && sample.value.to_bits() != state.held_bits {
-                        Some(Unusable::DuplicateTimestamp)
-                    } else {
-                        None
-                    }
-                });
-                if let Some(why) = refused {
-                    out_of_order += 1;
-                    state.present = true;
-                    state.unusable = Some(why);
-                    state.latest = f64::NAN;
-                    continue;
-                }
-                state.held_bits = sample.value.to_bits();
-                state.latest = sample.value;
-                state.latest_at = at;
-                state.order_at = order_at;
-                state.latest_mono = mono;
-                state.present = true;
-                state.unusable = unusable;
-                state.valid_until = valid_until_ms;
-                // An unusable sample's value is not retained either: a floor holding it could
-                // be lower than the state the pod holds now.
-                if unusable.is_none() && invalid_reason(sample.value).is_none() {
-                    state.last_valid = Some((sample.value as u64, at));
+                    SampleFate::Refused => outcome.out_of_order += 1,
                 }
             }
-            // Series added by this page are present, so the absent ones are all in `before`.
-            let mut absent = Vec::new();
-            for (slot, reading, may_have_been_stale) in before {
-                if let Some(s) = slots.get(slot) {
-                    // A target that recovers changes how every series of it reads.
-                    if was_failing
-                        || reason_changed
-                        || may_have_been_stale
-                        || s.reading() != reading
-                    {
-                        postings.touch(&s.name, &s.labels, stamp);
-                    }
-                    if !s.present {
-                        absent.push((s.latest_at, slot));
-                    }
-                }
-            }
-            forgotten = forget_longest_unseen(rec, postings, slots, stamp, absent);
+            let absent = touch_changed(postings, slots, stamp, before, reads_anew);
+            outcome.forgotten = forget_longest_unseen(rec, postings, slots, stamp, absent);
             if inserted {
                 rank_series(rec, slots);
             }
             rec.cell.refresh(&rec.series, slots);
         });
-        PageOutcome {
-            duplicates,
-            out_of_order,
-            forgotten,
-        }
+        outcome
     }
 
     pub fn record_failure(
