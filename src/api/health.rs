@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(ask(Method::POST, "/livez").await, (200, "ok\n".into()));
         // Not ready yet: the first scrape round has not completed.
         assert_eq!(ask(Method::GET, "/readyz").await.0, 503);
-        handler.adapter.mark_ready();
+        handler.ready().mark();
         assert_eq!(ask(Method::GET, "/readyz").await.0, 200);
         assert_eq!(ask(Method::GET, "/apis").await.0, 401);
     }

@@ -13,8 +13,7 @@ use tower::ServiceBuilder;
 use super::authentication::Authenticate;
 use super::head::Head;
 use super::open_pages::OpenPages;
-use super::transport::connection::{ConnectionGate, ConnectionLimits};
-use super::transport::shutdown::Shutdown;
+use super::ready::Ready;
 use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
 use super::{json_response, plain, ApiResponse, Routed, StatusReason};
 use crate::engine::{Adapter, StatusQuery};
@@ -65,6 +64,7 @@ where
 #[derive(Clone)]
 pub struct MetricsPages {
     adapter: Arc<Adapter>,
+    ready: Ready,
     status_builds: Arc<Semaphore>,
     /// The HPAs' panel, when the adapter predicts HPAs.
     hpa_panel: Option<PagePanel>,
@@ -72,9 +72,10 @@ pub struct MetricsPages {
 
 impl MetricsPages {
     /// The pages of one listener.
-    pub fn new(adapter: Arc<Adapter>) -> Self {
+    pub fn new(adapter: Arc<Adapter>, ready: Ready) -> Self {
         MetricsPages {
             adapter,
+            ready,
             // One status document is built at a time per listener: each is linear in the
             // page, but a crowd of callers must not take every blocking thread.
             status_builds: Arc::new(Semaphore::new(1)),
@@ -120,7 +121,7 @@ fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
 
 /// The status page: the HPAs' predictions, every scope's history and the scrape targets'
 /// health.
-pub fn status_page_html(adapter: &Adapter, hpa_panel: Option<&PagePanel>) -> String {
+pub fn status_page_html(adapter: &Adapter, ready: bool, hpa_panel: Option<&PagePanel>) -> String {
     use super::status_page::{render, Page, TargetRow};
     let view = adapter.explainer().history(&Default::default());
     let now = view.now_ms;
@@ -142,7 +143,7 @@ pub fn status_page_html(adapter: &Adapter, hpa_panel: Option<&PagePanel>) -> Str
     render(&Page {
         now_ms: now,
         retention_ms: view.retention_ms,
-        ready: adapter.explainer().is_ready(),
+        ready,
         scopes: &view.scopes,
         tracked: view.tracked,
         max_scopes: view.max_scopes,
@@ -150,21 +151,6 @@ pub fn status_page_html(adapter: &Adapter, hpa_panel: Option<&PagePanel>) -> Str
         targets: targets.as_deref(),
         hpas: hpa_panel.map(|panel| panel()).as_deref(),
     })
-}
-
-/// Serve `/metrics` and `/status` over plain HTTP with default connection limits.
-pub async fn serve_metrics(listener: TcpListener, adapter: Arc<Adapter>) {
-    let listening = Listening {
-        gate: ConnectionGate::new(
-            "metrics",
-            ConnectionLimits::default(),
-            adapter.self_metrics(),
-        ),
-        tls: None,
-        shutdown: Shutdown::new(),
-        gatekeeper: None,
-    };
-    serve_metrics_on(listener, listening, MetricsPages::new(adapter), true).await
 }
 
 async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> ApiResponse {
@@ -196,7 +182,7 @@ async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> Ap
                 .body(Full::new(Bytes::from(page)))
                 .unwrap_or_else(|_| plain(500, "encoding failed\n"))
         }
-        "/status" => status_document(adapter, query, status_builds).await,
+        "/status" => status_document(adapter, pages.ready.is_ready(), query, status_builds).await,
         "/status/history" => json_response(200, &history_json(adapter, query)),
         "/" => http::Response::builder()
             .header(http::header::CONTENT_TYPE, "text/html; charset=utf-8")
@@ -208,6 +194,7 @@ async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> Ap
             )
             .body(Full::new(Bytes::from(status_page_html(
                 adapter,
+                pages.ready.is_ready(),
                 pages.hpa_panel.as_ref(),
             ))))
             .unwrap_or_else(|_| plain(500, "encoding failed\n")),
@@ -224,6 +211,7 @@ async fn metrics_response<B>(pages: &MetricsPages, req: &http::Request<B>) -> Ap
 /// stay free for the HPA's requests and the probes.
 async fn status_document(
     adapter: &Arc<Adapter>,
+    ready: bool,
     query: Option<&str>,
     status_builds: &Semaphore,
 ) -> ApiResponse {
@@ -242,7 +230,7 @@ async fn status_document(
     let adapter = adapter.clone();
     let runtime = tokio::runtime::Handle::current();
     let built = tokio::task::spawn_blocking(move || {
-        let doc = runtime.block_on(adapter.explainer().status(&query));
+        let doc = runtime.block_on(adapter.explainer().status(&query, ready));
         serde_json::to_vec(&doc)
     })
     .await;

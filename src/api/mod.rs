@@ -11,6 +11,7 @@ pub mod health;
 pub mod metrics_port;
 pub mod open_pages;
 pub mod readiness;
+pub mod ready;
 pub mod request_metrics;
 pub mod server;
 pub mod status_page;
@@ -334,6 +335,7 @@ fn valid_namespace(ns: &str) -> bool {
 /// the request is counted around it (`server::api_service`).
 pub struct ApiHandler {
     pub(crate) adapter: Arc<Adapter>,
+    ready: ready::Ready,
     /// Whether the engine may reuse answers (always, except in the bench's comparison).
     reuse_answers: bool,
     /// Selectors already parsed, by their decoded text: each HPA asks the same question every
@@ -355,6 +357,7 @@ const MAX_SELECTORS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(1024).
 impl ApiHandler {
     pub fn new(adapter: Arc<Adapter>) -> Self {
         ApiHandler {
+            ready: ready::Ready::new(adapter.self_metrics()),
             adapter,
             reuse_answers: true,
             selectors: std::sync::Mutex::new(crate::bounded_lru::bounded_lru(MAX_SELECTORS)),
@@ -369,8 +372,18 @@ impl ApiHandler {
         self
     }
 
+    /// The handler answering `/readyz` from `ready`, a flag it shares with the status port.
+    pub fn with_ready(mut self, ready: ready::Ready) -> Self {
+        self.ready = ready;
+        self
+    }
+
+    pub fn ready(&self) -> &ready::Ready {
+        &self.ready
+    }
+
     pub fn health(&self, which: &str) -> ApiResponse {
-        if which == "readyz" && !self.adapter.explainer().is_ready() {
+        if which == "readyz" && !self.ready.is_ready() {
             return plain(503, "not ready: the first scrape round has not completed\n");
         }
         plain(200, "ok\n")

@@ -62,7 +62,7 @@ mod tests {
     #[tokio::test]
     async fn the_open_pages_are_answered_before_the_gate() {
         let handler = default_handler();
-        let pages = MetricsPages::new(handler.adapter.clone());
+        let pages = MetricsPages::new(handler.adapter.clone(), handler.ready().clone());
         let gate = bearer_gate();
         let ask = |method: Method, path: &'static str| {
             let chain = metrics_service(&pages, Some(&gate), false, peer());

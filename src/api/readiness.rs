@@ -50,7 +50,7 @@ mod tests {
     #[tokio::test]
     async fn readyz_fails_once_the_server_terminates() {
         let handler = Arc::new(default_handler());
-        handler.adapter.mark_ready();
+        handler.ready().mark();
         let shutdown = Shutdown::new();
         let ask = |path: &'static str| {
             let (handler, shutdown) = (handler.clone(), shutdown.clone());

@@ -381,12 +381,8 @@ impl Bench {
             );
             scraper.scrape_round().await;
             let adapter = engine.adapter().clone();
-            let ready = adapter.clone();
-            tokio::spawn(async move {
-                scraper
-                    .run(config.scrape.interval.0, move || ready.mark_ready())
-                    .await
-            });
+            // Readiness is the API port's: nothing here asks /readyz.
+            tokio::spawn(async move { scraper.run(config.scrape.interval.0, || {}).await });
             Ok::<_, BenchError>((client, discovery, targets, adapter))
         })?;
         let (client, discovery, targets, adapter) = built;

@@ -328,9 +328,9 @@ impl Scraped {
     /// phase of the interval (`Scraper::run`).
     pub fn spawn_loop(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let scraper = self.scraper.clone();
-        let adapter = self.adapter.clone();
+        // Readiness is the API port's: nothing here asks /readyz.
         tokio::spawn(async move {
-            scraper.run(interval, move || adapter.mark_ready()).await;
+            scraper.run(interval, || {}).await;
         })
     }
 

@@ -373,7 +373,6 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
         let samples = exposition::parse_all(page.as_bytes()).part(PART)?;
         store.record_success(t, now, 1, samples);
     }
-    adapter.mark_ready();
     Ok(adapter)
 }
 

@@ -162,7 +162,6 @@ impl Side {
                 ),
             ));
         }
-        engine.adapter().mark_ready();
         let sync_seconds = started.elapsed().as_secs_f64();
         // Every request computes its answer, so every one asks the cluster for spec.replicas.
         let handler = Arc::new(ApiHandler::new(engine.adapter().clone()).without_answer_reuse());

@@ -2,6 +2,7 @@
 //! client that polls it (docs/hpa-behaviour.md §1.2).
 
 use super::*;
+use crate::api::ready::Ready;
 use crate::cluster::{ReplicaSetFacts, WorkloadKind};
 
 /// What discovery would report about the simulated workload.
@@ -36,7 +37,8 @@ impl Cluster for SimWorkload {
 
 /// One adapter process: store, scraper, and the TLS API on its own port.
 pub(super) struct AdapterInstance {
-    pub(super) adapter: Arc<Adapter>,
+    /// The API port's readiness, marked after each scrape round.
+    pub(super) ready: Ready,
     pub(super) scraper: Scraper,
     /// The target set the simulated pods are written to, as discovery would.
     pub(super) targets: Arc<Store>,
@@ -102,10 +104,11 @@ impl AdapterInstance {
             .local_addr()
             .map_err(|e| SimulateError::Io(e.to_string()))?
             .port();
-        let handler = Arc::new(ApiHandler::new(adapter.clone()));
+        let handler = Arc::new(ApiHandler::new(adapter));
+        let ready = handler.ready().clone();
         let server = tokio::spawn(server::serve_api(listener, server_config, handler, None));
         Ok(AdapterInstance {
-            adapter,
+            ready,
             scraper,
             targets,
             server,

@@ -418,7 +418,7 @@ impl Runner {
             }
         }
         self.instance.scraper.scrape_round().await;
-        self.instance.adapter.mark_ready();
+        self.instance.ready.mark();
         self.report.scrape_rounds += 1;
     }
 

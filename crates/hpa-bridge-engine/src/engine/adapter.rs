@@ -4,7 +4,6 @@
 //! same engine (explainer.rs). Nothing reaches around it to the store or the source.
 //! It is assembled by `EngineBuilder` (builder.rs).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, Millis, Now};
@@ -28,8 +27,6 @@ pub struct Adapter {
     /// The same engine with answer reuse around it: what HPAs are served from.
     provider: Reusing<Arc<Engine>>,
     metrics: Arc<SelfMetrics>,
-    /// Whether the first scrape round has completed.
-    ready: Arc<AtomicBool>,
     /// The answers served to HPAs, per scope, bounded (history.rs).
     history: Arc<Mutex<History>>,
     /// `/status`, the history and the self-metrics, from the same engine and history.
@@ -56,19 +53,16 @@ impl Adapter {
         let engine = Engine::new(config, source, cluster, clock.clone(), metrics.clone());
         let engine = Arc::new(engine);
         let history = Arc::new(Mutex::new(History::new(limits)));
-        let ready = Arc::new(AtomicBool::new(false));
         Adapter {
             provider: Reusing::new(engine.clone(), clock),
             explainer: Explainer {
                 engine: engine.clone(),
                 history: history.clone(),
                 metrics: metrics.clone(),
-                ready: ready.clone(),
                 sections: Vec::new(),
             },
             engine,
             metrics,
-            ready,
             history,
         }
     }
@@ -98,13 +92,6 @@ impl Adapter {
     /// connections beside the request counters.
     pub fn self_metrics(&self) -> Arc<SelfMetrics> {
         self.metrics.clone()
-    }
-
-    /// Ready means the first scrape round has completed.
-    pub fn mark_ready(&self) {
-        if !self.ready.swap(true, Ordering::SeqCst) {
-            tracing::info!("first scrape round complete; ready");
-        }
     }
 
     pub fn stale_after_ms(&self) -> Millis {

@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -40,17 +39,11 @@ pub struct Explainer {
     /// The answers served, as the adapter keeps them.
     pub(super) history: Arc<Mutex<History>>,
     pub(super) metrics: Arc<SelfMetrics>,
-    /// Whether the first scrape round has completed, as the adapter was told.
-    pub(super) ready: Arc<AtomicBool>,
     /// Parts of `/status` kept outside the engine.
     pub(super) sections: Vec<StatusSection>,
 }
 
 impl Explainer {
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-
     fn stale_after_ms(&self) -> Millis {
         self.engine.stale_after_ms()
     }
@@ -92,7 +85,6 @@ impl Explainer {
         m.set_gauge("series", &m.series, held.series);
         m.set_gauge("stale_series", &m.stale_series, held.stale_series);
         m.set_gauge("targets", &m.targets, held.targets);
-        m.ready.set(i64::from(self.is_ready()));
         // Without a Prometheus source its families would only ever say 0.
         m.set_absent(&PROMETHEUS_FAMILIES, !self.has_prometheus_source());
         let (states, tracked, dropped) = {
@@ -147,8 +139,9 @@ impl Explainer {
     /// The `/status` document: the workloads seen in requests or found in the data, each with
     /// its current answer and inputs, and every target with its health. Enough to answer "why
     /// did the HPA get 7?" without anything else. `query` filters and pages the workloads;
-    /// only the rows on the page are evaluated.
-    pub async fn status(&self, query: &StatusQuery) -> serde_json::Value {
+    /// only the rows on the page are evaluated. `ready` is the server's readiness, which the
+    /// API holds.
+    pub async fn status(&self, query: &StatusQuery, ready: bool) -> serde_json::Value {
         let now = self.engine.clock.now();
         let mut rows: BTreeMap<StatusKey, RowOrigin> = BTreeMap::new();
         for (namespace, selector) in self.discovered_label_sets(now).await {
@@ -244,7 +237,7 @@ impl Explainer {
         let mut document = json!({
             "metadata": metadata,
             "now": rfc3339(now.wall),
-            "ready": self.is_ready(),
+            "ready": ready,
             "scrape": {
                 "interval": self.engine.config.scrape.interval.to_string(),
                 "timeout": crate::config::HumanDuration(self.engine.config.scrape.timeout()).to_string(),

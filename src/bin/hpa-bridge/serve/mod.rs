@@ -10,12 +10,13 @@ mod stop;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use hpa_bridge::api::ready::Ready;
 use hpa_bridge::api::transport::shutdown::Shutdown;
 use hpa_bridge::api::transport::Gatekeeper;
 use hpa_bridge::api::{metrics_port, ApiHandler};
 use hpa_bridge::clock::SystemClock;
 use hpa_bridge::config::Config;
-use hpa_bridge::engine::{self, Adapter, Assembly, EngineBuilder};
+use hpa_bridge::engine::{self, Assembly, EngineBuilder};
 use hpa_bridge::prediction::{self, HpaWatch, Predictions};
 use hpa_bridge::source::discovery::Discovery;
 use hpa_bridge::telemetry::{SelfMetrics, HPA_PREDICTION_FAMILIES};
@@ -103,7 +104,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         .spawn();
         Arc::new(move || prediction::panel::html(&predictions)) as metrics_port::PagePanel
     });
-    let pages = metrics_port::MetricsPages::new(adapter.clone()).with_hpa_panel(hpa_panel);
+    // One readiness for the API port's /readyz and the status port's pages.
+    let ready = Ready::new(metrics.clone());
+    let pages =
+        metrics_port::MetricsPages::new(adapter.clone(), ready.clone()).with_hpa_panel(hpa_panel);
 
     let (tls_config, gatekeeper) = tls_and_auth(&args).await?;
     let limits = args.connection_limits()?;
@@ -115,7 +119,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         .await?;
     ports.serve_status(&args, &pages, &metrics).await?;
     let target_count = engine.targets().targets().len();
-    start_sources(&engine, discovery, &adapter, scrape_interval);
+    start_sources(&engine, discovery, &ready, scrape_interval);
     tracing::info!(
         addr = %api_addr,
         targets = target_count,
@@ -124,7 +128,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     );
     ports.serve_api(
         api_listener,
-        Arc::new(ApiHandler::new(adapter.clone())),
+        Arc::new(ApiHandler::new(adapter.clone()).with_ready(ready)),
         tls_config,
         gatekeeper,
         adapter.self_metrics(),
@@ -200,7 +204,7 @@ async fn tls_and_auth(
 fn start_sources(
     engine: &Assembly,
     discovery: Option<Arc<Discovery>>,
-    adapter: &Arc<Adapter>,
+    ready: &Ready,
     interval: std::time::Duration,
 ) {
     let (scraper, prometheus) = (engine.scraper().cloned(), engine.prometheus().cloned());
@@ -211,13 +215,13 @@ fn start_sources(
         // namespace deletion (docs/hpa-behaviour.md §3.1). The probe only reports the version.
         match discovery {
             Some(d) => {
-                let ready = adapter.clone();
+                let ready = ready.clone();
                 tokio::spawn(async move {
                     d.wait_synced().await;
-                    ready.mark_ready();
+                    ready.mark();
                 });
             }
-            None => adapter.mark_ready(),
+            None => ready.mark(),
         }
         tracing::info!(url = %p.url(), "reading evidence from Prometheus; not scraping");
         tokio::spawn(async move {
@@ -231,12 +235,12 @@ fn start_sources(
             }
         });
     } else if let Some(scraper) = scraper {
-        let ready = adapter.clone();
+        let ready = ready.clone();
         tokio::spawn(async move {
             if let Some(d) = &discovery {
                 d.wait_synced().await;
             }
-            scraper.run(interval, move || ready.mark_ready()).await;
+            scraper.run(interval, move || ready.mark()).await;
         });
     }
 }

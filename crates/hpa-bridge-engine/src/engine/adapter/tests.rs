@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::BoxFuture;
 
@@ -90,7 +90,10 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
         ))
         .await
         .unwrap();
-    adapter.explainer().status(&StatusQuery::default()).await;
+    adapter
+        .explainer()
+        .status(&StatusQuery::default(), false)
+        .await;
     let h = adapter.explainer().history(&Filter::default());
     assert_eq!(h.capacity, 4);
     assert_eq!(h.scopes.len(), 1);
