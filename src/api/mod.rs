@@ -480,7 +480,14 @@ impl ApiHandler {
         };
         match served {
             Ok(served) => {
-                let (code, body) = served.rendered(form.slot(), |s| render(s, &query, form));
+                let render_now = || render(&served, &query, form);
+                let (code, body) = match served
+                    .attached::<Renderings>()
+                    .and_then(|r| r.0.get(form.slot()))
+                {
+                    Some(kept) => kept.get_or_init(render_now).clone(),
+                    None => render_now(),
+                };
                 bytes_response(code, body)
             }
             Err(e @ QueryError::UnknownMetric { .. }) => {
@@ -498,9 +505,15 @@ pub(crate) enum WireForm {
     Object(custom_metrics::ServedVersion),
 }
 
+/// The renderings of one served answer, per wire form, kept with it (`Served::attached`) so
+/// that a reused answer is not rendered again. Two forms at most: a query is External or
+/// Object, and custom metrics have two served versions.
+#[derive(Default)]
+struct Renderings([std::sync::OnceLock<(u16, Bytes)>; 2]);
+
 impl WireForm {
-    /// Where a served answer keeps this rendering (`Served::rendered`): a query is External
-    /// or Object, so only Object's two versions need separate places.
+    /// Where `Renderings` keeps this form: a query is External or Object, so only Object's two
+    /// versions need separate places.
     fn slot(self) -> usize {
         match self {
             WireForm::External | WireForm::Object(custom_metrics::ServedVersion::V1beta2) => 0,

@@ -5,10 +5,9 @@
 //! metric describes (docs/hpa-behaviour.md §1.2, §6.5). Both are one `MetricQuery`, answered
 //! by the same rules (`Adapter::answer`).
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
-
-use bytes::Bytes;
 
 use crate::policy::Answer;
 use crate::selector::LabelSelector;
@@ -111,10 +110,9 @@ pub struct Served {
     /// `spec.replicas` of the answer's workload when it was computed, kept in the history
     /// again with every reuse: a reuse needs the cluster's facts unchanged, so it still holds.
     spec_replicas: Option<u64>,
-    /// A front door's rendering of this answer, per wire form, kept with it so that a reused
-    /// answer is not rendered again. Two forms at most: a query is External or Object, and
-    /// custom metrics have two served versions.
-    rendered: [OnceLock<(u16, Bytes)>; 2],
+    /// What the front door keeps with this answer (its rendering), made on first use, so that
+    /// a reused answer is not prepared again. The engine never reads it.
+    attachment: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl Served {
@@ -123,7 +121,7 @@ impl Served {
             answer,
             window_secs,
             spec_replicas,
-            rendered: Default::default(),
+            attachment: OnceLock::new(),
         }
     }
 
@@ -131,17 +129,13 @@ impl Served {
         self.spec_replicas
     }
 
-    /// The rendering of this answer in wire form `form` (0 or 1), rendered on first use.
-    /// `render` must depend only on the answer and on what the query's key holds.
-    pub fn rendered(
-        &self,
-        form: usize,
-        render: impl FnOnce(&Served) -> (u16, Bytes),
-    ) -> (u16, Bytes) {
-        match self.rendered.get(form) {
-            Some(slot) => slot.get_or_init(|| render(self)).clone(),
-            None => render(self),
-        }
+    /// The front door's attachment to this answer, a `T::default()` on first use; `None` when
+    /// it holds another type. What it keeps must depend only on the answer and on what the
+    /// query's key holds, since a reused answer serves every query of that key.
+    pub fn attached<T: Any + Send + Sync + Default>(&self) -> Option<&T> {
+        self.attachment
+            .get_or_init(|| Box::new(T::default()))
+            .downcast_ref()
     }
 }
 
