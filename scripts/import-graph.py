@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Module import graph of src/ and crates/*/src/ (crate:: and super:: paths), at file-module and top-level
-granularity; prints cycles. Each crate re-exports the modules of the crates below it under their own names, so the
-trees share one module namespace here; Cargo already keeps each crate from importing the ones above it.
+"""Module import graph of src/ and crates/*/src/ (crate::, super:: and hpa_bridge_<crate>:: paths), at file-module
+and top-level granularity; prints cycles. No two crates hold a module of the same name, so the trees share one
+module namespace here; Cargo already keeps each crate from importing the ones above it.
 Test-only code (inline `#[cfg(test)] mod tests`, and modules declared under `#[cfg(test)]`) is left out:
 a test may reach across layers to check that they agree."""
 import os, re, sys
@@ -37,7 +37,7 @@ for m, p in mods.items():
     # drop test modules: everything after a line '#[cfg(test)]' followed by 'mod tests'
     src = re.split(r"#\[cfg\(test\)\]\s*mod tests", src)[0]
     src = re.sub(r"//[^\n]*", "", src)
-    for mm in re.finditer(r"crate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", src):
+    for mm in re.finditer(r"(?:\bcrate|\bhpa_bridge_(?:rules|store|sources|engine))::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", src):
         t = resolve(mm.group(1))
         if t and t != m and not m.startswith(t + "::"): edges[m].add(t)
     for mm in re.finditer(r"\buse super::((?:[a-z_][a-z0-9_]*::)*[a-z_A-Z0-9]*)", src):

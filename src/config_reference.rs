@@ -323,7 +323,7 @@ pub fn render(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use hpa_bridge_rules::config::Config;
 
     fn reference_path() -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md")

@@ -3,9 +3,9 @@
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The layers up to `policy` are the
 //! `hpa-bridge-rules` crate, `store` the `hpa-bridge-store` crate, `source`, `telemetry` and
-//! `tls` the `hpa-bridge-sources` crate, `engine` the `hpa-bridge-engine` crate, each re-exported
-//! here under its own name, so Cargo keeps each from importing anything above it; the order
-//! inside each crate is checked by scripts/import-graph.py.
+//! `tls` the `hpa-bridge-sources` crate, `engine` the `hpa-bridge-engine` crate; each `use` names
+//! the crate it comes from, and Cargo keeps each crate from importing anything above it. The
+//! order inside each crate is checked by scripts/import-graph.py.
 //! `policy`, `selector`, `exposition` and `hpa::model` are pure: no I/O, time is a parameter.
 
 pub mod api;
@@ -19,11 +19,3 @@ pub mod hpa;
 pub mod lease;
 pub mod memory;
 pub mod prediction;
-
-pub use hpa_bridge_rules::{
-    clock, cluster, config, evidence, exposition, policy, redaction, selector,
-};
-pub use hpa_bridge_sources::{source, store, telemetry, tls};
-
-pub(crate) use hpa_bridge_engine::bounded_lru;
-pub use hpa_bridge_engine::engine;

@@ -15,8 +15,8 @@ use super::{
     json_response, query_param, status_response, valid_namespace, ApiHandler, ApiResponse,
     StatusReason, WireForm,
 };
-use crate::engine::{MetricQuery, ObjectKind, ObjectRef};
-use crate::selector::{LabelSelector, Operator};
+use hpa_bridge_engine::engine::{MetricQuery, ObjectKind, ObjectRef};
+use hpa_bridge_rules::selector::{LabelSelector, Operator};
 
 pub const GROUP: &str = "custom.metrics.k8s.io";
 /// Served versions, preferred first: the HPA's client picks the preferred one from discovery.

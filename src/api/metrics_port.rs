@@ -16,7 +16,7 @@ use super::open_pages::OpenPages;
 use super::ready::Ready;
 use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
 use super::{json_response, plain, ApiResponse, Routed, StatusReason};
-use crate::engine::{Adapter, StatusQuery};
+use hpa_bridge_engine::engine::{Adapter, StatusQuery};
 
 /// A section of the status page rendered by a part above the API (the HPA predictions).
 pub type PagePanel = Arc<dyn Fn() -> String + Send + Sync>;
@@ -97,7 +97,7 @@ async fn page<B>(pages: MetricsPages, req: Routed<B>) -> Result<ApiResponse, Inf
 
 /// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
 fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
-    let filter = crate::engine::history::Filter {
+    let filter = hpa_bridge_engine::engine::history::Filter {
         namespace: super::query_param(query, "namespace")
             .ok()
             .flatten()
@@ -110,7 +110,10 @@ fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
     let view = adapter.explainer().history(&filter);
     let mut doc = serde_json::to_value(&view).unwrap_or_default();
     if let Some(obj) = doc.as_object_mut() {
-        obj.insert("now".into(), crate::clock::rfc3339(view.now_ms).into());
+        obj.insert(
+            "now".into(),
+            hpa_bridge_rules::clock::rfc3339(view.now_ms).into(),
+        );
         obj.insert(
             "retentionSeconds".into(),
             (view.retention_ms as f64 / 1000.0).into(),

@@ -25,10 +25,10 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::clock::rfc3339;
-use crate::engine::{Adapter, MetricQuery, QueryError, Served};
-use crate::policy::{self, Outcome};
-use crate::selector::LabelSelector;
+use hpa_bridge_engine::engine::{Adapter, MetricQuery, QueryError, Served};
+use hpa_bridge_rules::clock::rfc3339;
+use hpa_bridge_rules::policy::{self, Outcome};
+use hpa_bridge_rules::selector::LabelSelector;
 
 pub const GROUP: &str = "external.metrics.k8s.io";
 pub const VERSION: &str = "v1beta1";
@@ -360,7 +360,9 @@ impl ApiHandler {
             ready: ready::Ready::new(adapter.self_metrics()),
             adapter,
             reuse_answers: true,
-            selectors: std::sync::Mutex::new(crate::bounded_lru::bounded_lru(MAX_SELECTORS)),
+            selectors: std::sync::Mutex::new(hpa_bridge_engine::bounded_lru::bounded_lru(
+                MAX_SELECTORS,
+            )),
         }
     }
 
@@ -451,7 +453,7 @@ impl ApiHandler {
     fn parse_selector(
         &self,
         text: String,
-    ) -> Result<Arc<LabelSelector>, crate::selector::SelectorError> {
+    ) -> Result<Arc<LabelSelector>, hpa_bridge_rules::selector::SelectorError> {
         let known = self
             .selectors
             .lock()

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_sources::telemetry::SelfMetrics;
 
 #[derive(Clone, Debug)]
 pub struct Ready {

@@ -13,8 +13,8 @@ use http::Method;
 use tower::{Layer, Service};
 
 use super::{ApiResponse, Route, Routed};
-use crate::engine::Adapter;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_engine::engine::Adapter;
+use hpa_bridge_sources::telemetry::SelfMetrics;
 
 /// A request's label in the self-metrics: which configured metric it asked for, or none
 /// (`-`). Held as a position among the served metrics rather than a borrowed name, so the

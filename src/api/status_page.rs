@@ -9,8 +9,8 @@
 
 use std::fmt::Write;
 
-use crate::clock::{rfc3339, Millis};
-use crate::engine::history::{Entry, Reply, ScopeHistory, HPA_CADENCE_MS};
+use hpa_bridge_engine::engine::history::{Entry, Reply, ScopeHistory, HPA_CADENCE_MS};
+use hpa_bridge_rules::clock::{rfc3339, Millis};
 
 /// How often the page reloads itself (a `<meta http-equiv="refresh">`, no script).
 pub const REFRESH_SECONDS: u32 = 15;
@@ -379,7 +379,7 @@ fn timeline(out: &mut String, entries: &[Entry], now: Millis, retention_ms: Mill
         "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
          viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\"><title>answers over the last {}</title>\
          <text x=\"{PAD}\" y=\"11\" font-size=\"10\" fill=\"#777\">max {top}</text>",
-        crate::config::HumanDuration(std::time::Duration::from_millis(retention_ms.max(0) as u64)),
+        hpa_bridge_rules::config::HumanDuration(std::time::Duration::from_millis(retention_ms.max(0) as u64)),
     );
     axis(out, now, retention_ms, &x);
     // Where each entry's period ends: the next entry, or one HPA sync after it for the newest.
@@ -518,8 +518,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::engine::history::{HistoryKey, InputCounts};
-    use crate::policy::RefusalKind;
+    use hpa_bridge_engine::engine::history::{HistoryKey, InputCounts};
+    use hpa_bridge_rules::policy::RefusalKind;
 
     fn entry(at_ms: Millis, served: Reply, rec: Option<u64>, floor: Option<u64>) -> Entry {
         Entry {
@@ -598,15 +598,15 @@ mod tests {
             evil,
         );
         s.key.namespace = format!("ns\"{evil}");
-        s.last_inputs = vec![crate::engine::history::InputSummary {
+        s.last_inputs = vec![hpa_bridge_engine::engine::history::InputSummary {
             target: evil.into(),
             series: format!("x{{note=\"{evil}\"}}"),
             value: evil.into(),
             status: evil.into(),
         }];
         s.last_inputs_total = 9;
-        s.last_producer_reasons = vec![crate::evidence::ProducerReason {
-            target: crate::evidence::TargetId(evil.into()),
+        s.last_producer_reasons = vec![hpa_bridge_rules::evidence::ProducerReason {
+            target: hpa_bridge_rules::evidence::TargetId(evil.into()),
             reason: evil.into(),
         }];
         s.key.metric = format!("m'{evil}");

@@ -123,7 +123,7 @@ fn answers_computed(adapter: &Adapter) -> usize {
 /// one that does not parse is still a 400 naming the parameter.
 #[tokio::test]
 async fn object_metric_selectors_are_remembered_too() {
-    use crate::clock::ManualClock;
+    use hpa_bridge_rules::clock::ManualClock;
     let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
     let handler = ApiHandler::new(adapter);
     let get = |selector: &str| {
@@ -146,7 +146,7 @@ async fn object_metric_selectors_are_remembered_too() {
 
 #[tokio::test]
 async fn parsed_selectors_are_remembered_within_a_bound() {
-    use crate::clock::ManualClock;
+    use hpa_bridge_rules::clock::ManualClock;
     let adapter = default_adapter(Arc::new(ManualClock::new(1_000_000)));
     let handler = ApiHandler::new(adapter.clone());
     async fn get(h: &ApiHandler, selector: &str) -> u16 {
@@ -189,7 +189,7 @@ async fn parsed_selectors_are_remembered_within_a_bound() {
 
 #[tokio::test]
 async fn rendered_answers_are_reused_only_while_nothing_changed() {
-    use crate::clock::ManualClock;
+    use hpa_bridge_rules::clock::ManualClock;
     let clock = Arc::new(ManualClock::new(1_000_000));
     let engine = default_engine(clock.clone());
     let adapter = engine.adapter().clone();
@@ -206,7 +206,7 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
     assert_eq!(answers_computed(&adapter), 1);
     assert_eq!(get(&handler).await, 404);
     assert_eq!(answers_computed(&adapter), 1, "reused within the second");
-    clock.advance(crate::engine::ANSWER_REUSE_MS);
+    clock.advance(hpa_bridge_engine::engine::ANSWER_REUSE_MS);
     assert_eq!(get(&handler).await, 404);
     assert_eq!(
         answers_computed(&adapter),
@@ -219,9 +219,9 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
     assert_eq!(answers_computed(&adapter), 2, "an unchanged store");
     engine
         .targets()
-        .set_targets(vec![crate::store::ScrapeTarget {
+        .set_targets(vec![hpa_bridge_store::store::ScrapeTarget {
             format: Default::default(),
-            id: crate::evidence::TargetId("new".into()),
+            id: hpa_bridge_rules::evidence::TargetId("new".into()),
             url: "http://new/metrics".into(),
             labels: [("namespace".to_string(), "default".to_string())].into(),
             workload: None,
@@ -245,10 +245,10 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
 /// scope does not.
 #[tokio::test]
 async fn a_reused_answer_follows_a_value_change_in_its_scope() {
-    use crate::clock::{Clock, ManualClock};
-    use crate::evidence::TargetId;
-    use crate::exposition::ExposedSample;
-    use crate::store::ScrapeTarget;
+    use hpa_bridge_rules::clock::{Clock, ManualClock};
+    use hpa_bridge_rules::evidence::TargetId;
+    use hpa_bridge_rules::exposition::ExposedSample;
+    use hpa_bridge_store::store::ScrapeTarget;
     let clock = Arc::new(ManualClock::new(1_000_000));
     let engine = default_engine(clock.clone());
     let adapter = engine.adapter().clone();
@@ -309,22 +309,27 @@ async fn a_reused_answer_follows_a_value_change_in_its_scope() {
 }
 
 /// An engine over the default config and an empty store, on `clock`.
-pub(super) fn default_engine(clock: Arc<crate::clock::ManualClock>) -> crate::engine::Assembly {
-    crate::engine::EngineBuilder::new(crate::config::Config::from_yaml("").unwrap(), clock)
-        .build()
-        .unwrap()
+pub(super) fn default_engine(
+    clock: Arc<hpa_bridge_rules::clock::ManualClock>,
+) -> hpa_bridge_engine::engine::Assembly {
+    hpa_bridge_engine::engine::EngineBuilder::new(
+        hpa_bridge_rules::config::Config::from_yaml("").unwrap(),
+        clock,
+    )
+    .build()
+    .unwrap()
 }
 
 /// The adapter of [`default_engine`].
-pub(super) fn default_adapter(clock: Arc<crate::clock::ManualClock>) -> Arc<Adapter> {
+pub(super) fn default_adapter(clock: Arc<hpa_bridge_rules::clock::ManualClock>) -> Arc<Adapter> {
     default_engine(clock).adapter().clone()
 }
 
 /// A handler over the default config and an empty store.
 pub(super) fn default_handler() -> ApiHandler {
-    ApiHandler::new(default_adapter(Arc::new(crate::clock::ManualClock::new(
-        1_000_000,
-    ))))
+    ApiHandler::new(default_adapter(Arc::new(
+        hpa_bridge_rules::clock::ManualClock::new(1_000_000),
+    )))
 }
 
 /// The bytes of a response built here (one `Full` frame), without consuming it.

@@ -270,7 +270,7 @@ pub struct TtlCache<K, V> {
 
 impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn new(max_entries: usize) -> Self {
-        let entries = crate::bounded_lru::bounded_lru(
+        let entries = hpa_bridge_engine::bounded_lru::bounded_lru(
             std::num::NonZeroUsize::new(max_entries).unwrap_or(std::num::NonZeroUsize::MIN),
         );
         TtlCache {

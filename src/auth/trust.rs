@@ -15,7 +15,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 use super::requestheader::RequestHeaderConfig;
-use crate::tls::{crypto_provider, pem_certs};
+use hpa_bridge_sources::tls::{crypto_provider, pem_certs};
 
 pub const CONFIGMAP_NAMESPACE: &str = "kube-system";
 pub const CONFIGMAP_NAME: &str = "extension-apiserver-authentication";
@@ -91,7 +91,9 @@ impl CaBundle {
             verifier,
             subjects,
             origin: origin.to_string(),
-            verdicts: std::sync::Mutex::new(crate::bounded_lru::bounded_lru(MAX_VERDICTS)),
+            verdicts: std::sync::Mutex::new(hpa_bridge_engine::bounded_lru::bounded_lru(
+                MAX_VERDICTS,
+            )),
         })
     }
 

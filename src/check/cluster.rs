@@ -18,7 +18,7 @@ use super::{
     queries_for, AdapterAnswer, AdapterReply, ApiServiceInput, CheckSettings, HpaInput, Inputs,
     MetricQuery, ScaledObjectInput, CUSTOM_METRICS_APISERVICE, EXTERNAL_METRICS_APISERVICE,
 };
-use crate::config::Config;
+use hpa_bridge_rules::config::Config;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {

@@ -328,9 +328,9 @@ pub fn workload_from_json(
         pod_labels,
         deletion_cost_opt_in: v
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(crate::cluster::DELETION_COST_OPT_IN))
+            .and_then(|a| a.get(hpa_bridge_rules::cluster::DELETION_COST_OPT_IN))
             .and_then(Value::as_str)
-            == Some(crate::cluster::DELETION_COST_FROM_INDEX),
+            == Some(hpa_bridge_rules::cluster::DELETION_COST_FROM_INDEX),
         source,
     })
 }

@@ -42,7 +42,7 @@ fn source(ctx: &Ctx, ns: &str, target: &CrossVersionObjectReference) -> Source {
         discovery.namespaces.is_empty() || discovery.namespaces.iter().any(|n| n == ns);
     let selected = match &discovery.pod_selector {
         None => Some(true),
-        Some(text) => crate::selector::LabelSelector::parse(text)
+        Some(text) => hpa_bridge_rules::selector::LabelSelector::parse(text)
             .ok()
             .map(|s| s.matches(labels)),
     };

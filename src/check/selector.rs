@@ -4,11 +4,11 @@
 use super::*;
 
 /// The selector as the HPA sends it, from the one renderer
-/// ([`crate::selector::label_selector_to_string`], docs/hpa-behaviour.md §1.2). A selector the
+/// ([`hpa_bridge_rules::selector::label_selector_to_string`], docs/hpa-behaviour.md §1.2). A selector the
 /// API server would reject renders as the error, so findings still quote it and the adapter
 /// query made with it fails rather than selecting everything.
 pub fn selector_text(selector: Option<&K8sSelector>) -> String {
-    crate::selector::label_selector_to_string(selector).unwrap_or_else(|e| e.to_string())
+    hpa_bridge_rules::selector::label_selector_to_string(selector).unwrap_or_else(|e| e.to_string())
 }
 
 /// The single value a selector pins a label key to, if it does.

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::cluster::PodFacts;
-use crate::policy::cost_confirms;
+use hpa_bridge_rules::cluster::PodFacts;
+use hpa_bridge_rules::policy::cost_confirms;
 
 pub use crate::lease::FIELD_MANAGER;
 

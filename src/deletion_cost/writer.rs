@@ -14,16 +14,16 @@ use kube::Client;
 use tokio::time::Instant;
 
 use super::cost_patch::{cost_patches, CostPatch, FIELD_MANAGER};
-use crate::clock::{Clock, Millis};
-use crate::cluster::{WorkloadRef, POD_DELETION_COST};
-use crate::config::{Config, MetricSpec};
-use crate::evidence::{Evidence, Read, Scope};
 use crate::lease::Leadership;
-use crate::policy::{pod_indices, QueryContext};
-use crate::selector::LabelSelector;
-use crate::source::discovery::Discovery;
-use crate::store::Store;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{Clock, Millis};
+use hpa_bridge_rules::cluster::{WorkloadRef, POD_DELETION_COST};
+use hpa_bridge_rules::config::{Config, MetricSpec};
+use hpa_bridge_rules::evidence::{Evidence, Read, Scope};
+use hpa_bridge_rules::policy::{pod_indices, QueryContext};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::discovery::Discovery;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::Store;
 
 /// How long a written cost may take to show in the watch before it is written again: long
 /// enough for the watch to catch up, short enough that a value another writer changed is put
@@ -355,7 +355,7 @@ mod tests {
         }
         assert!(!w.due(&key(), 3, now + Duration::from_secs(19)));
         let web = WorkloadRef {
-            kind: crate::cluster::WorkloadKind::Deployment,
+            kind: hpa_bridge_rules::cluster::WorkloadKind::Deployment,
             namespace: "games".into(),
             name: "web".into(),
         };
@@ -384,7 +384,7 @@ mod tests {
         let d = |ns: &str, name: &str| {
             (
                 WorkloadRef {
-                    kind: crate::cluster::WorkloadKind::Deployment,
+                    kind: hpa_bridge_rules::cluster::WorkloadKind::Deployment,
                     namespace: ns.into(),
                     name: name.into(),
                 },

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::clock::Millis;
+use hpa_bridge_rules::clock::Millis;
 
 /// Everything one explanation is computed from.
 #[derive(Clone, Debug)]
@@ -108,9 +108,9 @@ impl ServedAnswer {
         namespace: &str,
         selector: &str,
         object: Option<String>,
-        answer: &crate::policy::Answer,
+        answer: &hpa_bridge_rules::policy::Answer,
     ) -> ServedAnswer {
-        use crate::policy::Outcome;
+        use hpa_bridge_rules::policy::Outcome;
         let (value, refusal) = match &answer.outcome {
             Outcome::Value { value, .. } => (Some(*value), None),
             Outcome::Refused { kind, .. } => (

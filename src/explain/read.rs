@@ -14,7 +14,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::observation::{AnswerHistory, Observation, PodCount, ScaleView, ServedAnswer};
-use crate::clock::Millis;
+use hpa_bridge_rules::clock::Millis;
 
 /// The most of the status document read; a larger one is refused, not buffered.
 const MAX_STATUS_BYTES: usize = 64 << 20;

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use crate::clock::Millis;
 use crate::hpa::model::{ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInput, TargetSelector};
+use hpa_bridge_rules::clock::Millis;
 
 /// One past sync of the HPA as hpa-bridge saw it: when it asked, and what each metric read.
 #[derive(Clone, Debug, PartialEq)]

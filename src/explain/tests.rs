@@ -6,13 +6,13 @@ use serde_json::{json, Value};
 
 use super::observation::*;
 use super::*;
-use crate::clock::Millis;
+use hpa_bridge_rules::clock::Millis;
 
 /// 2026-12-06T03:00:00Z.
 const NOW: Millis = 1_796_526_000_000;
 
 fn at(seconds_before_now: i64) -> String {
-    crate::clock::rfc3339(NOW - seconds_before_now * 1000)
+    hpa_bridge_rules::clock::rfc3339(NOW - seconds_before_now * 1000)
 }
 
 fn external(name: &str, target: Value) -> Value {
@@ -542,7 +542,10 @@ fn the_history_replays_the_controllers_memory_and_times_the_next_sync() {
     }]);
     let replayed = explain(&obs).unwrap();
     assert_eq!(replayed.next.desired_replicas, 6, "{replayed:?}");
-    assert_eq!(replayed.next.at, crate::clock::rfc3339(NOW + 10_000));
+    assert_eq!(
+        replayed.next.at,
+        hpa_bridge_rules::clock::rfc3339(NOW + 10_000)
+    );
     assert!(
         replayed
             .notes

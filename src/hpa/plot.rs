@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::simulate::{fmt_t, Report};
-use crate::clock::Millis;
+use hpa_bridge_rules::clock::Millis;
 
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 440.0;

@@ -14,7 +14,7 @@
 //! - The holder leads only while its last successful renewal was sent less than `renewDeadline`
 //!   ago. `renewDeadline < leaseDuration`, so it stops before any candidate may take over.
 
-use crate::clock::{Millis, Now};
+use hpa_bridge_rules::clock::{Millis, Now};
 
 /// The Lease's spec as the election reads and writes it (client-go's `LeaderElectionRecord`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

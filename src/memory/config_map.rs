@@ -9,7 +9,7 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 
 use crate::lease::FIELD_MANAGER;
-use crate::store::Memory;
+use hpa_bridge_store::store::Memory;
 
 /// The key of the ConfigMap that holds the memory.
 const KEY: &str = "memory.json";
@@ -140,7 +140,7 @@ fn fitting(memory: &Memory) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{RememberedSeries, RememberedTarget};
+    use hpa_bridge_store::store::{RememberedSeries, RememberedTarget};
 
     #[test]
     fn a_memory_too_large_for_a_config_map_loses_its_last_targets_and_fits() {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::config_map::MemoryObject;
-use crate::clock::{rfc3339, Clock, Millis};
 use crate::lease::Leadership;
-use crate::store::{Memory, Store};
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{rfc3339, Clock, Millis};
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::{Memory, Store};
 
 #[derive(Clone, Copy, Debug)]
 pub struct MemoryTimings {

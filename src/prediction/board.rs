@@ -7,8 +7,8 @@ use std::sync::RwLock;
 use serde_json::{json, Value};
 
 use super::check::{Pending, PredictionCheck};
-use crate::clock::Millis;
 use crate::explain::Explanation;
+use hpa_bridge_rules::clock::Millis;
 
 /// One HPA's newest explanation and how its predictions fared.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::clock::{rfc3339, Millis};
+use hpa_bridge_rules::clock::{rfc3339, Millis};
 
 /// How long after a sync is due its result is read, at most: the controller writes its status
 /// within a few hundred milliseconds of a sync. At most half a period, so that the check reads

@@ -23,13 +23,13 @@ use serde_json::Value;
 use super::board::{HpaPrediction, Predictions};
 use super::check::Pending;
 use super::shadow::{scale_target, shadow_metric, shadowed};
-use crate::clock::Millis;
-use crate::engine::history::Filter;
-use crate::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
 use crate::explain::explanation::scope_of;
 use crate::explain::{explain, AnswerHistory, Observation, ServedAnswer};
 use crate::hpa::model::{HpaSpec, MetricSpec, NEWEST_KUBE_MINOR};
-use crate::selector::LabelSelector;
+use hpa_bridge_engine::engine::history::Filter;
+use hpa_bridge_engine::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
+use hpa_bridge_rules::clock::Millis;
+use hpa_bridge_rules::selector::LabelSelector;
 
 /// What the predictions of one `serve` read and where they go.
 pub struct HpaWatch {

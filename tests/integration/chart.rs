@@ -436,7 +436,7 @@ fn holds_together(docs: &[Value]) {
     let config = one(docs, "ConfigMap")["data"]["config.yaml"]
         .as_str()
         .unwrap();
-    hpa_bridge::config::Config::from_yaml(config)
+    hpa_bridge_rules::config::Config::from_yaml(config)
         .unwrap_or_else(|e| panic!("rendered config rejected: {e}\n{config}"));
 }
 

@@ -18,12 +18,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hpa_bridge::api::ApiHandler;
-use hpa_bridge::clock::{Clock, ManualClock};
-use hpa_bridge::cluster::{Cluster, PodFacts, ReplicaSetFacts, WorkloadRef};
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::EngineBuilder;
-use hpa_bridge::exposition::ExposedSample;
-use hpa_bridge::store::{Memory, ScrapeTarget, Store, TargetId};
+use hpa_bridge_engine::engine::EngineBuilder;
+use hpa_bridge_rules::clock::{Clock, ManualClock};
+use hpa_bridge_rules::cluster::{Cluster, PodFacts, ReplicaSetFacts, WorkloadRef};
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_store::store::{Memory, ScrapeTarget, Store, TargetId};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
 

@@ -398,9 +398,9 @@ async fn a_deployment_floor_warns_once_in_the_log_and_always_in_status() {
 
 /// Discovery's counts of who worked the pods' facts out, once unchanged for `quiet`.
 async fn settled(
-    discovery: &hpa_bridge::source::discovery::Discovery,
+    discovery: &hpa_bridge_sources::source::discovery::Discovery,
     quiet: Duration,
-) -> hpa_bridge::source::discovery::PodFactsBuilds {
+) -> hpa_bridge_sources::source::discovery::PodFactsBuilds {
     let mut last = discovery.pod_facts_builds();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -424,8 +424,8 @@ async fn settled(
 /// telling who worked them out; the change is a pod the StatefulSet controller adds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
-    use hpa_bridge::cluster::{Cluster, WorkloadRef};
-    use hpa_bridge::source::discovery::{Discovery, PodFactsBuilds};
+    use hpa_bridge_rules::cluster::{Cluster, WorkloadRef};
+    use hpa_bridge_sources::source::discovery::{Discovery, PodFactsBuilds};
 
     let cp = ControlPlane::shared();
     let ns = cp.namespace("pod-facts").await;
@@ -435,7 +435,7 @@ async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
     let client = crate::common::control_plane::client(cp).await;
     let discovery_config =
         serde_json::from_value(serde_json::json!({"namespaces": [ns.clone()]})).unwrap();
-    let store = std::sync::Arc::new(hpa_bridge::store::Store::new());
+    let store = std::sync::Arc::new(hpa_bridge_store::store::Store::new());
     let discovery = Discovery::start(client, discovery_config, store, Vec::new());
     tokio::time::timeout(Duration::from_secs(30), discovery.wait_synced())
         .await

@@ -229,7 +229,7 @@ fn the_shipped_config_is_accepted_by_the_adapter_and_mounted_where_args_point() 
     let cm = one(&docs, "ConfigMap");
     let deployment = one(&docs, "Deployment");
     let text = cm["data"]["config.yaml"].as_str().unwrap();
-    let config = hpa_bridge::config::Config::from_yaml(text)
+    let config = hpa_bridge_rules::config::Config::from_yaml(text)
         .unwrap_or_else(|e| panic!("shipped config rejected: {e}"));
     assert!(config.scrape.kubernetes.is_some());
     let mount = container(deployment)["volumeMounts"]

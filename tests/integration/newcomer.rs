@@ -527,7 +527,7 @@ async fn the_readme_demo_runs_as_written() {
 
     // The status page at the demo's retention: the time axis spans examples/local.yaml's
     // history.retention, so the demo's two-minute wave fills a readable part of it.
-    let retention_ms = hpa_bridge::config::Config::from_yaml(&read("examples/local.yaml"))
+    let retention_ms = hpa_bridge_rules::config::Config::from_yaml(&read("examples/local.yaml"))
         .unwrap()
         .history
         .retention

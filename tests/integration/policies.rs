@@ -258,7 +258,7 @@ fn seatunnel_config(url: String) -> String {
 
 #[test]
 fn the_seatunnel_example_loads() {
-    let config = hpa_bridge::config::Config::load(std::path::Path::new(concat!(
+    let config = hpa_bridge_rules::config::Config::load(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/examples/seatunnel.yaml"
     )))

@@ -49,7 +49,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
 
-use hpa_bridge::selector::LabelSelector;
+use hpa_bridge_rules::selector::LabelSelector;
 
 /// The resources served: plural name, API prefix, list kind.
 const RESOURCES: [(&str, &str, &str); 4] = [

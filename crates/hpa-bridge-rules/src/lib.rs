@@ -1,9 +1,8 @@
 //! hpa-bridge's layers below the store: what the rules read and the rules themselves.
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy` (see DESIGN.md).
-//! This crate depends on no async runtime, HTTP stack or Kubernetes client, and the crates above
-//! (`hpa-bridge-store`, `hpa-bridge-sources`, `hpa-bridge-engine` and `hpa-bridge`) re-export
-//! these modules under the same names.
+//! This crate depends on no async runtime, HTTP stack or Kubernetes client; the crates above name
+//! it in their imports (`hpa_bridge_rules::policy`), re-exporting nothing.
 //! `policy`, `selector` and `exposition` are pure: no I/O, time is a parameter.
 
 pub mod clock;

@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
-use crate::store::TargetId;
+use hpa_bridge_store::store::TargetId;
 
 /// A label value of the adapter's own metrics. prometheus-client writes label values as given,
 /// so a target URL or id holding `"`, `\` or a line feed would end the value early and make

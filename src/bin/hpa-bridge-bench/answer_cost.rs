@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{BenchError, InPart};
-use hpa_bridge::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
-use hpa_bridge::selector::LabelSelector;
+use hpa_bridge_engine::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
+use hpa_bridge_rules::selector::LabelSelector;
 
 const METRIC: &str = "hpa_target_replicas";
 
@@ -94,7 +94,10 @@ impl<'a> Side<'a> {
             if answer.value().is_none() {
                 return Err(BenchError::part(
                     PART,
-                    format!("w{w} was refused: {}", hpa_bridge::policy::summary(&answer)),
+                    format!(
+                        "w{w} was refused: {}",
+                        hpa_bridge_rules::policy::summary(&answer)
+                    ),
                 ));
             }
             queries.push(query);

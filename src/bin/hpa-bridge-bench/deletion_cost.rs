@@ -32,16 +32,18 @@ use super::kube_objects::{meta, typed_json};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, InPart, Plan};
 use hpa_bridge::api::ApiHandler;
-use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::cluster::{DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST};
 use hpa_bridge::deletion_cost::{
     DeletionCostWriter, Leadership, LeaseTimings, DEFAULT_LEASE_NAME, FIELD_MANAGER,
 };
-use hpa_bridge::engine::{Adapter, MetricQuery};
-use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::store::Store;
-use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge_engine::engine::{Adapter, MetricQuery};
+use hpa_bridge_rules::clock::{Clock, SystemClock};
+use hpa_bridge_rules::cluster::{
+    DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST,
+};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::discovery::Discovery;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::Store;
 
 const PART: &str = "deletion-cost";
 const METRIC: &str = "hpa_stateful_floor";
@@ -331,7 +333,7 @@ struct Bench {
     discovery: Arc<Discovery>,
     targets: Arc<Store>,
     client: kube::Client,
-    config: hpa_bridge::config::Config,
+    config: hpa_bridge_rules::config::Config,
     runtime: tokio::runtime::Runtime,
     _api_server: ServerThread,
     _exporter: ExporterProcess,

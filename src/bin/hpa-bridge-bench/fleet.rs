@@ -13,14 +13,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exporter::{self, ExporterSpec};
 use super::{BenchError, InPart};
-use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::{Adapter, Assembly, EngineBuilder};
-use hpa_bridge::evidence::TargetId;
-use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::source::scrape::Scraper;
-use hpa_bridge::store::{ScrapeTarget, Store};
-use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge_engine::engine::{Adapter, Assembly, EngineBuilder};
+use hpa_bridge_rules::clock::{Clock, SystemClock};
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_sources::source::discovery::Discovery;
+use hpa_bridge_sources::source::scrape::Scraper;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::{ScrapeTarget, Store};
 
 const PART: &str = "fleet";
 
@@ -295,7 +295,7 @@ pub struct Scraped {
 }
 
 /// What `serve` scrapes with.
-pub const SCRAPE_CONCURRENCY: usize = hpa_bridge::engine::DEFAULT_SCRAPE_CONCURRENCY;
+pub const SCRAPE_CONCURRENCY: usize = hpa_bridge_engine::engine::DEFAULT_SCRAPE_CONCURRENCY;
 
 impl Scraped {
     pub fn new(

@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge::telemetry;
+use hpa_bridge_sources::telemetry;
 
 pub use figure::Figure;
 pub use report::Report;

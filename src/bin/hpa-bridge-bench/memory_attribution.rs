@@ -32,10 +32,10 @@ use super::figure::Figure;
 use super::fleet::{self, ExporterProcess, Scraped};
 use super::scale::ScalePlan;
 use super::{BenchError, InPart};
-use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::engine::history::Limits;
-use hpa_bridge::exposition::ExposedSample;
-use hpa_bridge::store::Store;
+use hpa_bridge_engine::engine::history::Limits;
+use hpa_bridge_rules::clock::{Clock, SystemClock};
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_store::store::Store;
 
 const PART: &str = "memory";
 

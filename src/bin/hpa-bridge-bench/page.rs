@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use hpa_bridge::api::status_page::{render, Page};
-use hpa_bridge::engine::history::{Filter, History, HistoryKey, Limits, ENTRY_BYTES};
-use hpa_bridge::policy::{self, Answer, InputNote, Outcome, RefusalKind};
+use hpa_bridge_engine::engine::history::{Filter, History, HistoryKey, Limits, ENTRY_BYTES};
+use hpa_bridge_rules::policy::{self, Answer, InputNote, Outcome, RefusalKind};
 
 use super::figure::Figure;
 
@@ -35,8 +35,8 @@ fn answer(metric: &str, outcome: Outcome, reason: String) -> Answer {
         reason,
         inputs: (0..2)
             .map(|i| InputNote {
-                id: hpa_bridge::evidence::SeriesRef::new(
-                    hpa_bridge::evidence::TargetId(
+                id: hpa_bridge_rules::evidence::SeriesRef::new(
+                    hpa_bridge_rules::evidence::TargetId(
                         format!("http://10.0.{i}.7:9102/metrics").into(),
                     ),
                     "hpa_expect_replicas".into(),

@@ -57,7 +57,7 @@ fn hpa(i: usize, now_ms: i64, steady: bool) -> Value {
         },
         "status": {
             "currentReplicas": 5, "desiredReplicas": 5,
-            "lastScaleTime": hpa_bridge::clock::rfc3339(scaled_ms),
+            "lastScaleTime": hpa_bridge_rules::clock::rfc3339(scaled_ms),
             "currentMetrics": [{"type": "External", "external": {
                 "metric": {"name": "hpa_target_replicas", "selector": {"matchLabels": {"hpa_target_name": format!("workload-{i}")}}},
                 "current": {"averageValue": "1"}}}],

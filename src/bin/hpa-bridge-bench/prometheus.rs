@@ -35,13 +35,13 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::{BenchError, InPart};
-use hpa_bridge::clock::{Clock, SystemClock};
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::MetricQuery;
-use hpa_bridge::engine::{Adapter, EngineBuilder};
-use hpa_bridge::policy::Outcome;
-use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge_engine::engine::MetricQuery;
+use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
+use hpa_bridge_rules::clock::{Clock, SystemClock};
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::policy::Outcome;
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::telemetry::SelfMetrics;
 
 /// What a TSDB takes to evaluate a small instant query.
 const QUERY_LATENCY: Duration = Duration::from_millis(20);

@@ -12,7 +12,7 @@ use super::prometheus::PrometheusResult;
 use super::scale::ScaleResult;
 use super::serve::ServeResult;
 use super::{BenchError, BenchOptions};
-use hpa_bridge::clock::{rfc3339, Clock, SystemClock};
+use hpa_bridge_rules::clock::{rfc3339, Clock, SystemClock};
 
 /// Everything below this line in an existing BENCHMARKS.md is kept when the file is rewritten,
 /// so hand-written notes (profiles, before/after records) survive a re-run.

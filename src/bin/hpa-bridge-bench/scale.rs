@@ -16,9 +16,9 @@ use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::ServerThread;
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError, InPart};
-use hpa_bridge::engine::{Assembly, MetricQuery};
-use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::source::discovery::Discovery;
+use hpa_bridge_engine::engine::{Assembly, MetricQuery};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::discovery::Discovery;
 
 #[derive(Clone, Debug)]
 pub struct ScalePlan {
@@ -156,7 +156,7 @@ async fn after_change(
     workloads: usize,
     samples: usize,
 ) -> Result<AfterChange, BenchError> {
-    use hpa_bridge::cluster::Cluster;
+    use hpa_bridge_rules::cluster::Cluster;
     let adapter = store.engine.adapter();
     let discovery = &store.discovery;
     let before = discovery.pod_facts_builds();
@@ -328,7 +328,7 @@ async fn measure(
                     PART,
                     format!(
                         "the change to {value} never reached the answer (last: {})",
-                        hpa_bridge::policy::summary(&answer)
+                        hpa_bridge_rules::policy::summary(&answer)
                     ),
                 ));
             }

@@ -36,13 +36,13 @@ use hpa_bridge::api::server::serve_api;
 use hpa_bridge::api::transport::{Gatekeeper, Peer};
 use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
 use hpa_bridge::auth;
-use hpa_bridge::clock::SystemClock;
-use hpa_bridge::config::Config;
-use hpa_bridge::engine::{Adapter, EngineBuilder};
-use hpa_bridge::evidence::TargetId;
-use hpa_bridge::exposition;
-use hpa_bridge::store::ScrapeTarget;
-use hpa_bridge::tls::{self, ServingCert};
+use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
+use hpa_bridge_rules::clock::SystemClock;
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_rules::exposition;
+use hpa_bridge_sources::tls::{self, ServingCert};
+use hpa_bridge_store::store::ScrapeTarget;
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
 /// The identity kube-apiserver forwards for the HPA controller (docs/hpa-behaviour.md §3).
@@ -368,7 +368,7 @@ fn lobby_adapter() -> Result<Arc<Adapter>, BenchError> {
         })
         .collect();
     store.set_targets(targets.clone());
-    let now = hpa_bridge::clock::Clock::now(&SystemClock);
+    let now = hpa_bridge_rules::clock::Clock::now(&SystemClock);
     for (t, (_, page)) in targets.iter().zip(&pages) {
         let samples = exposition::parse_all(page.as_bytes()).part(PART)?;
         store.record_success(t, now, 1, samples);

@@ -19,9 +19,9 @@ use super::kube_objects::Objects;
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, InPart, Plan};
 use hpa_bridge::api::ApiHandler;
-use hpa_bridge::engine::MetricQuery;
-use hpa_bridge::selector::LabelSelector;
-use hpa_bridge::source::discovery::Discovery;
+use hpa_bridge_engine::engine::MetricQuery;
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::discovery::Discovery;
 
 /// What the HPA asks for: a recommendation behind a `validWhen` gate that never opens (no
 /// pod's stateful index is 99), so every answer is `max(recommendation, current)` and needs

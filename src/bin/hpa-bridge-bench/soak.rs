@@ -19,7 +19,7 @@ use super::exporter::{self, ExporterSpec};
 use super::figure::{Figure, Goal};
 use super::fleet;
 use super::{memory, BenchError, InPart};
-use hpa_bridge::clock::{Clock, SystemClock};
+use hpa_bridge_rules::clock::{Clock, SystemClock};
 
 const PART: &str = "soak";
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
 use super::{cpu_time, BenchError, InPart};
-use hpa_bridge::source::scrape::Scraper;
+use hpa_bridge_sources::source::scrape::Scraper;
 
 const PART: &str = "spread";
 const BUCKET: Duration = Duration::from_millis(100);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hpa_bridge::config::Config;
+use hpa_bridge_rules::config::Config;
 
 use crate::parse_duration;
 

@@ -1,7 +1,7 @@
 //! `hpa-bridge config schema|reference`: the configuration file's JSON Schema and reference.
 
 use clap::Subcommand;
-use hpa_bridge::config::Config;
+use hpa_bridge_rules::config::Config;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ConfigCommand {

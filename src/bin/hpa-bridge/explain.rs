@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use hpa_bridge::clock::SystemClock;
+use hpa_bridge_rules::clock::SystemClock;
 
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
@@ -87,7 +87,7 @@ fn run_explain(args: ExplainHpaArgs) -> Result<()> {
             status_url: &args.status_url,
             adapter_service: (svc_ns, svc_name),
         };
-        let now_ms = hpa_bridge::clock::Clock::now_ms(&SystemClock);
+        let now_ms = hpa_bridge_rules::clock::Clock::now_ms(&SystemClock);
         anyhow::Ok(explain::read::observe(&client, &target, now_ms).await?)
     })?;
     let explanation = explain::explain(&observation)?;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use hpa_bridge::telemetry;
+use hpa_bridge_sources::telemetry;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -153,7 +153,7 @@ fn main() {
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    hpa_bridge::config::HumanDuration::parse(s).map(|d| d.0)
+    hpa_bridge_rules::config::HumanDuration::parse(s).map(|d| d.0)
 }
 
 /// A rate: a number from 0.001 to 1000.

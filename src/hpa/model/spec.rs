@@ -152,10 +152,10 @@ pub enum SelectorOperator {
 
 impl MetricSelector {
     /// The `labelSelector` query value the HPA sends, unencoded, rendered by the one selector
-    /// renderer ([`crate::selector::label_selector_to_string`]). `None` when there is nothing to
+    /// renderer ([`hpa_bridge_rules::selector::label_selector_to_string`]). `None` when there is nothing to
     /// select on: a nil or empty selector sends no `labelSelector` parameter
     /// (docs/hpa-behaviour.md §1.2). A requirement the API server would reject is an error.
-    pub fn to_query(&self) -> Result<Option<String>, crate::selector::SelectorError> {
+    pub fn to_query(&self) -> Result<Option<String>, hpa_bridge_rules::selector::SelectorError> {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
         let object = meta::LabelSelector {
             match_labels: Some(self.match_labels.clone()),
@@ -170,7 +170,7 @@ impl MetricSelector {
                     .collect(),
             ),
         };
-        let text = crate::selector::label_selector_to_string(Some(&object))?;
+        let text = hpa_bridge_rules::selector::label_selector_to_string(Some(&object))?;
         Ok((!text.is_empty()).then_some(text))
     }
 }

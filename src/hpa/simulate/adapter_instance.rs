@@ -3,14 +3,14 @@
 
 use super::*;
 use crate::api::ready::Ready;
-use crate::cluster::{ReplicaSetFacts, WorkloadKind};
+use hpa_bridge_rules::cluster::{ReplicaSetFacts, WorkloadKind};
 
 /// What discovery would report about the simulated workload.
 pub(super) struct SimWorkload {
     pub(super) spec_replicas: AtomicI64,
     /// A Deployment's pods as the watch shows them; `None` for a StatefulSet, whose pods the
     /// adapter knows only from their series.
-    pub(super) pods: Mutex<Option<BTreeMap<String, crate::cluster::PodFacts>>>,
+    pub(super) pods: Mutex<Option<BTreeMap<String, hpa_bridge_rules::cluster::PodFacts>>>,
     /// A Deployment's ReplicaSets as the watch shows them; `None` for a StatefulSet.
     pub(super) replica_sets: Mutex<Option<Vec<ReplicaSetFacts>>>,
     /// The Deployment carries the deletion-cost opt-in annotation.
@@ -18,7 +18,7 @@ pub(super) struct SimWorkload {
 }
 
 impl Cluster for SimWorkload {
-    fn pods(&self, _namespace: &str) -> Option<crate::cluster::PodSet> {
+    fn pods(&self, _namespace: &str) -> Option<hpa_bridge_rules::cluster::PodSet> {
         self.pods.lock().ok()?.clone().map(Arc::new)
     }
     fn deletion_cost_opt_in(&self, w: &WorkloadRef) -> bool {

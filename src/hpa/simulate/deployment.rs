@@ -7,7 +7,7 @@ use super::super::model::{
     RankedPod, RankingGates, ReplicaSetScale,
 };
 use super::*;
-use crate::cluster::{PodFacts, ReplicaSetFacts};
+use hpa_bridge_rules::cluster::{PodFacts, ReplicaSetFacts};
 
 /// Every simulated pod runs on one node, so the ranking's node step (§9.1 step 5) never tells
 /// two pods apart.

@@ -68,14 +68,14 @@ use super::model::{
 };
 use super::quantity::Quantity;
 use crate::api::{server, ApiHandler};
-use crate::clock::{ManualClock, Millis};
-use crate::cluster::Cluster;
-use crate::config::{Config, HumanDuration};
-use crate::engine::{Adapter, EngineBuilder, ObjectKind};
-use crate::evidence::{TargetId, MAX_REPLICA_VALUE};
-use crate::source::scrape::Scraper;
-use crate::store::{ScrapeTarget, Store, WorkloadRef};
-use crate::tls;
+use hpa_bridge_engine::engine::{Adapter, EngineBuilder, ObjectKind};
+use hpa_bridge_rules::clock::{ManualClock, Millis};
+use hpa_bridge_rules::cluster::Cluster;
+use hpa_bridge_rules::config::{Config, HumanDuration};
+use hpa_bridge_rules::evidence::{TargetId, MAX_REPLICA_VALUE};
+use hpa_bridge_sources::source::scrape::Scraper;
+use hpa_bridge_sources::tls;
+use hpa_bridge_store::store::{ScrapeTarget, Store, WorkloadRef};
 
 /// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).
 const EPOCH_MS: Millis = 1_800_000_000_000;

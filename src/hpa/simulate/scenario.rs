@@ -483,7 +483,8 @@ impl Scenario {
             check_steps(&format!("controllers[{i}].values"), &c.values)?;
             for key in c.labels.keys() {
                 let fixed = ["hpa_target_kind", "hpa_target_name", "service_instance_id"];
-                if !crate::selector::is_prometheus_label_name(key) || fixed.contains(&key.as_str())
+                if !hpa_bridge_rules::selector::is_prometheus_label_name(key)
+                    || fixed.contains(&key.as_str())
                 {
                     return Err(invalid(
                         format!("controllers[{i}].labels.{key}"),
@@ -498,7 +499,9 @@ impl Scenario {
                 ));
             }
             if let Some(ts) = &c.timestamp_series {
-                if !crate::selector::is_prometheus_label_name(ts) || ts == "hpa_expect_replicas" {
+                if !hpa_bridge_rules::selector::is_prometheus_label_name(ts)
+                    || ts == "hpa_expect_replicas"
+                {
                     return Err(invalid(
                         format!("controllers[{i}].timestampSeries"),
                         format!("{ts:?} must be a series name other than hpa_expect_replicas"),

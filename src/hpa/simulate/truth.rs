@@ -28,7 +28,11 @@ impl ThresholdTruth {
     /// The threshold metric over the scenario's load series, if any.
     pub(super) fn from_config(config: &Config, load: &LoadSpec) -> Option<ThresholdTruth> {
         let m = config.metrics.iter().find_map(|m| match m {
-            crate::config::MetricSpec::Threshold(t) if t.series.contains(&load.series) => Some(t),
+            hpa_bridge_rules::config::MetricSpec::Threshold(t)
+                if t.series.contains(&load.series) =>
+            {
+                Some(t)
+            }
             _ => None,
         })?;
         let up = m.up_per_replica;
@@ -48,7 +52,7 @@ impl ThresholdTruth {
 /// config for the ground truth: the controllers of the newest epoch in it are the leaders.
 pub(super) fn epoch_label(config: &Config) -> Option<String> {
     config.metrics.iter().find_map(|m| match m {
-        crate::config::MetricSpec::Recommendation(r)
+        hpa_bridge_rules::config::MetricSpec::Recommendation(r)
             if r.series.iter().any(|s| s == "hpa_expect_replicas") =>
         {
             r.epoch_label.clone()

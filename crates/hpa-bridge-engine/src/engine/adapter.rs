@@ -6,14 +6,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::clock::{Clock, Millis, Now};
-use crate::cluster::Cluster;
-use crate::config::Config;
-use crate::evidence::TargetId;
-use crate::policy::{self, Answer};
-use crate::source::EvidenceSource;
-use crate::store::{PageFormat, ScrapeTarget, Store};
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{Clock, Millis, Now};
+use hpa_bridge_rules::cluster::Cluster;
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_rules::policy::{self, Answer};
+use hpa_bridge_sources::source::EvidenceSource;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store};
 
 use super::explainer::Explainer;
 use super::history::{self, History};
@@ -160,7 +160,7 @@ impl Adapter {
 
 /// The identity of a `scrape.static` target: its URL as it may be shown.
 pub fn static_target_id(url: &str) -> TargetId {
-    TargetId(crate::redaction::redact_url(url).as_ref().into())
+    TargetId(hpa_bridge_rules::redaction::redact_url(url).as_ref().into())
 }
 
 /// A scrape store holding the config's `scrape.static` targets.
@@ -179,7 +179,7 @@ fn store_for(config: &Config) -> Store {
 /// The credentials of each `scrape.static` target that has them, by the target's id.
 pub fn static_credentials(
     config: &Config,
-) -> std::collections::HashMap<TargetId, crate::config::ScrapeCredentials> {
+) -> std::collections::HashMap<TargetId, hpa_bridge_rules::config::ScrapeCredentials> {
     static_targets(config)
         .into_iter()
         .zip(&config.scrape.static_targets)

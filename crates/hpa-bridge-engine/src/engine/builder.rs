@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::cluster::Cluster;
-use crate::config::Config;
 use crate::engine::{static_store, Adapter, StatusSection};
-use crate::source::prometheus::{PrometheusSetupError, PrometheusSource};
-use crate::source::scrape::{ScrapeSettings, Scraper};
-use crate::source::EvidenceSource;
-use crate::store::Store;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::Clock;
+use hpa_bridge_rules::cluster::Cluster;
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_sources::source::prometheus::{PrometheusSetupError, PrometheusSource};
+use hpa_bridge_sources::source::scrape::{ScrapeSettings, Scraper};
+use hpa_bridge_sources::source::EvidenceSource;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::Store;
 
 use super::adapter::static_credentials;
 
@@ -206,7 +206,7 @@ fn scraper_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use hpa_bridge_rules::clock::ManualClock;
 
     fn build(yaml: &str) -> Assembly {
         EngineBuilder::new(

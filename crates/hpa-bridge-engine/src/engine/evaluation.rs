@@ -7,17 +7,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use crate::clock::{FreshWindow, Millis, Now};
-use crate::cluster::{Cluster, PodSet, WorkloadKind};
-use crate::config::{Config, MetricKind, MetricSpec, WorkloadLabels};
-use crate::evidence::{Evidence, Read, Scope, ScopeKey, Summarize};
-use crate::policy::combine;
-use crate::policy::threshold::{self, EvaluationLog, LoadState, SustainRule, ThresholdRule};
-use crate::policy::valid_when::{self as gate, CurrentReplicas};
-use crate::policy::{self, Answer, QueryContext, ScopeText};
-use crate::selector::LabelSelector;
-use crate::source::{EvidenceSource, SourceError};
-use crate::store::WorkloadRef;
+use hpa_bridge_rules::clock::{FreshWindow, Millis, Now};
+use hpa_bridge_rules::cluster::{Cluster, PodSet, WorkloadKind};
+use hpa_bridge_rules::config::{Config, MetricKind, MetricSpec, WorkloadLabels};
+use hpa_bridge_rules::evidence::{Evidence, Read, Scope, ScopeKey, Summarize};
+use hpa_bridge_rules::policy::combine;
+use hpa_bridge_rules::policy::threshold::{
+    self, EvaluationLog, LoadState, SustainRule, ThresholdRule,
+};
+use hpa_bridge_rules::policy::valid_when::{self as gate, CurrentReplicas};
+use hpa_bridge_rules::policy::{self, Answer, QueryContext, ScopeText};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::{EvidenceSource, SourceError};
+use hpa_bridge_store::store::WorkloadRef;
 
 use super::object_scope::{self, ObjectRef};
 use super::object_selectors::{ObjectSelectorCache, ObjectSelectors};

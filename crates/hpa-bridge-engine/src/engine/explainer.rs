@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::clock::{rfc3339, Millis};
-use crate::config::MetricKind;
-use crate::evidence::Read;
-use crate::policy::Answer;
-use crate::selector::LabelSelector;
-use crate::store::{ScrapeTarget, TargetHealth};
-use crate::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
+use hpa_bridge_rules::clock::{rfc3339, Millis};
+use hpa_bridge_rules::config::MetricKind;
+use hpa_bridge_rules::evidence::Read;
+use hpa_bridge_rules::policy::Answer;
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
+use hpa_bridge_store::store::{ScrapeTarget, TargetHealth};
 
 use super::evaluation::metric_scope;
 use super::history::{self, Filter, History};
@@ -217,7 +217,7 @@ impl Explainer {
             .map(|(t, h)| {
                 json!({
                     "id": t.id,
-                    "url": crate::redaction::redact_url(&t.url),
+                    "url": hpa_bridge_rules::redaction::redact_url(&t.url),
                     "labels": t.labels,
                     "workload": t.workload,
                     "healthy": h.last_error.is_none() && h.ever_succeeded(),
@@ -240,7 +240,7 @@ impl Explainer {
             "ready": ready,
             "scrape": {
                 "interval": self.engine.config.scrape.interval.to_string(),
-                "timeout": crate::config::HumanDuration(self.engine.config.scrape.timeout()).to_string(),
+                "timeout": hpa_bridge_rules::config::HumanDuration(self.engine.config.scrape.timeout()).to_string(),
                 "staleAfterSeconds": self.stale_after_ms() as f64 / 1000.0,
             },
             "workloads": workloads,
@@ -255,7 +255,10 @@ impl Explainer {
 
     /// (namespace, selector) pairs found in the recommendation series, using the label that
     /// names the workload (docs/hpa-behaviour.md §4.1: `hpa_target_name`).
-    async fn discovered_label_sets(&self, now: crate::clock::Now) -> BTreeSet<(String, String)> {
+    async fn discovered_label_sets(
+        &self,
+        now: hpa_bridge_rules::clock::Now,
+    ) -> BTreeSet<(String, String)> {
         let mut sets = BTreeSet::new();
         let everything = LabelSelector::everything();
         for spec in self

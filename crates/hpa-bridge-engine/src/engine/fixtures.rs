@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use super::Adapter;
-use crate::clock::ManualClock;
-use crate::cluster::Cluster;
-use crate::config::Config;
-use crate::evidence::TargetId;
-use crate::exposition::ExposedSample;
-use crate::source::EvidenceSource;
-use crate::store::{ScrapeTarget, Store, WorkloadRef};
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::ManualClock;
+use hpa_bridge_rules::cluster::Cluster;
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_sources::source::EvidenceSource;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::{ScrapeTarget, Store, WorkloadRef};
 
 /// An adapter over the default config answering from `source`, at a fixed time (1,000 s).
 pub fn adapter_on(source: Arc<dyn EvidenceSource>) -> Adapter {

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::object_scope::ObjectKind;
-use crate::clock::{rfc3339_ms, Millis};
-use crate::config::MetricKind;
-use crate::evidence::{ProducerReason, SeriesId};
-pub use crate::policy::InputCounts;
-use crate::policy::{Answer, Outcome, RawValue, RefusalKind};
+use hpa_bridge_rules::clock::{rfc3339_ms, Millis};
+use hpa_bridge_rules::config::MetricKind;
+use hpa_bridge_rules::evidence::{ProducerReason, SeriesId};
+pub use hpa_bridge_rules::policy::InputCounts;
+use hpa_bridge_rules::policy::{Answer, Outcome, RawValue, RefusalKind};
 
 /// The HPA controller's default sync period (docs/hpa-behaviour.md §1.7.5): the cadence at
 /// which one HPA asks, which turns a retention into a ring length.
@@ -234,7 +234,7 @@ fn truncate(text: &str, max: usize) -> &str {
 
 /// Inputs of the newest answer kept per scope, for the status page; the rest are counted. As
 /// many as a served answer notes (input_notes.rs), so the first ones are always there.
-pub const MAX_INPUTS_KEPT: usize = crate::policy::NOTES_KEPT_WHEN_SERVING;
+pub const MAX_INPUTS_KEPT: usize = hpa_bridge_rules::policy::NOTES_KEPT_WHEN_SERVING;
 
 /// One input of the newest answer, as text, each field cut at `MAX_REASON_BYTES`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

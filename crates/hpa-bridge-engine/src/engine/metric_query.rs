@@ -9,8 +9,8 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
-use crate::policy::Answer;
-use crate::selector::LabelSelector;
+use hpa_bridge_rules::policy::Answer;
+use hpa_bridge_rules::selector::LabelSelector;
 
 use super::object_scope::ObjectRef;
 use super::query_key::QueryKey;

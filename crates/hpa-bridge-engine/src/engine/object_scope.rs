@@ -22,12 +22,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use crate::clock::Millis;
-use crate::cluster::{PodFacts, WorkloadKind, WorkloadRef};
-use crate::config::WorkloadLabels;
-use crate::evidence::{Evidence, Observation, Read, Scope, TargetId};
-use crate::selector::{LabelSelector, Operator, Requirement};
-use crate::source::{EvidenceSource, SourceError};
+use hpa_bridge_rules::clock::Millis;
+use hpa_bridge_rules::cluster::{PodFacts, WorkloadKind, WorkloadRef};
+use hpa_bridge_rules::config::WorkloadLabels;
+use hpa_bridge_rules::evidence::{Evidence, Observation, Read, Scope, TargetId};
+use hpa_bridge_rules::selector::{LabelSelector, Operator, Requirement};
+use hpa_bridge_sources::source::{EvidenceSource, SourceError};
 
 /// The label every pod-attributed series carries: set by discovery on scrape targets, and the
 /// label the Prometheus source's pod set uses.

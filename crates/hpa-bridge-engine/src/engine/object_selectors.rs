@@ -14,11 +14,11 @@ use lru::LruCache;
 
 use crate::bounded_lru::bounded_lru;
 
-use crate::config::WorkloadLabels;
-use crate::selector::LabelSelector;
+use hpa_bridge_rules::config::WorkloadLabels;
+use hpa_bridge_rules::selector::LabelSelector;
 
 use super::object_scope::{self, ObjectRef, SplitScopes};
-use crate::cluster::{PodFacts, PodSet};
+use hpa_bridge_rules::cluster::{PodFacts, PodSet};
 
 /// Bounds the workloads kept: keys are what authorised callers ask, one per Object HPA. Past
 /// it the least recently asked goes, and is built again when asked. Each holds up to
@@ -192,7 +192,7 @@ mod tests {
     /// built again when they change; a set without own pods has none.
     #[test]
     fn split_scopes_follow_the_own_pods_not_the_set() {
-        use crate::cluster::{PodFacts, PodSet};
+        use hpa_bridge_rules::cluster::{PodFacts, PodSet};
         let wl = WorkloadLabels::default();
         let cache = ObjectSelectorCache::default();
         let s = LabelSelector::parse("").unwrap();

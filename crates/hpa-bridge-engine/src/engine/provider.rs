@@ -7,13 +7,13 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use crate::clock::{Clock, FreshWindow, Millis, Now};
-use crate::cluster::Cluster;
-use crate::config::{Config, MetricKind, MetricSpec};
-use crate::policy::{Answer, RefusalKind};
-use crate::selector::LabelSelector;
-use crate::source::EvidenceSource;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{Clock, FreshWindow, Millis, Now};
+use hpa_bridge_rules::cluster::Cluster;
+use hpa_bridge_rules::config::{Config, MetricKind, MetricSpec};
+use hpa_bridge_rules::policy::{Answer, RefusalKind};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::EvidenceSource;
+use hpa_bridge_sources::telemetry::SelfMetrics;
 
 use super::evaluation::{metric_scope, Evaluation, RuleMemory};
 use super::metric_query::{MetricQuery, Served};

@@ -21,7 +21,7 @@ use lru::LruCache;
 
 use crate::bounded_lru::bounded_lru;
 
-use crate::clock::{Clock, FreshWindow, Millis, Now};
+use hpa_bridge_rules::clock::{Clock, FreshWindow, Millis, Now};
 
 use super::metric_query::{MetricQuery, Served};
 use super::provider::{Answered, MetricsProvider, QueryError, Version};
@@ -160,7 +160,7 @@ impl<P> Reusing<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::MetricKind;
+    use hpa_bridge_rules::config::MetricKind;
 
     fn key(n: usize) -> QueryKey {
         QueryKey {
@@ -175,7 +175,7 @@ mod tests {
     fn reusing() -> Reusing<()> {
         Reusing {
             inner: (),
-            clock: Arc::new(crate::clock::ManualClock::new(0)),
+            clock: Arc::new(hpa_bridge_rules::clock::ManualClock::new(0)),
             entries: Mutex::new(bounded_lru(MAX_ENTRIES)),
         }
     }
@@ -185,7 +185,7 @@ mod tests {
             store: 0,
             cluster: 0,
         };
-        let answer = crate::policy::source_unavailable("m", MetricKind::Target, "e");
+        let answer = hpa_bridge_rules::policy::source_unavailable("m", MetricKind::Target, "e");
         reuse.keep(
             key(n),
             version,

@@ -24,7 +24,9 @@ pub struct StatusKey {
 /// Why a row is listed: an HPA asked for it (and when), or it was found in the data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RowOrigin {
-    Request { at_ms: crate::clock::Millis },
+    Request {
+        at_ms: hpa_bridge_rules::clock::Millis,
+    },
     Discovered,
 }
 

@@ -6,12 +6,12 @@ use super::MetricQuery;
 use std::sync::Arc;
 
 use super::Adapter;
-use crate::clock::{Clock, ManualClock, Millis};
-use crate::config::Config;
-use crate::policy::{Answer, RefusalKind};
-use crate::selector::LabelSelector;
-use crate::store::Store;
-use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{Clock, ManualClock, Millis};
+use hpa_bridge_rules::config::Config;
+use hpa_bridge_rules::policy::{Answer, RefusalKind};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::Store;
 
 /// Pods of `games/lobby`: more than a served answer notes, so the store summarizes the rest
 /// (store/family_digest.rs) and both readings of age are exercised.
@@ -103,7 +103,10 @@ async fn stepping_the_wall_clock_forward_does_not_age_a_just_scraped_sample() {
     f.clock.step_wall(10 * f.stale_after());
     let a = f.answer().await;
     assert_eq!(a.value(), Some(2), "{a:?}");
-    assert_eq!(crate::policy::InputCounts::of(&a).fresh, PODS as u32);
+    assert_eq!(
+        hpa_bridge_rules::policy::InputCounts::of(&a).fresh,
+        PODS as u32
+    );
 }
 
 #[tokio::test]

@@ -19,15 +19,15 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{watch, Notify};
 
-use crate::cluster::{
+use hpa_bridge_rules::cluster::{
     Cluster, PodFacts, PodSet, ReplicaSetFacts, WorkloadKind, DELETION_COST_FROM_INDEX,
     DELETION_COST_OPT_IN, POD_DELETION_COST,
 };
-use crate::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
-use crate::evidence::TargetId;
-use crate::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_rules::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
 
-pub use crate::config::RESERVED_LABELS;
+pub use hpa_bridge_rules::config::RESERVED_LABELS;
 
 const ANNOTATION_SCRAPE: &str = "prometheus.io/scrape";
 const ANNOTATION_PORT: &str = "prometheus.io/port";
@@ -1005,7 +1005,7 @@ mod tests {
     /// every scrape of it fail, saying so, rather than read the page as exposition text.
     #[test]
     fn the_json_config_annotation_chooses_a_block_from_json_configs() {
-        let config = crate::config::Config::from_yaml(
+        let config = hpa_bridge_rules::config::Config::from_yaml(
             "scrape: {kubernetes: {}}\njsonConfigs:\n  st: {samples: [{series: rec, value: $.a}]}\n",
         )
         .unwrap();

@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
-use crate::clock::{Millis, Now};
+use hpa_bridge_rules::clock::{Millis, Now};
 use std::sync::Arc;
 
-use crate::evidence::{Evidence, Read, Scope};
-use crate::store::{ScrapeTarget, Store, TargetHealth};
+use hpa_bridge_rules::evidence::{Evidence, Read, Scope};
+use hpa_bridge_store::store::{ScrapeTarget, Store, TargetHealth};
 
 /// What a source holds, for the self-metrics. A count that does not apply to the source is
 /// `None`, and its gauge is left out rather than shown as 0.

@@ -17,14 +17,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::clock::Clock;
-use crate::config::ScrapeCredentials;
-use crate::evidence::TargetId;
-use crate::exposition;
-use crate::redaction::redact_url;
 use crate::source::scrape_schedule::ScrapeSchedule;
-use crate::store::{Page, PageFormat, ScrapeTarget, Store};
 use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::Clock;
+use hpa_bridge_rules::config::ScrapeCredentials;
+use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_rules::exposition;
+use hpa_bridge_rules::redaction::redact_url;
+use hpa_bridge_store::store::{Page, PageFormat, ScrapeTarget, Store};
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]
@@ -234,7 +234,7 @@ impl Scraper {
                 let duplicates = page.duplicates;
                 if page.forgotten > 0 {
                     self.metrics.forgotten_series.inc_by(page.forgotten);
-                    tracing::warn!(target = %target.id, forgotten = page.forgotten, retained = crate::store::MAX_RETAINED_ABSENT_SERIES, "target stopped exporting more series than are retained per target; dropped the longest unseen");
+                    tracing::warn!(target = %target.id, forgotten = page.forgotten, retained = hpa_bridge_store::store::MAX_RETAINED_ABSENT_SERIES, "target stopped exporting more series than are retained per target; dropped the longest unseen");
                 }
                 if duplicates > 0 {
                     self.metrics.duplicate_series.inc_by(duplicates);
@@ -481,7 +481,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::clock::{ManualClock, Millis};
+    use hpa_bridge_rules::clock::{ManualClock, Millis};
     use std::collections::{BTreeMap, HashMap};
     use std::net::SocketAddr;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -540,24 +540,24 @@ pub(crate) mod tests {
     }
 
     /// Everything the store holds of `idx` in namespace `default`.
-    fn idx_evidence(store: &Store) -> crate::evidence::Evidence {
+    fn idx_evidence(store: &Store) -> hpa_bridge_rules::evidence::Evidence {
         let series = vec!["idx".to_owned()];
-        let selector = crate::selector::LabelSelector::everything();
+        let selector = hpa_bridge_rules::selector::LabelSelector::everything();
         store.read(
-            &crate::evidence::Scope {
+            &hpa_bridge_rules::evidence::Scope {
                 series: &series,
                 namespace_label: "namespace",
                 namespace: "default",
                 selector: &selector,
             },
-            crate::evidence::Read::Listed,
+            hpa_bridge_rules::evidence::Read::Listed,
         )
     }
 
     pub(crate) fn static_target(url: String) -> ScrapeTarget {
         ScrapeTarget {
             format: Default::default(),
-            id: crate::evidence::TargetId(url.as_str().into()),
+            id: hpa_bridge_rules::evidence::TargetId(url.as_str().into()),
             url,
             labels: BTreeMap::from([("namespace".to_owned(), "default".to_owned())]),
             workload: None,
@@ -770,7 +770,7 @@ pub(crate) mod tests {
             ("/garbage".to_owned(), (json, b"idx 3\n".to_vec())),
         ]))
         .await;
-        let config = crate::config::Config::from_yaml(
+        let config = hpa_bridge_rules::config::Config::from_yaml(
             "jsonConfigs:\n  st:\n    samples:\n      - {series: idx, value: $.recommendedWorkers, timestamp: $.timestamp, labels: {master_epoch: $.masterEpoch}}\n    reason: $.reason\n    validUntil: $.validUntil\n",
         )
         .unwrap();

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::Millis;
-use crate::store::ScrapeTarget;
+use hpa_bridge_rules::clock::Millis;
+use hpa_bridge_store::store::ScrapeTarget;
 
 /// The targets of one target set, sorted by their phase within the interval.
 #[derive(Debug, Default)]
@@ -88,7 +88,7 @@ impl ScrapeSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::TargetId;
+    use hpa_bridge_rules::evidence::TargetId;
     use std::collections::{BTreeMap, HashMap};
 
     fn target(id: &str) -> Arc<ScrapeTarget> {

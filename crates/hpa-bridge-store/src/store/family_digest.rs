@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize,
 use std::sync::{Arc, Mutex};
 
 use super::series_slots::{SeriesSlots, SlotId};
-use crate::clock::Millis;
-use crate::evidence::{invalid_reason, ByLabels, SeriesLabels, Summarize};
+use hpa_bridge_rules::clock::Millis;
+use hpa_bridge_rules::evidence::{invalid_reason, ByLabels, SeriesLabels, Summarize};
 
 /// Families a target's cell describes; a target with more is never summarized (its series
 /// are listed one by one). Exporters of replica counts publish one to three.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use super::postings::Postings;
 use super::series_slots::{SeriesSlots, SlotId};
 use super::{Inner, Reading, ScrapeTarget, SeriesState, Store, TargetHealth, TargetRecord};
-use crate::clock::{Millis, Now};
-use crate::evidence::{invalid_reason, SeriesLabels, TargetId, Unusable};
-use crate::exposition::ExposedSample;
+use hpa_bridge_rules::clock::{Millis, Now};
+use hpa_bridge_rules::evidence::{invalid_reason, SeriesLabels, TargetId, Unusable};
+use hpa_bridge_rules::exposition::ExposedSample;
 
 impl Inner {
     /// The target no longer counts among its workload's reported pods (gone, or replaced and
@@ -108,7 +108,7 @@ pub(super) struct ClockSkew(pub(super) Millis);
 
 impl Default for ClockSkew {
     fn default() -> Self {
-        ClockSkew(crate::config::DEFAULT_MAX_CLOCK_SKEW_MS)
+        ClockSkew(hpa_bridge_rules::config::DEFAULT_MAX_CLOCK_SKEW_MS)
     }
 }
 

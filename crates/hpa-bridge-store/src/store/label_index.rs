@@ -92,7 +92,7 @@ impl LabelIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{SeriesLabels, TargetId};
+    use hpa_bridge_rules::evidence::{SeriesLabels, TargetId};
 
     fn id(target: &str, pod: Option<&str>) -> SeriesId {
         SeriesId {

@@ -14,9 +14,9 @@ use sha2::{Digest, Sha256};
 
 use super::ingest::Page;
 use super::{Inner, ScrapeTarget, Store};
-use crate::clock::{rfc3339, Millis, Now};
-use crate::exposition::ExposedSample;
-use crate::redaction::redact_url;
+use hpa_bridge_rules::clock::{rfc3339, Millis, Now};
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_rules::redaction::redact_url;
 
 /// The series each target carried, as one process knew them at `written_at`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -246,13 +246,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::Scope;
-    use crate::selector::LabelSelector;
+    use hpa_bridge_rules::evidence::Scope;
+    use hpa_bridge_rules::selector::LabelSelector;
 
     fn target(url: &str) -> ScrapeTarget {
         ScrapeTarget {
             format: Default::default(),
-            id: crate::evidence::TargetId(url.into()),
+            id: hpa_bridge_rules::evidence::TargetId(url.into()),
             url: url.into(),
             labels: [("namespace".to_string(), "default".to_string())].into(),
             workload: None,
@@ -271,7 +271,7 @@ mod tests {
             namespace: "default",
             selector: &sel,
         };
-        let ev = store.read(&scope, crate::evidence::Read::Listed);
+        let ev = store.read(&scope, hpa_bridge_rules::evidence::Read::Listed);
         ev.observations
             .iter()
             .map(|o| (o.id.target.0.to_string(), o.last_valid, o.target_failing))

@@ -18,14 +18,14 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
-use crate::clock::Millis;
-pub use crate::cluster::WorkloadRef;
-/// A scrape target's identity is the one its evidence names.
-pub use crate::evidence::TargetId;
-use crate::evidence::{ByLabels, SeriesId, SeriesLabels, Unusable};
-pub use crate::evidence::{Read, Scope, ScopeKey, Summarize};
-use crate::exposition::json_page::JsonExtraction;
 use family_digest::TargetCell;
+use hpa_bridge_rules::clock::Millis;
+pub use hpa_bridge_rules::cluster::WorkloadRef;
+/// A scrape target's identity is the one its evidence names.
+pub use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_rules::evidence::{ByLabels, SeriesId, SeriesLabels, Unusable};
+pub use hpa_bridge_rules::evidence::{Read, Scope, ScopeKey, Summarize};
+use hpa_bridge_rules::exposition::json_page::JsonExtraction;
 use ingest::ClockSkew;
 pub use ingest::{merge_labels, Page, PageOutcome, TargetSetChange, MAX_RETAINED_ABSENT_SERIES};
 pub use memory::{fingerprint, Memory, RememberedSeries, RememberedTarget};
@@ -77,7 +77,7 @@ impl Serialize for PageFormat {
 }
 
 fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::redaction::redact_url(url))
+    s.serialize_str(&hpa_bridge_rules::redaction::redact_url(url))
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::series_slots::{SlotId, SlotSet};
 use super::{SeriesLabels, TargetId};
-use crate::selector::Requirement;
+use hpa_bridge_rules::selector::Requirement;
 
 /// The series of one name that carry one label value (or all of that name), by target.
 #[derive(Debug, Default)]

@@ -9,12 +9,12 @@ use super::postings::Stamp;
 use super::resolved_scope::{ResolvedScope, ResolvedTarget};
 use super::series_slots::SlotId;
 use super::{Inner, SeriesState, Store, WorkloadRef};
-use crate::clock::{Millis, Now};
-use crate::evidence::{
+use hpa_bridge_rules::clock::{Millis, Now};
+use hpa_bridge_rules::evidence::{
     CleanTail, Evidence, Observation, ProducerReason, Read, Scope, ScopeKey, SeriesId,
     SeriesLabels, SeriesRef, SilentPods, Summarize, TargetId, UnknownTarget,
 };
-use crate::selector::Operator;
+use hpa_bridge_rules::selector::Operator;
 
 /// The requirements the index does not decide (`Postings::candidates` settles the name,
 /// the namespace and every `Requirement::indexed` one).

@@ -16,7 +16,7 @@ use super::family_digest::{Families, TargetCell};
 use super::label_index::LabelIndex;
 use super::series_slots::SlotId;
 use super::{SeriesId, WorkloadRef};
-use crate::evidence::ScopeKey;
+use hpa_bridge_rules::evidence::ScopeKey;
 
 /// The series of one scope, by target in target order, each target's in rank order.
 #[derive(Debug)]
@@ -49,7 +49,7 @@ pub(super) struct ResolvedScope {
     /// target (read.rs), so the common case costs one atomic load per read.
     pub(super) no_silent_static_at: AtomicU64,
     /// The silent static targets found, at that `static_changed`, when there are some.
-    pub(super) silent_static: Mutex<Option<(u64, Arc<[crate::evidence::TargetId]>)>>,
+    pub(super) silent_static: Mutex<Option<(u64, Arc<[hpa_bridge_rules::evidence::TargetId]>)>>,
 }
 
 impl ResolvedScope {
@@ -168,7 +168,7 @@ impl ResolvedScopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{SeriesLabels, TargetId};
+    use hpa_bridge_rules::evidence::{SeriesLabels, TargetId};
 
     fn key(selector: &str) -> ScopeKey {
         ScopeKey::of(&["s".into()], "namespace", "default", selector)

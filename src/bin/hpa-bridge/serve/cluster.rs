@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hpa_bridge::clock::SystemClock;
-use hpa_bridge::config::{Config, KubernetesDiscoveryConfig};
 use hpa_bridge::deletion_cost::{self, DeletionCostWriter, Leadership, LeaseName};
-use hpa_bridge::engine::StatusSection;
 use hpa_bridge::lease::Duty;
 use hpa_bridge::memory::{MemoryKeeper, MemoryObject, MemoryTimings};
-use hpa_bridge::source::discovery::Discovery;
-use hpa_bridge::store::{ScrapeTarget, Store};
-use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge_engine::engine::StatusSection;
+use hpa_bridge_rules::clock::SystemClock;
+use hpa_bridge_rules::config::{Config, KubernetesDiscoveryConfig};
+use hpa_bridge_sources::source::discovery::Discovery;
+use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_store::store::{ScrapeTarget, Store};
 
 use super::args::ServeArgs;
 use super::auth::kubeconfig_file;
@@ -148,7 +148,7 @@ fn unknown_deletion_cost_json(discovery: &Discovery) -> serde_json::Value {
                 "namespace": w.namespace,
                 "name": w.name,
                 "value": value,
-                "expected": hpa_bridge::cluster::DELETION_COST_FROM_INDEX,
+                "expected": hpa_bridge_rules::cluster::DELETION_COST_FROM_INDEX,
             })
         })
         .collect()
@@ -165,9 +165,9 @@ async fn warn_unknown_deletion_cost(discovery: Arc<Discovery>) {
             if warned.insert((w.clone(), value.clone())) {
                 tracing::warn!(
                     deployment = %format!("{}/{}", w.namespace, w.name),
-                    annotation = hpa_bridge::cluster::DELETION_COST_OPT_IN,
+                    annotation = hpa_bridge_rules::cluster::DELETION_COST_OPT_IN,
                     %value,
-                    expected = hpa_bridge::cluster::DELETION_COST_FROM_INDEX,
+                    expected = hpa_bridge_rules::cluster::DELETION_COST_FROM_INDEX,
                     "unknown deletion-cost annotation value: the Deployment is not opted in"
                 );
             }
@@ -185,7 +185,7 @@ async fn read_memory(object: &MemoryObject, store: &Store) -> Result<Option<i64>
         match object.read().await {
             Ok(Some(memory)) => {
                 let written_at = memory.written_at;
-                tracing::info!(config_map = %object.describe(), targets = memory.targets.len(), series = memory.series_count(), written_at = %hpa_bridge::clock::rfc3339(written_at), "read the memory: targets never scraped since this start hold their remembered series");
+                tracing::info!(config_map = %object.describe(), targets = memory.targets.len(), series = memory.series_count(), written_at = %hpa_bridge_rules::clock::rfc3339(written_at), "read the memory: targets never scraped since this start hold their remembered series");
                 store.remember(memory);
                 return Ok(Some(written_at));
             }

@@ -9,7 +9,7 @@ use hpa_bridge::api::transport::connection::{ConnectionGate, ConnectionLimits};
 use hpa_bridge::api::transport::shutdown::Shutdown;
 use hpa_bridge::api::transport::{Gatekeeper, Listening};
 use hpa_bridge::api::{metrics_port, server, ApiHandler};
-use hpa_bridge::telemetry::SelfMetrics;
+use hpa_bridge_sources::telemetry::SelfMetrics;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 

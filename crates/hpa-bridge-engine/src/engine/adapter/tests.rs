@@ -4,8 +4,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures::future::BoxFuture;
 
 use super::*;
-use crate::clock::ManualClock;
-use crate::cluster::{WorkloadKind, WorkloadRef};
 use crate::engine::evaluation::Evaluation;
 use crate::engine::history::Filter;
 use crate::engine::metric_query::history_scope;
@@ -13,9 +11,11 @@ use crate::engine::provider::MAX_SEEN_QUERIES;
 use crate::engine::query_key::QueryKey;
 use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
-use crate::evidence::{Evidence, Read, Scope};
-use crate::selector::LabelSelector;
-use crate::source::SourceError;
+use hpa_bridge_rules::clock::ManualClock;
+use hpa_bridge_rules::cluster::{WorkloadKind, WorkloadRef};
+use hpa_bridge_rules::evidence::{Evidence, Read, Scope};
+use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_sources::source::SourceError;
 
 /// The scrape store, counting every evidence read.
 struct Counting {
@@ -141,12 +141,12 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
 
 #[tokio::test]
 async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unchanged() {
-    use crate::policy::InputCounts;
+    use hpa_bridge_rules::policy::InputCounts;
 
     // Each case: how many of 20 pods export a recommendation, and how many inputs the
     // served floor notes (the history keeps 8 in all, the recommendation's first).
     for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
-        let store = Arc::new(crate::store::Store::new());
+        let store = Arc::new(hpa_bridge_store::store::Store::new());
         let adapter =
             crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
         let targets = crate::engine::fixtures::lobby_pods(20);
@@ -222,7 +222,7 @@ impl Cluster for LobbyAtThree {
 /// does not know.
 #[tokio::test]
 async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let bare = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(3);
     store.set_targets(targets.clone());
@@ -300,9 +300,9 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
 /// a healthy workload and for one with a stale pod and an invalid recommendation.
 #[tokio::test]
 async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
-    use crate::policy::InputCounts;
+    use hpa_bridge_rules::policy::InputCounts;
 
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
     let targets = crate::engine::fixtures::lobby_pods(20);
     let page = |i: usize, expect: f64| {
@@ -375,7 +375,7 @@ async fn a_target_request_reads_each_series_set_once() {
 /// Object scope drops and a summary could only count, makes it list every input instead.
 #[tokio::test]
 async fn an_object_answer_is_summarized_unless_another_group_names_the_workload() {
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(21);
     store.set_targets(targets[..20].to_vec());
@@ -385,7 +385,7 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
         served.value(),
         Some(20),
         "{}",
-        crate::policy::summary(&served)
+        hpa_bridge_rules::policy::summary(&served)
     );
     assert!(summarized > 0, "a healthy Object scope is summarized");
     assert_same_answer(&served, &explained);
@@ -412,7 +412,7 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
         served.value(),
         Some(20),
         "the other group's 30 is not lobby's: {}",
-        crate::policy::summary(&served)
+        hpa_bridge_rules::policy::summary(&served)
     );
     assert_same_answer(&served, &explained);
 }
@@ -420,14 +420,14 @@ async fn an_object_answer_is_summarized_unless_another_group_names_the_workload(
 /// The StatefulSet games/lobby at 3 replicas, whose pods are `pods` (one shared set, as
 /// discovery hands out between changes).
 struct LobbyPods {
-    pods: crate::cluster::PodSet,
+    pods: hpa_bridge_rules::cluster::PodSet,
 }
 
 impl Cluster for LobbyPods {
-    fn pods(&self, _namespace: &str) -> Option<crate::cluster::PodSet> {
+    fn pods(&self, _namespace: &str) -> Option<hpa_bridge_rules::cluster::PodSet> {
         Some(self.pods.clone())
     }
-    fn workload_pods(&self, _w: &WorkloadRef) -> Option<crate::cluster::PodSet> {
+    fn workload_pods(&self, _w: &WorkloadRef) -> Option<hpa_bridge_rules::cluster::PodSet> {
         Some(self.pods.clone())
     }
     fn current_replicas(&self, _w: &WorkloadRef) -> Option<u64> {
@@ -445,9 +445,9 @@ impl Cluster for LobbyPods {
 /// group, or a producer gives a reason (whose order the listed reads decide).
 #[tokio::test]
 async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
-    use crate::cluster::PodFacts;
     use crate::engine::fixtures::{lobby_pods, workload_page};
-    use crate::store::{Page, ScrapeTarget};
+    use hpa_bridge_rules::cluster::PodFacts;
+    use hpa_bridge_store::store::{Page, ScrapeTarget};
 
     let mut targets = lobby_pods(22);
     for t in &mut targets {
@@ -465,7 +465,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
             (t.labels["pod"].clone(), facts)
         })
         .collect();
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = crate::engine::fixtures::adapter_with(
         store.clone(),
         Arc::new(LobbyPods {
@@ -495,7 +495,7 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
             served.value(),
             Some(value),
             "{}",
-            crate::policy::summary(served)
+            hpa_bridge_rules::policy::summary(served)
         );
         match whole {
             true => assert!(summarized > 0, "summarized"),
@@ -591,7 +591,7 @@ async fn lobby_object_answers(adapter: &Adapter) -> (Answer, usize, Answer) {
 
 /// A served answer says what the explained one says: value, reason and inputs counted.
 fn assert_same_answer(served: &Answer, explained: &Answer) {
-    use crate::policy::InputCounts;
+    use hpa_bridge_rules::policy::InputCounts;
     assert_eq!(served.value(), explained.value());
     assert_eq!(served.reason, explained.reason);
     assert_eq!(
@@ -602,7 +602,7 @@ fn assert_same_answer(served: &Answer, explained: &Answer) {
 
 /// `spec`'s answer under `ev`, and how many series its reads counted in a summary's tail.
 async fn answer_and_summarized(
-    spec: &crate::config::MetricSpec,
+    spec: &hpa_bridge_rules::config::MetricSpec,
     ev: Evaluation<'_>,
 ) -> (Answer, usize) {
     let a = ev.answer(spec).await;
@@ -619,12 +619,12 @@ async fn answer_and_summarized(
 /// recommendation.
 fn one_lobby_pod() -> (
     Adapter,
-    Arc<crate::store::Store>,
-    Vec<crate::store::ScrapeTarget>,
+    Arc<hpa_bridge_store::store::Store>,
+    Vec<hpa_bridge_store::store::ScrapeTarget>,
     MetricQuery,
 ) {
     use crate::engine::fixtures::{adapter_on, lobby_pods};
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = adapter_on(store.clone());
     let targets = lobby_pods(1);
     store.set_targets(targets.clone());
@@ -641,7 +641,7 @@ fn one_lobby_pod() -> (
 #[tokio::test]
 async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
     use crate::engine::fixtures::workload_page;
-    use crate::store::Page;
+    use hpa_bridge_store::store::Page;
 
     let (adapter, store, targets, query) = one_lobby_pod();
     let page = |reason: &str| Page {
@@ -675,7 +675,7 @@ async fn a_new_producer_reason_is_not_hidden_by_a_reused_answer() {
 #[tokio::test]
 async fn a_reused_answer_is_kept_in_the_history() {
     use crate::engine::fixtures::workload_page;
-    use crate::store::Page;
+    use hpa_bridge_store::store::Page;
 
     let (adapter, store, targets, query) = one_lobby_pod();
     let page = Page {
@@ -704,7 +704,7 @@ fn a_full_list_of_seen_queries_forgets_the_least_recently_asked() {
     let clock = Arc::new(ManualClock::new(0));
     let adapter = Adapter::new(
         Config::from_yaml("").unwrap(),
-        Arc::new(crate::store::Store::new()),
+        Arc::new(hpa_bridge_store::store::Store::new()),
         None,
         clock.clone(),
         Arc::new(SelfMetrics::new()),

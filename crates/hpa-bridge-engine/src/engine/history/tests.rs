@@ -1,6 +1,6 @@
 use super::*;
 use crate::engine::MetricQuery;
-use crate::policy::InputNote;
+use hpa_bridge_rules::policy::InputNote;
 
 fn key(ns: &str, scope: &str) -> HistoryKey {
     HistoryKey {
@@ -27,12 +27,12 @@ fn refusal(reason: &str) -> Answer {
 
 fn note(status: &str) -> InputNote {
     InputNote {
-        id: crate::evidence::SeriesRef::new(
-            crate::evidence::TargetId("t".into()),
+        id: hpa_bridge_rules::evidence::SeriesRef::new(
+            hpa_bridge_rules::evidence::TargetId("t".into()),
             "s".into(),
             Default::default(),
         ),
-        value: crate::policy::RawValue(1.0),
+        value: hpa_bridge_rules::policy::RawValue(1.0),
         age_seconds: 0.0,
         status: status.to_string().into(),
         used: true,
@@ -40,7 +40,7 @@ fn note(status: &str) -> InputNote {
 }
 
 fn target(rec: u64, floor: Answer) -> Answer {
-    crate::policy::target("t", value(rec), Some(floor), Err("unknown"))
+    hpa_bridge_rules::policy::target("t", value(rec), Some(floor), Err("unknown"))
 }
 
 fn floor(v: u64) -> Answer {
@@ -185,7 +185,7 @@ fn a_target_entry_carries_its_recommendation_floor_and_input_counts() {
         note("unknown: x"),
         note("invalid: NaN"),
     ];
-    let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
+    let t = hpa_bridge_rules::policy::target("t", rec, Some(f), Err("unknown"));
     let e = Entry::from_answer(&t, 7, None);
     let mut h = History::new(Limits::default());
     h.record(&key("a", "x=1"), &t, None, 7);
@@ -245,7 +245,7 @@ fn an_incomplete_floor_reports_its_known_lower_bound() {
         "r",
         "pod x unknown".into(),
     );
-    let t = crate::policy::target("t", value(1), Some(f), Ok(4));
+    let t = hpa_bridge_rules::policy::target("t", value(1), Some(f), Ok(4));
     let e = Entry::from_answer(&t, 0, None);
     assert_eq!(
         (e.value(), e.recommendation, e.floor),
@@ -304,9 +304,9 @@ fn the_workload_comes_from_the_selector_or_the_object() {
 /// holds the list, and `/status/history` reads the same as when the ring held the notes.
 #[tokio::test]
 async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
-    use crate::selector::LabelSelector;
+    use hpa_bridge_rules::selector::LabelSelector;
 
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let targets = crate::engine::fixtures::lobby_pods(12);
     store.set_targets(targets.clone());
@@ -373,15 +373,15 @@ fn memory_per_tracked_scope_is_bounded() {
 /// next answer without them clears them.
 #[test]
 fn the_newest_answer_keeps_what_its_producers_said() {
-    let said = |t: &str| crate::evidence::ProducerReason {
-        target: crate::evidence::TargetId(t.into()),
+    let said = |t: &str| hpa_bridge_rules::evidence::ProducerReason {
+        target: hpa_bridge_rules::evidence::TargetId(t.into()),
         reason: format!("{t} says so").into(),
     };
     let mut rec = value(2);
     rec.producer_reasons = vec![said("a"), said("b")];
     let mut f = floor(5);
     f.producer_reasons = vec![said("b"), said("c")];
-    let t = crate::policy::target("t", rec, Some(f), Err("unknown"));
+    let t = hpa_bridge_rules::policy::target("t", rec, Some(f), Err("unknown"));
     let mut h = History::new(Limits::default());
     h.record(&key("a", "x=1"), &t, None, 7);
     let snap = &h.snapshot(&Filter::default(), 7)[0];

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::engine::MetricQuery;
-use crate::evidence::{Observation, TargetId, UnknownTarget};
+use hpa_bridge_rules::evidence::{Observation, TargetId, UnknownTarget};
 
 fn lobby() -> ObjectRef {
     ObjectRef {
@@ -14,7 +14,7 @@ fn lobby() -> ObjectRef {
 
 fn ob(target: &str, labels: &[(&str, &str)]) -> Observation {
     Observation {
-        id: crate::evidence::SeriesRef::new(
+        id: hpa_bridge_rules::evidence::SeriesRef::new(
             TargetId(target.into()),
             "hpa_expect_replicas".into(),
             labels
@@ -157,8 +157,8 @@ fn with_discovery_the_workloads_own_pods_count_and_no_other_pods_do() {
     assert_eq!(ev.producer_reasons, [said("games/lobby-0")]);
 }
 
-fn said(target: &str) -> crate::evidence::ProducerReason {
-    crate::evidence::ProducerReason {
+fn said(target: &str) -> hpa_bridge_rules::evidence::ProducerReason {
+    hpa_bridge_rules::evidence::ProducerReason {
         target: TargetId(target.into()),
         reason: format!("{target} is busy").into(),
     }
@@ -223,7 +223,7 @@ fn resources() {
 }
 
 /// The scrape store, every read listed, as a source without an index of the pod label.
-struct ListedOnly(std::sync::Arc<crate::store::Store>);
+struct ListedOnly(std::sync::Arc<hpa_bridge_store::store::Store>);
 
 impl EvidenceSource for ListedOnly {
     fn read<'a>(
@@ -245,8 +245,8 @@ impl EvidenceSource for ListedOnly {
 /// name on a series outside the scope.
 #[tokio::test]
 async fn the_narrowed_pods_read_merges_as_the_listed_one() {
-    use crate::exposition::ExposedSample;
-    use crate::store::{Page, ScrapeTarget, Store};
+    use hpa_bridge_rules::exposition::ExposedSample;
+    use hpa_bridge_store::store::{Page, ScrapeTarget, Store};
 
     let wl = WorkloadLabels::default();
     let store = std::sync::Arc::new(Store::new());
@@ -442,9 +442,9 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
 /// them; the Object query for each workload does not.
 #[tokio::test]
 async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
-    use crate::store::ScrapeTarget;
+    use hpa_bridge_store::store::ScrapeTarget;
 
-    let store = Arc::new(crate::store::Store::new());
+    let store = Arc::new(hpa_bridge_store::store::Store::new());
     let adapter = crate::engine::fixtures::adapter_on(store.clone());
     let target = |id: &str| ScrapeTarget {
         format: Default::default(),
@@ -534,7 +534,7 @@ async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
 /// them as handles to the same strings and half as copies, as two sources would give them.
 mod merge_is_plain {
     use super::*;
-    use crate::evidence::{SeriesId, SeriesLabels};
+    use hpa_bridge_rules::evidence::{SeriesId, SeriesLabels};
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 
@@ -567,13 +567,17 @@ mod merge_is_plain {
     fn observation(ids: &[SeriesId], (pick, copy): (usize, bool), value: f64) -> Observation {
         let id = &ids[pick % ids.len()];
         let id = if copy {
-            crate::evidence::SeriesRef::new(
+            hpa_bridge_rules::evidence::SeriesRef::new(
                 TargetId(id.target.0.to_string().into()),
                 id.series.to_string().into(),
                 SeriesLabels::new((*id.labels).clone()),
             )
         } else {
-            crate::evidence::SeriesRef::new(id.target.clone(), id.series.clone(), id.labels.clone())
+            hpa_bridge_rules::evidence::SeriesRef::new(
+                id.target.clone(),
+                id.series.clone(),
+                id.labels.clone(),
+            )
         };
         Observation {
             id,
@@ -628,7 +632,7 @@ mod merge_is_plain {
                         .into_iter()
                         .enumerate()
                         .map(|(i, p)| Observation {
-                            id: crate::evidence::SeriesRef::at(shared, p).unwrap(),
+                            id: hpa_bridge_rules::evidence::SeriesRef::at(shared, p).unwrap(),
                             value: base + i as f64,
                             ..ob("unused", &[])
                         })

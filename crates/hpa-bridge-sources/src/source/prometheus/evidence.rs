@@ -114,7 +114,7 @@ pub fn evidence_from(
                     .rev()
                     .find_map(|&(t, v)| valid(v).map(|v| (v, t)));
                 Observation {
-                    id: crate::evidence::SeriesRef::new(
+                    id: hpa_bridge_rules::evidence::SeriesRef::new(
                         target,
                         name.as_str().into(),
                         labels.into(),
@@ -142,7 +142,7 @@ pub fn evidence_from(
                 let at = samples.eval_ms.min(now) - stale_after_ms - 1;
                 let present = !gone.contains(key);
                 Observation {
-                    id: crate::evidence::SeriesRef::new(
+                    id: hpa_bridge_rules::evidence::SeriesRef::new(
                         target,
                         name.as_str().into(),
                         labels.into(),
@@ -213,7 +213,7 @@ pub(crate) fn attribute_to_pods(ev: &mut Evidence, filter: &PodFilter<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::WorkloadRef;
+    use hpa_bridge_rules::cluster::WorkloadRef;
     fn series(labels: &[(&str, &str)], samples: &[(Millis, f64)]) -> PromSeries {
         PromSeries {
             labels: labels
@@ -311,7 +311,7 @@ mod tests {
         };
         let asked = eval - 5;
         let ev = evidence_from(&samples, 3_000, asked, None);
-        let now = crate::clock::Now::from(asked);
+        let now = hpa_bridge_rules::clock::Now::from(asked);
         let age = |inst: &str| {
             ev.observations
                 .iter()

@@ -62,17 +62,17 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{rfc3339, Clock, Millis};
-use crate::cluster::Cluster;
-pub use crate::cluster::PodFacts;
-use crate::config::PrometheusSourceConfig;
-use crate::evidence::{
-    invalid_reason, Evidence, Observation, Read, Scope, TargetId, UnknownTarget,
-};
-use crate::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
 use crate::source::scrape::error_chain;
 use crate::source::{EvidenceSource, SourceError, SourceStatus};
 use crate::telemetry::SelfMetrics;
+use hpa_bridge_rules::clock::{rfc3339, Clock, Millis};
+use hpa_bridge_rules::cluster::Cluster;
+pub use hpa_bridge_rules::cluster::PodFacts;
+use hpa_bridge_rules::config::PrometheusSourceConfig;
+use hpa_bridge_rules::evidence::{
+    invalid_reason, Evidence, Observation, Read, Scope, TargetId, UnknownTarget,
+};
+use hpa_bridge_rules::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
 const SOURCE_NAME: &str = "Prometheus";
@@ -162,12 +162,12 @@ impl PrometheusSource {
         metrics: Arc<SelfMetrics>,
     ) -> Result<Self, PrometheusSetupError> {
         let uri: http::Uri = cfg.url.parse().map_err(|e| PrometheusSetupError::Url {
-            url: crate::redaction::redact_url(&cfg.url).into_owned(),
+            url: hpa_bridge_rules::redaction::redact_url(&cfg.url).into_owned(),
             message: format!("{e}"),
         })?;
         let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
             return Err(PrometheusSetupError::Url {
-                url: crate::redaction::redact_url(&cfg.url).into_owned(),
+                url: hpa_bridge_rules::redaction::redact_url(&cfg.url).into_owned(),
                 message: "needs a scheme and a host".into(),
             });
         };

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::selector::{
+use hpa_bridge_rules::selector::{
     is_prometheus_label_name, operator_text, LabelSelector, Operator, Requirement, SelectorError,
 };
 

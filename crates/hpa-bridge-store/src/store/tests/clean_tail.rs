@@ -7,14 +7,14 @@
 
 use proptest::prelude::*;
 
-use crate::clock::Millis;
-use crate::evidence::{Evidence, Read, Scope, Summarize, TargetId};
-use crate::exposition::ExposedSample;
-use crate::selector::LabelSelector;
 use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_rules::clock::Millis;
+use hpa_bridge_rules::evidence::{Evidence, Read, Scope, Summarize, TargetId};
+use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::policy::{
     recommendation, stateful_floor, QueryContext, ScopeText, NOTES_KEPT_WHEN_SERVING,
 };
+use hpa_bridge_rules::selector::LabelSelector;
 
 const STALE_AFTER: Millis = 5_000;
 

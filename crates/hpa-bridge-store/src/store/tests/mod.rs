@@ -1,8 +1,8 @@
 use super::*;
-use crate::clock::Now;
-use crate::evidence::invalid_reason;
-use crate::exposition::ExposedSample;
-use crate::selector::LabelSelector;
+use hpa_bridge_rules::clock::Now;
+use hpa_bridge_rules::evidence::invalid_reason;
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_rules::selector::LabelSelector;
 
 // Property tests of the store as a whole, one theme each.
 mod clean_tail;

@@ -2,11 +2,11 @@
 //! scope-wide part add up to `evidence`, and a kept workload's silent pods are that workload's
 //! entry of the whole scope's.
 
-use crate::clock::Now;
-use crate::evidence::Evidence;
-use crate::exposition::ExposedSample;
-use crate::selector::LabelSelector;
 use crate::store::*;
+use hpa_bridge_rules::clock::Now;
+use hpa_bridge_rules::evidence::Evidence;
+use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_rules::selector::LabelSelector;
 
 fn pod(name: &str, workload: &str) -> ScrapeTarget {
     ScrapeTarget {

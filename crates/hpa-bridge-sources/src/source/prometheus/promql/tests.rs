@@ -1,5 +1,7 @@
 use super::*;
-use crate::selector::strategies::{parse_ok, req, requirement_from, unchecked, valid_value};
+use hpa_bridge_rules::selector::strategies::{
+    parse_ok, req, requirement_from, unchecked, valid_value,
+};
 use proptest::prelude::*;
 
 #[test]
