@@ -11,11 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{
-    json_response, query_param, status_response, valid_namespace, ApiHandler, ApiResponse,
-    StatusReason, WireForm,
-};
-use hpa_bridge_engine::engine::{MetricQuery, ObjectKind, ObjectRef};
+use super::request_parts::percent_decode;
+use hpa_bridge_engine::engine::{ObjectKind, ObjectRef};
 use hpa_bridge_rules::selector::{LabelSelector, Operator};
 
 pub const GROUP: &str = "custom.metrics.k8s.io";
@@ -30,7 +27,7 @@ pub enum ServedVersion {
 }
 
 impl ServedVersion {
-    fn parse(version: &str) -> Option<ServedVersion> {
+    pub(super) fn parse(version: &str) -> Option<ServedVersion> {
         match version {
             "v1beta2" => Some(ServedVersion::V1beta2),
             "v1beta1" => Some(ServedVersion::V1beta1),
@@ -136,7 +133,7 @@ impl CustomPath {
 }
 
 pub fn parse_path(rest: &str) -> CustomPath {
-    let mut segments = rest.split('/').map(super::percent_decode);
+    let mut segments = rest.split('/').map(percent_decode);
     CustomPath {
         version: segments.next().unwrap_or_default(),
         rest: segments.collect(),
@@ -235,7 +232,7 @@ struct Expression<'a> {
 }
 
 /// A DNS-1123 subdomain, which StatefulSet and Deployment names are.
-fn valid_object_name(name: &str) -> bool {
+pub(super) fn valid_object_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {
@@ -248,7 +245,7 @@ fn valid_object_name(name: &str) -> bool {
         })
 }
 
-const SERVED_FORM: &str = "only GET /apis/custom.metrics.k8s.io/{v1beta2|v1beta1}/namespaces/{namespace}/{statefulsets.apps|deployments.apps}/{name}/{metric} is served";
+pub(super) const SERVED_FORM: &str = "only GET /apis/custom.metrics.k8s.io/{v1beta2|v1beta1}/namespaces/{namespace}/{statefulsets.apps|deployments.apps}/{name}/{metric} is served";
 
 /// One item's fields for the version, as client-go's custom metrics client decodes them
 /// (k8s.io/metrics/pkg/apis/custom_metrics/{v1beta2,v1beta1}/types.go).
@@ -343,117 +340,6 @@ struct DescribedObject<'a> {
 struct MetricIdentifier<'a> {
     name: &'a str,
     selector: Option<LabelSelectorJson<'a>>,
-}
-
-impl ApiHandler {
-    /// Everything below `/apis/custom.metrics.k8s.io/`.
-    pub(super) async fn custom_metrics(
-        &self,
-        path: &CustomPath,
-        query: Option<&str>,
-    ) -> ApiResponse {
-        let Some(version) = ServedVersion::parse(&path.version) else {
-            return status_response(
-                StatusReason::NotFound,
-                &format!(
-                    "{GROUP} version {:?} is not served: the served versions are {}",
-                    path.version,
-                    VERSIONS.join(" and ")
-                ),
-            );
-        };
-        let Some(ObjectMetricPath {
-            namespace: ns,
-            resource,
-            name,
-            metric,
-        }) = path.object_metric()
-        else {
-            return self.not_an_object_metric(path);
-        };
-        if !valid_namespace(ns) {
-            return status_response(
-                StatusReason::BadRequest,
-                &format!("invalid namespace {ns:?}: must be a DNS-1123 label"),
-            );
-        }
-        let Some(kind) = ObjectKind::from_resource(resource) else {
-            return status_response(
-                StatusReason::NotFound,
-                &format!(
-                    "resource {resource:?} is not served by {GROUP}: the served resources are \
-                     statefulsets.apps and deployments.apps"
-                ),
-            );
-        };
-        if name == "*" {
-            return status_response(
-                StatusReason::BadRequest,
-                &format!(
-                    "the \"*\" form (every {resource} matching a selector) is not served: name one \
-                     {} (Object metric)",
-                    kind.kind()
-                ),
-            );
-        }
-        if !valid_object_name(name) {
-            return status_response(
-                StatusReason::BadRequest,
-                &format!(
-                    "invalid {} name {name:?}: must be a DNS-1123 subdomain",
-                    kind.kind()
-                ),
-            );
-        }
-        let selector_text = match query_param(query, "metricLabelSelector") {
-            Ok(s) => s.unwrap_or_default(),
-            Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
-        };
-        // Remembered like the external API's selectors: an HPA asks the same question every 15 s.
-        let parsed = match self.parse_selector(selector_text) {
-            Ok(s) => s,
-            Err(e) => {
-                return status_response(
-                    StatusReason::BadRequest,
-                    &format!("metricLabelSelector: {e}"),
-                )
-            }
-        };
-        let object = ObjectRef {
-            kind,
-            namespace: ns.to_string(),
-            name: name.to_string(),
-        };
-        self.serve(
-            MetricQuery::object(metric, object, parsed),
-            WireForm::Object(version),
-        )
-        .await
-    }
-}
-
-impl ApiHandler {
-    /// The answer to every other path below a served version: the version's resource list,
-    /// or a NotFound naming the form that is served.
-    fn not_an_object_metric(&self, path: &CustomPath) -> ApiResponse {
-        let rest: Vec<&str> = path.rest.iter().map(String::as_str).collect();
-        let message = match rest.as_slice() {
-            [] => {
-                return json_response(
-                    200,
-                    &api_resource_list(&path.version, &self.adapter.served_metric_names()),
-                )
-            }
-            ["namespaces", ns, "metrics", _] => {
-                format!("metrics of the Namespace {ns:?} are not served: {SERVED_FORM}")
-            }
-            [first, ..] if *first != "namespaces" => {
-                format!("root-scoped custom metrics are not served: {SERVED_FORM}")
-            }
-            _ => format!("the server could not find the requested resource: {SERVED_FORM}"),
-        };
-        status_response(StatusReason::NotFound, &message)
-    }
 }
 
 #[cfg(test)]

@@ -98,11 +98,11 @@ async fn page<B>(pages: MetricsPages, req: Routed<B>) -> Result<ApiResponse, Inf
 /// `/status/history`: the answers served per scope, filtered by `namespace` and `metric`.
 fn history_json(adapter: &Adapter, query: Option<&str>) -> serde_json::Value {
     let filter = hpa_bridge_engine::engine::history::Filter {
-        namespace: super::query_param(query, "namespace")
+        namespace: super::request_parts::query_param(query, "namespace")
             .ok()
             .flatten()
             .filter(|v| !v.is_empty()),
-        metric: super::query_param(query, "metric")
+        metric: super::request_parts::query_param(query, "metric")
             .ok()
             .flatten()
             .filter(|v| !v.is_empty()),
@@ -218,7 +218,7 @@ async fn status_document(
     query: Option<&str>,
     status_builds: &Semaphore,
 ) -> ApiResponse {
-    let query = match super::query_pairs(query)
+    let query = match super::request_parts::query_pairs(query)
         .map_err(|e| e.to_string())
         .and_then(|pairs| StatusQuery::from_params(&pairs).map_err(|e| e.to_string()))
     {

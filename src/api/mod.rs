@@ -13,11 +13,12 @@ pub mod open_pages;
 pub mod readiness;
 pub mod ready;
 pub mod request_metrics;
+pub mod request_parts;
 pub mod server;
 pub mod status_page;
 pub mod transport;
+pub mod wire;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,10 +26,14 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
-use hpa_bridge_engine::engine::{Adapter, MetricQuery, QueryError, Served};
-use hpa_bridge_rules::clock::rfc3339;
-use hpa_bridge_rules::policy::{self, Outcome};
+use custom_metrics::{
+    api_resource_list, valid_object_name, CustomPath, ObjectMetricPath, ServedVersion, SERVED_FORM,
+    VERSIONS,
+};
+use hpa_bridge_engine::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef, QueryError};
 use hpa_bridge_rules::selector::LabelSelector;
+use request_parts::{label_selector_param, percent_decode, query_param, valid_namespace};
+use wire::WireForm;
 
 pub const GROUP: &str = "external.metrics.k8s.io";
 pub const VERSION: &str = "v1beta1";
@@ -208,129 +213,6 @@ fn read_only_message(method: &Method, path: &str) -> String {
     format!("method {method} is not supported: {what} read-only (get, list)")
 }
 
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// A query Go's `url.ParseQuery` reports an error for.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum QueryParamError {
-    #[error("invalid URL escape {0:?} in the query")]
-    Escape(String),
-    #[error("invalid semicolon separator in query")]
-    Semicolon,
-    #[error("query parameter {0:?} is not valid UTF-8 once decoded")]
-    Utf8(String),
-}
-
-/// The `labelSelector` query parameter, decoded as Go's `url.ParseQuery` does: names and
-/// values are percent-decoded (`label%53elector` is `labelSelector`), `+` is a space in both,
-/// and of repeated parameters the first counts (`url.Values.Get`).
-///
-/// Where Go reports an error (a bad escape, a `;`), the API server's handlers read
-/// `req.URL.Query()`, which drops the pair and carries on; dropping a `labelSelector` would
-/// widen the answer to the whole namespace, so any such query is refused instead (400). That
-/// guards direct callers only: the aggregator forwards `req.URL.Query().Encode()`, in which
-/// such a pair is already gone (docs/hpa-behaviour.md §3.1), and the HPA's own client never
-/// sends one.
-pub fn label_selector_param(query: Option<&str>) -> Result<Option<String>, QueryParamError> {
-    query_param(query, "labelSelector")
-}
-
-/// The parameter `wanted` of a query (the first of a repeated name, as `url.Values.Get`),
-/// decoded as `label_selector_param` describes.
-pub fn query_param(query: Option<&str>, wanted: &str) -> Result<Option<String>, QueryParamError> {
-    let mut found = None;
-    each_query_pair(query, |name, value| {
-        if found.is_none() && name == wanted {
-            found = Some(value.into_owned());
-        }
-    })?;
-    Ok(found)
-}
-
-/// Every query parameter, decoded as Go's `url.ParseQuery` does, in order (the first of a
-/// repeated name is the one `url.Values.Get` returns). A bad escape or a `;` refuses the
-/// whole query, for the reason given on `label_selector_param`.
-pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, QueryParamError> {
-    let mut pairs = Vec::new();
-    each_query_pair(query, |name, value| {
-        pairs.push((name.into_owned(), value.into_owned()))
-    })?;
-    Ok(pairs)
-}
-
-/// Each decoded pair of `query` in order, up to the first error, which is the answer: the
-/// callers drop what they saw, since an error anywhere refuses the whole query (as
-/// `query_pairs` says). Names and values without escapes are lent, not copied: the HPA's query
-/// is one parameter whose name has none.
-fn each_query_pair<'q>(
-    query: Option<&'q str>,
-    mut pair: impl FnMut(Cow<'q, str>, Cow<'q, str>),
-) -> Result<(), QueryParamError> {
-    for p in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        if p.contains(';') {
-            return Err(QueryParamError::Semicolon);
-        }
-        let (name, value) = p.split_once('=').unwrap_or((p, ""));
-        pair(query_unescape(name)?, query_unescape(value)?);
-    }
-    Ok(())
-}
-
-/// Go's `url.QueryUnescape`: `+` is a space, `%` takes exactly two hex digits.
-fn query_unescape(s: &str) -> Result<Cow<'_, str>, QueryParamError> {
-    if !s.contains(['%', '+']) {
-        return Ok(Cow::Borrowed(s));
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let digit = |j: usize| {
-                    let c = *bytes.get(j).filter(|c| c.is_ascii_hexdigit())?;
-                    (c as char).to_digit(16).map(|d| d as u8)
-                };
-                let (Some(high), Some(low)) = (digit(i + 1), digit(i + 2)) else {
-                    let end = (i + 3).min(bytes.len());
-                    return Err(QueryParamError::Escape(
-                        String::from_utf8_lossy(&bytes[i..end]).into_owned(),
-                    ));
-                };
-                let b = high << 4 | low;
-                out.push(b);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out)
-        .map(Cow::Owned)
-        .map_err(|_| QueryParamError::Utf8(s.to_string()))
-}
-
-/// A DNS-1123 label, which every namespace name is.
-fn valid_namespace(ns: &str) -> bool {
-    !ns.is_empty()
-        && ns.len() <= 63
-        && ns
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !ns.starts_with('-')
-        && !ns.ends_with('-')
-}
-
 /// Answers authenticated and authorised requests; health is handled before authentication and
 /// the request is counted around it (`server::api_service`).
 pub struct ApiHandler {
@@ -482,14 +364,7 @@ impl ApiHandler {
         };
         match served {
             Ok(served) => {
-                let render_now = || render(&served, &query, form);
-                let (code, body) = match served
-                    .attached::<Renderings>()
-                    .and_then(|r| r.0.get(form.slot()))
-                {
-                    Some(kept) => kept.get_or_init(render_now).clone(),
-                    None => render_now(),
-                };
+                let (code, body) = wire::rendered(&served, &query, form);
                 bytes_response(code, body)
             }
             Err(e @ QueryError::UnknownMetric { .. }) => {
@@ -497,142 +372,109 @@ impl ApiHandler {
             }
         }
     }
-}
 
-/// How an answer goes on the wire: the External API's list, or a custom metrics
-/// `MetricValueList` of one served version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WireForm {
-    External,
-    Object(custom_metrics::ServedVersion),
-}
-
-/// The renderings of one served answer, per wire form, kept with it (`Served::attached`) so
-/// that a reused answer is not rendered again. Two forms at most: a query is External or
-/// Object, and custom metrics have two served versions.
-#[derive(Default)]
-struct Renderings([std::sync::OnceLock<(u16, Bytes)>; 2]);
-
-impl WireForm {
-    /// Where `Renderings` keeps this form: a query is External or Object, so only Object's two
-    /// versions need separate places.
-    fn slot(self) -> usize {
-        match self {
-            WireForm::External | WireForm::Object(custom_metrics::ServedVersion::V1beta2) => 0,
-            WireForm::Object(custom_metrics::ServedVersion::V1beta1) => 1,
-        }
-    }
-}
-
-/// A value list's JSON. Its buffer starts at a size a common list fits in, so serializing it
-/// does not grow and copy the buffer on the way: `to_vec` starts at 128 bytes, and the shortest
-/// External list (one-letter metric, no labels) is already 189.
-fn answer_json(list: &impl serde::Serialize) -> Vec<u8> {
-    let mut body = Vec::with_capacity(512);
-    match serde_json::to_writer(&mut body, list) {
-        Ok(()) => body,
-        Err(_) => b"{}".to_vec(),
-    }
-}
-
-/// An answer on the wire: its value in the form's list, or its refusal as a `Status`. Depends
-/// only on the answer and on what the query's key holds, so a reused answer's rendering is
-/// the one a fresh rendering would give.
-fn render(served: &Served, query: &MetricQuery, form: WireForm) -> (u16, Bytes) {
-    let answer = &served.answer;
-    match answer.outcome {
-        Outcome::Value {
-            value,
-            timestamp_ms,
-        } => {
-            let timestamp = rfc3339(timestamp_ms);
-            let body = match (form, &query.object) {
-                (WireForm::Object(version), Some(object)) => {
-                    let list = custom_metrics::metric_value_list(
-                        version,
-                        object,
-                        &answer.metric,
-                        &query.selector,
-                        timestamp,
-                        served.window_secs,
-                        value.to_string(),
-                    );
-                    answer_json(&list)
-                }
-                _ => {
-                    let list = ExternalMetricValueList {
-                        api_version: GROUP_VERSION,
-                        // Exactly one item: the HPA sums every item (docs/hpa-behaviour.md §1.2).
-                        items: [ExternalMetricValue {
-                            metric_labels: query.selector.equality_labels(),
-                            metric_name: &answer.metric,
-                            timestamp,
-                            value: value.to_string(),
-                            window: served.window_secs,
-                        }],
-                        kind: "ExternalMetricValueList",
-                        metadata: Metadata {},
-                    };
-                    answer_json(&list)
-                }
-            };
-            (200, Bytes::from(body))
-        }
-        Outcome::Refused { kind, .. } => {
-            let reason = if kind.http_code() == 404 {
-                StatusReason::NotFound
-            } else {
-                StatusReason::ServiceUnavailable
-            };
-            let about = match &query.object {
-                Some(object) => format!(" for {object}"),
-                None => String::new(),
-            };
-            let message = format!(
-                "{}{about} {}: {}",
-                answer.metric,
-                refusal_verb(kind),
-                answer.reason
+    /// Everything below `/apis/custom.metrics.k8s.io/`: the Object query, or for the other
+    /// paths of a served version its resource list or a `Status` naming what is served.
+    async fn custom_metrics(&self, path: &CustomPath, query: Option<&str>) -> ApiResponse {
+        let Some(version) = ServedVersion::parse(&path.version) else {
+            return status_response(
+                StatusReason::NotFound,
+                &format!(
+                    "{GROUP} version {:?} is not served: the served versions are {}",
+                    path.version,
+                    VERSIONS.join(" and ")
+                ),
             );
-            (reason.code(), status_body(reason, &message))
+        };
+        let Some(ObjectMetricPath {
+            namespace: ns,
+            resource,
+            name,
+            metric,
+        }) = path.object_metric()
+        else {
+            return self.not_an_object_metric(path);
+        };
+        if !valid_namespace(ns) {
+            return status_response(
+                StatusReason::BadRequest,
+                &format!("invalid namespace {ns:?}: must be a DNS-1123 label"),
+            );
         }
+        let Some(kind) = ObjectKind::from_resource(resource) else {
+            return status_response(
+                StatusReason::NotFound,
+                &format!(
+                    "resource {resource:?} is not served by {GROUP}: the served resources are \
+                     statefulsets.apps and deployments.apps"
+                ),
+            );
+        };
+        if name == "*" {
+            return status_response(
+                StatusReason::BadRequest,
+                &format!(
+                    "the \"*\" form (every {resource} matching a selector) is not served: name one \
+                     {} (Object metric)",
+                    kind.kind()
+                ),
+            );
+        }
+        if !valid_object_name(name) {
+            return status_response(
+                StatusReason::BadRequest,
+                &format!(
+                    "invalid {} name {name:?}: must be a DNS-1123 subdomain",
+                    kind.kind()
+                ),
+            );
+        }
+        let selector_text = match query_param(query, "metricLabelSelector") {
+            Ok(s) => s.unwrap_or_default(),
+            Err(e) => return status_response(StatusReason::BadRequest, &e.to_string()),
+        };
+        // Remembered like the external API's selectors: an HPA asks the same question every 15 s.
+        let parsed = match self.parse_selector(selector_text) {
+            Ok(s) => s,
+            Err(e) => {
+                return status_response(
+                    StatusReason::BadRequest,
+                    &format!("metricLabelSelector: {e}"),
+                )
+            }
+        };
+        let object = ObjectRef {
+            kind,
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        };
+        self.serve(
+            MetricQuery::object(metric, object, parsed),
+            WireForm::Object(version),
+        )
+        .await
     }
-}
 
-/// The served list, typed so that it is written without building a JSON tree per request;
-/// fields in the order `serde_json::Value` would sort them, so the bytes are those of the tree.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ExternalMetricValueList<'a> {
-    api_version: &'static str,
-    items: [ExternalMetricValue<'a>; 1],
-    kind: &'static str,
-    metadata: Metadata,
-}
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ExternalMetricValue<'a> {
-    metric_labels: std::collections::BTreeMap<&'a str, &'a str>,
-    metric_name: &'a str,
-    timestamp: String,
-    value: String,
-    window: u64,
-}
-
-#[derive(serde::Serialize)]
-struct Metadata {}
-
-fn refusal_verb(kind: policy::RefusalKind) -> &'static str {
-    use policy::RefusalKind::*;
-    match kind {
-        NoMatch => "has no data",
-        Stale => "is stale",
-        Partial => "is partial",
-        IncompleteFloor => "has an incomplete floor",
-        Invalid => "is invalid",
-        SourceUnavailable => "is unavailable",
-        GateClosed => "is held by its validity gate",
+    /// The answer to every other path below a served version: the version's resource list,
+    /// or a NotFound naming the form that is served.
+    fn not_an_object_metric(&self, path: &CustomPath) -> ApiResponse {
+        let rest: Vec<&str> = path.rest.iter().map(String::as_str).collect();
+        let message = match rest.as_slice() {
+            [] => {
+                return json_response(
+                    200,
+                    &api_resource_list(&path.version, &self.adapter.served_metric_names()),
+                )
+            }
+            ["namespaces", ns, "metrics", _] => {
+                format!("metrics of the Namespace {ns:?} are not served: {SERVED_FORM}")
+            }
+            [first, ..] if *first != "namespaces" => {
+                format!("root-scoped custom metrics are not served: {SERVED_FORM}")
+            }
+            _ => format!("the server could not find the requested resource: {SERVED_FORM}"),
+        };
+        status_response(StatusReason::NotFound, &message)
     }
 }
 

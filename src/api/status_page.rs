@@ -87,7 +87,7 @@ pub fn row_text(h: &ScopeHistory) -> String {
         Some(Reply::Refused { kind, .. }) => format!(
             "{} {}: {}",
             h.key.metric,
-            super::refusal_verb(*kind),
+            super::wire::refusal_verb(*kind),
             h.last_reason
         ),
         Some(Reply::Value { value }) => format!("{value}: {}", h.last_reason),

@@ -1,3 +1,5 @@
+use super::request_parts::QueryParamError;
+use super::wire::{ExternalMetricValue, ExternalMetricValueList, Metadata};
 use super::*;
 
 /// The served list's bytes: keys in the order a `serde_json::Value` tree sorts them, strings
