@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 use futures::future::{ready, Either, Ready};
 use tower::Service;
 
-use super::{ApiResponse, Routed};
+use super::response::ApiResponse;
+use super::Routed;
 
 /// A layer's own answers.
 pub trait AnswerFirst {

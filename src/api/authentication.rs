@@ -12,8 +12,9 @@ use http::Request;
 use tower::{Layer, Service};
 
 use super::request_metrics::RequestMetrics;
+use super::response::ApiResponse;
 use super::transport::{authenticated, Gatekeeper, Peer};
-use super::{ApiResponse, Routed};
+use super::Routed;
 
 /// The layer asking the gate about each request of one connection.
 #[derive(Clone)]

@@ -10,7 +10,7 @@ use http::Request;
 use http_body_util::Full;
 use tower::{Layer, Service};
 
-use super::ApiResponse;
+use super::response::ApiResponse;
 
 /// The layer answering HEAD as GET without the body.
 #[derive(Clone, Copy, Debug, Default)]

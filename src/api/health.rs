@@ -6,7 +6,8 @@ use std::sync::Arc;
 use tower::Layer;
 
 use super::answer_first::{AnswerFirst, AnswerFirstService};
-use super::{ApiHandler, ApiResponse, Route, Routed};
+use super::response::ApiResponse;
+use super::{ApiHandler, Route, Routed};
 
 /// The layer answering the health probes.
 #[derive(Clone)]

@@ -14,8 +14,9 @@ use super::authentication::Authenticate;
 use super::head::Head;
 use super::open_pages::OpenPages;
 use super::ready::Ready;
+use super::response::{json_response, plain, status_response, ApiResponse, StatusReason};
 use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
-use super::{json_response, plain, ApiResponse, Routed, StatusReason};
+use super::Routed;
 use hpa_bridge_engine::engine::{Adapter, StatusQuery};
 
 /// A section of the status page rendered by a part above the API (the HPA predictions).
@@ -224,7 +225,7 @@ async fn status_document(
     {
         Ok(q) => q,
         Err(message) => {
-            return super::status_response(StatusReason::BadRequest, &message);
+            return status_response(StatusReason::BadRequest, &message);
         }
     };
     let Ok(_permit) = status_builds.acquire().await else {

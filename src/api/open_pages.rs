@@ -5,7 +5,8 @@
 use tower::Layer;
 
 use super::answer_first::{AnswerFirst, AnswerFirstService};
-use super::{plain, ApiResponse, Routed};
+use super::response::{plain, ApiResponse};
+use super::Routed;
 
 /// The layer answering the metrics port's open pages; `status_pages` says whether the
 /// listener is a loopback one.

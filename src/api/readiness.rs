@@ -6,8 +6,9 @@ use std::sync::Arc;
 use tower::Layer;
 
 use super::answer_first::{AnswerFirst, AnswerFirstService};
+use super::response::{plain, ApiResponse};
 use super::transport::shutdown::Shutdown;
-use super::{plain, ApiResponse, Route, Routed};
+use super::{Route, Routed};
 
 /// The layer failing `/readyz` from the moment the server terminates.
 #[derive(Clone, Debug)]

@@ -12,7 +12,8 @@ use std::time::Instant;
 use http::Method;
 use tower::{Layer, Service};
 
-use super::{ApiResponse, Route, Routed};
+use super::response::ApiResponse;
+use super::{Route, Routed};
 use hpa_bridge_engine::engine::Adapter;
 use hpa_bridge_sources::telemetry::SelfMetrics;
 

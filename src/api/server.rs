@@ -13,10 +13,11 @@ use super::head::Head;
 use super::health::Health;
 use super::readiness::Readiness;
 use super::request_metrics::{RecordRequest, RequestMetrics};
+use super::response::ApiResponse;
 use super::transport::connection::{ConnectionGate, ConnectionLimits};
 use super::transport::shutdown::Shutdown;
 use super::transport::{serve, Gatekeeper, Listening, Peer, RequestChain};
-use super::{ApiHandler, ApiResponse, Routed};
+use super::{ApiHandler, Routed};
 
 /// Serve the API over TLS with default connection limits, until the process ends.
 pub async fn serve_api(

@@ -1,3 +1,5 @@
+use bytes::Bytes;
+
 use super::request_parts::QueryParamError;
 use super::wire::{ExternalMetricValue, ExternalMetricValueList, Metadata};
 use super::*;

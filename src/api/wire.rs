@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 
-use super::{custom_metrics, status_body, StatusReason, GROUP_VERSION};
+use super::response::{status_body, StatusReason};
+use super::{custom_metrics, GROUP_VERSION};
 use hpa_bridge_engine::engine::{MetricQuery, Served};
 use hpa_bridge_rules::clock::rfc3339;
 use hpa_bridge_rules::policy::{self, Outcome};

@@ -27,8 +27,9 @@ use http::HeaderMap;
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
+use crate::api::response::{status_response, ApiResponse, StatusReason};
 use crate::api::transport::{Gatekeeper, Peer};
-use crate::api::{status_response, ApiResponse, Route, StatusReason};
+use crate::api::Route;
 
 pub use authz::{Attributes, Authorizer, Decision};
 pub use token::TokenReviewer;

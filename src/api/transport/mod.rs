@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::{Service, ServiceExt};
 
-use super::{ApiResponse, Route};
+use super::response::ApiResponse;
+use super::Route;
 use connection::{
     AcceptBackoff, Activity, ConnectionGate, ConnectionLimits, Expiry, InFlight, MIN_HEADER_BYTES,
 };

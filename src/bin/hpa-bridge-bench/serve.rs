@@ -32,9 +32,10 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::kit::authority::Authority;
 use super::{quantile, task_cpu_ns, BenchError, InPart, Plan};
+use hpa_bridge::api::response::{status_response, ApiResponse, StatusReason};
 use hpa_bridge::api::server::serve_api;
 use hpa_bridge::api::transport::{Gatekeeper, Peer};
-use hpa_bridge::api::{status_response, ApiHandler, ApiResponse, Route, StatusReason};
+use hpa_bridge::api::{ApiHandler, Route};
 use hpa_bridge::auth;
 use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
 use hpa_bridge_rules::clock::SystemClock;
