@@ -388,17 +388,7 @@ impl Bench {
             Ok::<_, BenchError>((client, discovery, targets, adapter))
         })?;
         let (client, discovery, targets, adapter) = built;
-        let failed = fleet::failed_targets(&targets);
-        if targets.targets().len() != plan.pods || failed > 0 {
-            return Err(BenchError::part(
-                PART,
-                format!(
-                    "discovery found {} of {} pods, {failed} failed their scrape",
-                    targets.targets().len(),
-                    plan.pods
-                ),
-            ));
-        }
+        fleet::all_discovered_and_scraped(&targets, plan.pods, "pods").part(PART)?;
         // Every request computes its answer from the store and the watch cache of that moment.
         let handler = Arc::new(ApiHandler::new(adapter.clone()).without_answer_reuse());
         let server = serve::start_adapter("adapter-deletion-cost", &pki, handler)?;

@@ -342,6 +342,22 @@ impl Scraped {
     }
 }
 
+/// That discovery found `expected` targets and each was scraped: else what went wrong, for
+/// `what` (pods, targets).
+pub fn all_discovered_and_scraped(
+    store: &Store,
+    expected: usize,
+    what: &str,
+) -> Result<(), String> {
+    let (found, failed) = (store.targets().len(), failed_targets(store));
+    if found != expected || failed > 0 {
+        return Err(format!(
+            "discovery found {found} of {expected} {what}, {failed} failed their scrape"
+        ));
+    }
+    Ok(())
+}
+
 /// Targets whose last scrape failed or that never succeeded.
 pub fn failed_targets(store: &Store) -> usize {
     store

@@ -151,17 +151,9 @@ impl Side {
             Ok::<_, BenchError>((engine, discovery))
         })?;
         let store = engine.targets();
-        let failed = fleet::failed_targets(&store);
-        if store.targets().len() != spec.targets || failed > 0 {
-            return Err(BenchError::part(
-                PART,
-                format!(
-                    "{name}: discovery found {} of {} targets, {failed} failed their scrape",
-                    store.targets().len(),
-                    spec.targets
-                ),
-            ));
-        }
+        fleet::all_discovered_and_scraped(&store, spec.targets, "targets")
+            .map_err(|e| format!("{name}: {e}"))
+            .part(PART)?;
         let sync_seconds = started.elapsed().as_secs_f64();
         // Every request computes its answer, so every one asks the cluster for spec.replicas.
         let handler = Arc::new(ApiHandler::new(engine.adapter().clone()).without_answer_reuse());
