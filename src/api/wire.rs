@@ -2,6 +2,8 @@
 //! metrics `MetricValueList` of one served version (custom_metrics.rs), or a refusal as a
 //! Kubernetes `Status`; and the renderings kept with a served answer.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::response::{status_body, StatusReason};
@@ -46,9 +48,13 @@ fn answer_json(list: &impl serde::Serialize) -> Vec<u8> {
     }
 }
 
-/// `served` in `form`, rendered on first use and kept with it (`Renderings`).
-pub(super) fn rendered(served: &Served, query: &MetricQuery, form: WireForm) -> (u16, Bytes) {
+/// `served` in `form`, rendered on first use and kept with it (`Renderings`). An answer no one
+/// else holds (computed with reuse off) can never be served again, so nothing is kept for it.
+pub(super) fn rendered(served: &Arc<Served>, query: &MetricQuery, form: WireForm) -> (u16, Bytes) {
     let render_now = || render(served, query, form);
+    if Arc::strong_count(served) == 1 {
+        return render_now();
+    }
     match served
         .attached::<Renderings>()
         .and_then(|r| r.0.get(form.slot()))
