@@ -11,7 +11,7 @@ use super::config_map::MemoryObject;
 use crate::lease::Leadership;
 use hpa_bridge_rules::clock::{rfc3339, Clock, Millis};
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{Memory, Store};
+use hpa_bridge_store::store::{Memory, StoreWriter};
 
 #[derive(Clone, Copy, Debug)]
 pub struct MemoryTimings {
@@ -36,7 +36,7 @@ struct Shown {
 }
 
 pub struct MemoryKeeper {
-    store: Arc<Store>,
+    store: StoreWriter,
     object: MemoryObject,
     leadership: Arc<Leadership>,
     clock: Arc<dyn Clock>,
@@ -47,7 +47,7 @@ pub struct MemoryKeeper {
 
 impl MemoryKeeper {
     pub fn new(
-        store: Arc<Store>,
+        store: StoreWriter,
         object: MemoryObject,
         leadership: Arc<Leadership>,
         clock: Arc<dyn Clock>,

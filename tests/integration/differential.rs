@@ -23,7 +23,7 @@ use hpa_bridge_rules::clock::{Clock, ManualClock};
 use hpa_bridge_rules::cluster::{Cluster, PodFacts, ReplicaSetFacts, WorkloadRef};
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::exposition::ExposedSample;
-use hpa_bridge_store::store::{Memory, ScrapeTarget, Store, TargetId};
+use hpa_bridge_store::store::{Memory, ScrapeTarget, StoreWriter, TargetId};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
 
@@ -595,7 +595,7 @@ struct World {
     clock: Arc<ManualClock>,
     cluster: Arc<FakeCluster>,
     facts: ClusterFacts,
-    store: Arc<Store>,
+    store: StoreWriter,
     handler: ApiHandler,
     oracle: Oracle,
     targets: Vec<ScrapeTarget>,
@@ -620,7 +620,7 @@ const START: Ms = 1_700_000_000_000;
 
 impl World {
     /// A new adapter on the same clock and cluster, holding nothing.
-    fn adapter(clock: &Arc<ManualClock>, cluster: &Arc<FakeCluster>) -> (Arc<Store>, ApiHandler) {
+    fn adapter(clock: &Arc<ManualClock>, cluster: &Arc<FakeCluster>) -> (StoreWriter, ApiHandler) {
         let config = Config::from_yaml(CONFIG).expect("the test's config is valid");
         let engine = EngineBuilder::new(config, clock.clone())
             .cluster(cluster.clone())

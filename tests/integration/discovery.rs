@@ -435,7 +435,7 @@ async fn the_pods_facts_are_worked_out_ahead_of_the_answers_once_asked_for() {
     let client = crate::common::control_plane::client(cp).await;
     let discovery_config =
         serde_json::from_value(serde_json::json!({"namespaces": [ns.clone()]})).unwrap();
-    let store = std::sync::Arc::new(hpa_bridge_store::store::Store::new());
+    let store = hpa_bridge_store::store::StoreWriter::default();
     let discovery = Discovery::start(client, discovery_config, store, Vec::new());
     tokio::time::timeout(Duration::from_secs(30), discovery.wait_synced())
         .await

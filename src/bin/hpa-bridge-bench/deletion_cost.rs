@@ -374,7 +374,7 @@ impl Bench {
                 discovery,
                 engine,
             } = fleet::discovered(&url, config.clone()).await?;
-            let targets = engine.targets();
+            let targets = engine.targets().reader();
             let scraper = Arc::new(
                 engine
                     .scraper()

@@ -20,7 +20,7 @@ use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_sources::source::discovery::Discovery;
 use hpa_bridge_sources::source::scrape::Scraper;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{ScrapeTarget, Store};
+use hpa_bridge_store::store::{ScrapeTarget, Store, StoreWriter};
 
 const PART: &str = "fleet";
 
@@ -257,7 +257,7 @@ pub async fn discovered(url: &str, config: Config) -> Result<Discovered, BenchEr
         .ok_or_else(|| BenchError::part(PART, "the config has no kubernetes discovery"))?;
     let uri: http::Uri = url.parse().part(PART)?;
     let client = kube::Client::try_from(kube::Config::new(uri)).part(PART)?;
-    let targets = Arc::new(Store::new());
+    let targets = StoreWriter::default();
     let discovery = Discovery::start(client.clone(), k, targets.clone(), Vec::new());
     let engine = builder(config, SCRAPE_CONCURRENCY)
         .targets(targets)
@@ -290,7 +290,7 @@ pub fn builder(config: Config, concurrency: usize) -> EngineBuilder {
 /// An engine scraping every page of the exporter: its adapter, target store and scraper.
 pub struct Scraped {
     pub adapter: Arc<Adapter>,
-    pub store: Arc<Store>,
+    pub store: StoreWriter,
     pub scraper: Arc<Scraper>,
 }
 

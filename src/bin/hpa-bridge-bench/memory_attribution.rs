@@ -35,7 +35,7 @@ use super::{BenchError, InPart};
 use hpa_bridge_engine::engine::history::Limits;
 use hpa_bridge_rules::clock::{Clock, SystemClock};
 use hpa_bridge_rules::exposition::ExposedSample;
-use hpa_bridge_store::store::Store;
+use hpa_bridge_store::store::StoreWriter;
 
 const PART: &str = "memory";
 
@@ -218,7 +218,7 @@ async fn phases(
         .map(|i| fleet::scrape_target(spec, exporter.port(), i))
         .collect();
     let replay_start = Snapshot::now();
-    let fresh = Store::new();
+    let fresh = StoreWriter::default();
     fresh.set_targets(targets);
     let replay_targets = Snapshot::now();
     for t in fresh.targets() {

@@ -41,7 +41,7 @@ pub(super) struct AdapterInstance {
     pub(super) ready: Ready,
     pub(super) scraper: Scraper,
     /// The target set the simulated pods are written to, as discovery would.
-    pub(super) targets: Arc<Store>,
+    pub(super) targets: StoreWriter,
     pub(super) server: JoinHandle<()>,
     pub(super) port: u16,
     pub(super) client: Arc<rustls::ClientConfig>,
@@ -58,7 +58,7 @@ fn wire_engine(
     config: Config,
     clock: Arc<ManualClock>,
     workload: Option<Arc<SimWorkload>>,
-) -> Result<(Arc<Adapter>, Scraper, Arc<Store>), SimulateError> {
+) -> Result<(Arc<Adapter>, Scraper, StoreWriter), SimulateError> {
     let mut builder = EngineBuilder::new(config, clock).scrape_concurrency(64);
     if let Some(w) = workload {
         builder = builder.cluster(w);

@@ -75,7 +75,7 @@ use hpa_bridge_rules::config::{Config, HumanDuration};
 use hpa_bridge_rules::evidence::{TargetId, MAX_REPLICA_VALUE};
 use hpa_bridge_sources::source::scrape::Scraper;
 use hpa_bridge_sources::tls;
-use hpa_bridge_store::store::{ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};
 
 /// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).
 const EPOCH_MS: Millis = 1_800_000_000_000;

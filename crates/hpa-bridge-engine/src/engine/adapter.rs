@@ -13,7 +13,7 @@ use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::policy::{self, Answer};
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store};
+use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store, StoreWriter};
 
 use super::explainer::Explainer;
 use super::history::{self, History};
@@ -163,9 +163,9 @@ pub fn static_target_id(url: &str) -> TargetId {
     TargetId(hpa_bridge_rules::redaction::redact_url(url).as_ref().into())
 }
 
-/// A scrape store holding the config's `scrape.static` targets.
-pub fn static_store(config: &Config) -> Arc<Store> {
-    let store = Arc::new(store_for(config));
+/// A scrape store holding the config's `scrape.static` targets, by its write half.
+pub fn static_store(config: &Config) -> StoreWriter {
+    let store = StoreWriter::new(store_for(config));
     store.set_targets(static_targets(config));
     store
 }

@@ -12,7 +12,7 @@ use hpa_bridge_sources::source::prometheus::{PrometheusSetupError, PrometheusSou
 use hpa_bridge_sources::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::Store;
+use hpa_bridge_store::store::{Store, StoreWriter};
 
 use super::adapter::static_credentials;
 
@@ -25,7 +25,7 @@ pub struct EngineBuilder {
     metrics: Arc<SelfMetrics>,
     scrape_concurrency: usize,
     source: Option<Arc<dyn EvidenceSource>>,
-    targets: Option<Arc<Store>>,
+    targets: Option<StoreWriter>,
     cluster: Option<Arc<dyn Cluster>>,
     sections: Vec<StatusSection>,
 }
@@ -38,7 +38,7 @@ pub struct Assembly {
     scraper: Option<Scraper>,
     /// The Prometheus source when `source.prometheus` is configured, for its probe and pod set.
     prometheus: Option<Arc<PrometheusSource>>,
-    targets: Arc<Store>,
+    targets: StoreWriter,
 }
 
 impl EngineBuilder {
@@ -72,10 +72,10 @@ impl EngineBuilder {
         self
     }
 
-    /// Keep the target set in `targets`: discovery, started first so that its facts can be
-    /// given to `cluster`, fills it. Without it the engine starts a store holding the
-    /// `scrape.static` targets.
-    pub fn targets(mut self, targets: Arc<Store>) -> Self {
+    /// Keep the target set in the store `targets` writes: discovery, started first so that its
+    /// facts can be given to `cluster`, fills it. Without it the engine starts a store holding
+    /// the `scrape.static` targets.
+    pub fn targets(mut self, targets: StoreWriter) -> Self {
         self.targets = Some(targets);
         self
     }
@@ -125,11 +125,12 @@ impl EngineBuilder {
                 self.scrape_concurrency,
             )
         });
-        // Answers read the scrape store unless another source holds the samples.
+        // Answers read the scrape store, by its read half, unless another source holds the
+        // samples: the scraper alone writes what the engine reads.
         let source: Arc<dyn EvidenceSource> = match (self.source, &prometheus) {
             (Some(s), _) => s,
             (None, Some(p)) => p.clone(),
-            (None, None) => store.clone(),
+            (None, None) => store.reader(),
         };
         if let (Some(c), Some(p)) = (&self.cluster, &prometheus) {
             p.set_pod_set(c.clone(), "pod");
@@ -143,7 +144,7 @@ impl EngineBuilder {
         let targets = match (scrapes, self.targets) {
             (true, _) => store,
             (false, Some(t)) => t,
-            (false, None) => Arc::new(Store::new()),
+            (false, None) => StoreWriter::new(Store::new()),
         };
         Ok(Assembly {
             adapter: Arc::new(adapter),
@@ -170,9 +171,9 @@ impl Assembly {
         self.prometheus.as_ref()
     }
 
-    /// Where the target set is kept: discovery writes it and the scraper reads it (and, when
-    /// this engine scrapes, fills it with samples).
-    pub fn targets(&self) -> Arc<Store> {
+    /// The write half of the store that keeps the target set: discovery writes it and the
+    /// scraper reads it (and, when this engine scrapes, fills it with samples).
+    pub fn targets(&self) -> StoreWriter {
         self.targets.clone()
     }
 }
@@ -181,7 +182,7 @@ impl Assembly {
 /// filling `store`.
 fn scraper_for(
     config: &Config,
-    store: Arc<Store>,
+    store: StoreWriter,
     clock: Arc<dyn Clock>,
     metrics: Arc<SelfMetrics>,
     concurrency: usize,

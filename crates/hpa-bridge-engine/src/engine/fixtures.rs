@@ -11,7 +11,7 @@ use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};
 
 /// An adapter over the default config answering from `source`, at a fixed time (1,000 s).
 pub fn adapter_on(source: Arc<dyn EvidenceSource>) -> Adapter {
@@ -75,7 +75,7 @@ pub fn lobby_pods(n: usize) -> Vec<ScrapeTarget> {
 /// Scrape `targets` (lobby pods) at 990 s: pod `i` exports the stateful index `index(i)`, and
 /// the first `recommenders` of them a recommendation of 2.
 pub fn scrape_lobby(
-    store: &Store,
+    store: &StoreWriter,
     targets: &[ScrapeTarget],
     recommenders: usize,
     index: impl Fn(usize) -> f64,

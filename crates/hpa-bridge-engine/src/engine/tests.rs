@@ -11,7 +11,7 @@ use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::policy::{Answer, RefusalKind};
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::Store;
+use hpa_bridge_store::store::StoreWriter;
 
 /// Pods of `games/lobby`: more than a served answer notes, so the store summarizes the rest
 /// (store/family_digest.rs) and both readings of age are exercised.
@@ -20,16 +20,16 @@ const PODS: usize = 12;
 struct Fixture {
     clock: Arc<ManualClock>,
     adapter: Adapter,
-    store: Arc<Store>,
+    store: StoreWriter,
 }
 
 impl Fixture {
     fn new() -> Fixture {
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         let adapter = Adapter::new(
             Config::from_yaml("").unwrap(),
-            store.clone(),
+            store.reader(),
             None,
             clock.clone(),
             Arc::new(SelfMetrics::new()),
@@ -42,7 +42,7 @@ impl Fixture {
         }
     }
 
-    fn store(&self) -> Arc<Store> {
+    fn store(&self) -> StoreWriter {
         self.store.clone()
     }
 

@@ -3,8 +3,9 @@
 //!
 //! Pods, ReplicaSets and StatefulSets are mirrored by kube-runtime reflectors (list, then
 //! watch with bookmarks, with the watcher's own backoff); every change recomputes the target
-//! set and hands it to `Store::set_targets`, which retires the retained index of a pod that is
-//! gone and keeps it for a pod that merely fails its scrape (docs/hpa-behaviour.md §4.1).
+//! set and hands it to the store's writer (`StoreWriter::set_targets`), which retires the
+//! retained index of a pod that is gone and keeps it for a pod that merely fails its scrape
+//! (docs/hpa-behaviour.md §4.1).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use hpa_bridge_rules::cluster::{
 };
 use hpa_bridge_rules::config::{KubernetesDiscoveryConfig, JSON_CONFIG_ANNOTATION};
 use hpa_bridge_rules::evidence::TargetId;
-use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_store::store::{PageFormat, ScrapeTarget, StoreWriter, WorkloadRef};
 
 pub use hpa_bridge_rules::config::RESERVED_LABELS;
 
@@ -436,7 +437,7 @@ impl Discovery {
     pub fn start(
         client: Client,
         config: KubernetesDiscoveryConfig,
-        store: Arc<Store>,
+        store: StoreWriter,
         fixed: Vec<ScrapeTarget>,
     ) -> Arc<Discovery> {
         let changed = Arc::new(Changed::default());

@@ -24,7 +24,7 @@ use hpa_bridge_rules::config::ScrapeCredentials;
 use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::exposition;
 use hpa_bridge_rules::redaction::redact_url;
-use hpa_bridge_store::store::{Page, PageFormat, ScrapeTarget, Store};
+use hpa_bridge_store::store::{Page, PageFormat, ScrapeTarget, StoreWriter};
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ const READ_BUFFER_BYTES: usize = 8 * 1024;
 #[derive(Clone)]
 pub struct Scraper {
     client: Client<HttpConnector, Empty<Bytes>>,
-    store: Arc<Store>,
+    store: StoreWriter,
     settings: ScrapeSettings,
     clock: Arc<dyn Clock>,
     metrics: Arc<SelfMetrics>,
@@ -119,7 +119,7 @@ pub struct Scraper {
 
 impl Scraper {
     pub fn new(
-        store: Arc<Store>,
+        store: StoreWriter,
         settings: ScrapeSettings,
         clock: Arc<dyn Clock>,
         metrics: Arc<SelfMetrics>,
@@ -540,7 +540,9 @@ pub(crate) mod tests {
     }
 
     /// Everything the store holds of `idx` in namespace `default`.
-    fn idx_evidence(store: &Store) -> hpa_bridge_rules::evidence::Evidence {
+    fn idx_evidence(
+        store: &hpa_bridge_store::store::Store,
+    ) -> hpa_bridge_rules::evidence::Evidence {
         let series = vec!["idx".to_owned()];
         let selector = hpa_bridge_rules::selector::LabelSelector::everything();
         store.read(
@@ -564,7 +566,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn scraper(store: Arc<Store>, metrics: Arc<SelfMetrics>) -> Scraper {
+    pub(crate) fn scraper(store: StoreWriter, metrics: Arc<SelfMetrics>) -> Scraper {
         Scraper::new(
             store,
             ScrapeSettings {
@@ -591,7 +593,7 @@ pub(crate) mod tests {
             .iter()
             .map(|p| static_target(format!("http://{addr}/{p}")))
             .collect();
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         store.set_targets(targets.clone());
         let metrics = Arc::new(SelfMetrics::new());
         let scraper = Arc::new(scraper(store.clone(), metrics.clone()));
@@ -646,7 +648,7 @@ pub(crate) mod tests {
             ("/fine".to_owned(), (text, b"idx 3\n".to_vec())),
         ]))
         .await;
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         let (hostile, fine) = (
             static_target(format!("http://{addr}/hostile")),
             static_target(format!("http://{addr}/fine")),
@@ -718,7 +720,7 @@ pub(crate) mod tests {
             ("/many", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 32\r\n\r\nidx{a=\"1\"} 1\nidx{a=\"2\"} 1\nidx 1\n"),
         ]))
         .await;
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         let metrics = Arc::new(SelfMetrics::new());
         let mut scraper = scraper(store.clone(), metrics.clone());
         scraper.settings.limits.max_series = 2;
@@ -784,7 +786,7 @@ pub(crate) mod tests {
             format: PageFormat::UnusableJsonConfig("names \"nope\"".into()),
             ..static_target(format!("http://{addr}/status"))
         };
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         store.set_targets(vec![good.clone(), garbage.clone()]);
         let metrics = Arc::new(SelfMetrics::new());
         let mut scraper = scraper(store.clone(), metrics.clone());
@@ -855,7 +857,7 @@ pub(crate) mod tests {
             ),
         ]))
         .await;
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         let om = static_target(format!("http://{addr}/om"));
         let text = static_target(format!("http://{addr}/text"));
         store.set_targets(vec![om.clone(), text.clone()]);
@@ -880,7 +882,7 @@ pub(crate) mod tests {
             .map(|p| (p.clone(), ("text/plain".to_owned(), b"idx 1\n".to_vec())))
             .collect();
         let (addr, hits) = serve_counted_pages(pages).await;
-        let store = Arc::new(Store::new());
+        let store = StoreWriter::default();
         store.set_targets(
             paths
                 .iter()

@@ -418,7 +418,7 @@ impl Store {
     /// compared; the write lock is held only to apply the difference, and not
     /// at all when nothing differs (a publisher's round after a change that moved no target).
     /// Returns what changed, for the caller's log.
-    pub fn set_targets(&self, targets: Vec<ScrapeTarget>) -> TargetSetChange {
+    pub(crate) fn set_targets(&self, targets: Vec<ScrapeTarget>) -> TargetSetChange {
         // Only this call changes which targets there are and what each is, so while it holds
         // this lock the difference found under the read lock stays the difference.
         let _replacing = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
@@ -519,7 +519,7 @@ impl Store {
     }
 
     /// Record a successful scrape: the page replaces the target's series set.
-    pub fn record_success(
+    pub(crate) fn record_success(
         &self,
         target: &ScrapeTarget,
         scraped_at: impl Into<Now>,
@@ -589,7 +589,7 @@ impl Store {
         outcome
     }
 
-    pub fn record_failure(
+    pub(crate) fn record_failure(
         &self,
         target: &ScrapeTarget,
         at: Millis,

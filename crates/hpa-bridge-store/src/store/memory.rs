@@ -159,7 +159,7 @@ impl Store {
     /// had its remembered series on a page at the memory's time and failed every scrape since;
     /// the others are read the same way when a target set brings them, under the same lock, so
     /// no answer ever sees such a target without its memory. Returns how many were read now.
-    pub fn remember(&self, memory: Memory) -> usize {
+    pub(crate) fn remember(&self, memory: Memory) -> usize {
         let mut guard = self.write();
         let mut pending = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         *pending = Some(memory);
@@ -168,7 +168,7 @@ impl Store {
 
     /// Stop reading targets from the memory (those still to come are taken as new), and say
     /// how many it still held.
-    pub fn forget_memory(&self) -> usize {
+    pub(crate) fn forget_memory(&self) -> usize {
         let mut pending = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         pending.take().map_or(0, |m| m.targets.len())
     }

@@ -12,6 +12,7 @@ mod postings;
 mod read;
 mod resolved_scope;
 mod series_slots;
+mod writer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -32,6 +33,7 @@ pub use memory::{fingerprint, Memory, RememberedSeries, RememberedTarget};
 use postings::Postings;
 use resolved_scope::ResolvedScopes;
 use series_slots::{SeriesSlots, SlotId};
+pub use writer::StoreWriter;
 
 /// Something to scrape, and the labels attached to every sample it yields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -180,6 +182,7 @@ impl SeriesState {
     }
 }
 
+/// Outside this crate a `Store` only reads: writes go through its `StoreWriter` (writer.rs).
 #[derive(Debug, Default)]
 pub struct Store {
     inner: RwLock<Inner>,

@@ -15,7 +15,7 @@ use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::{Config, KubernetesDiscoveryConfig};
 use hpa_bridge_sources::source::discovery::Discovery;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{ScrapeTarget, Store};
+use hpa_bridge_store::store::{ScrapeTarget, StoreWriter};
 
 use super::args::ServeArgs;
 use super::auth::kubeconfig_file;
@@ -45,7 +45,7 @@ pub(crate) async fn start(
     args: &ServeArgs,
     k: &KubernetesDiscoveryConfig,
     config: &Config,
-    targets: &Arc<Store>,
+    targets: &StoreWriter,
     static_targets: Vec<ScrapeTarget>,
     clock: &Arc<SystemClock>,
     metrics: &Arc<SelfMetrics>,
@@ -117,7 +117,7 @@ pub(crate) async fn start(
         let writer_lease = lease(Duty::DeletionCost, &args.deletion_cost_lease);
         DeletionCostWriter::new(
             discovery.clone(),
-            targets.clone(),
+            targets.reader(),
             clock.clone(),
             metrics.clone(),
             writer_lease.clone(),
@@ -179,7 +179,7 @@ async fn warn_unknown_deletion_cost(discovery: Arc<Discovery>) {
 /// Read the memory a predecessor wrote and give it to the store, retrying for up to 10 s (an
 /// API server that is slow to answer a starting pod); after that this replica goes on without
 /// it. Returns the memory's time, or why it could not be read.
-async fn read_memory(object: &MemoryObject, store: &Store) -> Result<Option<i64>, String> {
+async fn read_memory(object: &MemoryObject, store: &StoreWriter) -> Result<Option<i64>, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         match object.read().await {

@@ -75,7 +75,7 @@ async fn answers_served_are_kept_in_the_history_and_status_evaluations_are_not()
     let config = Config::from_yaml("history: {retention: 1m, maxScopes: 1}").unwrap();
     let adapter = Adapter::new(
         config.clone(),
-        crate::engine::static_store(&config),
+        crate::engine::static_store(&config).reader(),
         None,
         Arc::new(ManualClock::new(1_000_000)),
         metrics.clone(),
@@ -146,9 +146,9 @@ async fn a_served_floor_notes_only_what_the_history_keeps_and_the_history_is_unc
     // Each case: how many of 20 pods export a recommendation, and how many inputs the
     // served floor notes (the history keeps 8 in all, the recommendation's first).
     for (recommenders, floor_notes) in [(20, 0), (3, 5)] {
-        let store = Arc::new(hpa_bridge_store::store::Store::new());
+        let store = hpa_bridge_store::store::StoreWriter::default();
         let adapter =
-            crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
+            crate::engine::fixtures::adapter_with(store.reader(), Arc::new(OneStatefulSet));
         let targets = crate::engine::fixtures::lobby_pods(20);
         store.set_targets(targets.clone());
         crate::engine::fixtures::scrape_lobby(&store, &targets, recommenders, |i| {
@@ -222,8 +222,8 @@ impl Cluster for LobbyAtThree {
 /// does not know.
 #[tokio::test]
 async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let bare = crate::engine::fixtures::adapter_on(store.clone());
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let bare = crate::engine::fixtures::adapter_on(store.reader());
     let targets = crate::engine::fixtures::lobby_pods(3);
     store.set_targets(targets.clone());
     crate::engine::fixtures::scrape_lobby(&store, &targets, 3, |i| i as f64 + 1.0);
@@ -253,7 +253,7 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
         None
     );
     // The same store, with the watch knowing lobby.
-    let adapter = crate::engine::fixtures::adapter_with(store, Arc::new(LobbyAtThree));
+    let adapter = crate::engine::fixtures::adapter_with(store.reader(), Arc::new(LobbyAtThree));
     let newest = |metric: &str, scope: &str| newest_in(&adapter, metric, scope);
     let ask = |metric: &'static str, selector: &LabelSelector| {
         let (adapter, selector) = (&adapter, selector.clone());
@@ -302,8 +302,8 @@ async fn a_served_answer_is_kept_with_its_workloads_spec_replicas() {
 async fn a_served_answer_from_summarized_evidence_is_the_explained_answer() {
     use hpa_bridge_rules::policy::InputCounts;
 
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let adapter = crate::engine::fixtures::adapter_with(store.clone(), Arc::new(OneStatefulSet));
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let adapter = crate::engine::fixtures::adapter_with(store.reader(), Arc::new(OneStatefulSet));
     let targets = crate::engine::fixtures::lobby_pods(20);
     let page = |i: usize, expect: f64| {
         let index = if i < 5 { i as f64 + 1.0 } else { 0.0 };
@@ -375,8 +375,8 @@ async fn a_target_request_reads_each_series_set_once() {
 /// Object scope drops and a summary could only count, makes it list every input instead.
 #[tokio::test]
 async fn an_object_answer_is_summarized_unless_another_group_names_the_workload() {
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let adapter = crate::engine::fixtures::adapter_on(store.clone());
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let adapter = crate::engine::fixtures::adapter_on(store.reader());
     let targets = crate::engine::fixtures::lobby_pods(21);
     store.set_targets(targets[..20].to_vec());
     crate::engine::fixtures::scrape_lobby(&store, &targets[..20], 20, |i| i as f64 + 1.0);
@@ -465,9 +465,9 @@ async fn an_object_answer_with_pods_is_summarized_as_it_would_be_listed() {
             (t.labels["pod"].clone(), facts)
         })
         .collect();
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
+    let store = hpa_bridge_store::store::StoreWriter::default();
     let adapter = crate::engine::fixtures::adapter_with(
-        store.clone(),
+        store.reader(),
         Arc::new(LobbyPods {
             pods: Arc::new(pods),
         }),
@@ -619,13 +619,13 @@ async fn answer_and_summarized(
 /// recommendation.
 fn one_lobby_pod() -> (
     Adapter,
-    Arc<hpa_bridge_store::store::Store>,
+    hpa_bridge_store::store::StoreWriter,
     Vec<hpa_bridge_store::store::ScrapeTarget>,
     MetricQuery,
 ) {
     use crate::engine::fixtures::{adapter_on, lobby_pods};
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let adapter = adapter_on(store.clone());
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let adapter = adapter_on(store.reader());
     let targets = lobby_pods(1);
     store.set_targets(targets.clone());
     let query = MetricQuery::external(

@@ -306,8 +306,8 @@ fn the_workload_comes_from_the_selector_or_the_object() {
 async fn a_ring_keeps_only_the_inputs_it_shows_not_the_scope_list() {
     use hpa_bridge_rules::selector::LabelSelector;
 
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let adapter = crate::engine::fixtures::adapter_on(store.clone());
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let adapter = crate::engine::fixtures::adapter_on(store.reader());
     let targets = crate::engine::fixtures::lobby_pods(12);
     store.set_targets(targets.clone());
     // Three recommenders, so both parts note inputs the ring keeps.

@@ -246,10 +246,10 @@ impl EvidenceSource for ListedOnly {
 #[tokio::test]
 async fn the_narrowed_pods_read_merges_as_the_listed_one() {
     use hpa_bridge_rules::exposition::ExposedSample;
-    use hpa_bridge_store::store::{Page, ScrapeTarget, Store};
+    use hpa_bridge_store::store::{Page, ScrapeTarget, StoreWriter};
 
     let wl = WorkloadLabels::default();
-    let store = std::sync::Arc::new(Store::new());
+    let store = StoreWriter::default();
     let sts = |name: &str| WorkloadRef {
         kind: "StatefulSet".into(),
         namespace: "games".into(),
@@ -381,7 +381,7 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
         selector: &everything,
     };
     let json = |ev: Evidence| serde_json::to_value(ev).unwrap();
-    let listed = ListedOnly(store.clone());
+    let listed = ListedOnly(store.reader());
     let plain = json(
         evidence(&listed, Some(&namespace_pods), &wl, &lobby(), &scope, 2_000)
             .await
@@ -444,8 +444,8 @@ async fn the_narrowed_pods_read_merges_as_the_listed_one() {
 async fn an_object_query_does_not_mix_two_workloads_that_share_a_name() {
     use hpa_bridge_store::store::ScrapeTarget;
 
-    let store = Arc::new(hpa_bridge_store::store::Store::new());
-    let adapter = crate::engine::fixtures::adapter_on(store.clone());
+    let store = hpa_bridge_store::store::StoreWriter::default();
+    let adapter = crate::engine::fixtures::adapter_on(store.reader());
     let target = |id: &str| ScrapeTarget {
         format: Default::default(),
         id: TargetId(id.into()),
