@@ -249,9 +249,9 @@ async fn rendered_answers_are_reused_only_while_nothing_changed() {
 /// scope does not.
 #[tokio::test]
 async fn a_reused_answer_follows_a_value_change_in_its_scope() {
+    use hpa_bridge_exposition::ExposedSample;
     use hpa_bridge_rules::clock::{Clock, ManualClock};
     use hpa_bridge_rules::evidence::TargetId;
-    use hpa_bridge_rules::exposition::ExposedSample;
     use hpa_bridge_store::store::ScrapeTarget;
     let clock = Arc::new(ManualClock::new(1_000_000));
     let engine = default_engine(clock.clone());

@@ -194,7 +194,7 @@ fn odd_label_values_leave_the_self_metrics_page_valid_and_parse_back_exactly() {
     assert_eq!(code, Some(0), "promtool check metrics: {said}\n{page}");
     assert!(said.trim().is_empty(), "promtool: {said}\n{page}");
 
-    let samples = hpa_bridge_rules::exposition::parse(page.as_bytes(), &|_| true)
+    let samples = hpa_bridge_exposition::parse(page.as_bytes(), &|_| true)
         .unwrap_or_else(|e| panic!("{e}\n{page}"));
     let labelled: Vec<_> = samples.iter().filter(|s| !s.labels.is_empty()).collect();
     for family in [

@@ -119,25 +119,6 @@ pub struct LeaseWrite {
     pub at: Instant,
 }
 
-/// RFC 7386: objects merge key by key, `null` removes a key, anything else replaces.
-fn merge(target: &mut Value, patch: &Value) {
-    let Value::Object(fields) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let object = target.as_object_mut().unwrap();
-    for (k, v) in fields {
-        if v.is_null() {
-            object.remove(k);
-        } else {
-            merge(object.entry(k.clone()).or_insert(Value::Null), v);
-        }
-    }
-}
-
 #[derive(Default)]
 struct State {
     rv: u64,
@@ -369,7 +350,7 @@ impl KubeApi {
     fn merge_locked(&self, st: &mut State, ns: &str, name: &str, patch: &Value) -> Option<Value> {
         let key = ("pods", ns.to_string(), name.to_string());
         let mut object = st.objects.get(&key).cloned()?;
-        merge(&mut object, patch);
+        json_patch::merge(&mut object, patch);
         st.rv += 1;
         let rv = st.rv;
         object["metadata"]["resourceVersion"] = json!(rv.to_string());

@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value};
 
 use super::throughput::throughputs;
 use super::{BenchError, Plan};
+use hpa_bridge_exposition::{self as exposition, json_page::JsonExtraction};
 use hpa_bridge_rules::config::JsonSourceConfig;
-use hpa_bridge_rules::exposition::{self, json_page::JsonExtraction};
 
 /// The status document of the SeaTunnel autoscaler design, as the tests read it.
 const STATUS: &str = include_str!("../../../tests/fixtures/json/seatunnel-status.json");

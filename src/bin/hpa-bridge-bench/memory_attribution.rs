@@ -33,8 +33,8 @@ use super::fleet::{self, ExporterProcess, Scraped};
 use super::scale::ScalePlan;
 use super::{BenchError, InPart};
 use hpa_bridge_engine::engine::history::Limits;
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::{Clock, SystemClock};
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_store::store::StoreWriter;
 
 const PART: &str = "memory";

@@ -3,8 +3,8 @@ use serde::Serialize;
 
 use super::throughput::throughputs;
 use super::{pages, BenchError, Plan};
+use hpa_bridge_exposition as exposition;
 use hpa_bridge_rules::config::Config;
-use hpa_bridge_rules::exposition;
 
 /// Series per page, as the issue states (~5,000 of which ~10 are wanted).
 pub const SERIES: usize = 5000;

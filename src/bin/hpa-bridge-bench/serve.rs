@@ -38,10 +38,10 @@ use hpa_bridge::api::transport::{Gatekeeper, Peer};
 use hpa_bridge::api::{ApiHandler, Route};
 use hpa_bridge::auth;
 use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
+use hpa_bridge_exposition as exposition;
 use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
-use hpa_bridge_rules::exposition;
 use hpa_bridge_sources::tls::{self, ServingCert};
 use hpa_bridge_store::store::ScrapeTarget;
 

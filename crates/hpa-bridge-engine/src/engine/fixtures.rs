@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use super::Adapter;
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::ManualClock;
 use hpa_bridge_rules::cluster::Cluster;
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};

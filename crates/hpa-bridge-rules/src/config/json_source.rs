@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{invalid, ConfigError};
-use crate::exposition::json_page::{JsonExtraction, JsonPath, JsonSampleRule, TimestampUnit};
 use crate::selector::is_prometheus_label_name;
+use hpa_bridge_exposition::json_page::{JsonExtraction, JsonPath, JsonSampleRule, TimestampUnit};
 
 /// Read a recommender's JSON status document rather than exposition text (docs/json-source.md).
 #[derive(Clone, Debug, Deserialize, JsonSchema)]

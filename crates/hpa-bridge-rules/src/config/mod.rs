@@ -408,18 +408,18 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.scrape.limits(),
-            crate::exposition::Limits {
+            hpa_bridge_exposition::Limits {
                 max_line_bytes: 4096,
                 max_labels_per_series: 16,
                 max_label_name_bytes: 64,
                 max_label_value_bytes: 256,
                 max_series: 50,
-                ..crate::exposition::Limits::DEFAULT
+                ..hpa_bridge_exposition::Limits::DEFAULT
             }
         );
         assert_eq!(
             Config::from_yaml("").unwrap().scrape.limits(),
-            crate::exposition::Limits::DEFAULT
+            hpa_bridge_exposition::Limits::DEFAULT
         );
         assert!(err("scrape: {maxLabelsPerSeries: 0}").contains("scrape.maxLabelsPerSeries"));
         assert!(err("scrape: {maxLineBytes: 0}").contains("scrape.maxLineBytes"));

@@ -96,8 +96,8 @@ impl ScrapeConfig {
             .unwrap_or_else(|| default_timeout().min(self.interval.0))
     }
 
-    pub fn limits(&self) -> crate::exposition::Limits {
-        crate::exposition::Limits {
+    pub fn limits(&self) -> hpa_bridge_exposition::Limits {
+        hpa_bridge_exposition::Limits {
             // A line cannot be longer than the body that holds it.
             max_line_bytes: self
                 .max_line_bytes
@@ -133,25 +133,25 @@ fn default_max_body() -> u64 {
     16 * 1024 * 1024
 }
 fn default_max_line_bytes() -> usize {
-    crate::exposition::Limits::DEFAULT.max_line_bytes
+    hpa_bridge_exposition::Limits::DEFAULT.max_line_bytes
 }
 fn default_max_labels_per_series() -> usize {
-    crate::exposition::Limits::DEFAULT.max_labels_per_series
+    hpa_bridge_exposition::Limits::DEFAULT.max_labels_per_series
 }
 fn default_max_label_name_bytes() -> usize {
-    crate::exposition::Limits::DEFAULT.max_label_name_bytes
+    hpa_bridge_exposition::Limits::DEFAULT.max_label_name_bytes
 }
 fn default_max_label_value_bytes() -> usize {
-    crate::exposition::Limits::DEFAULT.max_label_value_bytes
+    hpa_bridge_exposition::Limits::DEFAULT.max_label_value_bytes
 }
 fn default_max_series_per_page() -> usize {
-    crate::exposition::Limits::DEFAULT.max_series
+    hpa_bridge_exposition::Limits::DEFAULT.max_series
 }
 fn default_max_json_nodes() -> usize {
-    crate::exposition::Limits::DEFAULT.max_json_nodes
+    hpa_bridge_exposition::Limits::DEFAULT.max_json_nodes
 }
 fn default_max_json_depth() -> usize {
-    crate::exposition::Limits::DEFAULT.max_json_depth
+    hpa_bridge_exposition::Limits::DEFAULT.max_json_depth
 }
 
 /// One fixed scrape target.
@@ -332,7 +332,7 @@ pub struct KubernetesDiscoveryConfig {
     #[serde(skip)]
     #[schemars(skip)]
     pub json_configs: std::sync::Arc<
-        BTreeMap<String, std::sync::Arc<crate::exposition::json_page::JsonExtraction>>,
+        BTreeMap<String, std::sync::Arc<hpa_bridge_exposition::json_page::JsonExtraction>>,
     >,
 }
 

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use crate::clock::{Millis, Now};
 pub use crate::cluster::WorkloadRef;
-pub use crate::exposition::Unusable;
 pub use clean_tail::{CleanTail, Summarize};
+use hpa_bridge_exposition::Unusable;
 pub use read::Read;
 pub use scope::{Scope, ScopeKey};
 pub use series_id::{SeriesId, SeriesRef};

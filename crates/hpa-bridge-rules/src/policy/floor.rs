@@ -269,7 +269,7 @@ mod tests {
         let s = series();
         let mut twice = obs("pod-1", f64::NAN, 0);
         twice.last_valid = Some((2, NOW - 15_000));
-        twice.unusable = Some(crate::evidence::Unusable::Duplicated);
+        twice.unusable = Some(hpa_bridge_exposition::Unusable::Duplicated);
         let a = stateful_floor(&ctx(&s), &ev(vec![obs("pod-0", 1.0, 0), twice]), 0);
         assert_eq!(a.value(), None);
         assert!(a.reason.contains("ambiguous"), "{}", a.reason);

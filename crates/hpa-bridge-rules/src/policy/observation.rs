@@ -214,7 +214,7 @@ pub(crate) fn target_list(ids: impl Iterator<Item = String>) -> String {
 
 /// Why a series exported twice in one page is not used: which of its values is meant is
 /// unknown, and unknown input never lowers an answer.
-pub const DUPLICATED: &str = crate::evidence::Unusable::Duplicated.why();
+pub const DUPLICATED: &str = hpa_bridge_exposition::Unusable::Duplicated.why();
 
 /// How one observation reads at query time.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -452,7 +452,7 @@ mod tests {
     fn a_series_out_of_order_blocks_whatever_its_age() {
         let s = series();
         let out_of_order = Observation {
-            unusable: Some(crate::evidence::Unusable::OutOfOrder),
+            unusable: Some(hpa_bridge_exposition::Unusable::OutOfOrder),
             ..obs("b", f64::NAN, 60_000)
         };
         let b = Observation {

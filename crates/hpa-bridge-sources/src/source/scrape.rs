@@ -19,10 +19,10 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::source::scrape_schedule::ScrapeSchedule;
 use crate::telemetry::SelfMetrics;
+use hpa_bridge_exposition as exposition;
 use hpa_bridge_rules::clock::Clock;
 use hpa_bridge_rules::config::ScrapeCredentials;
 use hpa_bridge_rules::evidence::TargetId;
-use hpa_bridge_rules::exposition;
 use hpa_bridge_rules::redaction::redact_url;
 use hpa_bridge_store::store::{Page, PageFormat, ScrapeTarget, StoreWriter};
 

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use super::postings::Postings;
 use super::series_slots::{SeriesSlots, SlotId};
 use super::{Inner, Reading, ScrapeTarget, SeriesState, Store, TargetHealth, TargetRecord};
+use hpa_bridge_exposition::ExposedSample;
+use hpa_bridge_exposition::Unusable;
 use hpa_bridge_rules::clock::{Millis, Now};
-use hpa_bridge_rules::evidence::{invalid_reason, SeriesLabels, TargetId, Unusable};
-use hpa_bridge_rules::exposition::ExposedSample;
+use hpa_bridge_rules::evidence::{invalid_reason, SeriesLabels, TargetId};
 
 impl Inner {
     /// The target no longer counts among its workload's reported pods (gone, or replaced and

@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::ingest::Page;
 use super::{Inner, ScrapeTarget, Store};
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::{rfc3339, Millis, Now};
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::redaction::redact_url;
 
 /// The series each target carried, as one process knew them at `written_at`.

@@ -20,13 +20,14 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 
 use family_digest::TargetCell;
+use hpa_bridge_exposition::json_page::JsonExtraction;
+use hpa_bridge_exposition::Unusable;
 use hpa_bridge_rules::clock::Millis;
 pub use hpa_bridge_rules::cluster::WorkloadRef;
 /// A scrape target's identity is the one its evidence names.
 pub use hpa_bridge_rules::evidence::TargetId;
-use hpa_bridge_rules::evidence::{ByLabels, SeriesId, SeriesLabels, Unusable};
+use hpa_bridge_rules::evidence::{ByLabels, SeriesId, SeriesLabels};
 pub use hpa_bridge_rules::evidence::{Read, Scope, ScopeKey, Summarize};
-use hpa_bridge_rules::exposition::json_page::JsonExtraction;
 use ingest::ClockSkew;
 pub use ingest::{merge_labels, Page, PageOutcome, TargetSetChange, MAX_RETAINED_ABSENT_SERIES};
 pub use memory::{fingerprint, Memory, RememberedSeries, RememberedTarget};

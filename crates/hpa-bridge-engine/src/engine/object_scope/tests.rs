@@ -245,7 +245,7 @@ impl EvidenceSource for ListedOnly {
 /// name on a series outside the scope.
 #[tokio::test]
 async fn the_narrowed_pods_read_merges_as_the_listed_one() {
-    use hpa_bridge_rules::exposition::ExposedSample;
+    use hpa_bridge_exposition::ExposedSample;
     use hpa_bridge_store::store::{Page, ScrapeTarget, StoreWriter};
 
     let wl = WorkloadLabels::default();

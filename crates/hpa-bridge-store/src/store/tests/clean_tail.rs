@@ -8,9 +8,9 @@
 use proptest::prelude::*;
 
 use crate::store::{churn, ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::Millis;
 use hpa_bridge_rules::evidence::{Evidence, Read, Scope, Summarize, TargetId};
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::policy::{
     recommendation, stateful_floor, QueryContext, ScopeText, NOTES_KEPT_WHEN_SERVING,
 };

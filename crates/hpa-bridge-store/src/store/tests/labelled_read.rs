@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use crate::store::{churn, Page, ScrapeTarget, Store, WorkloadRef};
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::evidence::{Evidence, Read, Scope, TargetId};
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::selector::LabelSelector;
 
 /// Pods 0-2 of workload lobby, pod 3 of none; target 4 is static (no pod label of its own),

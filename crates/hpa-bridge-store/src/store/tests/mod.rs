@@ -1,7 +1,7 @@
 use super::*;
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::Now;
 use hpa_bridge_rules::evidence::invalid_reason;
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::selector::LabelSelector;
 
 // Property tests of the store as a whole, one theme each.

@@ -3,9 +3,9 @@
 //! entry of the whole scope's.
 
 use crate::store::*;
+use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::Now;
 use hpa_bridge_rules::evidence::Evidence;
-use hpa_bridge_rules::exposition::ExposedSample;
 use hpa_bridge_rules::selector::LabelSelector;
 
 fn pod(name: &str, workload: &str) -> ScrapeTarget {

@@ -1,3 +1,7 @@
+//! hpa-bridge's page parsers, a crate of their own that names no other hpa-bridge crate: the
+//! Prometheus and OpenMetrics text formats here, JSON status documents in `json_page`, and the
+//! producer's own timestamps in `producer_time`.
+//!
 //! Prometheus text (0.0.4) and OpenMetrics text exposition parsing.
 //!
 //! This is hand-written rather than built on `prometheus-parse` 0.2.5 because that crate

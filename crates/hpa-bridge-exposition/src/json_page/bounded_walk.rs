@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::{JsonPageError, Step};
-use crate::exposition::Limits;
+use crate::Limits;
 
 /// What a path ended on. Containers are kept as their kind only: a path is meant to end on a
 /// value, and nothing read from a container could be used.

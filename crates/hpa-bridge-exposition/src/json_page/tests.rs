@@ -4,7 +4,7 @@
 
 use super::*;
 
-const STATUS: &str = include_str!("../../../../../tests/fixtures/json/seatunnel-status.json");
+const STATUS: &str = include_str!("../../../../tests/fixtures/json/seatunnel-status.json");
 
 fn path(text: &str) -> JsonPath {
     JsonPath::parse(text).unwrap()

@@ -618,8 +618,8 @@ fn error_display_format() {
 #[test]
 fn conformance_cases() {
     let suites = [
-        include_str!("../../../../tests/fixtures/conformance/prom_text.json"),
-        include_str!("../../../../tests/fixtures/conformance/openmetrics.json"),
+        include_str!("../../../tests/fixtures/conformance/prom_text.json"),
+        include_str!("../../../tests/fixtures/conformance/openmetrics.json"),
     ];
     let mut failures = Vec::new();
     let mut rows = 0;
