@@ -51,11 +51,11 @@ use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscaler
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
 use serde::Serialize;
 
-use crate::hpa::model::{
+use hpa_bridge_hpa_model::quantity::Quantity;
+use hpa_bridge_hpa_model::{
     average_value_ratio, legacy_scale_up_limit, Behavior, PolicyType, ScaleToZero, ToleranceStyle,
     Tolerances, DEFAULT_DOWNSCALE_STABILIZATION, DEFAULT_TOLERANCE, NEWEST_KUBE_MINOR, SYNC_PERIOD,
 };
-use crate::hpa::quantity::Quantity;
 use hpa_bridge_rules::config::{Config, MetricKind};
 
 /// The one APIService name the external metrics API can have (docs/hpa-behaviour.md §3.1).

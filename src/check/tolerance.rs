@@ -4,7 +4,7 @@
 use super::*;
 
 /// A Kubernetes quantity as the controller reads it (`AsApproximateFloat64`, docs/hpa-behaviour.md
-/// §1.5), from the one Quantity parser ([`crate::hpa::quantity::Quantity`]).
+/// §1.5), from the one Quantity parser ([`hpa_bridge_hpa_model::quantity::Quantity`]).
 pub fn parse_quantity(text: &str) -> Option<f64> {
     Quantity::parse(text.trim()).ok().map(|q| q.as_f64())
 }

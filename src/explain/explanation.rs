@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use super::observation::{AnswerHistory, Observation, PodCount, ScaleView, ServedAnswer};
 use super::replay::{self, model_time, PastSync};
-use crate::hpa::model::*;
-use crate::hpa::quantity::Quantity;
+use hpa_bridge_hpa_model::quantity::Quantity;
+use hpa_bridge_hpa_model::*;
 use hpa_bridge_rules::clock::{rfc3339, Millis};
 
 /// The explanation, in the field names of `explain -o json` (docs/explain.md).

@@ -120,7 +120,7 @@ pub async fn observe(
         .await
         .ok()
         .and_then(|v| v.minor.trim_end_matches('+').parse().ok())
-        .unwrap_or(crate::hpa::model::NEWEST_KUBE_MINOR);
+        .unwrap_or(hpa_bridge_hpa_model::NEWEST_KUBE_MINOR);
     Ok(Observation {
         hpa: hpa_json,
         scale,

@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use crate::hpa::model::{ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInput, TargetSelector};
+use hpa_bridge_hpa_model::{
+    ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInput, TargetSelector,
+};
 use hpa_bridge_rules::clock::Millis;
 
 /// One past sync of the HPA as hpa-bridge saw it: when it asked, and what each metric read.

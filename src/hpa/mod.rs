@@ -1,6 +1,4 @@
-//! The HPA controller as an executable model, and the tools built on it.
+//! The tools built on the HPA model (crates/hpa-bridge-hpa-model): the simulator and its plot.
 
-pub mod model;
 pub mod plot;
-pub mod quantity;
 pub mod simulate;

@@ -251,7 +251,7 @@ fn axes(s: &mut String, f: &Frame, x: Scale<Millis>, y: Scale<f64>) {
 /// Syncs whose scale-in inputs were unknown: a strip under the axis.
 fn unknown_strip(s: &mut String, report: &Report, x: Scale<Millis>, plot_h: f64) {
     let strip_y = TOP + plot_h + 24.0;
-    let sync_ms = super::model::SYNC_PERIOD.as_millis() as Millis;
+    let sync_ms = hpa_bridge_hpa_model::SYNC_PERIOD.as_millis() as Millis;
     for r in report.rows.iter().filter(|r| !r.unknown.is_empty()) {
         let _ = writeln!(
             s,

@@ -95,7 +95,7 @@ pub(crate) mod tests {
             history: Ok(Vec::new()),
             other_hpas_on_target: Vec::new(),
             foreign_external_owner: None,
-            kube_minor: crate::hpa::model::NEWEST_KUBE_MINOR,
+            kube_minor: hpa_bridge_hpa_model::NEWEST_KUBE_MINOR,
             now_ms: 1_000_000,
         }
     }

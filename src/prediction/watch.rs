@@ -25,9 +25,9 @@ use super::check::Pending;
 use super::shadow::{scale_target, shadow_metric, shadowed};
 use crate::explain::explanation::scope_of;
 use crate::explain::{explain, AnswerHistory, Observation, ServedAnswer};
-use crate::hpa::model::{HpaSpec, MetricSpec, NEWEST_KUBE_MINOR};
 use hpa_bridge_engine::engine::history::Filter;
 use hpa_bridge_engine::engine::{Adapter, MetricQuery, ObjectKind, ObjectRef};
+use hpa_bridge_hpa_model::{HpaSpec, MetricSpec, NEWEST_KUBE_MINOR};
 use hpa_bridge_rules::clock::Millis;
 use hpa_bridge_rules::selector::LabelSelector;
 

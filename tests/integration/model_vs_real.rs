@@ -1,4 +1,4 @@
-//! The HPA model (src/hpa/model) against the real HPA controller of kube-controller-manager
+//! The HPA model (crates/hpa-bridge-hpa-model) against the real HPA controller of kube-controller-manager
 //! 1.37 (scenario 7 of the real-cluster issue). Fifty random HPAs, each on hpa-bridge's
 //! External `hpa_target_replicas` (AverageValue 1) with its own limits, behavior policies,
 //! stabilization windows and tolerances, follow a piecewise-constant recommendation side by side
@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hpa_bridge::hpa::model::{ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInput};
+use hpa_bridge_hpa_model::{ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInput};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 

@@ -109,7 +109,7 @@ fn observation(i: usize, hpa: Value, answers: usize, now_ms: i64, steady: bool) 
         history: Ok(vec![history]),
         other_hpas_on_target: Vec::new(),
         foreign_external_owner: None,
-        kube_minor: hpa_bridge::hpa::model::NEWEST_KUBE_MINOR,
+        kube_minor: hpa_bridge_hpa_model::NEWEST_KUBE_MINOR,
         now_ms,
     }
 }

@@ -2,12 +2,12 @@
 //! split of a new `spec.replicas` among the ReplicaSets, each ReplicaSet's choice of the pods it
 //! deletes, a rollout, the deletion-cost writer, and the pod facts the adapter's watch shows.
 
-use super::super::model::{
-    deletion_cost, pods_to_delete, scale as split_among_replica_sets, DeploymentScale, PodPhase,
-    RankedPod, RankingGates, ReplicaSetScale,
-};
 use super::*;
-use hpa_bridge_rules::cluster::{PodFacts, ReplicaSetFacts};
+use hpa_bridge_hpa_model::{
+    pods_to_delete, scale as split_among_replica_sets, DeploymentScale, PodPhase, RankedPod,
+    RankingGates, ReplicaSetScale,
+};
+use hpa_bridge_rules::cluster::{deletion_cost, PodFacts, ReplicaSetFacts};
 
 /// Every simulated pod runs on one node, so the ranking's node step (§9.1 step 5) never tells
 /// two pods apart.

@@ -351,7 +351,7 @@ mod tests {
         let rules = ResolvedRules {
             stabilization_window: Duration::ZERO,
             select_policy: SelectPolicy::Max,
-            policies: vec![crate::hpa::model::ScalingPolicy {
+            policies: vec![hpa_bridge_hpa_model::ScalingPolicy {
                 policy_type: PolicyType::Pods,
                 value: 1,
                 period_seconds: 60,

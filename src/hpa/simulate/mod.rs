@@ -6,7 +6,7 @@
 //! `policy`, `ApiHandler` behind `serve_api` with a self-signed certificate) and the HTTPS GETs
 //! the HPA sends (docs/hpa-behaviour.md §1.2; for an Object metric the custom.metrics.k8s.io GET of
 //! §6.2). What is simulated: time (a `ManualClock` the runner moves
-//! from one scrape tick or HPA sync to the next), the HPA controller (`hpa::model`), and the
+//! from one scrape tick or HPA sync to the next), the HPA controller (`hpa_bridge_hpa_model`), and the
 //! workload: a StatefulSet (pods 0..N-1 follow the HPA's decision) or a Deployment (ReplicaSets
 //! that delete pods by the ReplicaSet's ranking, docs/hpa-behaviour.md §9).
 //!
@@ -62,13 +62,13 @@ use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::model::{
+use crate::api::{server, ApiHandler};
+use hpa_bridge_engine::engine::{Adapter, EngineBuilder, ObjectKind};
+use hpa_bridge_hpa_model::quantity::Quantity;
+use hpa_bridge_hpa_model::{
     ControllerConfig, Decision, DescribedObject, Hpa, HpaSpec, MetricInput, PolicyType,
     RankingGates, ResolvedRules, ScaleToZero, SelectPolicy, SyncInput, SyncOutcome, SYNC_PERIOD,
 };
-use super::quantity::Quantity;
-use crate::api::{server, ApiHandler};
-use hpa_bridge_engine::engine::{Adapter, EngineBuilder, ObjectKind};
 use hpa_bridge_rules::clock::{ManualClock, Millis};
 use hpa_bridge_rules::cluster::Cluster;
 use hpa_bridge_rules::config::{Config, HumanDuration};

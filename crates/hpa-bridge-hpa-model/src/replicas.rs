@@ -1,12 +1,12 @@
 //! One External or Object metric's replica proposal: the Value and AverageValue formulas with
 //! the tolerance band (docs/hpa-behaviour.md §1.1–§1.5, §6).
 
-use super::super::quantity::milli_ceil;
 use super::go_numeric::{go_f64_to_i32, go_f64_to_i64};
 use super::pod_metrics::{plain_metric_replicas, PodMetricInput};
 use super::spec::{ExternalMetricSource, MetricTarget, ObjectMetricSource, TargetFormula};
 use super::sync_io::{MetricInput, MetricProposal, SyncInput};
 use super::tolerance::{average_value_ratio, Tolerances};
+use crate::quantity::milli_ceil;
 
 /// One External metric's proposal (docs/hpa-behaviour.md §1.1–§1.5).
 pub(super) fn external_metric_replicas(

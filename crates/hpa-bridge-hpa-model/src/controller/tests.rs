@@ -1,6 +1,6 @@
 use super::super::DEFAULT_DOWNSCALE_STABILIZATION;
 use super::*;
-use crate::hpa::quantity::Quantity;
+use crate::quantity::Quantity;
 use proptest::prelude::*;
 
 fn t(s: u64) -> Duration {

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
-pub use hpa_bridge_rules::cluster::deletion_cost;
+use hpa_bridge_rules::cluster::deletion_cost;
 
 /// `status.phase` of an active pod (`Succeeded` and `Failed` pods are not active and never
 /// ranked). The order is `podPhaseToOrdinal`: Pending before Unknown before Running.

@@ -1,5 +1,6 @@
-//! A pure, executable model of the kube-controller-manager HPA controller's decision
-//! procedure for `External` and `Object` metrics (docs/hpa-behaviour.md §1, §6).
+//! hpa-bridge's HPA model, a crate of its own over the rules crate: a pure, executable model of
+//! the kube-controller-manager HPA controller's decision procedure for `External` and `Object`
+//! metrics (docs/hpa-behaviour.md §1, §6), and the Kubernetes `Quantity` it reads (`quantity`).
 //!
 //! One [`Hpa`] holds what the controller keeps in memory for one HorizontalPodAutoscaler
 //! (recommendation history, scale-up and scale-down events) plus the object's
@@ -36,6 +37,7 @@ mod deployment_scale;
 mod go_numeric;
 mod pod_deletion_rank;
 mod pod_metrics;
+pub mod quantity;
 mod rate_limits;
 mod replicas;
 mod scale_event;

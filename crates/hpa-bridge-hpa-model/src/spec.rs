@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::super::quantity::Quantity;
+use crate::quantity::Quantity;
 use std::time::Duration;
 
 /// The parts of `HorizontalPodAutoscaler.spec` the decision uses. Unknown fields (such as
