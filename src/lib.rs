@@ -1,18 +1,18 @@
-//! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets.
+//! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets. This
+//! crate holds what runs beside the server (the deletion-cost writer, the memory, their leases,
+//! the HPA predictions and `explain`) and the tools (`check`, `simulate`).
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The page parsers are the
 //! `hpa-bridge-exposition` crate, the layers up to `policy` the `hpa-bridge-rules` crate, `store`
 //! the `hpa-bridge-store` crate, `source`, `telemetry` and `tls` the `hpa-bridge-sources` crate,
-//! `engine` the `hpa-bridge-engine` crate, and the HPA controller's model the
-//! `hpa-bridge-hpa-model` crate; each `use` names the crate it comes from, and Cargo keeps each
-//! crate from importing anything above it. The order inside each crate is checked by
-//! scripts/import-graph.py.
+//! `engine` the `hpa-bridge-engine` crate, `api` and `auth` the `hpa-bridge-server` crate, and the
+//! HPA controller's model the `hpa-bridge-hpa-model` crate; each `use` names the crate it comes
+//! from, and Cargo keeps each crate from importing anything above it. The order inside each
+//! crate is checked by scripts/import-graph.py.
 //! `policy`, `selector`, the exposition crate and the HPA model are pure: no I/O, time is a
 //! parameter.
 
-pub mod api;
-pub mod auth;
 pub mod check;
 pub mod config_reference;
 pub mod deletion_cost;

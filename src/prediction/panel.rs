@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::board::{HpaPrediction, Predictions};
-use crate::api::status_page::escape;
 use crate::explain::Explanation;
+use hpa_bridge_server::api::status_page::escape;
 
 /// The "HPAs" section of the status page, as the page shows it now.
 pub fn html(predictions: &Predictions) -> String {

@@ -46,7 +46,7 @@ pub(crate) async fn start_adapter_with(
     AdapterProcess::start_with_env(
         &config,
         &args,
-        &[("RUST_LOG", "info,hpa_bridge::auth=debug")],
+        &[("RUST_LOG", "info,hpa_bridge_server::auth=debug")],
     )
     .await
 }
@@ -706,7 +706,7 @@ fn can(cp: &ControlPlane, args: &[&str]) -> bool {
     cp.can_as("system:serviceaccount:hpa-bridge:hpa-bridge", args)
 }
 
-/// What `serve` asks of the API server (src/auth: TokenReview, SubjectAccessReview, the
+/// What `serve` asks of the API server (the server crate's auth: TokenReview, SubjectAccessReview, the
 /// extension-apiserver-authentication ConfigMap; hpa-bridge-sources' discovery: list and watch
 /// of pods and their workloads in every namespace).
 const SERVE_USES: &[&[&str]] = &[

@@ -17,12 +17,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use hpa_bridge::api::ApiHandler;
 use hpa_bridge_engine::engine::EngineBuilder;
 use hpa_bridge_exposition::ExposedSample;
 use hpa_bridge_rules::clock::{Clock, ManualClock};
 use hpa_bridge_rules::cluster::{Cluster, PodFacts, ReplicaSetFacts, WorkloadRef};
 use hpa_bridge_rules::config::Config;
+use hpa_bridge_server::api::ApiHandler;
 use hpa_bridge_store::store::{Memory, ScrapeTarget, StoreWriter, TargetId};
 use http_body_util::BodyExt;
 use proptest::prelude::*;

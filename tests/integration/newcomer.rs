@@ -537,7 +537,7 @@ async fn the_readme_demo_runs_as_written() {
         retention_ms <= 10 * 60_000,
         "the demo keeps {retention_ms} ms"
     );
-    let want: Vec<String> = hpa_bridge::api::status_page::axis_ticks(retention_ms)
+    let want: Vec<String> = hpa_bridge_server::api::status_page::axis_ticks(retention_ms)
         .into_iter()
         .map(|t| t.label)
         .collect();

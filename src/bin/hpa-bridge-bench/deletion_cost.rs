@@ -31,7 +31,6 @@ use super::kit::kube_api::{KubeApi, Patched};
 use super::kube_objects::{meta, typed_json};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, InPart, Plan};
-use hpa_bridge::api::ApiHandler;
 use hpa_bridge::deletion_cost::{
     DeletionCostWriter, Leadership, LeaseTimings, DEFAULT_LEASE_NAME, FIELD_MANAGER,
 };
@@ -41,6 +40,7 @@ use hpa_bridge_rules::cluster::{
     DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST,
 };
 use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_server::api::ApiHandler;
 use hpa_bridge_sources::source::discovery::Discovery;
 use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::Store;

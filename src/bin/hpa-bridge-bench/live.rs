@@ -14,7 +14,7 @@ use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
 use super::serve::{self, Client, LoadFigures, Pki};
 use super::{BenchError, InPart, Plan};
-use hpa_bridge::api::ApiHandler;
+use hpa_bridge_server::api::ApiHandler;
 
 #[derive(Clone, Debug)]
 pub struct LivePlan {

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use hpa_bridge::api::status_page::{render, Page};
 use hpa_bridge_engine::engine::history::{Filter, History, HistoryKey, Limits, ENTRY_BYTES};
 use hpa_bridge_rules::policy::{self, Answer, InputNote, Outcome, RefusalKind};
+use hpa_bridge_server::api::status_page::{render, Page};
 
 use super::figure::Figure;
 

@@ -32,16 +32,16 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::kit::authority::Authority;
 use super::{quantile, task_cpu_ns, BenchError, InPart, Plan};
-use hpa_bridge::api::response::{status_response, ApiResponse, StatusReason};
-use hpa_bridge::api::server::serve_api;
-use hpa_bridge::api::transport::{Gatekeeper, Peer};
-use hpa_bridge::api::{ApiHandler, Route};
-use hpa_bridge::auth;
 use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
 use hpa_bridge_exposition as exposition;
 use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
+use hpa_bridge_server::api::response::{status_response, ApiResponse, StatusReason};
+use hpa_bridge_server::api::server::serve_api;
+use hpa_bridge_server::api::transport::{Gatekeeper, Peer};
+use hpa_bridge_server::api::{ApiHandler, Route};
+use hpa_bridge_server::auth;
 use hpa_bridge_sources::tls::{self, ServingCert};
 use hpa_bridge_store::store::ScrapeTarget;
 

@@ -18,9 +18,9 @@ use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, InPart, Plan};
-use hpa_bridge::api::ApiHandler;
 use hpa_bridge_engine::engine::MetricQuery;
 use hpa_bridge_rules::selector::LabelSelector;
+use hpa_bridge_server::api::ApiHandler;
 use hpa_bridge_sources::source::discovery::Discovery;
 
 /// What the HPA asks for: a recommendation behind a `validWhen` gate that never opens (no

@@ -2,8 +2,8 @@
 //! client that polls it (docs/hpa-behaviour.md §1.2).
 
 use super::*;
-use crate::api::ready::Ready;
 use hpa_bridge_rules::cluster::{ReplicaSetFacts, WorkloadKind};
+use hpa_bridge_server::api::ready::Ready;
 
 /// What discovery would report about the simulated workload.
 pub(super) struct SimWorkload {

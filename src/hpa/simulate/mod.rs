@@ -62,7 +62,6 @@ use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::api::{server, ApiHandler};
 use hpa_bridge_engine::engine::{Adapter, EngineBuilder, ObjectKind};
 use hpa_bridge_hpa_model::quantity::Quantity;
 use hpa_bridge_hpa_model::{
@@ -73,6 +72,7 @@ use hpa_bridge_rules::clock::{ManualClock, Millis};
 use hpa_bridge_rules::cluster::Cluster;
 use hpa_bridge_rules::config::{Config, HumanDuration};
 use hpa_bridge_rules::evidence::{TargetId, MAX_REPLICA_VALUE};
+use hpa_bridge_server::api::{server, ApiHandler};
 use hpa_bridge_sources::source::scrape::Scraper;
 use hpa_bridge_sources::tls;
 use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};

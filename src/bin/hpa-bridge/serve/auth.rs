@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use hpa_bridge::auth;
+use hpa_bridge_server::auth;
 
 use crate::parse_duration;
 

@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use hpa_bridge::api::transport::connection::{ConnectionGate, ConnectionLimits};
-use hpa_bridge::api::transport::shutdown::Shutdown;
-use hpa_bridge::api::transport::{Gatekeeper, Listening};
-use hpa_bridge::api::{metrics_port, server, ApiHandler};
+use hpa_bridge_server::api::transport::connection::{ConnectionGate, ConnectionLimits};
+use hpa_bridge_server::api::transport::shutdown::Shutdown;
+use hpa_bridge_server::api::transport::{Gatekeeper, Listening};
+use hpa_bridge_server::api::{metrics_port, server, ApiHandler};
 use hpa_bridge_sources::telemetry::SelfMetrics;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;

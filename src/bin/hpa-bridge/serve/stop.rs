@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use hpa_bridge::api::transport::shutdown::{drain, Phase, Shutdown};
 use hpa_bridge::deletion_cost::Leadership;
+use hpa_bridge_server::api::transport::shutdown::{drain, Phase, Shutdown};
 
 use super::args::ServeArgs;
 use super::ports::Ports;
