@@ -314,11 +314,28 @@ async fn statefulset_ordinals_start_offsets_the_floor() {
         .to_string();
     assert!(!plain.contains("minus ordinals start"), "{plain}");
 
-    let seen = cp.audited(&format!("system:serviceaccount:{ns}:everywhere"));
-    let uris: Vec<String> = seen
+    // Answers follow the lists; each watch starts after its list, and the API server logs it
+    // once its response starts, which on a loaded machine may come after the answers.
+    let audited = || -> Vec<String> {
+        cp.audited(&format!("system:serviceaccount:{ns}:everywhere"))
+            .iter()
+            .map(|e| format!("{} {}", e.verb, e.uri))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut uris = audited();
+    let watched = |uris: &[String]| {
+        [
+            "watch /api/v1/pods?",
+            "watch /apis/autoscaling/v2/horizontalpodautoscalers?",
+        ]
         .iter()
-        .map(|e| format!("{} {}", e.verb, e.uri))
-        .collect();
+        .all(|w| uris.iter().any(|u| u.starts_with(w)))
+    };
+    while !watched(&uris) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        uris = audited();
+    }
     // The pod selector goes to the API server, which filters there.
     let selected = format!("labelSelector=tier%3D{tier}");
     assert!(
