@@ -37,7 +37,7 @@ for m, p in mods.items():
     # drop test modules: everything after a line '#[cfg(test)]' followed by 'mod tests'
     src = re.split(r"#\[cfg\(test\)\]\s*mod tests", src)[0]
     src = re.sub(r"//[^\n]*", "", src)
-    for mm in re.finditer(r"(?:\bcrate|\bhpa_bridge_(?:exposition|rules|store|sources|engine|hpa_model|server))::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", src):
+    for mm in re.finditer(r"(?:\bcrate|\bhpa_bridge_(?:exposition|rules|store|sources|engine|hpa_model|server|duties))::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", src):
         t = resolve(mm.group(1))
         if t and t != m and not m.startswith(t + "::"): edges[m].add(t)
     for mm in re.finditer(r"\buse super::((?:[a-z_][a-z0-9_]*::)*[a-z_A-Z0-9]*)", src):

@@ -1,6 +1,7 @@
 //! hpa-bridge: a Kubernetes external metrics adapter that serves absolute replica targets. This
-//! crate holds what runs beside the server (the deletion-cost writer, the memory, their leases,
-//! the HPA predictions and `explain`) and the tools (`check`, `simulate`).
+//! crate holds the HPA predictions that run beside the server, `explain`, and the tools (`check`,
+//! `simulate`); the cluster duties (deletion costs, the memory, their Leases) are the
+//! `hpa-bridge-duties` crate.
 //!
 //! Imports point one way: `config`, `clock` -> `cluster` -> `evidence` -> `policy`, then `store`
 //! -> `source` -> `engine` -> `api` (see DESIGN.md). The page parsers are the
@@ -15,10 +16,7 @@
 
 pub mod check;
 pub mod config_reference;
-pub mod deletion_cost;
 pub mod demo;
 pub mod explain;
 pub mod hpa;
-pub mod lease;
-pub mod memory;
 pub mod prediction;

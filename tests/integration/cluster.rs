@@ -743,7 +743,7 @@ const SERVE_USES: &[&[&str]] = &[
         "-n",
         "kube-system",
     ],
-    // src/memory: the ConfigMap and the Lease of its one writer.
+    // The duties crate's memory: the ConfigMap and the Lease of its one writer.
     &["get", "configmaps/hpa-bridge-memory", "-n", "hpa-bridge"],
     &["update", "configmaps/hpa-bridge-memory", "-n", "hpa-bridge"],
     &["create", "configmaps", "-n", "hpa-bridge"],
@@ -762,7 +762,7 @@ const SERVE_USES: &[&[&str]] = &[
     &["create", "leases.coordination.k8s.io", "-n", "hpa-bridge"],
 ];
 
-/// What `serve --write-deletion-cost` asks on top (src/deletion_cost: a merge patch of pods,
+/// What `serve --write-deletion-cost` asks on top (the duties crate's deletion_cost: a merge patch of pods,
 /// and get, create and update of its Lease).
 const DELETION_COST_USES: &[&[&str]] = &[
     &["patch", "pods", "-n", "default"],

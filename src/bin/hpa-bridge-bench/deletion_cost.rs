@@ -31,7 +31,7 @@ use super::kit::kube_api::{KubeApi, Patched};
 use super::kube_objects::{meta, typed_json};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, InPart, Plan};
-use hpa_bridge::deletion_cost::{
+use hpa_bridge_duties::deletion_cost::{
     DeletionCostWriter, Leadership, LeaseTimings, DEFAULT_LEASE_NAME, FIELD_MANAGER,
 };
 use hpa_bridge_engine::engine::{Adapter, MetricQuery};
@@ -537,7 +537,7 @@ pub fn run(
         let metrics = Arc::new(SelfMetrics::new());
         // Writes only while it holds the lease, renewed every retry period, as `serve` runs it.
         let leadership = Leadership::start(
-            hpa_bridge::lease::Duty::DeletionCost,
+            hpa_bridge_duties::lease::Duty::DeletionCost,
             bench.client.clone(),
             ("hpa-bridge", DEFAULT_LEASE_NAME),
             "bench-writer".into(),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use hpa_bridge::deletion_cost::{LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};
-use hpa_bridge::memory::DEFAULT_MEMORY_NAME;
+use hpa_bridge_duties::deletion_cost::{LeaseName, LeaseTimings, DEFAULT_LEASE_NAME};
+use hpa_bridge_duties::memory::DEFAULT_MEMORY_NAME;
 use hpa_bridge_server::api::transport::connection::{ConnectionLimits, MIN_HEADER_BYTES};
 use hpa_bridge_server::api::transport::penalty_box::{AddressRange, PenaltyRules};
 

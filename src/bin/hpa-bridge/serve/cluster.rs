@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hpa_bridge::deletion_cost::{self, DeletionCostWriter, Leadership, LeaseName};
-use hpa_bridge::lease::Duty;
-use hpa_bridge::memory::{MemoryKeeper, MemoryObject, MemoryTimings};
+use hpa_bridge_duties::deletion_cost::{self, DeletionCostWriter, Leadership, LeaseName};
+use hpa_bridge_duties::lease::Duty;
+use hpa_bridge_duties::memory::{MemoryKeeper, MemoryObject, MemoryTimings};
 use hpa_bridge_engine::engine::StatusSection;
 use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::{Config, KubernetesDiscoveryConfig};

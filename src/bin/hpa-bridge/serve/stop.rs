@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use hpa_bridge::deletion_cost::Leadership;
+use hpa_bridge_duties::deletion_cost::Leadership;
 use hpa_bridge_server::api::transport::shutdown::{drain, Phase, Shutdown};
 
 use super::args::ServeArgs;
