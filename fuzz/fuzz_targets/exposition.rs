@@ -1,6 +1,6 @@
 #![no_main]
 
-use hpa_bridge::exposition::{parse, ExposedSample};
+use hpa_bridge_exposition::{parse, ExposedSample};
 use libfuzzer_sys::fuzz_target;
 
 fn few(name: &str) -> bool {
