@@ -12,7 +12,7 @@ use hpa_bridge_sources::source::prometheus::{PrometheusSetupError, PrometheusSou
 use hpa_bridge_sources::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_sources::telemetry::SelfMetrics;
-use hpa_bridge_store::store::{Store, StoreWriter};
+use hpa_bridge_store::store::StoreWriter;
 
 use super::adapter::static_credentials;
 
@@ -126,7 +126,7 @@ impl EngineBuilder {
             )
         });
         // Answers read the scrape store, by its read half, unless another source holds the
-        // samples: the scraper alone writes what the engine reads.
+        // samples: only the ingest (discovery, the scraper) writes what the engine reads.
         let source: Arc<dyn EvidenceSource> = match (self.source, &prometheus) {
             (Some(s), _) => s,
             (None, Some(p)) => p.clone(),
@@ -144,7 +144,7 @@ impl EngineBuilder {
         let targets = match (scrapes, self.targets) {
             (true, _) => store,
             (false, Some(t)) => t,
-            (false, None) => StoreWriter::new(Store::new()),
+            (false, None) => StoreWriter::default(),
         };
         Ok(Assembly {
             adapter: Arc::new(adapter),

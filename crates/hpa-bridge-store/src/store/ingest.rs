@@ -6,8 +6,7 @@ use std::sync::Arc;
 use super::postings::Postings;
 use super::series_slots::{SeriesSlots, SlotId};
 use super::{Inner, Reading, ScrapeTarget, SeriesState, Store, TargetHealth, TargetRecord};
-use hpa_bridge_exposition::ExposedSample;
-use hpa_bridge_exposition::Unusable;
+use hpa_bridge_exposition::{ExposedSample, Unusable};
 use hpa_bridge_rules::clock::{Millis, Now};
 use hpa_bridge_rules::evidence::{invalid_reason, SeriesLabels, TargetId};
 
