@@ -288,17 +288,10 @@ async fn a_review_carries_the_certificates_user_and_groups_and_masters_skip_it()
     assert_eq!(w.reviews().len(), 1, "system:masters was reviewed");
 }
 
-/// A certificate whose subject holds two CN attributes, `first` then `second`, signed by `pki`.
-/// rcgen keeps one value per attribute type, so the second CN goes in under its OID (2.5.4.3).
+/// A client certificate whose subject holds two CN attributes, `first` then `second`, signed by
+/// `pki`.
 fn two_cn_client(pki: &Pki, file: &str, first: &str, second: &str) -> Issued {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, first);
-    params.distinguished_name.push(
-        rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
-        rcgen::DnValue::Utf8String(second.into()),
-    );
+    let mut params = hpa_bridge_server::auth::x509::two_cn_params(first, second);
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
     pki.write(file, pki.authority.issue(params).unwrap())
 }

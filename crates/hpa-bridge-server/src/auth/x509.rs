@@ -42,6 +42,23 @@ pub fn common_name(cert: &CertificateDer<'_>) -> Result<String, SubjectError> {
     subject(cert).map(|(cn, _)| cn)
 }
 
+/// A certificate subject with two CN attributes, `first` then `second`: Go's x509 keeps the last,
+/// and so must `common_name`. rcgen keeps one value per attribute type, so the second CN goes in
+/// under its OID (2.5.4.3) as a custom type. For the tests here and the integration tests.
+#[cfg(any(test, feature = "test-support"))]
+pub fn two_cn_params(first: &str, second: &str) -> rcgen::CertificateParams {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())
+        .expect("no subject alternative names to parse");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, first);
+    params.distinguished_name.push(
+        rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
+        rcgen::DnValue::Utf8String(second.into()),
+    );
+    params
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,20 +78,6 @@ mod tests {
         assert_eq!(cn, "alice");
         assert_eq!(orgs, vec!["team-a"]);
         assert!(subject(&CertificateDer::from(vec![1, 2, 3])).is_err());
-    }
-
-    /// A subject with two CN attributes, in this order. rcgen keeps one value per attribute
-    /// type, so the second CN goes in under its OID (2.5.4.3) as a custom type.
-    pub(crate) fn two_cn_params(first: &str, second: &str) -> rcgen::CertificateParams {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, first);
-        params.distinguished_name.push(
-            rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
-            rcgen::DnValue::Utf8String(second.into()),
-        );
-        params
     }
 
     #[test]
