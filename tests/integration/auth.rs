@@ -2,7 +2,7 @@
 //! TLS with CAs and certificates generated here, and the real API server (tests/control-plane)
 //! deciding the adapter's TokenReviews and SubjectAccessReviews with its RBAC; its audit log
 //! keeps the reviews' bodies, so a test reads exactly what the adapter asked. A loopback
-//! stand-in (the kit's, tests/kit/kube_api.rs, through kubeapi.rs) stays only for what the real
+//! stand-in (the kit's, crates/hpa-bridge-kit/src/kube_api.rs, through kubeapi.rs) stays only for what the real
 //! API server cannot be made to do on demand, each test saying which: fail a review, count the
 //! reviews of one token (the audit log does not say which token a TokenReview carried), or
 //! rotate the front-proxy CA in `kube-system/extension-apiserver-authentication` under the

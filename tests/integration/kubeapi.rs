@@ -1,4 +1,4 @@
-//! The kit's loopback API server (tests/kit/kube_api.rs) over real TLS with a CA generated
+//! The kit's loopback API server (hpa-bridge-kit's kube_api) over real TLS with a CA generated
 //! here, a bearer token, and a kubeconfig that trusts both, as a kube client meets a cluster:
 //! for discovery's and the deletion-cost writer's faults (kubernetes.rs) and the delegated
 //! reviews' (auth.rs).
@@ -9,20 +9,20 @@ use std::sync::Arc;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-pub use crate::kit::kube_api::*;
+pub use hpa_bridge_kit::kube_api::*;
 
 /// The bearer token of the kubeconfig (the adapter's own, as a pod's service account).
 pub const TOKEN: &str = "discovery-test-token";
 
 #[derive(Clone)]
 pub struct KubeApi {
-    api: crate::kit::kube_api::KubeApi,
+    api: hpa_bridge_kit::kube_api::KubeApi,
     pub addr: std::net::SocketAddr,
     pub dir: Arc<tempfile::TempDir>,
 }
 
 impl std::ops::Deref for KubeApi {
-    type Target = crate::kit::kube_api::KubeApi;
+    type Target = hpa_bridge_kit::kube_api::KubeApi;
     fn deref(&self) -> &Self::Target {
         &self.api
     }
@@ -59,7 +59,7 @@ impl KubeApi {
             ),
         )
         .unwrap();
-        let api = crate::kit::kube_api::KubeApi::new(Some(TOKEN));
+        let api = hpa_bridge_kit::kube_api::KubeApi::new(Some(TOKEN));
         let served = api.clone();
         tokio::spawn(async move {
             loop {

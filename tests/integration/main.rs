@@ -1,6 +1,6 @@
 //! The integration tests, one crate: each module is a suite (select one with
-//! `scripts/test --test integration <suite>::`), and `common`, `kubeapi` and `kit` (shared
-//! with the bench) are the harness they share. One crate links the library once instead of
+//! `scripts/test --test integration <suite>::`), and `common` and `kubeapi` (over the
+//! hpa-bridge-kit crate, shared with the bench) are the harness they share. One crate links the library once instead of
 //! once per suite.
 //!
 //! The suites share one process and run on libtest's threads side by side, so none of them
@@ -10,13 +10,11 @@
 //! picks and lives in its own temporary directory.
 
 mod common;
-#[path = "../kit/mod.rs"]
-mod kit;
 mod kubeapi;
 
 mod alert_rules;
 mod auth;
-mod bench_smoke;
+mod bench_handoff;
 mod chart;
 mod check;
 mod check_cluster;

@@ -18,7 +18,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 
-pub use crate::kit::exporter::{Behaviour, TestExporter};
+pub use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
 
 /// `hpa_expect_replicas` for workload `lobby`, as one controller instance exports it.
 pub fn expect_page(instance: &str, value: &str) -> String {
@@ -72,7 +72,7 @@ pub fn expect_of(workload: &str, value: u64) -> String {
 /// directory of its own, for the flags and kubeconfigs that take files.
 pub struct Pki {
     pub dir: tempfile::TempDir,
-    pub authority: crate::kit::authority::Authority,
+    pub authority: hpa_bridge_kit::authority::Authority,
 }
 
 pub struct Issued {
@@ -96,7 +96,7 @@ impl Issued {
 
 impl Pki {
     pub fn new(name: &str) -> Self {
-        let authority = crate::kit::authority::Authority::new(name).unwrap();
+        let authority = hpa_bridge_kit::authority::Authority::new(name).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.crt"), authority.pem()).unwrap();
         Pki { dir, authority }
@@ -127,7 +127,7 @@ impl Pki {
     }
 
     /// `leaf`, written to `{file}.crt` and `{file}.key` in the directory.
-    pub fn write(&self, file: &str, leaf: crate::kit::authority::Leaf) -> Issued {
+    pub fn write(&self, file: &str, leaf: hpa_bridge_kit::authority::Leaf) -> Issued {
         let cert_path = self.dir.path().join(format!("{file}.crt"));
         let key_path = self.dir.path().join(format!("{file}.key"));
         std::fs::write(&cert_path, &leaf.cert_pem).unwrap();

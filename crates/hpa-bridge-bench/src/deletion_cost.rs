@@ -2,7 +2,7 @@
 //! Deployment with a ReplicaSet of Running, Ready pods, each exporting its stateful index from
 //! the bench exporter process; real discovery (kube-runtime reflectors) against a loopback API
 //! server that applies the writer's merge patches and shows them to the watches
-//! (the kit's, tests/kit/kube_api.rs); the real `Scraper` and the real `DeletionCostWriter`, assembled as
+//! (the kit's, crates/hpa-bridge-kit/src/kube_api.rs); the real `Scraper` and the real `DeletionCostWriter`, assembled as
 //! `serve --write-deletion-cost` assembles them. Each scrape interval a share of the pods flip
 //! their index between 0 and their ordinal + 1, spread over the interval.
 //!
@@ -27,7 +27,6 @@ use serde_json::{json, Value};
 use super::exporter::{self, ExporterSpec};
 use super::figure::{Figure, Goal};
 use super::fleet::{self, ExporterProcess};
-use super::kit::kube_api::{KubeApi, Patched};
 use super::kube_objects::{meta, typed_json};
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{quantile, BenchError, InPart, Plan};
@@ -35,6 +34,7 @@ use hpa_bridge_duties::deletion_cost::{
     DeletionCostWriter, Leadership, LeaseTimings, DEFAULT_LEASE_NAME, FIELD_MANAGER,
 };
 use hpa_bridge_engine::engine::{Adapter, MetricQuery};
+use hpa_bridge_kit::kube_api::{KubeApi, Patched};
 use hpa_bridge_rules::clock::{Clock, SystemClock};
 use hpa_bridge_rules::cluster::{
     DELETION_COST_FROM_INDEX, DELETION_COST_OPT_IN, POD_DELETION_COST,
@@ -670,7 +670,7 @@ pub fn note(r: &DeletionCostResult) -> String {
         "**Deletion cost.** One Deployment annotated `{DELETION_COST_OPT_IN}: \"{DELETION_COST_FROM_INDEX}\"` \
          with one ReplicaSet of {} Running, Ready pods, served with its watches by a loopback API \
          server that applies JSON merge patches and sends MODIFIED events (the test kit's stand-in, \
-         tests/kit/kube_api.rs: a thousand pods whose index and cost change without a kubelet or \
+         crates/hpa-bridge-kit/src/kube_api.rs: a thousand pods whose index and cost change without a kubelet or \
          controllers in the way); each pod's `hpa_stateful_index` on its own page of the bench exporter \
          process. `source::discovery::Discovery`, the `Scraper` (every {} s) and \
          `DeletionCostWriter` (`--deletion-cost-qps {}`, holding its Lease, renewed every {} s, \

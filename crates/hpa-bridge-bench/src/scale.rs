@@ -12,11 +12,11 @@ use super::exporter::ExporterSpec;
 use super::fleet::{self, ExporterProcess, Scraped};
 use serde_json::json;
 
-use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::ServerThread;
 use super::{cpu_time, cpu_time_ticks, memory, quantile, BenchError, InPart};
 use hpa_bridge_engine::engine::{Assembly, MetricQuery};
+use hpa_bridge_kit::kube_api::KubeApi;
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_sources::source::discovery::Discovery;
 
@@ -379,7 +379,7 @@ async fn measure(
     drop(few);
 
     // The Object query once more over the same three shapes, each store now filled through
-    // discovery of the pods a loopback API server lists (tests/kit/kube_api.rs), as `serve` with
+    // discovery of the pods a loopback API server lists (crates/hpa-bridge-kit/src/kube_api.rs), as `serve` with
     // `scrape.kubernetes` fills it: the query's pod set is the namespace's pods of the
     // workload, read from the watch caches.
     let large = discovered_store(plan, spec, exporter).await?;

@@ -36,8 +36,6 @@ mod figure;
 mod fleet;
 mod hostile;
 mod json_parse;
-#[path = "../../../tests/kit/mod.rs"]
-mod kit;
 mod kube_objects;
 mod live;
 mod memory_attribution;

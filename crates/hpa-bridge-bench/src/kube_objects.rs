@@ -1,4 +1,4 @@
-//! The objects the bench's loopback API server (the kit's, tests/kit/kube_api.rs) holds for
+//! The objects the bench's loopback API server (the kit's, crates/hpa-bridge-kit/src/kube_api.rs) holds for
 //! discovery: one StatefulSet per workload of the exporter's spec with `spec.replicas` equal to
 //! its pods, and one Running pod per target, annotated for scraping at the exporter's page.
 //! Built from k8s-openapi types, so kube-runtime's reflectors decode them as the real thing.
@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use serde_json::{json, Value};
 
 use super::exporter::{self, ExporterSpec};
-use super::kit::kube_api::KubeApi;
+use hpa_bridge_kit::kube_api::KubeApi;
 
 const RESOURCE_VERSION: &str = "1";
 

@@ -1,7 +1,7 @@
 //! Latency when the Kubernetes API is slow: the HPA's request through the real
 //! request path (TLS, front-proxy authentication, `serve_api`, no answer reuse) of an adapter
 //! whose targets and workloads come from real discovery (`source::discovery::Discovery`,
-//! kube-runtime reflectors) against the kit's loopback API server (tests/kit/kube_api.rs) that delays
+//! kube-runtime reflectors) against the kit's loopback API server (crates/hpa-bridge-kit/src/kube_api.rs) that delays
 //! every response, against the same with a prompt API server. Nothing on the request path may
 //! wait on the API: `spec.replicas` comes from the watch caches, so the p99 must not move.
 
@@ -14,11 +14,11 @@ use serde::Serialize;
 use super::exporter::ExporterSpec;
 use super::figure::{Figure, Goal};
 use super::fleet::{self, ExporterProcess};
-use super::kit::kube_api::KubeApi;
 use super::kube_objects::Objects;
 use super::serve::{self, Client, LoadFigures, Pki, ServerThread};
 use super::{BenchError, InPart, Plan};
 use hpa_bridge_engine::engine::MetricQuery;
+use hpa_bridge_kit::kube_api::KubeApi;
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_server::api::ApiHandler;
 use hpa_bridge_sources::source::discovery::Discovery;
@@ -233,7 +233,7 @@ pub fn note(r: &SlowApiResult) -> String {
     format!(
         "**Slow Kubernetes API.** Two adapters, each with `source::discovery::Discovery` (kube-runtime \
          reflectors on pods, StatefulSets, ReplicaSets and Deployments in `default`) against its own \
-         loopback API server: the test kit's stand-in for kube-apiserver (tests/kit/kube_api.rs; a \
+         loopback API server: the test kit's stand-in for kube-apiserver (crates/hpa-bridge-kit/src/kube_api.rs; a \
          real API server cannot be made to delay every answer on demand), serving \
          schema-valid lists and watches (k8s-openapi objects) of {} Running pods annotated for scraping \
          and {} StatefulSets owning them. One API answers promptly; the other delays every response \

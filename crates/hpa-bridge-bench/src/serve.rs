@@ -30,10 +30,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use super::kit::authority::Authority;
 use super::{quantile, task_cpu_ns, BenchError, InPart, Plan};
 use hpa_bridge_engine::engine::{Adapter, EngineBuilder};
 use hpa_bridge_exposition as exposition;
+use hpa_bridge_kit::authority::Authority;
 use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;

@@ -1,5 +1,5 @@
 //! The scale part's exporter, run as a child process (`hpa-bridge-bench bench-exporter`) so that its
-//! CPU time is not counted as the adapter's: the tests' exporter (tests/kit/exporter.rs) with a
+//! CPU time is not counted as the adapter's: the tests' exporter (crates/hpa-bridge-kit/src/exporter.rs) with a
 //! page per target, and a control endpoint that changes what a target exports.
 //!
 //! Target `i` is served at `http://127.77.<i/250>.<i%250+1>:<port>/t/<i>`: one address per
@@ -17,8 +17,8 @@ use http_body_util::Full;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::kit::exporter::{serve_each, Behaviour, TestExporter};
 use super::pages;
+use hpa_bridge_kit::exporter::{serve_each, Behaviour, TestExporter};
 
 #[derive(Clone, Debug)]
 pub struct ExporterSpec {

@@ -1,9 +1,8 @@
-//! `hpa-bridge bench --quick` end to end: the real binary handing over to `hpa-bridge-bench`
-//! beside it, its real exporter child process, real TLS servers and load generator. Only the
+//! `hpa-bridge-bench --quick` end to end: the real bench binary, its real exporter child
+//! process, real TLS servers and load generator. Only the
 //! shape of the report is checked (every section present, every measured number positive and
 //! finite); timings are never asserted.
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -27,8 +26,8 @@ fn positive(v: &Value, path: &str) -> f64 {
 #[test]
 fn quick_bench_writes_every_section() {
     let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_hpa-bridge"))
-        .args(["bench", "--quick", "--out"])
+    let run = Command::new(env!("CARGO_BIN_EXE_hpa-bridge-bench"))
+        .args(["--quick", "--out"])
         .arg(out.path())
         .output()
         .unwrap();
@@ -257,28 +256,4 @@ fn quick_bench_writes_every_section() {
         );
     }
     assert!(md.contains("other processes") || md.contains("Other processes"));
-}
-
-/// Without `hpa-bridge-bench` beside it, `hpa-bridge bench` fails and says how to build it.
-#[test]
-fn bench_without_the_bench_binary_says_how_to_build_it() {
-    let server = Path::new(env!("CARGO_BIN_EXE_hpa-bridge"));
-    // A directory on the target's filesystem, so the binary can be hard-linked, not copied.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let alone = dir.path().join(server.file_name().unwrap());
-    if std::fs::hard_link(server, &alone).is_err() {
-        std::fs::copy(server, &alone).unwrap();
-    }
-    let run = Command::new(&alone)
-        .args(["bench", "--quick", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("cargo build --release --bin hpa-bridge-bench"),
-        "{stderr}"
-    );
-    assert!(!dir.path().join("benchmarks.json").exists());
 }
