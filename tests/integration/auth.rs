@@ -13,9 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::control_plane::ControlPlane;
 use crate::common::*;
-use crate::kubeapi::{KubeApi as FakeApiServer, *};
+use crate::kubeapi::{KubeApi as FakeApiServer, TOKEN};
+use hpa_bridge_kit::kube_api::{AUTH_CONFIGMAP, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::cluster::{hpa as lobby_hpa, start_adapter_with, Lobby, EXTERNAL_METRIC};
 use crate::common::control_plane::{Audited, ControlPlane};
 use crate::common::*;

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::control_plane::{kubectl_with, ControlPlane, PodPages};
 use crate::common::*;
 

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
+
 use crate::common::*;
 use serde_json::Value;
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
+
 use crate::common::*;
 
 const LOBBY: &str = "hpa_target_name=lobby";

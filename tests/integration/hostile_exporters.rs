@@ -2,6 +2,8 @@
 //! duplicate series in one page, and the adapter's own /metrics valid whatever a
 //! target id holds. Credentials: scrape_credentials.rs.
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::*;
 use hpa_bridge_sources::telemetry::{ScopeGauges, SelfMetrics};
 use hpa_bridge_store::store::TargetId;

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-pub use hpa_bridge_kit::kube_api::*;
-
 /// The bearer token of the kubeconfig (the adapter's own, as a pod's service account).
 pub const TOKEN: &str = "discovery-test-token";
 

@@ -5,7 +5,7 @@
 //! 410 Gone. Each test names its fault. Everything the real control plane can serve runs there
 //! (discovery.rs, cluster.rs).
 
-use crate::kubeapi;
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -547,7 +547,11 @@ async fn elect(
 }
 
 /// Lease writes by `caller` that the server applied with `holder` in them.
-fn applied_writes(api: &KubeApi, caller: &str, holder: &str) -> Vec<kubeapi::LeaseWrite> {
+fn applied_writes(
+    api: &KubeApi,
+    caller: &str,
+    holder: &str,
+) -> Vec<hpa_bridge_kit::kube_api::LeaseWrite> {
     api.lease_writes()
         .into_iter()
         .filter(|w| w.caller == caller && w.holder == holder && (200..300).contains(&w.code))

@@ -44,6 +44,8 @@ use hpa_bridge_hpa_model::{ControllerConfig, Hpa, HpaSpec, MetricInput, SyncInpu
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
+
 use crate::cluster::start_adapter_with;
 use crate::common::control_plane::{client, ControlPlane};
 use crate::common::*;

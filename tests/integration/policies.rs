@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
+
 use crate::common::*;
 
 const MATCHING: &str = "app=matching";

@@ -9,6 +9,8 @@
 //! Without the binary the tests fail and name the install step (`apt-get install prometheus`,
 //! or `scripts/test`).
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
+
 use crate::kubeapi;
 mod victoriametrics;
 

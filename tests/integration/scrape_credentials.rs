@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::*;
 
 /// The password holds `/` and `#`, which end a URL's authority.

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::*;
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::*;
 
 fn page_of_workloads(n: usize) -> String {

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hpa_bridge_kit::exporter::TestExporter;
+
 use crate::common::control_plane::{ControlPlane, PodPages};
 use crate::common::*;
 use serde_json::json;

@@ -6,6 +6,7 @@
 //! Each test takes its own namespace (`namespace`). The aggregated metrics APIServices are one
 //! per cluster, so a test that registers an adapter holds the `exclusive` guard.
 
+use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -512,7 +513,7 @@ pub async fn client(cp: &ControlPlane) -> kube::Client {
 /// sets per pod name. A pod without a page serves 404, as an exporter that is not up yet.
 pub struct PodPages {
     pub port: u16,
-    pages: std::sync::Arc<Mutex<std::collections::HashMap<String, super::Behaviour>>>,
+    pages: std::sync::Arc<Mutex<std::collections::HashMap<String, Behaviour>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -520,7 +521,7 @@ impl PodPages {
     pub async fn start(cp: &ControlPlane, namespace: &str) -> Self {
         use k8s_openapi::api::core::v1::Pod;
         let port = super::free_port();
-        let pages: std::sync::Arc<Mutex<std::collections::HashMap<String, super::Behaviour>>> =
+        let pages: std::sync::Arc<Mutex<std::collections::HashMap<String, Behaviour>>> =
             Default::default();
         let api: kube::Api<Pod> = kube::Api::namespaced(client(cp).await, namespace);
         let shared = pages.clone();
@@ -539,7 +540,7 @@ impl PodPages {
                         seen.insert(key.clone());
                         if !running.contains_key(&key) {
                             let addr = std::net::SocketAddr::new(ip.parse().unwrap(), port);
-                            match super::TestExporter::start_on(addr).await {
+                            match TestExporter::start_on(addr).await {
                                 Ok(ex) => {
                                     running.insert(key.clone(), ex);
                                 }
@@ -551,7 +552,7 @@ impl PodPages {
                                 Some(page) => ex.set("/metrics", page.clone()),
                                 None => ex.set(
                                     "/metrics",
-                                    super::Behaviour {
+                                    Behaviour {
                                         body: "no page yet\n".into(),
                                         status: 404,
                                         delay: Duration::ZERO,
@@ -579,7 +580,7 @@ impl PodPages {
         self.pages
             .lock()
             .unwrap()
-            .insert(name.into(), super::Behaviour::ok(page));
+            .insert(name.into(), Behaviour::ok(page));
     }
 
     /// Pod `name`'s exporter answers `status` from now on, with its page as the body.
@@ -587,7 +588,7 @@ impl PodPages {
         let mut pages = self.pages.lock().unwrap();
         let page = pages
             .entry(name.into())
-            .or_insert_with(|| super::Behaviour::ok(""));
+            .or_insert_with(|| Behaviour::ok(""));
         page.status = status;
     }
 
@@ -608,7 +609,7 @@ impl Drop for PodPages {
 
 /// The exporters `PodPages` runs; they stop when it goes (its task is aborted).
 #[derive(Default)]
-struct Exporters(std::collections::HashMap<(String, String), super::TestExporter>);
+struct Exporters(std::collections::HashMap<(String, String), TestExporter>);
 
 impl Drop for Exporters {
     fn drop(&mut self) {

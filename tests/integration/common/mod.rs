@@ -18,8 +18,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 
-pub use hpa_bridge_kit::exporter::{Behaviour, TestExporter};
-
 /// `hpa_expect_replicas` for workload `lobby`, as one controller instance exports it.
 pub fn expect_page(instance: &str, value: &str) -> String {
     format!(
