@@ -5,8 +5,8 @@
 use hpa_bridge_kit::exporter::TestExporter;
 
 use crate::common::*;
-use hpa_bridge_sources::telemetry::{ScopeGauges, SelfMetrics};
 use hpa_bridge_store::store::TargetId;
+use hpa_bridge_telemetry::self_metrics::{ScopeGauges, SelfMetrics};
 
 /// The adapter scraping `targets`, once it serves `value` for the lobby's recommendation.
 async fn serving_lobby(targets: &[(String, &str, &str)], value: &str) -> AdapterProcess {

@@ -42,8 +42,8 @@ use hpa_bridge_rules::cluster::{
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_server::api::ApiHandler;
 use hpa_bridge_sources::source::discovery::Discovery;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::Store;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 const PART: &str = "deletion-cost";
 const METRIC: &str = "hpa_stateful_floor";

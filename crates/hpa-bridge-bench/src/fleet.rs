@@ -19,8 +19,8 @@ use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_sources::source::discovery::Discovery;
 use hpa_bridge_sources::source::scrape::Scraper;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{ScrapeTarget, Store, StoreWriter};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 const PART: &str = "fleet";
 

@@ -318,7 +318,7 @@ pub(super) fn client_config(
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).part(PART)?;
     Ok(Arc::new(
-        rustls::ClientConfig::builder_with_provider(hpa_bridge_sources::tls::crypto_provider())
+        rustls::ClientConfig::builder_with_provider(hpa_bridge_sources::pki::crypto_provider())
             .with_safe_default_protocol_versions()
             .part(PART)?
             .with_root_certificates(roots)

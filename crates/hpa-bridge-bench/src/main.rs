@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use hpa_bridge_sources::telemetry;
+use hpa_bridge_telemetry::logging;
 
 pub use figure::Figure;
 pub use report::Report;
@@ -166,7 +166,7 @@ struct BenchMemoryArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init_logging(cli.verbose, cli.log_format == "json");
+    logging::init_logging(cli.verbose, cli.log_format == "json");
     let result = match cli.command {
         Some(Command::Exporter(args)) => bench_exporter(args),
         Some(Command::Soak(args)) => bench_soak(args),

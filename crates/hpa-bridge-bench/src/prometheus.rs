@@ -41,7 +41,7 @@ use hpa_bridge_rules::clock::{Clock, SystemClock};
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::policy::Outcome;
 use hpa_bridge_rules::selector::LabelSelector;
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// What a TSDB takes to evaluate a small instant query.
 const QUERY_LATENCY: Duration = Duration::from_millis(20);

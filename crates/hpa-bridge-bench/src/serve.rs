@@ -42,7 +42,7 @@ use hpa_bridge_server::api::server::serve_api;
 use hpa_bridge_server::api::transport::{Gatekeeper, Peer};
 use hpa_bridge_server::api::{ApiHandler, Route};
 use hpa_bridge_server::auth;
-use hpa_bridge_sources::tls::{self, ServingCert};
+use hpa_bridge_server::tls::{self, ServingCert};
 use hpa_bridge_store::store::ScrapeTarget;
 
 pub const PATH: &str = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/hpa_target_replicas?labelSelector=hpa_target_name%3Dlobby";
@@ -139,11 +139,13 @@ impl Pki {
         let mut roots = RootCertStore::empty();
         roots.add(self.client_ca.clone()).part(PART)?;
         roots.add(self.front_proxy_ca.clone()).part(PART)?;
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
-                .allow_unauthenticated()
-                .build()
-                .part(PART)?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            hpa_bridge_sources::pki::crypto_provider(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .part(PART)?;
         let cert = ServingCert::from_files(&self.server_cert, &self.server_key).part(PART)?;
         Ok(Arc::new(
             tls::server_config(cert, Some(verifier)).part(PART)?,
@@ -153,15 +155,16 @@ impl Pki {
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, BenchError> {
         let mut roots = RootCertStore::empty();
         roots.add(self.serving_ca.clone()).part(PART)?;
-        let mut config = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .part(PART)?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(
-                self.front_proxy_chain.clone(),
-                self.front_proxy_key.clone_key(),
-            )
-            .part(PART)?;
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(hpa_bridge_sources::pki::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .part(PART)?
+                .with_root_certificates(roots)
+                .with_client_auth_cert(
+                    self.front_proxy_chain.clone(),
+                    self.front_proxy_key.clone_key(),
+                )
+                .part(PART)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
@@ -207,10 +210,12 @@ impl StandInGatekeeper {
     ) -> Result<Self, BenchError> {
         let mut roots = RootCertStore::empty();
         roots.add(front_proxy_ca).part(PART)?;
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::crypto_provider())
-                .build()
-                .part(PART)?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            hpa_bridge_sources::pki::crypto_provider(),
+        )
+        .build()
+        .part(PART)?;
         Ok(StandInGatekeeper {
             request_header_ca: verifier,
             allowed_names: vec![FRONT_PROXY_CN.into()],

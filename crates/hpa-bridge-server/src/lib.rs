@@ -5,3 +5,4 @@
 
 pub mod api;
 pub mod auth;
+pub mod tls;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use hpa_bridge_sources::telemetry;
+use hpa_bridge_telemetry::logging;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -97,9 +97,9 @@ fn main() {
     if matches!(cli.command, Command::Simulate(_)) && cli.verbose == 0 {
         // The table is simulate's output; every failed scrape it provokes on purpose would
         // otherwise log a warning. -v brings the adapter's logs back.
-        telemetry::init_logging_with_default("error", cli.log_format == "json");
+        logging::init_logging_with_default("error", cli.log_format == "json");
     } else {
-        telemetry::init_logging(cli.verbose, cli.log_format == "json");
+        logging::init_logging(cli.verbose, cli.log_format == "json");
     }
     let simulating = matches!(cli.command, Command::Simulate(_));
     let command = match cli.command {

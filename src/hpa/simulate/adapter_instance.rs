@@ -90,11 +90,12 @@ impl AdapterInstance {
                 .add(c)
                 .map_err(|e| SimulateError::Io(format!("trusting the serving cert: {e}")))?;
         }
-        let client = rustls::ClientConfig::builder_with_provider(tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| SimulateError::Io(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let client =
+            rustls::ClientConfig::builder_with_provider(hpa_bridge_sources::pki::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| SimulateError::Io(e.to_string()))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
         let server_config =
             Arc::new(tls::server_config(cert, None).map_err(|e| SimulateError::Io(e.to_string()))?);
         let listener = TcpListener::bind("127.0.0.1:0")

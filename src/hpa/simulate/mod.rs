@@ -73,8 +73,8 @@ use hpa_bridge_rules::cluster::Cluster;
 use hpa_bridge_rules::config::{Config, HumanDuration};
 use hpa_bridge_rules::evidence::{TargetId, MAX_REPLICA_VALUE};
 use hpa_bridge_server::api::{server, ApiHandler};
+use hpa_bridge_server::tls;
 use hpa_bridge_sources::source::scrape::Scraper;
-use hpa_bridge_sources::tls;
 use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};
 
 /// An arbitrary wall-clock start for the simulated clock (2027-01-15T08:00:00Z).

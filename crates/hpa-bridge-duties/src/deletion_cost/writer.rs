@@ -22,8 +22,8 @@ use hpa_bridge_rules::evidence::{Evidence, Read, Scope};
 use hpa_bridge_rules::policy::{pod_indices, QueryContext};
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_sources::source::discovery::Discovery;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::Store;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// How long a written cost may take to show in the watch before it is written again: long
 /// enough for the watch to catch up, short enough that a value another writer changed is put

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::election::{Election, LeaseRecord, Step};
 use super::FIELD_MANAGER;
 use hpa_bridge_rules::clock::{Clock, Millis};
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// The lease's name when `--deletion-cost-lease` names none.
 pub const DEFAULT_LEASE_NAME: &str = "hpa-bridge-deletion-cost";

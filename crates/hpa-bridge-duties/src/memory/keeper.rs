@@ -10,8 +10,8 @@ use serde_json::json;
 use super::config_map::MemoryObject;
 use crate::lease::Leadership;
 use hpa_bridge_rules::clock::{rfc3339, Clock, Millis};
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{Memory, StoreWriter};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 #[derive(Clone, Copy, Debug)]
 pub struct MemoryTimings {

@@ -12,8 +12,8 @@ use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::policy::{self, Answer};
 use hpa_bridge_sources::source::EvidenceSource;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{PageFormat, ScrapeTarget, Store, StoreWriter};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 use super::explainer::Explainer;
 use super::history::{self, History};

@@ -11,8 +11,8 @@ use hpa_bridge_rules::config::Config;
 use hpa_bridge_sources::source::prometheus::{PrometheusSetupError, PrometheusSource};
 use hpa_bridge_sources::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge_sources::source::EvidenceSource;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::StoreWriter;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 use super::adapter::static_credentials;
 

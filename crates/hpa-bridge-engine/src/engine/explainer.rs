@@ -16,8 +16,8 @@ use hpa_bridge_rules::config::MetricKind;
 use hpa_bridge_rules::evidence::Read;
 use hpa_bridge_rules::policy::Answer;
 use hpa_bridge_rules::selector::LabelSelector;
-use hpa_bridge_sources::telemetry::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 use hpa_bridge_store::store::{ScrapeTarget, TargetHealth};
+use hpa_bridge_telemetry::self_metrics::{ScopeGauges, SelfMetrics, PROMETHEUS_FAMILIES};
 
 use super::evaluation::metric_scope;
 use super::history::{self, Filter, History};

@@ -10,8 +10,8 @@ use hpa_bridge_rules::cluster::Cluster;
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_sources::source::EvidenceSource;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{ScrapeTarget, StoreWriter, WorkloadRef};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// An adapter over the default config answering from `source`, at a fixed time (1,000 s).
 pub fn adapter_on(source: Arc<dyn EvidenceSource>) -> Adapter {

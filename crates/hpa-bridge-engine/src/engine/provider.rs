@@ -13,7 +13,7 @@ use hpa_bridge_rules::config::{Config, MetricKind, MetricSpec};
 use hpa_bridge_rules::policy::{Answer, RefusalKind};
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_sources::source::EvidenceSource;
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 use super::evaluation::{metric_scope, Evaluation, RuleMemory};
 use super::metric_query::{MetricQuery, Served};

@@ -10,8 +10,8 @@ use hpa_bridge_rules::clock::{Clock, ManualClock, Millis};
 use hpa_bridge_rules::config::Config;
 use hpa_bridge_rules::policy::{Answer, RefusalKind};
 use hpa_bridge_rules::selector::LabelSelector;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::StoreWriter;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// Pods of `games/lobby`: more than a served answer notes, so the store summarizes the rest
 /// (store/family_digest.rs) and both readings of age are exercised.

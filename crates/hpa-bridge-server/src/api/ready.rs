@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 #[derive(Clone, Debug)]
 pub struct Ready {

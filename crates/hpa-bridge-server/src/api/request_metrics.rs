@@ -15,7 +15,7 @@ use tower::{Layer, Service};
 use super::response::ApiResponse;
 use super::{Route, Routed};
 use hpa_bridge_engine::engine::Adapter;
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// A request's label in the self-metrics: which configured metric it asked for, or none
 /// (`-`). Held as a position among the served metrics rather than a borrowed name, so the

@@ -15,7 +15,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 use super::requestheader::RequestHeaderConfig;
-use hpa_bridge_sources::tls::{crypto_provider, pem_certs};
+use hpa_bridge_sources::pki::{crypto_provider, pem_certs};
 
 pub const CONFIGMAP_NAMESPACE: &str = "kube-system";
 pub const CONFIGMAP_NAME: &str = "extension-apiserver-authentication";

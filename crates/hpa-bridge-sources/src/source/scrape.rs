@@ -18,13 +18,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::source::scrape_schedule::ScrapeSchedule;
-use crate::telemetry::SelfMetrics;
 use hpa_bridge_exposition as exposition;
 use hpa_bridge_rules::clock::Clock;
 use hpa_bridge_rules::config::ScrapeCredentials;
 use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::redaction::redact_url;
 use hpa_bridge_store::store::{Page, PageFormat, ScrapeTarget, StoreWriter};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// How a scrape failed; the text lands in `/status` and the error counter's `reason` label.
 #[derive(Debug, thiserror::Error)]

@@ -14,8 +14,8 @@ use hpa_bridge_engine::engine::StatusSection;
 use hpa_bridge_rules::clock::SystemClock;
 use hpa_bridge_rules::config::{Config, KubernetesDiscoveryConfig};
 use hpa_bridge_sources::source::discovery::Discovery;
-use hpa_bridge_sources::telemetry::SelfMetrics;
 use hpa_bridge_store::store::{ScrapeTarget, StoreWriter};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 use super::args::ServeArgs;
 use super::auth::kubeconfig_file;

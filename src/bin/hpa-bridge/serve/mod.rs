@@ -19,9 +19,9 @@ use hpa_bridge_server::api::ready::Ready;
 use hpa_bridge_server::api::transport::shutdown::Shutdown;
 use hpa_bridge_server::api::transport::Gatekeeper;
 use hpa_bridge_server::api::{metrics_port, ApiHandler};
+use hpa_bridge_server::tls;
 use hpa_bridge_sources::source::discovery::Discovery;
-use hpa_bridge_sources::telemetry::{SelfMetrics, HPA_PREDICTION_FAMILIES};
-use hpa_bridge_sources::tls;
+use hpa_bridge_telemetry::self_metrics::{SelfMetrics, HPA_PREDICTION_FAMILIES};
 
 pub(crate) use args::ServeArgs;
 use ports::Ports;

@@ -9,7 +9,7 @@ use hpa_bridge_server::api::transport::connection::{ConnectionGate, ConnectionLi
 use hpa_bridge_server::api::transport::shutdown::Shutdown;
 use hpa_bridge_server::api::transport::{Gatekeeper, Listening};
 use hpa_bridge_server::api::{metrics_port, server, ApiHandler};
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::penalty_box::{PenaltyBox, PenaltyRules, Strike, TRUST};
-use hpa_bridge_sources::telemetry::SelfMetrics;
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// Limits applied to every connection of one listener.
 #[derive(Clone, Debug, PartialEq, Eq)]

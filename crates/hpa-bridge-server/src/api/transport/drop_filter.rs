@@ -259,7 +259,7 @@ mod tests {
     async fn refresh_lists_what_the_gate_refuses() {
         use crate::api::transport::connection::ConnectionLimits;
         use crate::api::transport::penalty_box::Strike;
-        let metrics = std::sync::Arc::new(hpa_bridge_sources::telemetry::SelfMetrics::new());
+        let metrics = std::sync::Arc::new(hpa_bridge_telemetry::self_metrics::SelfMetrics::new());
         let mut limits = ConnectionLimits::default();
         limits.penalty.strikes = 1;
         let gate = ConnectionGate::new("api", limits, metrics.clone());

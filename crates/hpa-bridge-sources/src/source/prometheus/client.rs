@@ -86,7 +86,7 @@ pub(crate) fn build_client(
         };
         let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
         let mut roots = rustls::RootCertStore::empty();
-        for cert in crate::tls::pem_certs(&pem).map_err(ca_err)? {
+        for cert in crate::pki::pem_certs(&pem).map_err(ca_err)? {
             roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
         }
         if roots.is_empty() {

@@ -64,7 +64,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::source::scrape::error_chain;
 use crate::source::{EvidenceSource, SourceError, SourceStatus};
-use crate::telemetry::SelfMetrics;
 use hpa_bridge_rules::clock::{rfc3339, Clock, Millis};
 use hpa_bridge_rules::cluster::Cluster;
 pub use hpa_bridge_rules::cluster::PodFacts;
@@ -73,6 +72,7 @@ use hpa_bridge_rules::evidence::{
     invalid_reason, Evidence, Observation, Read, Scope, TargetId, UnknownTarget,
 };
 use hpa_bridge_rules::selector::{is_prometheus_label_name, LabelSelector, Operator, Requirement};
+use hpa_bridge_telemetry::self_metrics::SelfMetrics;
 
 /// The name in `SourceError` messages, so a refusal says which source failed.
 const SOURCE_NAME: &str = "Prometheus";

@@ -1,11 +1,13 @@
 //! Serving TLS: certificate files re-read on change, or a self-signed certificate generated at
-//! startup for local use.
+//! startup for local use. PEM reading is the sources crate's `pki`, which its clients share.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use rustls::pki_types::pem::{self, PemObject};
+
+use hpa_bridge_sources::pki::{crypto_provider, pem_certs, pem_error_message};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -27,10 +29,6 @@ pub enum TlsError {
     Generate(String),
     #[error("TLS configuration: {0}")]
     Config(String),
-}
-
-pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -64,29 +62,6 @@ fn read_pem_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
             message: pem_error_message(&e),
         },
     })
-}
-
-/// Every certificate in PEM text, other sections skipped; a section that does not decode is an
-/// error. No certificate at all is an empty list: each caller names its own source.
-pub fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| pem_error_message(&e))
-}
-
-/// pki-types prints the label or line it choked on as a byte array; the operator fixing the
-/// file needs the text, and the whole END line the section lacks.
-fn pem_error_message(e: &pem::Error) -> String {
-    match e {
-        pem::Error::MissingSectionEnd { end_marker } => format!(
-            "section end \"-----END {}-----\" missing",
-            String::from_utf8_lossy(end_marker)
-        ),
-        pem::Error::IllegalSectionStart { line } => {
-            format!("illegal section start: {:?}", String::from_utf8_lossy(line))
-        }
-        e => e.to_string(),
-    }
 }
 
 fn certified_key(
