@@ -881,7 +881,7 @@ mod tests {
     #[test]
     fn scrape_error_labels_carry_what_they_are_given() {
         // The target label is the target id, which for static targets is already redacted
-        // (`adapter::static_targets`); this pins that the counter does not re-derive it.
+        // (`engine::static_targets`); this pins that the counter does not re-derive it.
         let m = SelfMetrics::new();
         m.scrape_error(&TargetId("http://u:xxxxx@h/m".into()), "connect");
         assert!(m.render().contains(

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::engine::static_targets::static_credentials;
 use crate::engine::{static_store, Adapter, StatusSection};
 use hpa_bridge_rules::clock::Clock;
 use hpa_bridge_rules::cluster::Cluster;
@@ -13,8 +14,6 @@ use hpa_bridge_sources::source::scrape::{ScrapeSettings, Scraper};
 use hpa_bridge_sources::source::EvidenceSource;
 use hpa_bridge_store::store::StoreWriter;
 use hpa_bridge_telemetry::self_metrics::SelfMetrics;
-
-use super::adapter::static_credentials;
 
 /// The default number of targets scraped at once by `serve`.
 pub const DEFAULT_SCRAPE_CONCURRENCY: usize = 512;

@@ -15,15 +15,17 @@ mod object_selectors;
 mod provider;
 mod query_key;
 mod reusing;
+mod static_targets;
 mod status;
 #[cfg(test)]
 mod tests;
 
-pub use adapter::{static_store, static_target_id, static_targets, Adapter};
+pub use adapter::Adapter;
 pub use builder::{Assembly, EngineBuilder, DEFAULT_SCRAPE_CONCURRENCY};
 pub use explainer::{Explainer, HistoryView, StatusSection};
 pub use metric_query::{MetricQuery, Served};
 pub use object_scope::{ObjectKind, ObjectRef};
 pub use provider::{Answered, Engine, MetricsProvider, QueryError, Version};
 pub use reusing::{Reusing, REUSE_MS as ANSWER_REUSE_MS};
+pub use static_targets::{static_store, static_target_id, static_targets};
 pub use status::{StatusQuery, StatusQueryError, DEFAULT_STATUS_LIMIT, MAX_STATUS_LIMIT};

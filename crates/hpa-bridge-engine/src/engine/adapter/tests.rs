@@ -13,9 +13,11 @@ use crate::engine::status::StatusQuery;
 use crate::engine::ObjectRef;
 use hpa_bridge_rules::clock::ManualClock;
 use hpa_bridge_rules::cluster::{WorkloadKind, WorkloadRef};
+use hpa_bridge_rules::evidence::TargetId;
 use hpa_bridge_rules::evidence::{Evidence, Read, Scope};
 use hpa_bridge_rules::selector::LabelSelector;
 use hpa_bridge_sources::source::SourceError;
+use hpa_bridge_store::store::Store;
 
 /// The scrape store, counting every evidence read.
 struct Counting {
@@ -45,28 +47,6 @@ impl Cluster for OneStatefulSet {
     fn ordinals_start(&self, _w: &WorkloadRef) -> u64 {
         0
     }
-}
-
-/// Probe URLs that differ only in a query value are shown alike, and each is still its
-/// own target: none replaces another in the store, and no id shows a value.
-#[test]
-fn static_targets_differing_in_a_query_value_keep_apart_ids() {
-    let config = Config::from_yaml(
-            "scrape: {static: [{url: 'http://bb/probe?target=a'}, {url: 'http://bb/probe?target=b'}, {url: 'http://bb/probe?target=c'}]}",
-        )
-        .unwrap();
-    let ids: Vec<String> = static_targets(&config)
-        .iter()
-        .map(|t| t.id.to_string())
-        .collect();
-    assert_eq!(
-        ids,
-        [
-            "http://bb/probe?target=xxxxx",
-            "http://bb/probe?target=xxxxx (scrape.static[1])",
-            "http://bb/probe?target=xxxxx (scrape.static[2])",
-        ]
-    );
 }
 
 #[tokio::test]
