@@ -141,6 +141,14 @@ async fn set(control: &str, query: &str) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// A default multi-thread runtime (a worker per core), as `serve` runs the scraper on.
+pub fn default_runtime(part: &'static str) -> Result<tokio::runtime::Runtime, BenchError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .part(part)
+}
+
 /// The exporter process serving [`exporter_spec`]'s pages.
 pub fn start_exporter(
     exe: &Path,

@@ -209,13 +209,7 @@ fn bench_soak(args: BenchSoakArgs) -> Result<ExitCode, String> {
         replaced_percent: args.replaced_percent,
         settle_rounds: 0,
     };
-    let exe = std::env::current_exe().map_err(|e| format!("locating the bench binary: {e}"))?;
-    let rounds = soak::child(&plan, &exe).map_err(|e| e.to_string())?;
-    println!(
-        "{}",
-        serde_json::to_string(&rounds).map_err(|e| e.to_string())?
-    );
-    Ok(ExitCode::SUCCESS)
+    print_json(&soak::child(&plan, &bench_exe()?).map_err(|e| e.to_string())?)
 }
 
 fn bench_memory(args: BenchMemoryArgs) -> Result<ExitCode, String> {
@@ -227,11 +221,19 @@ fn bench_memory(args: BenchMemoryArgs) -> Result<ExitCode, String> {
         rounds: args.rounds,
         interval: Duration::from_millis(args.interval_ms),
     };
-    let exe = std::env::current_exe().map_err(|e| format!("locating the bench binary: {e}"))?;
-    let result = memory_attribution::child(&plan, &exe).map_err(|e| e.to_string())?;
+    print_json(&memory_attribution::child(&plan, &bench_exe()?).map_err(|e| e.to_string())?)
+}
+
+/// This binary, which the parts run again as their child processes.
+fn bench_exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("locating the hpa-bridge-bench binary: {e}"))
+}
+
+/// A child process's result, as one line of JSON on stdout for its parent.
+fn print_json(value: &impl serde::Serialize) -> Result<ExitCode, String> {
     println!(
         "{}",
-        serde_json::to_string(&result).map_err(|e| e.to_string())?
+        serde_json::to_string(value).map_err(|e| e.to_string())?
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -245,8 +247,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
         quick: args.quick,
         out_dir: args.out.clone(),
         parts: args.only.clone(),
-        exe: std::env::current_exe()
-            .map_err(|e| format!("locating the hpa-bridge-bench binary: {e}"))?,
+        exe: bench_exe()?,
         command,
     };
     // Called outside any tokio runtime: the parts build runtimes with pinned worker counts.

@@ -153,10 +153,7 @@ pub fn child(plan: &MemoryPlan, exe: &Path) -> Result<MemoryResult, BenchError> 
         plan.page_bytes,
         plan.wanted_series,
     )?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .part(PART)?;
+    let runtime = fleet::default_runtime(PART)?;
     runtime.block_on(phases(plan, &spec, &exporter))
 }
 

@@ -233,10 +233,7 @@ pub fn run(plan: &ScalePlan, exe: &Path) -> Result<ScaleResult, BenchError> {
         plan.page_bytes,
         plan.wanted_series,
     )?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .part(PART)?;
+    let runtime = fleet::default_runtime(PART)?;
     let (rss_before, _) = memory().unwrap_or_default();
     let result = runtime.block_on(measure(plan, &spec, &exporter, exe));
     drop(exporter);

@@ -111,10 +111,7 @@ pub struct SoakResult {
 pub fn child(plan: &SoakPlan, exe: &Path) -> Result<SoakRounds, BenchError> {
     let (spec, exporter) =
         fleet::start_exporter(exe, plan.targets, plan.workloads, plan.page_bytes, 2)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .part(PART)?;
+    let runtime = fleet::default_runtime(PART)?;
     runtime.block_on(rounds(plan, &spec, exporter.port()))
 }
 

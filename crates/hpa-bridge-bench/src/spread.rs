@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::figure::{Figure, Goal};
 use super::fleet::{self, Scraped};
-use super::{cpu_time, BenchError, InPart};
+use super::{cpu_time, BenchError};
 use hpa_bridge_sources::source::scrape::Scraper;
 
 const PART: &str = "spread";
@@ -80,10 +80,7 @@ pub struct SpreadResult {
 pub fn run(plan: &SpreadPlan, exe: &Path) -> Result<SpreadResult, BenchError> {
     let (spec, exporter) =
         fleet::start_exporter(exe, plan.targets, plan.workloads, plan.page_bytes, 2)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .part(PART)?;
+    let runtime = fleet::default_runtime(PART)?;
     let scraped = Scraped::new(&spec, &exporter, plan.interval, fleet::SCRAPE_CONCURRENCY)?;
     runtime.block_on(measure(plan, scraped.scraper.clone()))
 }
