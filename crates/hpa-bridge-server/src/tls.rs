@@ -6,12 +6,12 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use rustls::pki_types::pem::{self, PemObject};
-
-use hpa_bridge_sources::pki::{crypto_provider, pem_certs, pem_error_message};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use sha2::{Digest, Sha256};
+
+use hpa_bridge_sources::pki::{crypto_provider, pem_certs, pem_error_message};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

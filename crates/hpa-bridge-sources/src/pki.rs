@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::CertificateDer;
 
+/// ring, the one provider every TLS client and server here is built with.
 pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
