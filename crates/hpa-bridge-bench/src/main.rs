@@ -118,14 +118,21 @@ struct BenchArgs {
     only: Vec<String>,
 }
 
+/// The fleet a child process serves or scrapes, as its parent passes it.
 #[derive(Args, Debug)]
-struct BenchExporterArgs {
+struct FleetArgs {
     #[arg(long)]
     targets: usize,
     #[arg(long)]
     workloads: usize,
     #[arg(long)]
     page_bytes: usize,
+}
+
+#[derive(Args, Debug)]
+struct BenchExporterArgs {
+    #[command(flatten)]
+    fleet: FleetArgs,
     #[arg(long)]
     shared_host: bool,
     #[arg(long, default_value_t = 2)]
@@ -136,12 +143,8 @@ struct BenchExporterArgs {
 
 #[derive(Args, Debug)]
 struct BenchSoakArgs {
-    #[arg(long)]
-    targets: usize,
-    #[arg(long)]
-    workloads: usize,
-    #[arg(long)]
-    page_bytes: usize,
+    #[command(flatten)]
+    fleet: FleetArgs,
     #[arg(long)]
     rounds: usize,
     #[arg(long)]
@@ -150,12 +153,8 @@ struct BenchSoakArgs {
 
 #[derive(Args, Debug)]
 struct BenchMemoryArgs {
-    #[arg(long)]
-    targets: usize,
-    #[arg(long)]
-    workloads: usize,
-    #[arg(long)]
-    page_bytes: usize,
+    #[command(flatten)]
+    fleet: FleetArgs,
     #[arg(long)]
     wanted_series: usize,
     #[arg(long)]
@@ -189,9 +188,9 @@ fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime
         .block_on(exporter::serve(exporter::ExporterSpec {
-            targets: args.targets,
-            workloads: args.workloads.max(1),
-            page_bytes: args.page_bytes,
+            targets: args.fleet.targets,
+            workloads: args.fleet.workloads.max(1),
+            page_bytes: args.fleet.page_bytes,
             shared_host: args.shared_host,
             wanted_series: args.wanted_series,
             deployment: args.deployment,
@@ -202,9 +201,9 @@ fn bench_exporter(args: BenchExporterArgs) -> Result<ExitCode, String> {
 
 fn bench_soak(args: BenchSoakArgs) -> Result<ExitCode, String> {
     let plan = soak::SoakPlan {
-        targets: args.targets.max(1),
-        workloads: args.workloads.max(1),
-        page_bytes: args.page_bytes,
+        targets: args.fleet.targets.max(1),
+        workloads: args.fleet.workloads.max(1),
+        page_bytes: args.fleet.page_bytes,
         rounds: args.rounds,
         replaced_percent: args.replaced_percent,
         settle_rounds: 0,
@@ -214,9 +213,9 @@ fn bench_soak(args: BenchSoakArgs) -> Result<ExitCode, String> {
 
 fn bench_memory(args: BenchMemoryArgs) -> Result<ExitCode, String> {
     let plan = memory_attribution::MemoryPlan {
-        targets: args.targets.max(1),
-        workloads: args.workloads.max(1),
-        page_bytes: args.page_bytes,
+        targets: args.fleet.targets.max(1),
+        workloads: args.fleet.workloads.max(1),
+        page_bytes: args.fleet.page_bytes,
         wanted_series: args.wanted_series,
         rounds: args.rounds,
         interval: Duration::from_millis(args.interval_ms),
